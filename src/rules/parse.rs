@@ -1,0 +1,409 @@
+//! Validation of a rules file: JSON in, a [`RuleSet`] or every problem out.
+
+use super::{Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet};
+use crate::time::Span;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+use serde_json::{Map, Value};
+
+/// One problem in a rules file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleError {
+    /// Which rule: `rules[2] ("api")`, or `None` for the file as a whole.
+    pub rule: Option<String>,
+    /// The field, e.g. `period` or `match.path.starts_with`.
+    pub field: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.rule {
+            Some(rule) => write!(f, "rule {}: field \"{}\": {}", rule, self.field, self.message),
+            None if self.field.is_empty() => write!(f, "rules file: {}", self.message),
+            None => write!(f, "rules file: field \"{}\": {}", self.field, self.message),
+        }
+    }
+}
+
+/// The longest period or timeout accepted: one year.
+const MAX_SECONDS: u64 = 366 * 86_400;
+/// The largest threshold of an exact sliding log (each counted request is remembered).
+const MAX_LOG_REQUESTS: u64 = 10_000;
+const RULE_FIELDS: &[&str] = &[
+    "id",
+    "description",
+    "match",
+    "characteristics",
+    "algorithm",
+    "period",
+    "requests_per_period",
+    "mitigation_timeout",
+    "rate",
+    "burst",
+    "response",
+];
+const ALGORITHMS: &str = "\"sliding_log\" (the default), \"fixed_window\", \"sliding_window\" or \"token_bucket\"";
+const CHARACTERISTICS: &str = "\"ip.src\", \"cf.colo.id\", \"http.host\", \"http.request.method\", \
+\"http.request.uri.path\" or http.request.headers[\"<name>\"]";
+const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"];
+
+struct Errors {
+    rule: Option<String>,
+    list: Vec<RuleError>,
+}
+
+impl Errors {
+    fn push(&mut self, field: &str, message: impl Into<String>) {
+        self.list.push(RuleError { rule: self.rule.clone(), field: field.into(), message: message.into() });
+    }
+}
+
+pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
+    let mut errors = Errors { rule: None, list: Vec::new() };
+    let root: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push("", format!("not valid JSON: {e}"));
+            return Err(errors.list);
+        }
+    };
+    let Some(root) = root.as_object() else {
+        errors.push("", "must be an object with a \"rules\" array");
+        return Err(errors.list);
+    };
+    for key in root.keys().filter(|k| k.as_str() != "rules") {
+        errors.push(key, "unknown field; the file has only \"rules\"");
+    }
+    let Some(list) = root.get("rules") else {
+        errors.push("rules", "missing; it must be an array of rules");
+        return Err(errors.list);
+    };
+    let Some(list) = list.as_array() else {
+        errors.push("rules", "must be an array of rules");
+        return Err(errors.list);
+    };
+    let mut rules = Vec::with_capacity(list.len());
+    for (index, value) in list.iter().enumerate() {
+        let id = value.get("id").and_then(Value::as_str);
+        errors.rule = Some(match id {
+            Some(id) => format!("rules[{index}] (\"{id}\")"),
+            None => format!("rules[{index}]"),
+        });
+        if let Some(rule) = rule(value, &mut errors) {
+            if rules.iter().any(|r: &Rule| r.id == rule.id) {
+                errors.push("id", format!("\"{}\" is used by an earlier rule; ids must be unique", rule.id));
+            }
+            rules.push(rule);
+        }
+    }
+    if errors.list.is_empty() {
+        Ok(RuleSet { rules })
+    } else {
+        Err(errors.list)
+    }
+}
+
+fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
+    let Some(obj) = value.as_object() else {
+        errors.push("", "must be an object");
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !RULE_FIELDS.contains(&k.as_str())) {
+        errors.push(key, format!("unknown field; a rule has {}", RULE_FIELDS.join(", ")));
+    }
+    let id = match obj.get("id") {
+        None => {
+            errors.push("id", "missing; give the rule a name of letters, digits, '_', '-' or '.'");
+            None
+        }
+        Some(Value::String(id)) if is_name(id) => Some(id.clone()),
+        Some(other) => {
+            errors.push("id", format!("must be 1–64 letters, digits, '_', '-' or '.', got {other}"));
+            None
+        }
+    };
+    let description = match obj.get("description") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            errors.push("description", format!("must be a string, got {other}"));
+            None
+        }
+    };
+    let matcher = match obj.get("match") {
+        None => {
+            errors.push("match", "missing; e.g. {\"path\": {\"starts_with\": \"/api/\"}} ({} matches every request)");
+            None
+        }
+        Some(m) => matcher(m, errors),
+    };
+    let characteristics = match obj.get("characteristics") {
+        None => {
+            errors.push("characteristics", format!("missing; a non-empty array of {CHARACTERISTICS}"));
+            None
+        }
+        Some(c) => characteristics(c, errors),
+    };
+    let algorithm = algorithm(obj, errors);
+    let mitigation_timeout = match obj.get("mitigation_timeout") {
+        None => Some(Span::ZERO),
+        Some(v) => whole(v, 0, MAX_SECONDS, "mitigation_timeout", "a whole number of seconds", errors).map(Span::from_secs),
+    };
+    let response = match obj.get("response") {
+        None => Some(Response { status: 429, body: None }),
+        Some(r) => response(r, errors),
+    };
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(Rule {
+        id: id?,
+        description,
+        matcher: matcher?,
+        characteristics: characteristics?,
+        algorithm: algorithm?,
+        mitigation_timeout: mitigation_timeout?,
+        response: response?,
+    })
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A whole number in `min..=max`, with a message naming the field otherwise.
+fn whole(v: &Value, min: u64, max: u64, field: &str, what: &str, errors: &mut Errors) -> Option<u64> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Some(n),
+        _ => {
+            errors.push(field, format!("must be {what} from {min} to {max}, got {v}"));
+            None
+        }
+    }
+}
+
+fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
+    let Some(obj) = v.as_object() else {
+        errors.push("match", format!("must be an object with \"path\", \"methods\" and/or \"hosts\", got {v}"));
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !["path", "methods", "hosts"].contains(&k.as_str())) {
+        errors.push(&format!("match.{key}"), "unknown field; match has \"path\", \"methods\" and \"hosts\"");
+    }
+    let path = match obj.get("path") {
+        None => None,
+        Some(p) => path(p, errors),
+    };
+    let methods = string_list(obj.get("methods"), "match.methods", errors)
+        .into_iter()
+        .filter_map(|m| {
+            let upper = m.to_ascii_uppercase();
+            if METHODS.contains(&upper.as_str()) {
+                Some(upper)
+            } else {
+                errors.push("match.methods", format!("\"{m}\" is not a method; use {}", METHODS.join(", ")));
+                None
+            }
+        })
+        .collect();
+    let hosts = string_list(obj.get("hosts"), "match.hosts", errors)
+        .into_iter()
+        .filter_map(|h| {
+            if h.is_empty() || h.contains(['/', ':', ' ']) {
+                errors.push("match.hosts", format!("\"{h}\" is not a host name (no scheme, port or path)"));
+                None
+            } else {
+                Some(h.to_ascii_lowercase())
+            }
+        })
+        .collect();
+    (errors.list.len() == before).then_some(Match { path, methods, hosts })
+}
+
+fn path(v: &Value, errors: &mut Errors) -> Option<PathMatch> {
+    const HOW: &str = "must be {\"starts_with\": \"/prefix\"} or {\"equals\": \"/path\"}";
+    let Some(obj) = v.as_object() else {
+        errors.push("match.path", format!("{HOW}, got {v}"));
+        return None;
+    };
+    if obj.len() != 1 {
+        errors.push("match.path", format!("{HOW} (exactly one of them)"));
+        return None;
+    }
+    let (kind, value) = obj.iter().next()?;
+    let field = format!("match.path.{kind}");
+    let text = match value.as_str() {
+        Some(s) if s.starts_with('/') => s.to_string(),
+        _ => {
+            errors.push(&field, format!("must be a path starting with \"/\", got {value}"));
+            return None;
+        }
+    };
+    match kind.as_str() {
+        "starts_with" => Some(PathMatch::StartsWith(text)),
+        "equals" => Some(PathMatch::Equals(text)),
+        _ => {
+            errors.push(&field, format!("unknown path test; {HOW}"));
+            None
+        }
+    }
+}
+
+fn string_list(v: Option<&Value>, field: &str, errors: &mut Errors) -> Vec<String> {
+    let Some(v) = v else { return Vec::new() };
+    match v.as_array() {
+        Some(items) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(Value::as_str).map(String::from).collect()
+        }
+        _ => {
+            errors.push(field, format!("must be an array of strings, got {v}"));
+            Vec::new()
+        }
+    }
+}
+
+fn characteristics(v: &Value, errors: &mut Errors) -> Option<Vec<Characteristic>> {
+    let items = match v.as_array() {
+        Some(items) if !items.is_empty() => items,
+        _ => {
+            errors.push("characteristics", format!("must be a non-empty array of {CHARACTERISTICS}, got {v}"));
+            return None;
+        }
+    };
+    let before = errors.list.len();
+    let mut out: Vec<Characteristic> = Vec::with_capacity(items.len());
+    for item in items {
+        let c = match item.as_str() {
+            Some("ip.src") => Characteristic::IpSrc,
+            Some("cf.colo.id") => Characteristic::ColoId,
+            Some("http.host") => Characteristic::Host,
+            Some("http.request.method") => Characteristic::Method,
+            Some("http.request.uri.path") => Characteristic::Path,
+            Some(s) => match s.strip_prefix("http.request.headers[\"").and_then(|r| r.strip_suffix("\"]")) {
+                Some(name) if is_token(name) => Characteristic::Header(name.to_ascii_lowercase()),
+                _ => {
+                    errors.push("characteristics", format!("unknown characteristic \"{s}\"; allowed: {CHARACTERISTICS}"));
+                    continue;
+                }
+            },
+            None => {
+                errors.push("characteristics", format!("each must be a string, got {item}"));
+                continue;
+            }
+        };
+        if out.contains(&c) {
+            errors.push("characteristics", format!("\"{}\" is listed twice", c.name()));
+        }
+        out.push(c);
+    }
+    (errors.list.len() == before).then_some(out)
+}
+
+fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm> {
+    let name = match obj.get("algorithm") {
+        None => "sliding_log",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            errors.push("algorithm", format!("must be {ALGORITHMS}, got {other}"));
+            return None;
+        }
+    };
+    let (used, unused): (&[&str], &[&str]) = match name {
+        "token_bucket" => (&["rate", "burst"], &["period", "requests_per_period"]),
+        "sliding_log" | "fixed_window" | "sliding_window" => (&["period", "requests_per_period"], &["rate", "burst"]),
+        _ => {
+            errors.push("algorithm", format!("unknown algorithm \"{name}\"; use {ALGORITHMS}"));
+            return None;
+        }
+    };
+    let before = errors.list.len();
+    for field in unused.iter().filter(|f| obj.contains_key(**f)) {
+        errors.push(field, format!("is not used by \"{name}\", which takes {}", used.join(" and ")));
+    }
+    for field in used.iter().filter(|f| !obj.contains_key(**f)) {
+        errors.push(field, format!("missing; \"{name}\" needs {}", used.join(" and ")));
+    }
+    if errors.list.len() > before {
+        return None;
+    }
+    if name == "token_bucket" {
+        let rate = &obj["rate"];
+        let interval = match rate.as_f64() {
+            Some(r) if r.is_finite() && r > 0.0 && r <= 1e9 => {
+                let nanos = 1e9 / r;
+                // Round the interval up so the configured rate is never exceeded.
+                let whole = nanos as u64;
+                Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
+            }
+            _ => {
+                errors.push("rate", format!("must be a number of requests per second above 0 (at most 1e9), got {rate}"));
+                return None;
+            }
+        };
+        let burst = whole(&obj["burst"], 1, u64::from(u32::MAX), "burst", "a whole number of requests", errors)?;
+        return Some(Algorithm::TokenBucket { interval, burst: burst as u32 });
+    }
+    let period = whole(&obj["period"], 1, MAX_SECONDS, "period", "a whole number of seconds", errors);
+    let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u64::from(u32::MAX) };
+    let what = if name == "sliding_log" {
+        "a whole number of requests (sliding_log remembers each one; use sliding_window above 10000)"
+    } else {
+        "a whole number of requests"
+    };
+    let requests = whole(&obj["requests_per_period"], 1, max, "requests_per_period", what, errors);
+    let (requests_per_period, period) = (requests? as u32, Span::from_secs(period?));
+    Some(match name {
+        "fixed_window" => Algorithm::FixedWindow { requests_per_period, period },
+        "sliding_window" => Algorithm::SlidingWindow { requests_per_period, period },
+        _ => Algorithm::SlidingLog { requests_per_period, period },
+    })
+}
+
+fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
+    let Some(obj) = v.as_object() else {
+        errors.push("response", format!("must be an object with status_code, content_type, content; got {v}"));
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !["status_code", "content_type", "content"].contains(&k.as_str())) {
+        errors.push(&format!("response.{key}"), "unknown field; response has status_code, content_type and content");
+    }
+    let status = match obj.get("status_code") {
+        None => Some(429),
+        Some(s) => whole(s, 400, 599, "response.status_code", "an HTTP error status", errors).map(|s| s as u16),
+    };
+    let content = obj.get("content");
+    let content_type = obj.get("content_type");
+    let body = match (content, content_type) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            errors.push("response.content_type", "is given without response.content");
+            None
+        }
+        (Some(Value::String(body)), ct) => match ct {
+            None => Some(("text/plain; charset=utf-8".to_string(), body.clone())),
+            Some(Value::String(ct)) if !ct.is_empty() && !ct.contains(['\r', '\n']) => Some((ct.clone(), body.clone())),
+            Some(other) => {
+                errors.push("response.content_type", format!("must be a media type such as \"application/json\", got {other}"));
+                None
+            }
+        },
+        (Some(other), _) => {
+            errors.push("response.content", format!("must be a string, got {other}"));
+            None
+        }
+    };
+    (errors.list.len() == before).then_some(Response { status: status?, body })
+}

@@ -1,0 +1,63 @@
+//! `sluicegate check-rules`: the build refuses a bad rules file, naming what is wrong.
+
+use std::path::Path;
+use std::process::Command;
+
+fn check_rules(file: &str) -> (i32, String, String) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+        .args(["check-rules", path.to_str().unwrap()])
+        .output()
+        .expect("run sluicegate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_default_worker_rules_are_valid() {
+    let (code, stdout, stderr) = check_rules("worker/rules.json");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("api: 20 per 10 s"), "{stdout}");
+    assert!(stdout.contains("ip.src + cf.colo.id, then block 10 s"), "{stdout}");
+}
+
+fn refused(file: &str, wants: &[&str]) {
+    let (code, _, stderr) = check_rules(&format!("tests/fixtures/rules/{file}"));
+    assert_eq!(code, 1, "{file} must be refused: {stderr}");
+    for want in wants {
+        assert!(stderr.contains(want), "{file}: expected {want:?} in:\n{stderr}");
+    }
+    assert!(stderr.contains("rules[0] (\"api\")"), "names the rule:\n{stderr}");
+}
+
+#[test]
+fn an_unknown_characteristic_is_refused() {
+    refused("unknown-characteristic.json", &["field \"characteristics\"", "unknown characteristic \"cf.colo\"", "\"cf.colo.id\""]);
+}
+
+#[test]
+fn a_period_of_zero_is_refused() {
+    refused("zero-period.json", &["field \"period\"", "got 0"]);
+}
+
+#[test]
+fn a_negative_threshold_is_refused() {
+    refused("negative-threshold.json", &["field \"requests_per_period\"", "got -20"]);
+}
+
+#[test]
+fn a_missing_field_is_refused() {
+    refused("missing-field.json", &["field \"period\": missing"]);
+}
+
+#[test]
+fn a_missing_file_and_bad_usage_exit_2() {
+    let (code, _, stderr) = check_rules("tests/fixtures/rules/no-such-file.json");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read"));
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate")).arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
