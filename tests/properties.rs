@@ -1,0 +1,583 @@
+//! Properties of every limiter, checked over random request schedules.
+//!
+//! Each property feeds a random schedule (sorted arrival times, random costs) through
+//! `Limiter::check` and asserts the algorithm's promise over every window, or compares the
+//! limiter with a plain reference model written out in the test.
+#![cfg(not(target_arch = "wasm32"))]
+
+use proptest::prelude::*;
+use sluicegate::keyed::Keyed;
+use sluicegate::limit::{check_all, Blocking, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
+use sluicegate::rules::AnyLimiter;
+use sluicegate::{CostTooHigh, Decision, Instant, Span};
+use std::collections::HashMap;
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+
+/// Gaps between requests, in thousandths of a caller-chosen unit (a quarter of them zero:
+/// simultaneous arrivals), each with a raw cost to be reduced to the limiter's range.
+fn schedule(max_len: usize) -> impl Strategy<Value = Vec<(u64, u32)>> {
+    prop::collection::vec((prop_oneof![1 => Just(0u64), 3 => 0u64..3_000], any::<u32>()), 1..max_len)
+}
+
+/// The arrival times of a schedule starting at `start`, one gap unit being `unit` ns.
+fn arrivals(start: u64, unit: u64, gaps: &[(u64, u32)]) -> Vec<u64> {
+    let mut t = start;
+    gaps.iter()
+        .map(|&(permille, _)| {
+            t = t.saturating_add((u128::from(unit) * u128::from(permille) / 1000) as u64);
+            t
+        })
+        .collect()
+}
+
+/// The heaviest window `[t, t + w)` over admitted `(time, cost)` pairs sorted by time; the
+/// maximum is reached by a window that starts at an admitted request. Returns (t, sum).
+fn heaviest_window(admitted: &[(u64, u64)], w: u64) -> (u64, u64) {
+    let mut best = (0, 0);
+    for (i, &(t, _)) in admitted.iter().enumerate() {
+        let end = t.saturating_add(w);
+        let sum: u64 = admitted[i..].iter().take_while(|(u, _)| *u < end).map(|(_, c)| *c).sum();
+        if sum > best.1 {
+            best = (t, sum);
+        }
+    }
+    best
+}
+
+fn at(ns: u64) -> Instant {
+    Instant::from_nanos(ns)
+}
+
+fn retry_after(d: Decision) -> Option<Span> {
+    match d {
+        Decision::Deny { retry_after } => Some(retry_after),
+        Decision::Allow { .. } => None,
+    }
+}
+
+/// A `Deny`'s `retry_after` is exact: with nothing in between, the same request is admitted
+/// at `now + retry_after` and refused 1 ns earlier.
+fn assert_retry_after_is_exact<L: Limiter + Clone + std::fmt::Debug>(
+    limiter: &L,
+    now: u64,
+    cost: u32,
+    retry: Span,
+) -> Result<(), TestCaseError> {
+    prop_assert!(!retry.is_zero(), "a refusal must not say 'retry now' ({limiter:?} at {now}, cost {cost})");
+    let later = at(now) + retry;
+    let mut on_time = limiter.clone();
+    prop_assert!(
+        on_time.check(later, cost).unwrap().is_allowed(),
+        "refused at {now} with retry_after {retry:?}, but refused again then: {limiter:?}, cost {cost}"
+    );
+    let mut early = limiter.clone();
+    prop_assert!(
+        !early.check(later - Span::from_nanos(1), cost).unwrap().is_allowed(),
+        "refused at {now} with retry_after {retry:?}, but admitted 1 ns earlier: {limiter:?}, cost {cost}"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// GCRA
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn gcra_never_admits_more_than_burst_plus_window_over_interval(
+        burst in 1u32..=8,
+        count in 1u32..=50,
+        period_ms in 1u64..=1_000,
+        extra_ns in 0u64..1_000,
+        start in prop_oneof![Just(0u64), 0u64..1_000 * SEC],
+        gaps in schedule(200),
+    ) {
+        let period = period_ms * MS + extra_ns;
+        let interval = period.div_ceil(u64::from(count));
+        let mut g = Gcra::new(burst, Span::from_nanos(period), count).unwrap();
+        prop_assert_eq!(g.interval(), Span::from_nanos(interval));
+
+        let times = arrivals(start, interval, &gaps);
+        let mut admitted = Vec::new();
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = raw % (burst + 1);
+            let before = g;
+            let d = g.check(at(now), cost).unwrap();
+            match d {
+                Decision::Allow { .. } => admitted.push((now, u64::from(cost))),
+                Decision::Deny { retry_after } => {
+                    prop_assert_eq!(g, before, "a denial changed the bucket");
+                    assert_retry_after_is_exact(&g, now, cost, retry_after)?;
+                }
+            }
+        }
+        for w in [interval, 10 * interval, period, 3 * period + interval / 2] {
+            let (t, sum) = heaviest_window(&admitted, w);
+            let bound = u64::from(burst) + w / interval;
+            prop_assert!(sum <= bound, "{sum} admitted in [{t}, {t}+{w}), bound {bound} (T = {interval})");
+        }
+    }
+
+    #[test]
+    fn gcra_cost_zero_is_always_admitted_and_changes_nothing_that_matters(
+        burst in 1u32..=5,
+        period_ms in 1u64..=100,
+        gaps in schedule(60),
+    ) {
+        let mut g = Gcra::new(burst, Span::from_millis(period_ms), burst).unwrap();
+        let times = arrivals(SEC, period_ms * MS / u64::from(burst), &gaps);
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = raw % (burst + 1);
+            let peeked = g.peek(at(now), cost).unwrap();
+            prop_assert!(g.check(at(now), 0).unwrap().is_allowed());
+            prop_assert_eq!(g.peek(at(now), cost).unwrap(), peeked);
+            let _ = g.check(at(now), cost);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixed window
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn fixed_window_admits_exactly_while_the_aligned_window_has_room_and_at_most_twice_the_limit_per_rolling_period(
+        limit in 1u64..=20,
+        period_ms in 1u64..=1_000,
+        extra_ns in 0u64..1_000,
+        start in prop_oneof![Just(0u64), 0u64..1_000 * SEC],
+        gaps in schedule(200),
+    ) {
+        let period = period_ms * MS + extra_ns;
+        let mut w = FixedWindow::new(limit, Span::from_nanos(period)).unwrap();
+        let times = arrivals(start, period / limit, &gaps);
+        let mut per_window: HashMap<u64, u64> = HashMap::new();
+        let mut admitted = Vec::new();
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = u64::from(raw) % (limit + 1);
+            let window = now - now % period;
+            let used = per_window.get(&window).copied().unwrap_or(0);
+            let before = w;
+            let d = w.check(at(now), cost as u32).unwrap();
+            if used + cost <= limit {
+                prop_assert!(d.is_allowed(), "window {window} holds {used} of {limit}; cost {cost} refused at {now}");
+                *per_window.entry(window).or_default() += cost;
+                admitted.push((now, cost));
+            } else {
+                prop_assert_eq!(d, Decision::Deny { retry_after: Span::from_nanos(window + period - now) });
+                prop_assert_eq!(w, before, "a denial changed the window");
+            }
+        }
+        for (window, used) in &per_window {
+            prop_assert!(*used <= limit, "window {window} admitted {used} > {limit}");
+        }
+        let (t, sum) = heaviest_window(&admitted, period);
+        prop_assert!(sum <= 2 * limit, "{sum} admitted in [{t}, {t}+{period}) > 2 × {limit}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sliding log
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn sliding_log_admits_exactly_the_requests_that_fit_the_rolling_period(
+        limit in 1u64..=20,
+        period_ms in 1u64..=1_000,
+        extra_ns in 0u64..1_000,
+        start in prop_oneof![Just(0u64), 0u64..1_000 * SEC],
+        gaps in schedule(200),
+    ) {
+        let period = period_ms * MS + extra_ns;
+        let mut log = SlidingLog::new(limit, Span::from_nanos(period)).unwrap();
+        let times = arrivals(start, period / limit, &gaps);
+        let mut admitted: Vec<(u64, u64)> = Vec::new();
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = u64::from(raw) % (limit + 1);
+            // The exact rolling count: entries admitted at `a` with a > now − period.
+            let rolling: u64 = admitted.iter().filter(|(a, _)| a + period > now).map(|(_, c)| c).sum();
+            let d = log.check(at(now), cost as u32).unwrap();
+            if rolling + cost <= limit {
+                prop_assert!(d.is_allowed(), "rolling count {rolling} + cost {cost} ≤ {limit}, yet refused at {now}");
+                admitted.push((now, cost));
+            } else {
+                let Some(retry) = retry_after(d) else {
+                    return Err(TestCaseError::fail(format!("rolling count {rolling} + cost {cost} > {limit}, yet admitted at {now}")));
+                };
+                assert_retry_after_is_exact(&log, now, cost as u32, retry)?;
+            }
+        }
+        let (t, sum) = heaviest_window(&admitted, period);
+        prop_assert!(sum <= limit, "{sum} admitted in [{t}, {t}+{period}) > {limit}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sliding-window counter
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn sliding_window_never_admits_more_than_the_limit_in_an_aligned_window_and_a_denial_charges_nothing(
+        limit in 1u64..=20,
+        period_ms in 1u64..=1_000,
+        extra_ns in 0u64..1_000,
+        start in prop_oneof![Just(0u64), 0u64..1_000 * SEC],
+        gaps in schedule(200),
+    ) {
+        let period = period_ms * MS + extra_ns;
+        let mut w = SlidingWindow::new(limit, Span::from_nanos(period)).unwrap();
+        let times = arrivals(start, period / limit, &gaps);
+        let mut per_window: HashMap<u64, u64> = HashMap::new();
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = u64::from(raw) % (limit + 1);
+            let before = w;
+            match w.check(at(now), cost as u32).unwrap() {
+                Decision::Allow { .. } => *per_window.entry(now - now % period).or_default() += cost,
+                Decision::Deny { retry_after } => {
+                    prop_assert_eq!(w, before, "a denial changed the counters");
+                    assert_retry_after_is_exact(&w, now, cost as u32, retry_after)?;
+                }
+            }
+        }
+        for (window, used) in &per_window {
+            prop_assert!(*used <= limit, "aligned window {window} admitted {used} > {limit}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Count, then block
+// ---------------------------------------------------------------------------------------
+
+/// The reference semantics of `Blocking<SlidingLog>` for unit-cost requests, written out.
+struct BlockModel {
+    limit: usize,
+    period: u64,
+    timeout: u64,
+    log: Vec<u64>,
+    block_start: Option<u64>,
+}
+
+impl BlockModel {
+    /// `Ok` for an admit, `Err(retry_after)` for a refusal.
+    fn step(&mut self, u: u64) -> Result<(), u64> {
+        if let Some(b) = self.block_start {
+            if u < b + self.timeout {
+                return Err(b + self.timeout - u);
+            }
+            self.block_start = None;
+            self.log.clear();
+        }
+        let live = self.log.iter().filter(|&&a| a + self.period > u).count();
+        if live < self.limit {
+            self.log.push(u);
+            Ok(())
+        } else {
+            self.block_start = Some(u);
+            Err(self.timeout)
+        }
+    }
+}
+
+fn check_blocking_sliding_log(
+    limit: u64,
+    period: u64,
+    timeout: u64,
+    times: &[u64],
+) -> Result<(), TestCaseError> {
+    let mut rule = Blocking::new(SlidingLog::new(limit, Span::from_nanos(period)).unwrap(), Span::from_nanos(timeout));
+    let mut model = BlockModel { limit: limit as usize, period, timeout, log: Vec::new(), block_start: None };
+    let mut admitted = Vec::new();
+    let mut blocks: Vec<u64> = Vec::new();
+    for &now in times {
+        let was_blocked = rule.blocked_until(at(now)).is_some();
+        let d = rule.check(at(now), 1).unwrap();
+        let expected = model.step(now);
+        match (d, expected) {
+            (Decision::Allow { .. }, Ok(())) => admitted.push((now, 1)),
+            (Decision::Deny { retry_after }, Err(want)) => {
+                prop_assert_eq!(retry_after, Span::from_nanos(want), "refusal at {}", now);
+                if !was_blocked {
+                    // A refusal outside a block starts one, of exactly `timeout`.
+                    prop_assert_eq!(rule.blocked_until(at(now)), Some(at(now + timeout)));
+                    blocks.push(now);
+                }
+            }
+            (d, expected) => {
+                return Err(TestCaseError::fail(format!("at {now}: limiter said {d:?}, model {expected:?}")));
+            }
+        }
+        // Every request inside a block is refused, and refusals never move its end.
+        for &b in &blocks {
+            if (b..b + timeout).contains(&now) {
+                prop_assert_eq!(d, Decision::Deny { retry_after: Span::from_nanos(b + timeout - now) });
+            }
+        }
+    }
+    let (t, sum) = heaviest_window(&admitted, period);
+    prop_assert!(sum <= limit, "{sum} admitted in [{t}, {t}+{period}) > {limit}");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_reference_rule_never_admits_more_than_20_in_any_10_seconds_and_blocks_for_exactly_10_seconds(
+        start_ms in 0u64..1_000_000,
+        gaps in schedule(300),
+    ) {
+        // Gaps around 10 s / 20 = 500 ms: the rule is exceeded often.
+        let times = arrivals(start_ms * MS, 500 * MS, &gaps);
+        check_blocking_sliding_log(20, 10 * SEC, 10 * SEC, &times)?;
+    }
+
+    #[test]
+    fn count_then_block_never_admits_more_than_the_limit_in_any_period_and_refusals_never_extend_a_block(
+        limit in 1u64..30,
+        period_s in 1u64..20,
+        extra_timeout_ms in prop_oneof![Just(0u64), 0u64..20_000],
+        start_ms in 0u64..1_000_000,
+        gaps in schedule(300),
+    ) {
+        let period = period_s * SEC;
+        let times = arrivals(start_ms * MS, period / limit, &gaps);
+        check_blocking_sliding_log(limit, period, period + extra_timeout_ms * MS, &times)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Several limits at once
+// ---------------------------------------------------------------------------------------
+
+fn any_limiter() -> impl Strategy<Value = Blocking<AnyLimiter>> {
+    (0u8..4, 1u64..=10, 1u64..=1_000, prop_oneof![2 => Just(0u64), 1 => 1u64..=2_000]).prop_map(
+        |(kind, limit, period_ms, timeout_ms)| {
+            let period = Span::from_millis(period_ms);
+            let inner = match kind {
+                0 => AnyLimiter::FixedWindow(FixedWindow::new(limit, period).unwrap()),
+                1 => AnyLimiter::Gcra(Gcra::new(limit as u32, period, limit as u32).unwrap()),
+                2 => AnyLimiter::SlidingLog(SlidingLog::new(limit, period).unwrap()),
+                _ => AnyLimiter::SlidingWindow(SlidingWindow::new(limit, period).unwrap()),
+            };
+            Blocking::new(inner, Span::from_millis(timeout_ms))
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn check_all_charges_every_limit_or_none_and_a_refusal_leaves_willing_limits_unchanged(
+        mut limits in prop::collection::vec(any_limiter(), 2..=3),
+        gaps in schedule(120),
+    ) {
+        let times = arrivals(SEC, 100 * MS, &gaps);
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let now = at(now);
+            let cost = raw % 12; // sometimes above a limit's capacity
+            let before = limits.clone();
+            let peeks: Vec<Result<Decision, CostTooHigh>> = before.iter().map(|l| l.peek(now, cost)).collect();
+            let result = {
+                let mut refs: Vec<&mut dyn Limiter> = limits.iter_mut().map(|l| l as &mut dyn Limiter).collect();
+                check_all(&mut refs, now, cost)
+            };
+            if let Some(Err(e)) = peeks.iter().find(|p| p.is_err()) {
+                prop_assert_eq!(result, Err(*e));
+                prop_assert_eq!(&limits, &before, "an error charged something");
+                continue;
+            }
+            let peeks: Vec<Decision> = peeks.into_iter().map(Result::unwrap).collect();
+            let denied = peeks.iter().any(|d| !d.is_allowed());
+            let result = result.unwrap();
+            prop_assert_eq!(result.is_allowed(), !denied);
+            let mut remaining = u64::MAX;
+            let mut reset = Span::ZERO;
+            let mut retry = Span::ZERO;
+            for (i, (l, peeked)) in before.iter().zip(&peeks).enumerate() {
+                // What the limit would be had it been checked alone.
+                let mut alone = l.clone();
+                let own = alone.check(now, cost).unwrap();
+                prop_assert_eq!(own, *peeked, "peek and check disagree for limit {}", i);
+                match own {
+                    Decision::Allow { remaining: r, reset: t } => {
+                        remaining = remaining.min(r);
+                        reset = reset.max(t);
+                    }
+                    Decision::Deny { retry_after } => retry = retry.max(retry_after),
+                }
+                let expected = if denied && own.is_allowed() { l } else { &alone };
+                prop_assert_eq!(&limits[i], expected, "limit {} after a multi-check that {:?}", i, result);
+            }
+            if denied {
+                prop_assert_eq!(result, Decision::Deny { retry_after: retry });
+            } else {
+                prop_assert_eq!(result, Decision::Allow { remaining, reset });
+            }
+        }
+    }
+
+    #[test]
+    fn peek_always_agrees_with_check_for_every_algorithm(
+        mut limiter in any_limiter(),
+        gaps in schedule(150),
+    ) {
+        let times = arrivals(SEC, 50 * MS, &gaps);
+        for (&now, &(_, raw)) in times.iter().zip(&gaps) {
+            let cost = raw % 12;
+            let peeked = limiter.peek(at(now), cost);
+            prop_assert_eq!(limiter.check(at(now), cost), peeked, "at {}", now);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Keyed tables
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_keyed_table_with_room_answers_each_key_as_its_own_lone_gcra(
+        burst in 1u32..=5,
+        count in 1u32..=20,
+        period_ms in 1u64..=1_000,
+        salt in any::<u64>(),
+        gaps in schedule(200),
+        keys in prop::collection::vec(0u8..6, 200),
+    ) {
+        let period = Span::from_millis(period_ms);
+        let prototype = Gcra::new(burst, period, count).unwrap();
+        let interval = prototype.interval().as_nanos();
+        let mut table: Keyed<u8, Gcra> = Keyed::new(prototype, 10_000, salt);
+        let mut lone: HashMap<u8, Gcra> = HashMap::new();
+        let mut admitted: HashMap<u8, Vec<(u64, u64)>> = HashMap::new();
+        let times = arrivals(SEC, interval, &gaps);
+        for ((&now, &(_, raw)), &key) in times.iter().zip(&gaps).zip(&keys) {
+            let cost = raw % (burst + 1);
+            let d = table.check(&key, at(now), cost).unwrap();
+            let want = lone.entry(key).or_insert(prototype).check(at(now), cost).unwrap();
+            prop_assert_eq!(d, want, "key {} at {}", key, now);
+            if d.is_allowed() {
+                admitted.entry(key).or_default().push((now, u64::from(cost)));
+            }
+            prop_assert!(table.len() <= 6);
+        }
+        for (key, list) in &admitted {
+            for w in [interval, 10 * interval, period.as_nanos()] {
+                let (t, sum) = heaviest_window(list, w);
+                let bound = u64::from(burst) + w / interval;
+                prop_assert!(sum <= bound, "key {key}: {sum} admitted in [{t}, {t}+{w}), bound {bound}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_keyed_table_never_exceeds_max_keys_and_only_refuses_more_than_a_lone_gcra_when_full(
+        burst in 1u32..=3,
+        period_ms in 1u64..=1_000,
+        max_keys in 1usize..=4,
+        salt in any::<u64>(),
+        gaps in schedule(200),
+        keys in prop::collection::vec(0u16..12, 200),
+    ) {
+        let prototype = Gcra::new(burst, Span::from_millis(period_ms), burst).unwrap();
+        let interval = prototype.interval().as_nanos();
+        let mut table: Keyed<u16, Gcra> = Keyed::new(prototype, max_keys, salt);
+        let mut lone: HashMap<u16, Gcra> = HashMap::new();
+        let times = arrivals(SEC, interval / 4, &gaps);
+        for ((&now, &(_, raw)), &key) in times.iter().zip(&gaps).zip(&keys) {
+            let cost = raw % (burst + 1);
+            let full_before = table.len() >= max_keys;
+            let d = table.check(&key, at(now), cost).unwrap();
+            prop_assert!(table.len() <= max_keys, "{} keys held, max {}", table.len(), max_keys);
+            let model = lone.entry(key).or_insert(prototype);
+            let want = model.peek(at(now), cost).unwrap();
+            if !d.is_allowed() && want.is_allowed() {
+                // Fail closed: only a new key in a full table is refused beyond its quota.
+                prop_assert!(full_before, "key {} refused at {} with room in the table", key, now);
+            } else {
+                prop_assert_eq!(d, want, "key {} at {}", key, now);
+                model.check(at(now), cost).unwrap();
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Extremes
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn gcra_with_a_one_nanosecond_period_and_the_largest_count_keeps_a_positive_interval() {
+    for burst in [1, 2, u32::MAX] {
+        let mut g = Gcra::new(burst, Span::from_nanos(1), u32::MAX).unwrap();
+        assert!(g.interval() >= Span::from_nanos(1));
+        for now in [0, 1, 2, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            for cost in [0, 1, burst] {
+                let _ = g.check(at(now), cost).unwrap();
+            }
+        }
+    }
+    assert!(Gcra::with_interval(0, Span::ZERO).interval() >= Span::from_nanos(1));
+}
+
+fn extreme_span() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(1u64), Just(u64::MAX), Just(u64::MAX / 2), 1u64..1_000, any::<u64>().prop_map(|n| n.max(1))]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn times_near_the_end_of_the_clock_saturate_without_panicking(
+        start in prop_oneof![Just(u64::MAX), u64::MAX - 1_000..=u64::MAX, u64::MAX - 1_000 * SEC..=u64::MAX],
+        steps in prop::collection::vec((prop_oneof![Just(0u64), 0u64..1_000, any::<u64>()], any::<u32>()), 1..40),
+        limit in prop_oneof![Just(1u64), Just(u64::MAX), 1u64..100, any::<u64>().prop_map(|n| n.max(1))],
+        burst in prop_oneof![Just(1u32), Just(u32::MAX), 1u32..100],
+        count in prop_oneof![Just(1u32), Just(u32::MAX), 1u32..100],
+        period in extreme_span(),
+        timeout in prop_oneof![Just(0u64), extreme_span()],
+    ) {
+        let period = Span::from_nanos(period);
+        let timeout = Span::from_nanos(timeout);
+        let gcra = Gcra::new(burst, period, count).unwrap();
+        let mut all: Vec<Blocking<AnyLimiter>> = vec![
+            Blocking::new(AnyLimiter::Gcra(gcra), timeout),
+            Blocking::new(AnyLimiter::FixedWindow(FixedWindow::new(limit, period).unwrap()), timeout),
+            Blocking::new(AnyLimiter::SlidingLog(SlidingLog::new(limit, period).unwrap()), timeout),
+            Blocking::new(AnyLimiter::SlidingWindow(SlidingWindow::new(limit, period).unwrap()), timeout),
+        ];
+        let mut table: Keyed<u32, Gcra> = Keyed::new(gcra, 2, 1);
+        let mut t = Instant::from_nanos(start);
+        for (i, &(gap, cost)) in steps.iter().enumerate() {
+            t = t + Span::from_nanos(gap);
+            for l in all.iter_mut() {
+                let _ = l.peek(t, cost);
+                let _ = l.check(t, cost);
+                let _ = l.full_at();
+                let _ = l.is_idle(t);
+            }
+            let _ = table.check(&(i as u32 % 5), t, cost);
+            prop_assert!(table.len() <= 2);
+            let mut refs: Vec<&mut dyn Limiter> = all.iter_mut().map(|l| l as &mut dyn Limiter).collect();
+            let _ = check_all(&mut refs, t, cost % 4);
+        }
+        prop_assert_eq!(t.as_nanos() >= start, true);
+    }
+}

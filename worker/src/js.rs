@@ -1,0 +1,50 @@
+//! Bindings to the Workers runtime: the parts of `env`, `request.cf` and the global
+//! `fetch` this crate uses (globals, never `window`).
+
+use js_sys::Promise;
+use wasm_bindgen::prelude::*;
+use web_sys::Request;
+
+#[wasm_bindgen]
+extern "C" {
+    /// The Worker's `env`.
+    pub type Env;
+    #[wasm_bindgen(method, getter, js_name = SLUICEGATE_RULES)]
+    pub fn rules(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = ORIGIN_URL)]
+    pub fn origin_url(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = ASSETS)]
+    pub fn assets(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = RATE_LIMITER)]
+    pub fn rate_limiter(this: &Env) -> Namespace;
+
+    /// A Durable Object namespace.
+    pub type Namespace;
+    #[wasm_bindgen(method, catch, js_name = idFromName)]
+    pub fn id_from_name(this: &Namespace, name: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    pub fn get(this: &Namespace, id: &JsValue) -> Result<Stub, JsValue>;
+
+    /// A Durable Object stub; `check` is the object's RPC method (see `entry.mjs`).
+    pub type Stub;
+    #[wasm_bindgen(method, catch)]
+    pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
+
+    /// A service binding such as `ASSETS`.
+    pub type Fetcher;
+    #[wasm_bindgen(method, catch)]
+    pub fn fetch(this: &Fetcher, request: &Request) -> Result<Promise, JsValue>;
+
+    /// The global `fetch`.
+    #[wasm_bindgen(js_name = fetch)]
+    pub fn fetch(request: &Request) -> Promise;
+}
+
+/// `request.cf.colo`, when the runtime provides it.
+pub fn colo(request: &Request) -> Option<String> {
+    let cf = js_sys::Reflect::get(request, &"cf".into()).ok()?;
+    if !cf.is_object() {
+        return None;
+    }
+    js_sys::Reflect::get(&cf, &"colo".into()).ok()?.as_string().filter(|c| !c.is_empty())
+}
