@@ -1,0 +1,70 @@
+// The built npm package, imported by its name as a user would (Node entry).
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate";
+
+const defaultRules = readFileSync(new URL("../worker/rules.json", import.meta.url), "utf8");
+
+test("the package loads in Node without a fetch of the .wasm, and init() is a no-op after", async () => {
+  await init();
+  assert.equal(typeof validateRules, "function");
+});
+
+test("validateRules accepts the worker's default rules and reports their policies", () => {
+  assert.deepEqual(validateRules(defaultRules), [{ id: "api", policy: '"api";q=20;w=10' }]);
+});
+
+test("validateRules throws one line per problem, naming the rule and the field", () => {
+  const bad = JSON.stringify({
+    rules: [{ id: "api", match: {}, characteristics: ["ip.src", "asn"], period: 0, requests_per_period: -1 }],
+  });
+  assert.throws(
+    () => validateRules(bad),
+    (e) => {
+      const lines = e.message.split("\n");
+      assert.equal(lines.length, 3, e.message);
+      assert.ok(lines.every((l) => l.includes('rules[0] ("api")')));
+      assert.match(e.message, /field "characteristics": unknown characteristic "asn"/);
+      assert.match(e.message, /field "period"/);
+      assert.match(e.message, /field "requests_per_period".*got -1/);
+      return true;
+    },
+  );
+});
+
+test("clientIdentity counts the rightmost forwarded hop and IPv6 by its /64", () => {
+  assert.deepEqual(clientIdentity({ xForwardedFor: "1.2.3.4, 198.51.100.7" }), {
+    ip: "198.51.100.7",
+    source: "x-forwarded-for",
+  });
+  assert.deepEqual(clientIdentity({ cfConnectingIp: "2001:db8:1:2:dead:beef::1", xForwardedFor: "9.9.9.9" }), {
+    ip: "2001:db8:1:2::/64",
+    source: "cf-connecting-ip",
+  });
+  assert.equal(clientIdentity({ peer: "not an address" }), undefined);
+  assert.throws(() => clientIdentity({ peer: 42 }), /peer must be a string/);
+});
+
+test("TokenBucket takes time in, refuses NaN, and says exactly when to come back", () => {
+  const bucket = new TokenBucket(2, 1000, 2);
+  assert.deepEqual(bucket.check(0, 1), { allowed: true, remaining: 1, resetMs: 500 });
+  assert.deepEqual(bucket.check(0, 1), { allowed: true, remaining: 0, resetMs: 1000 });
+  assert.deepEqual(bucket.check(100, 1), { allowed: false, retryAfterMs: 400 });
+  assert.equal(bucket.check(500, 1).allowed, true);
+  assert.throws(() => bucket.check(Number.NaN, 1), /nowMs must be a finite number/);
+  assert.throws(() => new TokenBucket(0, 1000, 1), /burst must be a whole number/);
+  bucket.free();
+});
+
+test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
+  const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
+    cwd: new URL("..", import.meta.url),
+    encoding: "utf8",
+  });
+  const files = JSON.parse(out)[0].files.map((f) => f.path);
+  for (const f of ["pkg/sluicegate_bg.wasm", "pkg/sluicegate.js", "pkg/sluicegate.d.ts", "js/node.js", "js/browser.js", "js/workerd.js"]) {
+    assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
+  }
+});
