@@ -1,1 +1,256 @@
-fn main() {}
+//! Nanoseconds per decision: the reference edge rule end to end (minus I/O), and keyed GCRA
+//! checks against governor's keyed limiter at 1, 1,000 and 1,000,000 keys.
+//!
+//! Both keyed sides run the same quota (1000 per second, burst 1000) on a fake clock that
+//! advances 1 ms per decision (so neither reads a real clock and every decision is an
+//! admit), over the same pre-generated key sequence, with every key already in the table.
+//!
+//! `cargo bench -p sluicegate --bench decisions`; after criterion's report a summary is
+//! printed, read from the estimates criterion just wrote (or, failing that, timed here).
+
+use criterion::{BenchmarkId, Criterion};
+use governor::clock::FakeRelativeClock;
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::keyed::DashMapStateStore;
+use sluicegate::identity::{client_identity, Sources};
+use sluicegate::keyed::Keyed;
+use sluicegate::limit::{Blocking, Gcra};
+use sluicegate::rules::{AnyLimiter, RequestFacts, RuleSet};
+use sluicegate::{Decision, Instant, Span};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+const REFERENCE_RULES: &str = r#"{"rules":[{"id":"api","match":{"path":{"starts_with":"/api/"}},"characteristics":["ip.src","cf.colo.id"],"period":10,"requests_per_period":20,"mitigation_timeout":10}]}"#;
+
+const KEY_COUNTS: [u64; 3] = [1, 1_000, 1_000_000];
+const RATE: u32 = 1_000;
+const STEP: Duration = Duration::from_millis(1);
+
+// ---------------------------------------------------------------------------------------
+// The reference rule, as the edge evaluates it per request
+// ---------------------------------------------------------------------------------------
+
+struct Edge {
+    rules: RuleSet,
+    ips: Vec<String>,
+    table: Keyed<String, Blocking<AnyLimiter>>,
+    now: Instant,
+    i: usize,
+}
+
+impl Edge {
+    fn new() -> Self {
+        let rules = RuleSet::from_json(REFERENCE_RULES).expect("the reference rule parses");
+        let prototype = rules.rules()[0].limiter();
+        // 64 clients, one request every 10 ms: each client sends one per 640 ms, under the
+        // 20 per 10 s of the rule, so every decision walks the admit path.
+        let mut ips: Vec<String> = (0..48).map(|i| format!("198.51.100.{}", i + 1)).collect();
+        ips.extend((0..16).map(|i| format!("2001:db8:{i:x}:1::{:x}", i * 7 + 1)));
+        Edge { rules, ips, table: Keyed::new(prototype, 100_000, 0x5eed), now: Instant::from_secs(1_000), i: 0 }
+    }
+
+    fn decide(&mut self) -> Option<Decision> {
+        let ip = self.ips[self.i % self.ips.len()].as_str();
+        self.i = self.i.wrapping_add(1);
+        self.now = self.now + Span::from_millis(10);
+        let identity = client_identity(&Sources { cf_connecting_ip: Some(ip), ..Sources::default() });
+        let facts = RequestFacts { method: "GET", host: "example.com", path: "/api/ping", colo: Some("AMS"), identity };
+        let mut decision = None;
+        for rule in self.rules.matching(&facts) {
+            let key = rule.counting_key(&facts, |_| None);
+            decision = Some(self.table.check(key.as_str(), self.now, 1).expect("cost 1 fits"));
+        }
+        decision
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Keyed GCRA: sluicegate and governor on the same keys, quota and fake clock
+// ---------------------------------------------------------------------------------------
+
+/// The key of the `i`-th decision: a multiplicative hash of `i`, mod `n`, so consecutive
+/// decisions land far apart in the table. A power-of-two sequence, cycled.
+fn key_sequence(n: u64) -> Rc<[u64]> {
+    let len = n.next_power_of_two().max(1 << 12);
+    (0..len).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) % n).collect()
+}
+
+struct SluiceKeyed {
+    table: Keyed<u64, Gcra>,
+    keys: Rc<[u64]>,
+    i: usize,
+    now: Instant,
+    step: Span,
+}
+
+impl SluiceKeyed {
+    fn new(n: u64, keys: Rc<[u64]>) -> Self {
+        let quota = Gcra::new(RATE, Span::from_secs(1), RATE).expect("valid quota");
+        let max_keys = usize::try_from(n).unwrap().max(1024) * 2;
+        let mut table = Keyed::new(quota, max_keys, 0x5eed);
+        let now = Instant::from_secs(1);
+        for key in 0..n {
+            assert!(table.check(&key, now, 1).unwrap().is_allowed());
+        }
+        assert_eq!(table.len() as u64, n);
+        SluiceKeyed { table, keys, i: 0, now, step: Span::from_nanos(STEP.as_nanos() as u64) }
+    }
+
+    #[inline]
+    fn decide(&mut self) -> Decision {
+        let key = self.keys[self.i & (self.keys.len() - 1)];
+        self.i = self.i.wrapping_add(1);
+        self.now = self.now + self.step;
+        self.table.check(&key, self.now, 1).unwrap()
+    }
+}
+
+type GovernorKeyed = governor::RateLimiter<u64, DashMapStateStore<u64>, FakeRelativeClock, NoOpMiddleware<Nanos>>;
+
+struct GovKeyed {
+    limiter: GovernorKeyed,
+    clock: FakeRelativeClock,
+    keys: Rc<[u64]>,
+    i: usize,
+}
+
+impl GovKeyed {
+    fn new(n: u64, keys: Rc<[u64]>) -> Self {
+        let rate = NonZeroU32::new(RATE).unwrap();
+        let quota = governor::Quota::per_second(rate).allow_burst(rate);
+        let clock = FakeRelativeClock::default();
+        clock.advance(Duration::from_secs(1));
+        let limiter = GovernorKeyed::dashmap_with_clock(quota, clock.clone());
+        for key in 0..n {
+            assert!(limiter.check_key(&key).is_ok());
+        }
+        assert_eq!(limiter.len() as u64, n);
+        GovKeyed { limiter, clock, keys, i: 0 }
+    }
+
+    #[inline]
+    fn decide(&mut self) -> bool {
+        let key = self.keys[self.i & (self.keys.len() - 1)];
+        self.i = self.i.wrapping_add(1);
+        self.clock.advance(STEP);
+        self.limiter.check_key(&key).is_ok()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Summary
+// ---------------------------------------------------------------------------------------
+
+/// Where criterion writes its estimates (its own order of preference).
+fn criterion_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return PathBuf::from(home);
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(target).join("criterion");
+    }
+    // Cargo runs benches from the package root; this crate is the workspace root.
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target").join("criterion")
+}
+
+/// The mean ns/iteration criterion wrote for `id` during this run, if it did.
+fn criterion_mean(id: &str, since: SystemTime) -> Option<f64> {
+    let path = criterion_home().join(id).join("new").join("estimates.json");
+    let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok()?;
+    if written < since {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    // {"mean":{"confidence_interval":{...},"point_estimate":41.2,"standard_error":...},...}
+    let mean = &text[text.find("\"mean\"")?..];
+    let at = mean.find("\"point_estimate\":")? + "\"point_estimate\":".len();
+    let rest = &mean[at..];
+    let end = rest.find([',', '}'])?;
+    rest[..end].trim().parse().ok()
+}
+
+/// ns per call of `f`, timed here: the best of three rounds of `iters` calls.
+fn time_it(iters: u64, mut f: impl FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            start.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Criterion's estimate for `id` from this run, else a timing of `f` here.
+fn ns_per_decision(id: &str, since: SystemTime, f: impl FnMut()) -> (f64, &'static str) {
+    match criterion_mean(id, since) {
+        Some(ns) => (ns, "criterion mean"),
+        None => (time_it(2_000_000, f), "timed after criterion"),
+    }
+}
+
+fn main() {
+    let started = SystemTime::now();
+    let benchmarking = std::env::args().any(|a| a == "--bench");
+    let mut c = Criterion::default()
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1))
+        .sample_size(30)
+        .configure_from_args();
+
+    let mut edge = Edge::new();
+    {
+        let mut group = c.benchmark_group("reference_rule");
+        group.bench_function("evaluate", |b| b.iter(|| black_box(edge.decide())));
+        group.finish();
+    }
+
+    // Under `cargo test --benches` (no `--bench`): one pass each, and the small tables only.
+    let counts: &[u64] = if benchmarking { &KEY_COUNTS } else { &KEY_COUNTS[..2] };
+    let mut sides = Vec::new();
+    {
+        let mut group = c.benchmark_group("keyed_gcra");
+        for &n in counts {
+            let keys = key_sequence(n);
+            let mut ours = SluiceKeyed::new(n, keys.clone());
+            group.bench_with_input(BenchmarkId::new("sluicegate", n), &n, |b, _| b.iter(|| black_box(ours.decide())));
+            let mut theirs = GovKeyed::new(n, keys);
+            group.bench_with_input(BenchmarkId::new("governor", n), &n, |b, _| b.iter(|| black_box(theirs.decide())));
+            sides.push((n, ours, theirs));
+        }
+        group.finish();
+    }
+    c.final_summary();
+
+    if !benchmarking {
+        return;
+    }
+    println!();
+    println!("summary (ns per decision):");
+    let (ns, source) = ns_per_decision("reference_rule/evaluate", started, || {
+        black_box(edge.decide());
+    });
+    println!("reference rule evaluation: {ns:.1} ns/decision ({source})");
+    // governor's side includes advancing its fake clock (an atomic compare-exchange loop).
+    let clock = FakeRelativeClock::default();
+    let advance = time_it(2_000_000, || clock.advance(black_box(STEP)));
+    println!("governor FakeRelativeClock::advance alone: {advance:.1} ns (included in governor's figures)");
+    for (n, ours, theirs) in &mut sides {
+        let (s, source) = ns_per_decision(&format!("keyed_gcra/sluicegate/{n}"), started, || {
+            black_box(ours.decide());
+        });
+        let (g, _) = ns_per_decision(&format!("keyed_gcra/governor/{n}"), started, || {
+            black_box(theirs.decide());
+        });
+        let keys = if *n == 1 { "key" } else { "keys" };
+        println!(
+            "keyed GCRA, {n} {keys}: sluicegate {s:.1} ns, governor {g:.1} ns (governor/sluicegate {:.2}x) ({source})",
+            g / s
+        );
+    }
+}

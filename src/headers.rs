@@ -59,14 +59,8 @@ struct Problem<'a> {
 
 /// An RFC 9457 problem body (`type` is `about:blank`, so `title` is the status phrase).
 pub fn problem(status: u16, title: &str, detail: &str, rule: Option<&str>, retry_after: Option<Span>) -> String {
-    let body = Problem {
-        kind: "about:blank",
-        title,
-        status,
-        detail,
-        rule,
-        retry_after: retry_after.map(Span::as_secs_ceil),
-    };
+    let body =
+        Problem { kind: "about:blank", title, status, detail, rule, retry_after: retry_after.map(Span::as_secs_ceil) };
     serde_json::to_string(&body).unwrap_or_default()
 }
 

@@ -188,9 +188,15 @@ mod tests {
 
     #[test]
     fn an_invalid_value_falls_through_to_the_next_source() {
-        assert_eq!(id(Some("not-an-ip"), Some("198.51.100.7"), None), Some(("198.51.100.7".into(), Source::ForwardedFor)));
+        assert_eq!(
+            id(Some("not-an-ip"), Some("198.51.100.7"), None),
+            Some(("198.51.100.7".into(), Source::ForwardedFor))
+        );
         // An invalid rightmost hop is not replaced by a client-typed hop to its left.
-        assert_eq!(id(None, Some("6.6.6.6, unknown"), Some("192.0.2.1:5000")), Some(("192.0.2.1".into(), Source::Peer)));
+        assert_eq!(
+            id(None, Some("6.6.6.6, unknown"), Some("192.0.2.1:5000")),
+            Some(("192.0.2.1".into(), Source::Peer))
+        );
         assert_eq!(id(Some(""), Some(" , "), Some("[2001:db8::1]:443")), Some(("2001:db8::/64".into(), Source::Peer)));
         assert_eq!(id(Some("x"), Some("y"), Some("z")), None);
         assert_eq!(id(None, None, None), None);

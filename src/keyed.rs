@@ -32,8 +32,8 @@ pub struct Keyed<K, L> {
     map: HashMap<K, L, FixedState>,
     prototype: L,
     max_keys: usize,
-    /// No entry can be swept before this instant (the earliest `full_at` seen by the last
-    /// sweep), so a full table is not rescanned on every new key.
+    /// No entry can be swept before this instant (a lower bound of every entry's
+    /// `full_at`), so a full table is not rescanned on every new key.
     next_sweep: Instant,
 }
 
@@ -59,7 +59,11 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if let Some(limiter) = self.map.get_mut(key) {
-            return limiter.check(now, cost);
+            let decision = limiter.check(now, cost);
+            // A check can bring an entry's idle time forward (a block shorter than its
+            // window); keep `next_sweep` a lower bound of every entry's.
+            self.next_sweep = self.next_sweep.min(limiter.full_at());
+            return decision;
         }
         let mut fresh = self.prototype.clone();
         let decision = fresh.check(now, cost)?;
@@ -73,6 +77,7 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
                 return Ok(Decision::Deny { retry_after: wait.max(crate::time::Span::from_nanos(1)) });
             }
         }
+        self.next_sweep = self.next_sweep.min(fresh.full_at());
         self.map.insert(key.to_owned(), fresh);
         Ok(decision)
     }

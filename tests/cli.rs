@@ -35,7 +35,10 @@ fn refused(file: &str, wants: &[&str]) {
 
 #[test]
 fn an_unknown_characteristic_is_refused() {
-    refused("unknown-characteristic.json", &["field \"characteristics\"", "unknown characteristic \"cf.colo\"", "\"cf.colo.id\""]);
+    refused(
+        "unknown-characteristic.json",
+        &["field \"characteristics\"", "unknown characteristic \"cf.colo\"", "\"cf.colo.id\""],
+    );
 }
 
 #[test]

@@ -292,12 +292,7 @@ impl BlockModel {
     }
 }
 
-fn check_blocking_sliding_log(
-    limit: u64,
-    period: u64,
-    timeout: u64,
-    times: &[u64],
-) -> Result<(), TestCaseError> {
+fn check_blocking_sliding_log(limit: u64, period: u64, timeout: u64, times: &[u64]) -> Result<(), TestCaseError> {
     let mut rule = Blocking::new(SlidingLog::new(limit, Span::from_nanos(period)).unwrap(), Span::from_nanos(timeout));
     let mut model = BlockModel { limit: limit as usize, period, timeout, log: Vec::new(), block_start: None };
     let mut admitted = Vec::new();
@@ -517,6 +512,116 @@ proptest! {
             }
         }
     }
+}
+
+/// The documented semantics of a `Keyed<_, Gcra>` table, without the sweep shortcut: a new
+/// key that would leave state is stored if there is room, or if sweeping every entry back at
+/// full quota makes room; otherwise it is refused until the earliest entry frees up.
+struct TableModel {
+    prototype: Gcra,
+    max_keys: usize,
+    entries: HashMap<u16, Gcra>,
+}
+
+/// What the model answers: the key's own decision, or a refusal for want of room in the
+/// table (with the moment the earliest entry frees up).
+#[derive(Debug)]
+enum Answer {
+    Own(Decision),
+    TableFull { frees_up_in: Span },
+}
+
+impl TableModel {
+    fn check(&mut self, key: u16, now: Instant, cost: u32) -> Answer {
+        if let Some(g) = self.entries.get_mut(&key) {
+            return Answer::Own(g.check(now, cost).unwrap());
+        }
+        let mut fresh = self.prototype;
+        let d = fresh.check(now, cost).unwrap();
+        if fresh.is_idle(now) {
+            return Answer::Own(d);
+        }
+        if self.entries.len() >= self.max_keys {
+            self.entries.retain(|_, g| g.full_at() > now);
+            if self.entries.len() >= self.max_keys {
+                let earliest = self.entries.values().map(|g| g.full_at()).min().unwrap();
+                return Answer::TableFull { frees_up_in: earliest - now };
+            }
+        }
+        self.entries.insert(key, fresh);
+        Answer::Own(d)
+    }
+}
+
+fn check_table_against_model(
+    burst: u32,
+    period_ms: u64,
+    max_keys: usize,
+    salt: u64,
+    gaps: &[(u64, u32)],
+    keys: &[u16],
+) -> Result<(), TestCaseError> {
+    let prototype = Gcra::new(burst, Span::from_millis(period_ms), burst).unwrap();
+    let mut table: Keyed<u16, Gcra> = Keyed::new(prototype, max_keys, salt);
+    let mut model = TableModel { prototype, max_keys, entries: HashMap::new() };
+    let times = arrivals(SEC, prototype.interval().as_nanos() / 2, gaps);
+    for ((&now, &(_, raw)), &key) in times.iter().zip(gaps).zip(keys) {
+        let cost = raw % (burst + 1);
+        let d = table.check(&key, at(now), cost).unwrap();
+        match model.check(key, at(now), cost) {
+            Answer::Own(want) => prop_assert_eq!(d, want, "key {} at {} cost {}", key, now, cost),
+            Answer::TableFull { frees_up_in } => {
+                // A hint no later than the moment room appears (a sooner one is harmless).
+                let retry = retry_after(d);
+                prop_assert!(
+                    retry.is_some_and(|r| !r.is_zero() && r <= frees_up_in.max(Span::from_nanos(1))),
+                    "key {} at {}: table full until {:?} from now, limiter said {:?}",
+                    key,
+                    now,
+                    frees_up_in,
+                    d
+                );
+            }
+        }
+        prop_assert_eq!(table.len(), model.entries.len());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_full_keyed_table_refuses_a_new_key_only_when_no_entry_can_be_swept() {
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(256));
+    runner
+        .run(
+            &(1u32..=5, 1u64..=1_000, 1usize..=4, any::<u64>(), schedule(200), prop::collection::vec(0u16..12, 200)),
+            |(burst, period_ms, max_keys, salt, gaps, keys)| {
+                check_table_against_model(burst, period_ms, max_keys, salt, &gaps, &keys)
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_full_keyed_table_sweeps_an_entry_that_went_idle_after_the_last_sweep() {
+    // Gcra 5 per 5 s (T = 1 s), two keys at most.
+    let mut table: Keyed<u8, Gcra> = Keyed::new(Gcra::new(5, Span::from_secs(5), 5).unwrap(), 2, 0);
+    let s = Instant::from_secs;
+    assert!(table.check(&b'A', s(0), 5).unwrap().is_allowed()); // full again at 5 s
+    assert!(table.check(&b'B', s(0), 1).unwrap().is_allowed()); // full again at 1 s
+    assert!(table.check(&b'C', s(2), 1).unwrap().is_allowed()); // sweeps B; C full again at 3 s
+                                                                // At 4 s C holds nothing (idle since 3 s): D must get its entry, as a lone bucket would.
+    assert!(table.check(&b'D', s(4), 1).unwrap().is_allowed());
+}
+
+#[test]
+fn a_keyed_table_that_was_swept_empty_still_admits_new_keys_later() {
+    // One key at most, 1 per second.
+    let mut table: Keyed<u8, Gcra> = Keyed::new(Gcra::new(1, Span::from_secs(1), 1).unwrap(), 1, 0);
+    let s = Instant::from_secs;
+    assert!(table.check(&b'A', s(0), 1).unwrap().is_allowed()); // full again at 1 s
+    assert!(table.check(&b'B', s(2), 1).unwrap().is_allowed()); // sweeps A, keeps nothing
+                                                                // B has been idle since 3 s; C must not be refused "for 584 years".
+    assert_eq!(table.check(&b'C', s(100), 1).unwrap(), Decision::Allow { remaining: 0, reset: Span::from_secs(1) });
 }
 
 // ---------------------------------------------------------------------------------------

@@ -41,11 +41,12 @@ impl FixedWindow {
         Instant::from_nanos(now.as_nanos() - now.as_nanos() % self.period)
     }
 
-    /// The count in force at `now` and the start of its window.
+    /// The count in force at `now` and the start of its window. A clock that steps back
+    /// into an earlier window stays in the latest one seen (never a fresh count).
     fn current(&self, now: Instant) -> (Instant, u64) {
         let start = self.window_of(now);
-        if start == self.start {
-            (start, self.count)
+        if start <= self.start {
+            (self.start, self.count)
         } else {
             (start, 0)
         }
@@ -110,6 +111,14 @@ mod tests {
             w.check(Instant::from_secs(20), 1).unwrap(),
             Decision::Allow { remaining: 1, reset: Span::from_secs(10) }
         );
+    }
+
+    #[test]
+    fn a_clock_stepping_back_does_not_forget_the_count() {
+        let mut w = FixedWindow::new(1, Span::from_secs(10)).unwrap();
+        assert!(w.check(Instant::from_secs(15), 1).unwrap().is_allowed());
+        assert_eq!(w.check(Instant::from_secs(9), 1).unwrap(), Decision::Deny { retry_after: Span::from_secs(11) });
+        assert!(!w.check(Instant::from_secs(15), 1).unwrap().is_allowed());
     }
 
     #[test]

@@ -151,11 +151,7 @@ impl<L: Limiter + ?Sized> Limiter for &mut L {
 /// assert!(!check_all(&mut [&mut per_sec, &mut per_min], t, 1).unwrap().is_allowed());
 /// assert!(per_min.peek(t, 1).unwrap().is_allowed());
 /// ```
-pub fn check_all(
-    limits: &mut [&mut dyn Limiter],
-    now: Instant,
-    cost: u32,
-) -> Result<Decision, CostTooHigh> {
+pub fn check_all(limits: &mut [&mut dyn Limiter], now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
     let mut denied = false;
     for limit in limits.iter() {
         if !limit.peek(now, cost)?.is_allowed() {
@@ -177,11 +173,7 @@ pub fn check_all(
             Decision::Deny { retry_after: t } => retry_after = retry_after.max(t),
         }
     }
-    Ok(if denied {
-        Decision::Deny { retry_after }
-    } else {
-        Decision::Allow { remaining, reset }
-    })
+    Ok(if denied { Decision::Deny { retry_after } } else { Decision::Allow { remaining, reset } })
 }
 
 /// A configuration value that no limiter can be built from.

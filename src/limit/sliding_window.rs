@@ -40,11 +40,12 @@ impl SlidingWindow {
         Ok(SlidingWindow { limit, period: period.as_nanos(), start: Instant::ZERO, previous: 0, current: 0 })
     }
 
-    /// The window start, previous and current counts in force at `now`.
+    /// The window start, previous and current counts in force at `now`. A clock that steps
+    /// back into an earlier window stays in the latest one seen (never a fresh count).
     fn roll(&self, now: Instant) -> (Instant, u64, u64) {
         let start = Instant::from_nanos(now.as_nanos() - now.as_nanos() % self.period);
-        if start == self.start {
-            (start, self.previous, self.current)
+        if start <= self.start {
+            (self.start, self.previous, self.current)
         } else if start == self.start + Span::from_nanos(self.period) {
             (start, self.current, 0)
         } else {
@@ -145,8 +146,19 @@ mod tests {
             Decision::Allow { remaining: 0, reset: Span::from_secs(105) }
         );
         // 8 × 45/60 + 4 + 1 = 11 > 10: wait until 8 × (60−e)/60 ≤ 5, e ≥ 22.5 s
-        assert_eq!(w.check(Instant::from_secs(75), 1).unwrap(), Decision::Deny { retry_after: Span::from_millis(7_500) });
+        assert_eq!(
+            w.check(Instant::from_secs(75), 1).unwrap(),
+            Decision::Deny { retry_after: Span::from_millis(7_500) }
+        );
         assert!(w.check(Instant::from_millis(82_500), 1).unwrap().is_allowed());
+    }
+
+    #[test]
+    fn a_clock_stepping_back_does_not_forget_the_count() {
+        let mut w = SlidingWindow::new(2, Span::from_secs(10)).unwrap();
+        assert!(w.check(Instant::from_secs(15), 2).unwrap().is_allowed());
+        assert!(!w.check(Instant::from_secs(9), 1).unwrap().is_allowed());
+        assert!(!w.check(Instant::from_secs(15), 1).unwrap().is_allowed());
     }
 
     #[test]

@@ -152,7 +152,9 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
     let algorithm = algorithm(obj, errors);
     let mitigation_timeout = match obj.get("mitigation_timeout") {
         None => Some(Span::ZERO),
-        Some(v) => whole(v, 0, MAX_SECONDS, "mitigation_timeout", "a whole number of seconds", errors).map(Span::from_secs),
+        Some(v) => {
+            whole(v, 0, MAX_SECONDS, "mitigation_timeout", "a whole number of seconds", errors).map(Span::from_secs)
+        }
     };
     let response = match obj.get("response") {
         None => Some(Response { status: 429, body: None }),
@@ -173,9 +175,7 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
 }
 
 fn is_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 fn is_token(s: &str) -> bool {
@@ -294,7 +294,8 @@ fn characteristics(v: &Value, errors: &mut Errors) -> Option<Vec<Characteristic>
             Some(s) => match s.strip_prefix("http.request.headers[\"").and_then(|r| r.strip_suffix("\"]")) {
                 Some(name) if is_token(name) => Characteristic::Header(name.to_ascii_lowercase()),
                 _ => {
-                    errors.push("characteristics", format!("unknown characteristic \"{s}\"; allowed: {CHARACTERISTICS}"));
+                    errors
+                        .push("characteristics", format!("unknown characteristic \"{s}\"; allowed: {CHARACTERISTICS}"));
                     continue;
                 }
             },
@@ -348,7 +349,8 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
                 Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
             }
             _ => {
-                errors.push("rate", format!("must be a number of requests per second above 0 (at most 1e9), got {rate}"));
+                errors
+                    .push("rate", format!("must be a number of requests per second above 0 (at most 1e9), got {rate}"));
                 return None;
             }
         };
@@ -396,7 +398,10 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
             None => Some(("text/plain; charset=utf-8".to_string(), body.clone())),
             Some(Value::String(ct)) if !ct.is_empty() && !ct.contains(['\r', '\n']) => Some((ct.clone(), body.clone())),
             Some(other) => {
-                errors.push("response.content_type", format!("must be a media type such as \"application/json\", got {other}"));
+                errors.push(
+                    "response.content_type",
+                    format!("must be a media type such as \"application/json\", got {other}"),
+                );
                 None
             }
         },

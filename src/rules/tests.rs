@@ -42,7 +42,9 @@ fn the_reference_rule_parses_to_an_exact_count_then_block() {
 #[test]
 fn only_paths_under_the_prefix_match() {
     let set = RuleSet::from_json(REFERENCE).unwrap();
-    for (path, want) in [("/api/ping", true), ("/api/", true), ("/api", false), ("/apix", false), ("/", false), ("/static/x", false)] {
+    for (path, want) in
+        [("/api/ping", true), ("/api/", true), ("/api", false), ("/apix", false), ("/", false), ("/static/x", false)]
+    {
         let f = facts("GET", path, "198.51.100.7", "AMS");
         assert_eq!(set.matching(&f).count() == 1, want, "{path}");
     }
@@ -80,7 +82,9 @@ fn methods_hosts_and_exact_paths_narrow_a_match() {
 
 #[test]
 fn an_unknown_characteristic_is_refused_by_name() {
-    let errs = errors_of(r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src","ip.geoip.country"],"period":10,"requests_per_period":20}]}"#);
+    let errs = errors_of(
+        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src","ip.geoip.country"],"period":10,"requests_per_period":20}]}"#,
+    );
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("rules[0] (\"api\")"), "{}", errs[0]);
     assert!(errs[0].contains("characteristics"), "{}", errs[0]);
@@ -91,7 +95,10 @@ fn an_unknown_characteristic_is_refused_by_name() {
 #[test]
 fn a_zero_period_is_refused() {
     let errs = errors_of(&one_rule(r#""period":0,"requests_per_period":20"#));
-    assert_eq!(errs, vec!["rule rules[0] (\"api\"): field \"period\": must be a whole number of seconds from 1 to 31622400, got 0"]);
+    assert_eq!(
+        errs,
+        vec!["rule rules[0] (\"api\"): field \"period\": must be a whole number of seconds from 1 to 31622400, got 0"]
+    );
 }
 
 #[test]

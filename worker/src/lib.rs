@@ -29,8 +29,12 @@ use web_sys::{Headers, Request, RequestInit, Response, ResponseInit, Url};
 /// in the build.
 const DEFAULT_RULES: &str = include_str!("../rules.json");
 
+/// The validated rules, or every problem joined into one line.
+type Config = Rc<Result<RuleSet, String>>;
+
 thread_local! {
-    static CONFIG: RefCell<Option<(String, Rc<Result<RuleSet, String>>)>> = const { RefCell::new(None) };
+    /// The rules text last seen and what it parsed to.
+    static CONFIG: RefCell<Option<(String, Config)>> = const { RefCell::new(None) };
     static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
 }
 
@@ -56,7 +60,7 @@ fn rules_text(env: &Env) -> String {
 
 /// The validated rules, parsed once per isolate (again only if the text changes). An
 /// invalid file is logged in full, naming each rule and field, the first time it is seen.
-fn config(env: &Env) -> Rc<Result<RuleSet, String>> {
+fn config(env: &Env) -> Config {
     let text = rules_text(env);
     CONFIG.with(|cell| {
         if let Some((seen, parsed)) = cell.borrow().as_ref() {
@@ -238,7 +242,13 @@ fn with_rate_headers(response: Response, policies: &[String], states: &[String])
 
 /// Send an admitted request on: to `ORIGIN_URL` when set, else to the built-in
 /// development origin (the `www/` pages and `/api/ping`).
-async fn forward(request: &Request, env: &Env, path: &str, url: &Url, facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
+async fn forward(
+    request: &Request,
+    env: &Env,
+    path: &str,
+    url: &Url,
+    facts: &RequestFacts<'_>,
+) -> Result<Response, JsValue> {
     let origin = env.origin_url();
     if let Some(origin) = origin.as_string().filter(|o| !o.trim().is_empty()) {
         let target = Url::new_with_base(&format!("{path}{}", url.search()), &origin)?;
