@@ -1,6 +1,6 @@
 //! Fixed, clock-aligned windows.
 
-use super::{ConfigError, CostTooHigh, Decision, Limiter, Quota};
+use super::{validate, ConfigError, CostTooHigh, Decision, Limiter, Quota};
 use crate::time::{Instant, Span};
 
 /// At most `limit` units per window; windows are aligned to multiples of `period` since the
@@ -28,12 +28,7 @@ impl FixedWindow {
     /// # Errors
     /// [`ConfigError`] for a zero limit or period.
     pub fn new(limit: u64, period: Span) -> Result<Self, ConfigError> {
-        if limit == 0 {
-            return Err(ConfigError::ZeroLimit);
-        }
-        if period.is_zero() {
-            return Err(ConfigError::ZeroPeriod);
-        }
+        validate(limit, period)?;
         Ok(FixedWindow { limit, period: period.as_nanos(), start: Instant::ZERO, count: 0 })
     }
 

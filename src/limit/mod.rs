@@ -193,3 +193,14 @@ impl fmt::Display for ConfigError {
         })
     }
 }
+
+/// The checks every windowed limiter makes of its configuration.
+pub(crate) fn validate(limit: u64, period: Span) -> Result<(), ConfigError> {
+    if limit == 0 {
+        return Err(ConfigError::ZeroLimit);
+    }
+    if period.is_zero() {
+        return Err(ConfigError::ZeroPeriod);
+    }
+    Ok(())
+}

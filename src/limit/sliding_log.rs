@@ -1,6 +1,6 @@
 //! The exact rolling count: a log of admitted requests.
 
-use super::{ConfigError, CostTooHigh, Decision, Limiter, Quota};
+use super::{validate, ConfigError, CostTooHigh, Decision, Limiter, Quota};
 use crate::time::{Instant, Span};
 use alloc::collections::VecDeque;
 
@@ -28,12 +28,7 @@ impl SlidingLog {
     /// # Errors
     /// [`ConfigError`] for a zero limit or period.
     pub fn new(limit: u64, period: Span) -> Result<Self, ConfigError> {
-        if limit == 0 {
-            return Err(ConfigError::ZeroLimit);
-        }
-        if period.is_zero() {
-            return Err(ConfigError::ZeroPeriod);
-        }
+        validate(limit, period)?;
         Ok(SlidingLog { limit, period, log: VecDeque::new() })
     }
 

@@ -1,6 +1,6 @@
 //! The sliding-window counter: two fixed windows and a weighted estimate (Cloudflare's).
 
-use super::{ConfigError, CostTooHigh, Decision, Limiter, Quota};
+use super::{validate, ConfigError, CostTooHigh, Decision, Limiter, Quota};
 use crate::time::{Instant, Span};
 
 /// Estimates the rolling count from the previous aligned window's count, weighted by how
@@ -31,12 +31,7 @@ impl SlidingWindow {
     /// # Errors
     /// [`ConfigError`] for a zero limit or period.
     pub fn new(limit: u64, period: Span) -> Result<Self, ConfigError> {
-        if limit == 0 {
-            return Err(ConfigError::ZeroLimit);
-        }
-        if period.is_zero() {
-            return Err(ConfigError::ZeroPeriod);
-        }
+        validate(limit, period)?;
         Ok(SlidingWindow { limit, period: period.as_nanos(), start: Instant::ZERO, previous: 0, current: 0 })
     }
 
