@@ -15,7 +15,7 @@ export default {
 export class RateLimiter extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
-    this.counter = new Counter(env);
+    this.counter = new Counter(env, ctx.storage);
   }
 
   /** RPC from the Worker: `[allowed (1|0), remaining, wait_ms]`. */

@@ -53,12 +53,14 @@ function checkNode() {
  * @param {string} [options.host]          listen address, default "127.0.0.1"
  * @param {object} [options.cf]            default `request.cf` for requests that don't pass their own
  *                                         (default: Miniflare's placeholder, colo "DFW"; never fetched online)
+ * @param {string} [options.persist]      directory for Durable Object storage, so that a second edge
+ *                                         started on it sees what the first stored (a restart)
  * @param {boolean} [options.echoLogs]     also print the worker's console output to stderr
  *                                         (default: env SLUICEGATE_EDGE_LOGS=1)
  * @returns {Promise<{url: string, fetch: Function, logs: Array<{level: string, message: string, timestamp: number}>,
  *           logLines: () => string[], waitForLog: Function, clearLogs: () => void, miniflare: object, close: () => Promise<void>}>}
  */
-export async function startEdge({ rules, origin, port, host, cf, echoLogs } = {}) {
+export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist } = {}) {
   checkNode();
   if (!existsSync(paths.entry)) {
     throw new Error(`startEdge: worker entry ${paths.entry} is missing`);
@@ -114,6 +116,8 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs } = {}
     durableObjects: {
       RATE_LIMITER: { className: "RateLimiter", useSQLite: true },
     },
+    // A directory keeps Durable Object storage across edges (a restart); default in memory.
+    ...(persist ? { durableObjectsPersist: persist } : {}),
     assets: {
       directory: paths.www,
       binding: "ASSETS",

@@ -49,6 +49,14 @@ impl<L: Limiter + Clone> Blocking<L> {
         self.blocked_until.filter(|until| *until > now)
     }
 
+    /// Refuse everything until `until`, as a block begun elsewhere (e.g. one restored from
+    /// storage after a restart). A block already in force that ends later is kept.
+    pub fn impose_block(&mut self, until: Instant) {
+        if self.blocked_until.is_none_or(|current| current < until) {
+            self.blocked_until = Some(until);
+        }
+    }
+
     /// The inner limiter.
     pub fn inner(&self) -> &L {
         &self.inner
@@ -154,6 +162,19 @@ mod tests {
         assert!(rule.check(Instant::from_secs(1), 1).unwrap().is_allowed());
         assert_eq!(rule.check(Instant::from_secs(2), 1).unwrap(), Decision::Deny { retry_after: Span::from_secs(8) });
         assert!(rule.check(Instant::from_secs(10), 1).unwrap().is_allowed());
+    }
+
+    #[test]
+    fn an_imposed_block_refuses_until_it_ends_then_counts_fresh() {
+        let mut rule = reference_rule();
+        let t = Instant::from_secs(3);
+        rule.impose_block(t + Span::from_secs(6));
+        rule.impose_block(t + Span::from_secs(2)); // an earlier end never shortens a block
+        assert_eq!(rule.check(t, 1).unwrap(), Decision::Deny { retry_after: Span::from_secs(6) });
+        assert_eq!(
+            rule.check(t + Span::from_secs(6), 1).unwrap(),
+            Decision::Allow { remaining: 19, reset: Span::from_secs(10) }
+        );
     }
 
     #[test]

@@ -30,6 +30,18 @@ extern "C" {
     #[wasm_bindgen(method, catch)]
     pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
 
+    /// A Durable Object's `ctx.storage`.
+    pub type Storage;
+    #[wasm_bindgen(method, getter)]
+    pub fn kv(this: &Storage) -> JsValue;
+
+    /// `ctx.storage.kv`: the synchronous key-value API of SQLite-backed objects.
+    pub type SyncKv;
+    #[wasm_bindgen(method, catch, js_name = get)]
+    pub fn get_value(this: &SyncKv, key: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    pub fn put(this: &SyncKv, key: &str, value: &JsValue) -> Result<(), JsValue>;
+
     /// A service binding such as `ASSETS`.
     pub type Fetcher;
     #[wasm_bindgen(method, catch)]

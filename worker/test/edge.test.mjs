@@ -1,6 +1,9 @@
 // The edge rule enforced by the real worker in workerd (through startEdge).
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
 
@@ -151,6 +154,32 @@ describe("the default /api/ rule: 20 per 10 s per IP and colo, then block 10 s",
     const r = await ping(edge, ip);
     assert.equal(r.status, 200);
     assert.equal(r.headers.get("ratelimit"), '"api";r=19;t=10');
+  });
+});
+
+describe("restarts", () => {
+  test("a restart (or a deploy) does not lift a block: the Durable Object restores it from storage", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "sluicegate-do-"));
+    try {
+      const first = await startEdge({ persist: dir });
+      const ip = "198.51.100.20";
+      for (let i = 0; i < 20; i++) assert.equal((await ping(first, ip)).status, 200);
+      assert.equal((await ping(first, ip)).status, 429);
+      await first.close();
+
+      const second = await startEdge({ persist: dir });
+      try {
+        const r = await ping(second, ip);
+        assert.equal(r.status, 429, "still blocked after the restart");
+        assert.ok(Number(r.headers.get("retry-after")) >= 8, `Retry-After ${r.headers.get("retry-after")}`);
+        // Another key starts fresh after the restart.
+        assert.equal((await ping(second, "198.51.100.21")).headers.get("ratelimit"), '"api";r=19;t=10');
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
