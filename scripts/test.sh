@@ -40,4 +40,8 @@ else
   "$NODE22" --test --test-concurrency=1 "${js_tests[@]}"
 fi
 
+# The package must also load in the Node that ships with the machine (20 here).
+banner "package on the system Node ($(node --version))"
+node --test pkg-tests/package.test.mjs
+
 banner "all tests passed"
