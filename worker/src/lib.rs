@@ -33,8 +33,9 @@ const DEFAULT_RULES: &str = include_str!("../rules.json");
 type Config = Rc<Result<RuleSet, String>>;
 
 thread_local! {
-    /// The rules text last seen and what it parsed to.
-    static CONFIG: RefCell<Option<(String, Config)>> = const { RefCell::new(None) };
+    /// The `SLUICEGATE_RULES` value last seen (compared with `Object.is`, so an unchanged
+    /// binding costs no copy) and what it parsed to.
+    static CONFIG: RefCell<Option<(JsValue, Config)>> = const { RefCell::new(None) };
     static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
 }
 
@@ -45,13 +46,16 @@ fn now() -> Instant {
 /// The rules text in force: `SLUICEGATE_RULES` (a JSON string, or an object that wrangler
 /// passed already parsed), else the bundled default.
 fn rules_text(env: &Env) -> String {
-    let value = env.rules();
+    rules_text_of(&env.rules())
+}
+
+fn rules_text_of(value: &JsValue) -> String {
     if let Some(text) = value.as_string() {
         if !text.trim().is_empty() {
             return text;
         }
     } else if value.is_object() {
-        if let Some(text) = js_sys::JSON::stringify(&value).ok().and_then(|s| s.as_string()) {
+        if let Some(text) = js_sys::JSON::stringify(value).ok().and_then(|s| s.as_string()) {
             return text;
         }
     }
@@ -61,14 +65,14 @@ fn rules_text(env: &Env) -> String {
 /// The validated rules, parsed once per isolate (again only if the text changes). An
 /// invalid file is logged in full, naming each rule and field, the first time it is seen.
 fn config(env: &Env) -> Config {
-    let text = rules_text(env);
+    let value = env.rules();
     CONFIG.with(|cell| {
         if let Some((seen, parsed)) = cell.borrow().as_ref() {
-            if *seen == text {
+            if js_sys::Object::is(seen, &value) {
                 return parsed.clone();
             }
         }
-        let parsed = Rc::new(RuleSet::from_json(&text).map_err(|errors| {
+        let parsed = Rc::new(RuleSet::from_json(&rules_text_of(&value)).map_err(|errors| {
             let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
             let message = lines.join("; ");
             for line in &lines {
@@ -76,7 +80,7 @@ fn config(env: &Env) -> Config {
             }
             message
         }));
-        *cell.borrow_mut() = Some((text, parsed.clone()));
+        *cell.borrow_mut() = Some((value, parsed.clone()));
         parsed
     })
 }
@@ -147,7 +151,14 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
             return refusal(rule, retry_after, &policies, &states);
         }
     }
-    let response = forward(request, env, &path, &url, &facts).await?;
+    let response = match forward(request, env, &path, &url, &facts).await {
+        Ok(response) => response,
+        Err(error) => {
+            log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
+            let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
+            return Ok(problem(502, &body, None));
+        }
+    };
     if policies.is_empty() {
         return Ok(response);
     }

@@ -240,6 +240,27 @@ describe("forwarding to ORIGIN_URL", () => {
   });
 });
 
+describe("an unreachable origin", () => {
+  test("is answered 502 with a problem body, never 500", async () => {
+    const closed = createServer();
+    await new Promise((r) => closed.listen(0, "127.0.0.1", r));
+    const port = closed.address().port;
+    await new Promise((r) => closed.close(r));
+    const edge = await startEdge({ origin: `http://127.0.0.1:${port}` });
+    try {
+      for (const path of ["/static/x", "/api/ping"]) {
+        const res = await edge.fetch(path, { cf: AMS });
+        assert.equal(res.status, 502, path);
+        assert.equal(res.headers.get("content-type"), "application/problem+json");
+        assert.equal((await res.json()).title, "Bad Gateway");
+      }
+      await edge.waitForLog("the origin failed");
+    } finally {
+      await edge.close();
+    }
+  });
+});
+
 describe("configured rules", () => {
   test("a bad configuration answers every request 503 with a generic body, logs the rule and field, and forwards nothing", async () => {
     let hits = 0;
