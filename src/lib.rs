@@ -16,6 +16,7 @@ pub mod headers;
 pub mod identity;
 pub mod keyed;
 pub mod limit;
+pub mod pacer;
 pub mod rules;
 pub mod time;
 
