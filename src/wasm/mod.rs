@@ -12,6 +12,9 @@ use alloc::vec::Vec;
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
+mod pacer;
+pub use pacer::PacerCoreJs;
+
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &str = r#"
 /** The sources a client identity is read from, as a proxy or server sees them. */
@@ -46,7 +49,7 @@ fn start() {
 }
 
 /// A number from JS that must be finite and ≥ 0, or an error naming `what`.
-fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
+pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
@@ -82,7 +85,7 @@ pub fn validate_rules(text: &str) -> Result<Array, JsError> {
     Ok(out)
 }
 
-fn set_prop(target: &Object, key: &str, value: &JsValue) {
+pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.
     let _ = Reflect::set(target, &key.into(), value);
 }

@@ -1,0 +1,80 @@
+// PacerCore from the built package: the pure pacer with time passed in.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { PacerCore } from "sluicegate";
+
+const MIN = 60_000;
+
+test("the defaults are 550/min, 4,800/h and 9,500/day with a 5,000 per-call cap", () => {
+  const p = new PacerCore();
+  assert.deepEqual(
+    p.snapshot(0).windows.map((w) => [w.lengthMs, w.budget]),
+    [
+      [MIN, 550],
+      [60 * MIN, 4800],
+      [24 * 60 * MIN, 9500],
+    ],
+  );
+  assert.throws(
+    () => p.reserve(0, 551),
+    (e) => e.name === "PacerWeightError" && e.weight === 551 && e.window === 0 && e.limit === 550,
+  );
+  const uncapped = new PacerCore({ windows: [{ lengthMs: MIN, budget: 10_000 }] });
+  assert.throws(() => uncapped.reserve(0, 5000.5), (e) => e.name === "PacerWeightError" && e.limit === 5000);
+  assert.equal(p.snapshot(0).queued, 0, "a refused call is never queued");
+});
+
+test("a reservation goes to the earliest instant it fits, filling gaps; fractional weights are exact", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  const t = 1_000_000;
+  assert.deepEqual(p.reserve(t, 6), { id: 1, atMs: t, delayMs: 0 });
+  assert.equal(p.reserve(t, 6).delayMs, 10_000);
+  assert.equal(p.reserve(t, 2.5).delayMs, 0);
+  assert.equal(p.reserve(t, 1.5).delayMs, 0);
+  assert.equal(p.etaMs(t, 0.001), 10_000);
+  const snap = p.snapshot(t);
+  assert.equal(snap.windows[0].spent, 10);
+  assert.equal(snap.queued, 4);
+  assert.equal(snap.drainsAtMs, t + 10_000);
+});
+
+test("cancel before dispatch refunds; after dispatch it does not", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  const a = p.reserve(0, 10);
+  assert.equal(p.cancel(a.id), true);
+  const b = p.reserve(0, 10);
+  assert.equal(b.delayMs, 0);
+  p.dispatch(b.id);
+  assert.equal(p.snapshot(0).inFlight, 1);
+  assert.equal(p.cancel(b.id), false);
+  assert.equal(p.etaMs(0, 1), 10_000);
+});
+
+test("limits change at run time without losing the spent budget", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  p.dispatch(p.reserve(0, 8).id);
+  const queued = p.reserve(0, 2);
+  const { moved, refused } = p.setLimits(1_000, { windows: [{ lengthMs: 10_000, budget: 9 }] });
+  assert.deepEqual(refused, []);
+  assert.deepEqual(moved, [{ id: queued.id, atMs: 10_000, delayMs: 9_000 }]);
+  assert.equal(p.snapshot(1_000).windows[0].spent, 8);
+});
+
+test("spends exported by one pacer count in another (reloads and tabs)", () => {
+  const a = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  a.dispatch(a.reserve(0, 7).id);
+  const saved = JSON.parse(JSON.stringify(a.exportSpends()));
+  assert.deepEqual(saved, [[0, 7, true]]);
+  const b = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  b.importSpends(500, saved.map(([at, w]) => [at, w]));
+  assert.equal(b.reserve(500, 4).delayMs, 9_500);
+});
+
+test("bad numbers are refused with the argument named", () => {
+  const p = new PacerCore();
+  assert.throws(() => p.reserve(Number.NaN, 1), /nowMs/);
+  assert.throws(() => p.reserve(0, -1), /weight must be a finite number above 0/);
+  assert.throws(() => p.reserve(0, 0), /weight/);
+  assert.throws(() => new PacerCore({ windows: [{ lengthMs: 0, budget: 1 }] }), /windows\[0\]\.lengthMs/);
+  assert.throws(() => new PacerCore({ windows: [{ lengthMs: 1000 }] }), /windows\[0\]\.budget is missing/);
+});
