@@ -12,10 +12,13 @@
 
 extern crate alloc;
 
+pub mod batch;
+pub mod cache;
 pub mod headers;
 pub mod identity;
 pub mod keyed;
 pub mod limit;
+pub mod openmeteo;
 pub mod pacer;
 pub mod rules;
 pub mod time;
