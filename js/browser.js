@@ -2,3 +2,4 @@
 // copies it as an asset). Vite users: optimizeDeps: { exclude: ["sluicegate"] }.
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
+export { Pacer } from "./pacer.js";

@@ -7,3 +7,4 @@ initSync({ module: readFileSync(new URL("../pkg/sluicegate_bg.wasm", import.meta
 
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
+export { Pacer } from "./pacer.js";

@@ -7,3 +7,4 @@ initSync({ module: wasm });
 
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
+export { Pacer } from "./pacer.js";

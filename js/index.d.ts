@@ -1,0 +1,3 @@
+export * from "../pkg/sluicegate.js";
+export { default } from "../pkg/sluicegate.js";
+export * from "./pacer.js";
