@@ -3,3 +3,6 @@
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
+export { LocationCache } from "./cache.js";
+export { runBatch } from "./batch.js";
+export { fetchForecasts, chooseLocationsPerCall } from "./forecasts.js";

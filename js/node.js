@@ -8,3 +8,6 @@ initSync({ module: readFileSync(new URL("../pkg/sluicegate_bg.wasm", import.meta
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
+export { LocationCache } from "./cache.js";
+export { runBatch } from "./batch.js";
+export { fetchForecasts, chooseLocationsPerCall } from "./forecasts.js";

@@ -8,3 +8,6 @@ initSync({ module: wasm });
 export * from "../pkg/sluicegate.js";
 export { default } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
+export { LocationCache } from "./cache.js";
+export { runBatch } from "./batch.js";
+export { fetchForecasts, chooseLocationsPerCall } from "./forecasts.js";

@@ -47,5 +47,11 @@ wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-na
 rm -f pkg/.gitignore
 optimize pkg/sluicegate_bg.wasm
 
+# The www pages import the package as a browser would: a copy under www/sluicegate/.
+rm -rf www/sluicegate
+mkdir -p www/sluicegate/js www/sluicegate/pkg
+cp js/*.js www/sluicegate/js/
+cp pkg/sluicegate.js pkg/sluicegate_bg.wasm www/sluicegate/pkg/
+
 report worker worker/pkg/sluicegate_worker_bg.wasm
 report package pkg/sluicegate_bg.wasm

@@ -101,6 +101,13 @@ impl CacheKey {
         Ok(CacheKey(key))
     }
 
+    /// A key from its canonical form, as [`CacheKey::as_str`] gave it (for bindings that
+    /// hand the key out and back).
+    #[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+    pub(crate) fn from_canonical(canonical: String) -> CacheKey {
+        CacheKey(canonical)
+    }
+
     /// The canonical form.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -79,7 +79,7 @@ pub enum PacerError {
 
 impl fmt::Display for PacerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let w = |milli: u64| milli as f64 / 1000.0;
+        let w = Milli;
         match *self {
             PacerError::NoWindows => f.write_str("a pacer needs at least one window"),
             PacerError::EmptyWindow(i) => write!(f, "window {i} must have a length and a budget above 0"),
@@ -95,6 +95,23 @@ impl fmt::Display for PacerError {
             }
             PacerError::UnknownReservation(id) => write!(f, "no pending reservation {id}"),
         }
+    }
+}
+
+/// Thousandths shown as a decimal (`1500` → `1.5`) with integer arithmetic only.
+struct Milli(u64);
+
+impl fmt::Display for Milli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
+        if frac == 0 {
+            return write!(f, "{whole}");
+        }
+        let mut digits = alloc::format!("{frac:03}");
+        while digits.ends_with('0') {
+            digits.pop();
+        }
+        write!(f, "{whole}.{digits}")
     }
 }
 

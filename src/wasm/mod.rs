@@ -12,7 +12,9 @@ use alloc::vec::Vec;
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
+mod client;
 mod pacer;
+pub use client::{BatchPolicyJs, LocationCacheJs};
 pub use pacer::PacerCoreJs;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -48,12 +50,17 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// A JS number as JS writes it (keeps Rust's float formatting out of the wasm).
+pub(crate) fn num(value: f64) -> String {
+    js_sys::Number::from(value).to_string_with_radix(10).map(String::from).unwrap_or_default()
+}
+
 /// A number from JS that must be finite and ≥ 0, or an error naming `what`.
 pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(JsError::new(&format!("{what} must be a finite number ≥ 0, got {value}")))
+        Err(JsError::new(&format!("{what} must be a finite number ≥ 0, got {}", num(value))))
     }
 }
 
@@ -61,7 +68,12 @@ fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
     if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
         Ok(value as u64)
     } else {
-        Err(JsError::new(&format!("{what} must be a whole number from {min} to {max}, got {value}")))
+        Err(JsError::new(&format!(
+            "{what} must be a whole number from {} to {}, got {}",
+            num(min),
+            num(max),
+            num(value)
+        )))
     }
 }
 

@@ -1,6 +1,6 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{non_negative, set_prop};
+use super::{non_negative, num, set_prop};
 use crate::pacer::{self, PacerError, Reservation, Window};
 use crate::time::{Instant, Span};
 use alloc::format;
@@ -60,7 +60,7 @@ fn ms(t: Instant) -> f64 {
 /// Weight in thousandths, rounded up so a fractional weight is never under-counted.
 fn milli(weight: f64) -> Result<u64, JsError> {
     if !(weight.is_finite() && weight > 0.0) {
-        return Err(JsError::new(&format!("weight must be a finite number above 0, got {weight}")));
+        return Err(JsError::new(&format!("weight must be a finite number above 0, got {}", num(weight))));
     }
     Ok((weight * MILLI).ceil() as u64)
 }
@@ -113,10 +113,10 @@ fn windows_from(value: &JsValue) -> Result<Vec<Window>, JsError> {
             number(&w, "lengthMs")?.ok_or_else(|| JsError::new(&format!("windows[{i}].lengthMs is missing")))?;
         let budget = number(&w, "budget")?.ok_or_else(|| JsError::new(&format!("windows[{i}].budget is missing")))?;
         if !(length.is_finite() && length > 0.0) {
-            return Err(JsError::new(&format!("windows[{i}].lengthMs must be above 0, got {length}")));
+            return Err(JsError::new(&format!("windows[{i}].lengthMs must be above 0, got {}", num(length))));
         }
         if !(budget.is_finite() && budget > 0.0) {
-            return Err(JsError::new(&format!("windows[{i}].budget must be above 0, got {budget}")));
+            return Err(JsError::new(&format!("windows[{i}].budget must be above 0, got {}", num(budget))));
         }
         out.push(Window { length: Span::from_nanos((length * 1e6) as u64), budget: (budget * MILLI).floor() as u64 });
     }

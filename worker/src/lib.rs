@@ -10,6 +10,7 @@
 
 mod blocks;
 mod js;
+mod mock;
 
 use blocks::BlockCache;
 use js::{Env, Fetcher};
@@ -267,6 +268,9 @@ async fn forward(
         let upstream = Request::new_with_str_and_init(&target.href(), request.unchecked_ref::<RequestInit>())?;
         let response = JsFuture::from(js::fetch(&upstream)).await?;
         return response.dyn_into();
+    }
+    if path.starts_with("/mock/open-meteo/") {
+        return mock::serve(request, path, url, facts.identity).await;
     }
     if path == "/api/ping" {
         return ping(facts);

@@ -1,0 +1,166 @@
+// runBatch: a fan-out through the pacer, decided by BatchPolicy. The first 429 or failure of
+// a required call aborts every queued and in-flight call through one AbortController; a
+// minutely 429 resumes once at the next upstream window; best-effort calls degrade to null.
+import { BatchPolicy } from "../pkg/sluicegate.js";
+import { Pacer } from "./pacer.js";
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done() {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }
+    function onAbort() {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Run `calls` ({ url, weight, bestEffort?, init? }) and settle every one of them.
+ * Resolves (never rejects for upstream trouble) to
+ * `{ state: "done" | "aborted", results, abort, stats }` where `results[i]` is the parsed
+ * JSON of call i, `null` for a skipped best-effort call, or `undefined` if it never ran.
+ */
+export async function runBatch(calls, options = {}) {
+  const {
+    pacer = new Pacer(),
+    fetch: doFetch = (...args) => globalThis.fetch(...args),
+    signal: outer,
+    onProgress,
+    onResult,
+    upstreamWindows,
+    jitterMs = [1_000, 3_000],
+    now = () => Date.now(),
+  } = options;
+  const policy = new BatchPolicy(upstreamWindows, jitterMs[0], jitterMs[1]);
+  const total = calls.length;
+  const results = new Array(total).fill(undefined);
+  const settled = new Array(total).fill(false);
+  const stats = { fetches: 0, weightSpent: 0, rateLimited: 0, resumed: false, done: 0 };
+  let abort = null;
+  let bestEffortClosed = false;
+  let state = "running";
+
+  const progress = () => {
+    if (!onProgress) return;
+    const snap = pacer.snapshot();
+    onProgress({
+      done: stats.done,
+      total,
+      weightSpent: stats.weightSpent,
+      fetches: stats.fetches,
+      etaMs: snap.drainsAtMs === null ? 0 : Math.max(0, snap.drainsAtMs - now()),
+      state,
+      windows: snap.windows,
+    });
+  };
+  const settle = (i, value) => {
+    if (settled[i]) return;
+    settled[i] = true;
+    results[i] = value;
+    stats.done++;
+    progress();
+  };
+
+  try {
+    for (;;) {
+      const controller = new AbortController();
+      const onOuter = () => controller.abort(outer.reason);
+      if (outer?.aborted) onOuter();
+      outer?.addEventListener("abort", onOuter, { once: true });
+      let resumeAt = null;
+
+      const runOne = async (i) => {
+        const call = calls[i];
+        if (call.bestEffort && bestEffortClosed) return settle(i, null);
+        let permit;
+        try {
+          permit = await pacer.acquire(call.weight, { signal: controller.signal });
+        } catch (error) {
+          if (controller.signal.aborted) return;
+          abort ??= { reason: error.message, kind: null, status: null, retryAtMs: null };
+          controller.abort(error);
+          return;
+        }
+        if (controller.signal.aborted || (call.bestEffort && bestEffortClosed)) {
+          permit.release();
+          if (call.bestEffort && bestEffortClosed) settle(i, null);
+          return; // nothing goes out once the outcome is decided
+        }
+        stats.fetches++;
+        stats.weightSpent += call.weight;
+        progress();
+        let status;
+        let body;
+        try {
+          const response = await doFetch(call.url, { ...call.init, signal: controller.signal });
+          status = response.status;
+          body = await response.text();
+        } catch (error) {
+          if (controller.signal.aborted) return;
+          status = 0;
+          body = String(error?.message ?? error);
+        } finally {
+          permit.release();
+        }
+        if (controller.signal.aborted) return; // another call already decided the batch
+        if (status === 429) stats.rateLimited++;
+        const action = policy.onResponse(status, body, now(), Boolean(call.bestEffort));
+        switch (action.action) {
+          case "ok": {
+            let value;
+            try {
+              value = JSON.parse(body);
+            } catch {
+              if (call.bestEffort) return settle(i, null);
+              abort ??= { reason: "the upstream answered something other than JSON", kind: null, status, retryAtMs: null };
+              controller.abort(new Error(abort.reason));
+              return;
+            }
+            onResult?.(i, value);
+            return settle(i, value);
+          }
+          case "resume":
+            resumeAt = action.atMs;
+            state = "paused";
+            controller.abort(new DOMException("paused until the next upstream window", "AbortError"));
+            return;
+          case "lowerConcurrency":
+            await pacer.setLimits({ maxInFlight: Math.max(1, pacer.snapshot().maxInFlight - 1) });
+            return runOne(i);
+          case "skipBestEffort":
+            bestEffortClosed = true;
+            return settle(i, null);
+          case "abort":
+            abort ??= { reason: action.reason, kind: action.kind, status: action.status, retryAtMs: action.retryAtMs };
+            controller.abort(new DOMException(action.reason, "AbortError"));
+            return;
+        }
+      };
+
+      await Promise.all(results.map((_, i) => (settled[i] ? null : runOne(i))));
+      outer?.removeEventListener("abort", onOuter);
+      if (abort || outer?.aborted) break;
+      if (resumeAt === null) break;
+      stats.resumed = true;
+      progress();
+      try {
+        await sleep(resumeAt - now(), outer);
+      } catch {
+        break;
+      }
+      state = "running";
+    }
+  } finally {
+    policy.free();
+  }
+  if (outer?.aborted && !abort) abort = { reason: "aborted by the caller", kind: null, status: null, retryAtMs: null };
+  state = abort ? "aborted" : "done";
+  progress();
+  return { state, results, abort, stats };
+}

@@ -1,0 +1,108 @@
+// LocationCache: per-location results for a TTL, with one fetch for identical requests.
+// The bookkeeping (normalised keys, expiry, LRU, in-flight marks) is LocationCacheCore's.
+import { LocationCacheCore } from "../pkg/sluicegate.js";
+
+const MINUTE = 60_000;
+
+export class LocationCache {
+  #core;
+  #pending = new Map(); // key → { promise, resolve, reject }
+  #now;
+  #persist;
+
+  constructor({ ttlMs = 15 * MINUTE, maxEntries = 5_000, precision = 2, now = () => Date.now(), persist = null } = {}) {
+    this.#core = new LocationCacheCore(ttlMs, maxEntries, precision);
+    this.#now = now;
+    if (persist) {
+      const key = typeof persist === "string" ? persist : persist.key;
+      const storage = (typeof persist === "object" && persist.storage) || globalThis.localStorage;
+      if (typeof key !== "string" || !key || !storage) throw new TypeError("persist needs a key and a storage");
+      this.#persist = { key, storage };
+      try {
+        const saved = JSON.parse(storage.getItem(key) ?? "null");
+        if (Array.isArray(saved?.entries) && typeof saved.savedAtMs === "number") {
+          // Remaining lifetimes were measured at save time: take off what has passed since.
+          const elapsed = Math.max(0, this.#now() - saved.savedAtMs);
+          const live = saved.entries
+            .filter((e) => Array.isArray(e) && e.length === 3 && e[2] - elapsed > 0)
+            .map(([k, v, left]) => [k, v, left - elapsed]);
+          this.#core.importEntries(live, this.#now());
+        }
+      } catch {
+        // A corrupt saved cache is ignored: the cache starts empty.
+      }
+    }
+  }
+
+  /** The normalised key of a point and its parameters (lat/lon rounded, parameters sorted). */
+  key(latitude, longitude, params = {}) {
+    return this.#core.key(latitude, longitude, params);
+  }
+
+  /**
+   * What the cache holds for `key`: `{ state: "hit", value }`, `{ state: "pending", promise }`
+   * (an identical fetch is under way), or `{ state: "miss", resolve(value), reject(error) }`:
+   * the caller fetches, then settles; errors are never cached.
+   */
+  lookup(key) {
+    const found = this.#core.lookup(key, this.#now());
+    if (found.state === "hit") return found;
+    if (found.state === "pending") return { state: "pending", promise: this.#pending.get(key).promise };
+    let resolve;
+    let reject;
+    const promise = new Promise((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    promise.catch(() => {}); // waiting callers handle it; nobody else must see it unhandled
+    this.#pending.set(key, { promise, resolve, reject });
+    return {
+      state: "miss",
+      resolve: (value) => {
+        this.#core.complete(key, value, this.#now());
+        this.#pending.delete(key);
+        this.#save();
+        resolve(value);
+      },
+      reject: (error) => {
+        this.#core.fail(key);
+        this.#pending.delete(key);
+        reject(error);
+      },
+    };
+  }
+
+  /** The value for `key`, loading it with `load()` on a miss (one load for concurrent gets). */
+  async get(key, load) {
+    const found = this.lookup(key);
+    if (found.state === "hit") return found.value;
+    if (found.state === "pending") return found.promise;
+    try {
+      const value = await load();
+      found.resolve(value);
+      return value;
+    } catch (error) {
+      found.reject(error);
+      throw error;
+    }
+  }
+
+  get size() {
+    return this.#core.size;
+  }
+
+  get inFlight() {
+    return this.#core.inFlight;
+  }
+
+  #save() {
+    if (!this.#persist) return;
+    try {
+      const now = this.#now();
+      const entries = this.#core.exportEntries(now);
+      this.#persist.storage.setItem(this.#persist.key, JSON.stringify({ savedAtMs: now, entries }));
+    } catch {
+      // Storage full or unavailable: the in-memory cache still works.
+    }
+  }
+}

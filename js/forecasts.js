@@ -1,0 +1,122 @@
+// fetchForecasts: the common case. Points are looked up in the cache, the misses are split
+// into calls of at most N locations, weighed, and run as one batch through the pacer.
+import { openMeteoWeight } from "../pkg/sluicegate.js";
+import { runBatch } from "./batch.js";
+import { Pacer } from "./pacer.js";
+
+const MAX_LOCATIONS_PER_CALL = 1_000;
+const MAX_WEIGHT_PER_CALL = 5_000;
+const VARIABLE_LISTS = ["daily", "hourly", "current", "minutely_15"];
+
+function list(value) {
+  if (value === undefined || value === null) return [];
+  return Array.isArray(value) ? value : String(value).split(",").filter(Boolean);
+}
+
+/** Days a request covers: `forecast_days` (default 7), or start_date..end_date inclusive. */
+function daysOf(params) {
+  if (params.start_date && params.end_date) {
+    const ms = Date.parse(`${params.end_date}T00:00:00Z`) - Date.parse(`${params.start_date}T00:00:00Z`);
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError("start_date and end_date must be YYYY-MM-DD, start before end");
+    return ms / 86_400_000 + 1;
+  }
+  return Number(params.forecast_days ?? 7);
+}
+
+/**
+ * The number of locations per call: the largest that packs the tightest budget to ≥ 98 %
+ * (e.g. 48 locations × 16 days weigh 54.9, and ten of them fill 549 of 550), else the one
+ * that packs it best.
+ */
+export function chooseLocationsPerCall({ weightOf, budget, max }) {
+  let best = { n: 1, use: -1 };
+  for (let n = max; n >= 1; n--) {
+    const w = weightOf(n);
+    if (w > budget || w > MAX_WEIGHT_PER_CALL) continue;
+    const use = (Math.floor(budget / w) * w) / budget;
+    if (use >= 0.98) return n;
+    if (use > best.use) best = { n, use };
+  }
+  return best.n;
+}
+
+/**
+ * Fetch forecasts for `points` ([{ latitude, longitude }]) with `params` (the API's query
+ * parameters; arrays are joined with commas). Resolves to
+ * `{ state, results, abort, stats }`: `results[i]` is the forecast of point i (undefined if
+ * the batch was aborted before it was fetched).
+ */
+export async function fetchForecasts(points, params = {}, options = {}) {
+  const {
+    baseUrl = "https://api.open-meteo.com/v1/forecast",
+    pacer = new Pacer(),
+    cache = null,
+    maxLocationsPerCall = 100,
+    weightMode = "conservative",
+    onProgress,
+    ...batchOptions
+  } = options;
+  if (!Array.isArray(points)) throw new TypeError("points must be an array of { latitude, longitude }");
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p?.latitude) || p.latitude < -90 || p.latitude > 90) throw new RangeError(`points[${i}].latitude must be in [-90, 90]`);
+    if (!Number.isFinite(p?.longitude) || p.longitude < -180 || p.longitude > 180) throw new RangeError(`points[${i}].longitude must be in [-180, 180]`);
+  });
+  const days = daysOf(params);
+  const variables = VARIABLE_LISTS.reduce((n, k) => n + list(params[k]).length, 0);
+  const models = Math.max(1, list(params.models).length);
+  if (variables === 0) throw new RangeError("params must ask for at least one variable (daily, hourly or current)");
+  const weightOf = (locations) => openMeteoWeight({ locations, days: Math.ceil(days), variables, models, mode: weightMode });
+
+  const results = new Array(points.length).fill(undefined);
+  const misses = [];
+  const waits = [];
+  let cacheHits = 0;
+  points.forEach((p, i) => {
+    if (!cache) return misses.push({ i, point: p, settle: null });
+    const found = cache.lookup(cache.key(p.latitude, p.longitude, params));
+    if (found.state === "hit") {
+      results[i] = found.value;
+      cacheHits++;
+    } else if (found.state === "pending") {
+      cacheHits++; // no weight spent on it here: another request is fetching it
+      waits.push(found.promise.then((v) => (results[i] = v), () => {}));
+    } else {
+      misses.push({ i, point: p, settle: found });
+    }
+  });
+
+  const budget = Math.min(...pacer.snapshot().windows.map((w) => w.budget));
+  const perCall = chooseLocationsPerCall({
+    weightOf,
+    budget,
+    max: Math.min(maxLocationsPerCall, MAX_LOCATIONS_PER_CALL),
+  });
+  const groups = [];
+  for (let k = 0; k < misses.length; k += perCall) groups.push(misses.slice(k, k + perCall));
+  const query = Object.entries(params)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${list(v).map(encodeURIComponent).join(",")}`)
+    .join("&");
+  const calls = groups.map((group) => {
+    const lat = group.map((m) => m.point.latitude).join(",");
+    const lon = group.map((m) => m.point.longitude).join(",");
+    return { url: `${baseUrl}?latitude=${lat}&longitude=${lon}${query ? `&${query}` : ""}`, weight: weightOf(group.length) };
+  });
+
+  const outcome = await runBatch(calls, {
+    pacer,
+    ...batchOptions,
+    onProgress: onProgress && ((p) => onProgress({ ...p, cacheHits, locations: points.length })),
+    onResult: (ci, value) => {
+      const rows = Array.isArray(value) ? value : [value];
+      groups[ci].forEach((m, j) => {
+        results[m.i] = rows[j];
+        m.settle?.resolve(rows[j]);
+      });
+    },
+  });
+  const failure = new Error(outcome.abort?.reason ?? "not fetched");
+  for (const m of misses) if (results[m.i] === undefined) m.settle?.reject(failure);
+  await Promise.all(waits);
+  const { state, abort } = outcome;
+  return { state, abort, results, stats: { ...outcome.stats, cacheHits, calls: calls.length, locationsPerCall: perCall } };
+}

@@ -1,0 +1,146 @@
+// fetchForecasts from the built package against the dev worker's Open-Meteo mock, with the
+// upstream's windows compressed (a "minute" of 1 s) and the pacer's budgets compressed alike.
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { LocationCache, Pacer, fetchForecasts } from "sluicegate";
+import { startEdge } from "../worker/testing.mjs";
+
+const MINUTE_MS = 1_000;
+const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
+const upstreamWindows = { minuteMs: MINUTE_MS, hourMs: HOUR_MS, dayMs: DAY_MS };
+const PARAMS = { daily: ["temperature_2m_max", "precipitation_sum"], forecast_days: 16 };
+
+let edge;
+const mock = (path) => `${edge.url}/mock/open-meteo${path}`;
+
+async function configure(config) {
+  const res = await fetch(mock("/config"), { method: "POST", body: JSON.stringify(config) });
+  assert.equal(res.status, 200, await res.text());
+  assert.equal((await fetch(mock("/reset"), { method: "POST" })).status, 200);
+}
+
+async function mockState() {
+  return (await fetch(mock("/state"))).json();
+}
+
+/** `n` distinct points on a grid (distinct after the cache's rounding to 2 decimals). */
+function points(n) {
+  return Array.from({ length: n }, (_, i) => ({ latitude: -60 + (i % 100) * 1.1, longitude: -170 + Math.floor(i / 100) * 1.3 }));
+}
+
+function compressedPacer(minuteBudget = 550) {
+  return new Pacer({
+    windows: [
+      { lengthMs: MINUTE_MS, budget: minuteBudget },
+      { lengthMs: HOUR_MS, budget: 4_800 },
+      { lengthMs: DAY_MS, budget: 9_500 },
+    ],
+  });
+}
+
+const options = (extra) => ({
+  baseUrl: mock("/v1/forecast"),
+  upstreamWindows,
+  jitterMs: [20, 60],
+  ...extra,
+});
+
+before(async () => {
+  edge = await startEdge();
+});
+after(async () => {
+  await edge?.close();
+});
+
+describe("a 1,500-location × 16-day analysis", () => {
+  const cache = new LocationCache({ ttlMs: 60_000 });
+  beforeEach(() =>
+    configure({
+      minute: { window_ms: MINUTE_MS, limit: 600 },
+      hour: { window_ms: HOUR_MS, limit: 5_000 },
+      day: { window_ms: DAY_MS, limit: 10_000 },
+      delay_ms: 5,
+      max_concurrent: 5,
+    }),
+  );
+
+  test("completes with zero 429s", async () => {
+    const progress = [];
+    const outcome = await fetchForecasts(points(1_500), PARAMS, options({ pacer: compressedPacer(), cache, onProgress: (p) => progress.push(p) }));
+    assert.equal(outcome.state, "done", JSON.stringify(outcome.abort));
+    assert.equal(outcome.results.length, 1_500);
+    assert.ok(outcome.results.every((r) => Array.isArray(r?.daily?.temperature_2m_max) && r.daily.time.length === 16));
+    const state = await mockState();
+    assert.equal(state.rejected_429, 0);
+    assert.equal(outcome.stats.rateLimited, 0);
+    assert.equal(state.calls, outcome.stats.calls);
+    // 1,500 × 16/14 ≈ 1,714 weighted calls, in calls that pack the 550 budget.
+    assert.ok(Math.abs(outcome.stats.weightSpent - (1_500 * 16) / 14) < 1, `spent ${outcome.stats.weightSpent}`);
+    assert.ok(progress.length > 0 && progress.at(-1).done === outcome.stats.calls && progress.at(-1).state === "done");
+    assert.ok(progress.some((p) => p.etaMs > 0), "a countdown was available while waiting");
+  });
+
+  test("run again within the TTL, it issues no upstream call", async () => {
+    const outcome = await fetchForecasts(points(1_500), PARAMS, options({ pacer: compressedPacer(), cache }));
+    assert.equal(outcome.state, "done");
+    assert.equal(outcome.stats.cacheHits, 1_500);
+    assert.equal(outcome.stats.fetches, 0);
+    assert.equal((await mockState()).calls, 0);
+    assert.ok(outcome.results.every((r) => r?.daily));
+  });
+});
+
+describe("when the upstream refuses", () => {
+  test("below the analysis' weight: exactly one call sees the 429, the rest are aborted, and fetching stops", async () => {
+    await configure({
+      minute: { window_ms: MINUTE_MS, limit: 600 },
+      hour: { window_ms: HOUR_MS, limit: 300 },
+      day: { window_ms: DAY_MS, limit: 10_000 },
+      delay_ms: 20,
+      max_concurrent: 5,
+    });
+    const outcome = await fetchForecasts(points(1_500), PARAMS, options({ pacer: compressedPacer() }));
+    assert.equal(outcome.state, "aborted");
+    assert.equal(outcome.abort.kind, "hourly");
+    assert.ok(outcome.abort.retryAtMs > Date.now() - 1_000, "says when the next hour starts");
+    assert.equal(outcome.stats.rateLimited, 1, "exactly one call saw the 429");
+    const missing = outcome.results.filter((r) => r === undefined).length;
+    assert.ok(missing > 1_000, `${missing} points were never fetched`);
+    const after = await mockState();
+    assert.equal(after.calls, outcome.stats.fetches, "every fetch the batch issued reached the upstream, and no more");
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal((await mockState()).calls, after.calls, "no fetch is issued after the outcome is decided");
+  });
+
+  test("a minutely 429 is resumed exactly once, at the next upstream window", async () => {
+    // The pacer believes in 550 per "minute"; the mock allows 200: the first window overruns.
+    await configure({
+      minute: { window_ms: MINUTE_MS, limit: 200 },
+      hour: { window_ms: HOUR_MS, limit: 5_000 },
+      day: { window_ms: DAY_MS, limit: 10_000 },
+      delay_ms: 0,
+      max_concurrent: 5,
+    });
+    const outcome = await fetchForecasts(points(260), PARAMS, options({ pacer: compressedPacer(), maxLocationsPerCall: 40 }));
+    assert.equal(outcome.state, "done", JSON.stringify(outcome.abort));
+    assert.equal(outcome.stats.resumed, true);
+    assert.equal(outcome.stats.rateLimited, 1);
+    assert.ok(outcome.results.every((r) => r?.daily));
+  });
+
+  test("a second minutely 429 ends the batch instead of resuming again", async () => {
+    await configure({
+      minute: { window_ms: MINUTE_MS, limit: 100 },
+      hour: { window_ms: HOUR_MS, limit: 5_000 },
+      day: { window_ms: DAY_MS, limit: 10_000 },
+      delay_ms: 0,
+      max_concurrent: 5,
+    });
+    const outcome = await fetchForecasts(points(600), PARAMS, options({ pacer: compressedPacer(), maxLocationsPerCall: 40 }));
+    assert.equal(outcome.state, "aborted");
+    assert.equal(outcome.abort.kind, "minutely");
+    assert.equal(outcome.stats.resumed, true);
+    assert.equal(outcome.stats.rateLimited, 2);
+  });
+});
