@@ -30,6 +30,9 @@ wasm-pack test --mode no-install --node . --features wasm
 banner "wasm-pack test --headless --chrome"
 WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm
 
+banner "TypeScript declarations (tsc --noEmit over a consumer)"
+node_modules/.bin/tsc -p pkg-tests/types
+
 banner "JS tests (node --test, Node $("$NODE22" --version))"
 shopt -s nullglob
 js_tests=(worker/test/*.test.mjs pkg-tests/*.test.mjs)
