@@ -6,7 +6,7 @@ use sluicegate::wasm::{client_identity_js, validate_rules, TokenBucket};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-fn get(v: &JsValue, key: &str) -> JsValue {
+pub(crate) fn get(v: &JsValue, key: &str) -> JsValue {
     Reflect::get(v, &key.into()).unwrap()
 }
 
@@ -74,5 +74,97 @@ fn many_instances_can_be_created_and_dropped() {
     for i in 0..10_000 {
         let mut bucket = TokenBucket::new(1.0, 1_000.0, 1.0).unwrap();
         assert_eq!(get(&bucket.check(f64::from(i), 1.0).unwrap(), "allowed"), JsValue::TRUE);
+    }
+}
+
+mod client {
+    use super::get;
+    use js_sys::{Object, Reflect};
+    use sluicegate::wasm::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs};
+    use wasm_bindgen::JsValue;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn call(locations: f64, days: f64, variables: f64, models: f64, mode: &str) -> JsValue {
+        let o = Object::new();
+        for (k, v) in [("locations", locations), ("days", days), ("variables", variables), ("models", models)] {
+            Reflect::set(&o, &k.into(), &v.into()).unwrap();
+        }
+        Reflect::set(&o, &"mode".into(), &mode.into()).unwrap();
+        o.into()
+    }
+
+    #[wasm_bindgen_test]
+    fn open_meteo_weights_match_the_worked_values() {
+        for (l, v, d, m, want) in [
+            (1.0, 10.0, 7.0, 1.0, 1.0),
+            (1.0, 15.0, 14.0, 1.0, 1.5),
+            (1.0, 15.0, 28.0, 1.0, 3.0),
+            (1.0, 6.0, 7.0, 2.0, 1.2),
+            (100.0, 3.0, 7.0, 1.0, 100.0),
+        ] {
+            let got = open_meteo_weight(call(l, d, v, m, "server")).unwrap();
+            assert!((got - want).abs() < 1e-9, "{l} {v} {d} {m}: {got}");
+        }
+        assert_eq!(open_meteo_weight(call(1.0, 28.0, 5.0, 1.0, "conservative")).unwrap(), 2.0);
+        assert!(open_meteo_weight(call(0.0, 7.0, 1.0, 1.0, "server")).is_err());
+        assert!(open_meteo_weight(call(1.0, 7.0, 1.0, 1.0, "exact")).is_err());
+    }
+
+    #[wasm_bindgen_test]
+    fn rate_limit_bodies_are_classified() {
+        let minutely =
+            r#"{"error":true,"reason":"Minutely API request limit exceeded. Please try again in one minute."}"#;
+        assert_eq!(classify_rate_limit(429, minutely).as_string().unwrap(), "minutely");
+        assert_eq!(classify_rate_limit(429, "garbage").as_string().unwrap(), "unknown");
+        assert!(classify_rate_limit(200, minutely).is_null());
+    }
+
+    #[wasm_bindgen_test]
+    fn the_pacer_core_places_and_refunds() {
+        let windows = js_sys::Array::of1(&{
+            let w = Object::new();
+            Reflect::set(&w, &"lengthMs".into(), &10_000.0.into()).unwrap();
+            Reflect::set(&w, &"budget".into(), &10.0.into()).unwrap();
+            JsValue::from(w)
+        });
+        let options = Object::new();
+        Reflect::set(&options, &"windows".into(), &windows).unwrap();
+        let mut p = PacerCoreJs::new(options.into()).unwrap();
+        let a = p.reserve(0.0, 6.0).unwrap();
+        assert_eq!(get(&p.reserve(0.0, 6.0).unwrap(), "delayMs").as_f64(), Some(10_000.0));
+        assert!(p.cancel(get(&a, "id").as_f64().unwrap()));
+        assert_eq!(p.eta_ms(0.0, 4.0).unwrap(), 0.0);
+        let err = p.reserve(0.0, 11.0).unwrap_err();
+        assert_eq!(get(&err, "name").as_string().unwrap(), "PacerWeightError");
+    }
+
+    #[wasm_bindgen_test]
+    fn the_cache_core_is_single_flight_and_never_caches_errors() {
+        let mut c = LocationCacheJs::new(1_000.0, 10.0, 2.0).unwrap();
+        let params = Object::new();
+        Reflect::set(&params, &"daily".into(), &"b,a".into()).unwrap();
+        let key = c.key(52.5249, 13.4149, params.into()).unwrap();
+        assert_eq!(key, "52.52,13.41|daily=a,b");
+        assert_eq!(get(&c.lookup(key.clone(), 0.0).unwrap(), "state").as_string().unwrap(), "miss");
+        assert_eq!(get(&c.lookup(key.clone(), 0.0).unwrap(), "state").as_string().unwrap(), "pending");
+        c.fail(key.clone());
+        assert_eq!(get(&c.lookup(key.clone(), 0.0).unwrap(), "state").as_string().unwrap(), "miss");
+        c.complete(key.clone(), "forecast".into(), 500.0).unwrap();
+        let hit = c.lookup(key.clone(), 1_499.0).unwrap();
+        assert_eq!(get(&hit, "value").as_string().unwrap(), "forecast");
+        assert_eq!(get(&c.lookup(key, 1_500.0).unwrap(), "state").as_string().unwrap(), "miss");
+    }
+
+    #[wasm_bindgen_test]
+    fn the_batch_policy_resumes_a_minutely_429_once() {
+        let minutely =
+            r#"{"error":true,"reason":"Minutely API request limit exceeded. Please try again in one minute."}"#;
+        let mut b = BatchPolicyJs::new(JsValue::UNDEFINED, Some(1_000.0), Some(1_000.0)).unwrap();
+        let first = b.on_response(429, minutely, 90_000.0, false).unwrap();
+        assert_eq!(get(&first, "action").as_string().unwrap(), "resume");
+        assert_eq!(get(&first, "atMs").as_f64(), Some(121_000.0));
+        let second = b.on_response(429, minutely, 125_000.0, false).unwrap();
+        assert_eq!(get(&second, "action").as_string().unwrap(), "abort");
+        assert_eq!(get(&second, "kind").as_string().unwrap(), "minutely");
     }
 }

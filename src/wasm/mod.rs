@@ -14,7 +14,7 @@ use wasm_bindgen::prelude::*;
 
 mod client;
 mod pacer;
-pub use client::{BatchPolicyJs, LocationCacheJs};
+pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 pub use pacer::PacerCoreJs;
 
 #[wasm_bindgen(typescript_custom_section)]
