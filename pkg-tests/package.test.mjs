@@ -3,9 +3,19 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate";
+import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
 
 const defaultRules = readFileSync(new URL("../worker/rules.json", import.meta.url), "utf8");
+
+test("the browser client entry leaves the edge tooling out; sluicegate/edge has both", async () => {
+  const client = await import("sluicegate");
+  assert.equal(client.validateRules, undefined);
+  assert.equal(typeof client.Pacer, "function");
+  assert.equal(typeof client.fetchForecasts, "function");
+  const edge = await import("sluicegate/edge");
+  assert.equal(typeof edge.validateRules, "function");
+  assert.equal(typeof edge.PacerCore, "function");
+});
 
 test("the package loads in Node without a fetch of the .wasm, and init() is a no-op after", async () => {
   await init();
@@ -64,7 +74,17 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
     encoding: "utf8",
   });
   const files = JSON.parse(out)[0].files.map((f) => f.path);
-  for (const f of ["pkg/sluicegate_bg.wasm", "pkg/sluicegate.js", "pkg/sluicegate.d.ts", "js/node.js", "js/browser.js", "js/workerd.js"]) {
+  for (const f of [
+    "pkg/sluicegate_bg.wasm",
+    "pkg/sluicegate.js",
+    "pkg/sluicegate.d.ts",
+    "pkg-edge/sluicegate_bg.wasm",
+    "js/node.js",
+    "js/browser.js",
+    "js/workerd.js",
+    "js/edge-node.js",
+    "js/index.d.ts",
+  ]) {
     assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
   }
 });

@@ -28,7 +28,7 @@ after(async () => {
   await mf?.dispose();
 });
 
-test("the package runs in workerd through its workerd entry", async () => {
+test("both packages (client and edge) run in workerd through their workerd entries", async () => {
   const rules = readFileSync(new URL("../worker/rules.json", import.meta.url), "utf8");
   const res = await mf.dispatchFetch("http://pkg.test/", {
     method: "POST",
@@ -39,6 +39,7 @@ test("the package runs in workerd through its workerd entry", async () => {
   assert.deepEqual(await res.json(), {
     policies: ['"api";q=20;w=10'],
     identity: { ip: "2001:db8:5:6::/64", source: "cf-connecting-ip" },
+    weight: 100,
   });
 });
 

@@ -42,10 +42,15 @@ wasm-pack --quiet build worker --release --no-opt --target web --out-dir pkg --o
 rm -f worker/pkg/.gitignore
 optimize worker/pkg/sluicegate_worker_bg.wasm
 
-echo "build: pkg (wasm-pack, --features wasm)"
+echo "build: pkg (wasm-pack, --features wasm: the browser client)"
 wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-name sluicegate -- --features wasm
 rm -f pkg/.gitignore
 optimize pkg/sluicegate_bg.wasm
+
+echo "build: pkg-edge (wasm-pack, --features wasm-edge: the client plus rules, identity, token bucket)"
+wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-edge --out-name sluicegate -- --features wasm-edge
+rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
+optimize pkg-edge/sluicegate_bg.wasm
 
 # The www pages import the package as a browser would: a copy under www/sluicegate/.
 rm -rf www/sluicegate
@@ -54,4 +59,5 @@ cp js/*.js www/sluicegate/js/
 cp pkg/sluicegate.js pkg/sluicegate_bg.wasm www/sluicegate/pkg/
 
 report worker worker/pkg/sluicegate_worker_bg.wasm
-report package pkg/sluicegate_bg.wasm
+report "package (sluicegate)" pkg/sluicegate_bg.wasm
+report "package (sluicegate/edge)" pkg-edge/sluicegate_bg.wasm

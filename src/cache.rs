@@ -8,10 +8,11 @@
 //! spending upstream budget. Errors are never cached. It never reads a clock.
 
 use crate::time::{Instant, Span};
-use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 
 /// The most decimals a coordinate keeps (6 decimals ≈ 0.1 m).
 pub const MAX_PRECISION: u8 = 6;
@@ -200,7 +201,8 @@ struct Entry<V> {
 /// ```
 ///
 /// Expired entries are dropped when looked up or when room is needed; the least recently
-/// used live entry is evicted only when none has expired. Every operation is O(log n).
+/// used live entry is evicted only when none has expired. Look-ups are O(1); making room in
+/// a full cache scans it (O(n)), which keeps the code small for the browser.
 ///
 /// # Examples
 /// ```
@@ -218,11 +220,15 @@ struct Entry<V> {
 pub struct LocationCache<V> {
     ttl: Span,
     max_entries: usize,
-    entries: BTreeMap<CacheKey, Entry<V>>,
-    by_use: BTreeMap<u64, CacheKey>,
-    by_expiry: BTreeSet<(Instant, CacheKey)>,
-    in_flight: BTreeSet<CacheKey>,
+    /// Stored values and in-flight marks, in one table.
+    slots: HashMap<CacheKey, Slot<V>, FixedState>,
+    stored: usize,
     uses: u64,
+}
+
+enum Slot<V> {
+    Pending,
+    Ready(Entry<V>),
 }
 
 impl<V> LocationCache<V> {
@@ -237,15 +243,8 @@ impl<V> LocationCache<V> {
         if max_entries == 0 {
             return Err(CacheConfigError::ZeroCapacity);
         }
-        Ok(LocationCache {
-            ttl,
-            max_entries,
-            entries: BTreeMap::new(),
-            by_use: BTreeMap::new(),
-            by_expiry: BTreeSet::new(),
-            in_flight: BTreeSet::new(),
-            uses: 0,
-        })
+        let slots = HashMap::with_hasher(FixedState::with_seed(0x5eed_cace));
+        Ok(LocationCache { ttl, max_entries, slots, stored: 0, uses: 0 })
     }
 
     /// Look `key` up at `now`: a live value, an identical request in flight, or a miss
@@ -254,18 +253,18 @@ impl<V> LocationCache<V> {
     where
         V: Clone,
     {
-        if let Some(entry) = self.entries.get(key) {
-            if now < entry.expires {
-                let value = entry.value.clone();
-                self.touch(key);
-                return Lookup::Hit(value);
+        self.uses += 1;
+        let used = self.uses;
+        match self.slots.get_mut(key) {
+            Some(Slot::Pending) => return Lookup::Pending,
+            Some(Slot::Ready(entry)) if now < entry.expires => {
+                entry.used = used;
+                return Lookup::Hit(entry.value.clone());
             }
-            self.remove(key);
+            Some(Slot::Ready(_)) => self.stored -= 1,
+            None => {}
         }
-        if self.in_flight.contains(key) {
-            return Lookup::Pending;
-        }
-        self.in_flight.insert(key.clone());
+        self.slots.insert(key.clone(), Slot::Pending);
         Lookup::Miss
     }
 
@@ -273,43 +272,38 @@ impl<V> LocationCache<V> {
     /// the in-flight mark. Makes room first by dropping expired entries, then the least
     /// recently used.
     pub fn complete(&mut self, key: &CacheKey, value: V, now: Instant) {
-        self.in_flight.remove(key);
         self.insert(key.clone(), value, now + self.ttl, now);
     }
 
     /// The fetch of `key` failed: clear its in-flight mark and cache nothing, so the next
     /// lookup is a [`Miss`](Lookup::Miss).
     pub fn fail(&mut self, key: &CacheKey) {
-        self.in_flight.remove(key);
+        if matches!(self.slots.get(key), Some(Slot::Pending)) {
+            self.slots.remove(key);
+        }
     }
 
     /// Drop every entry expired at `now`; returns how many.
     pub fn purge(&mut self, now: Instant) -> usize {
-        let mut dropped = 0;
-        while let Some((expires, key)) = self.by_expiry.first() {
-            if *expires > now {
-                break;
-            }
-            let key = key.clone();
-            self.remove(&key);
-            dropped += 1;
-        }
-        dropped
+        let before = self.stored;
+        self.slots.retain(|_, slot| !matches!(slot, Slot::Ready(e) if e.expires <= now));
+        self.stored = self.slots.values().filter(|s| matches!(s, Slot::Ready(_))).count();
+        before - self.stored
     }
 
     /// Stored values, including expired ones not yet dropped (see [`purge`](Self::purge)).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.stored
     }
 
     /// Whether no value is stored.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.stored == 0
     }
 
     /// Keys being fetched (they do not count toward `max_entries`).
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.slots.len() - self.stored
     }
 
     /// How long a value lives.
@@ -329,13 +323,16 @@ impl<V> LocationCache<V> {
     where
         V: Clone,
     {
-        self.by_use
-            .values()
-            .filter_map(|key| {
-                let entry = &self.entries[key];
-                (now < entry.expires).then(|| (key.0.clone(), entry.value.clone(), entry.expires - now))
+        let mut live: Vec<(u64, &CacheKey, &Entry<V>)> = self
+            .slots
+            .iter()
+            .filter_map(|(k, slot)| match slot {
+                Slot::Ready(e) if now < e.expires => Some((e.used, k, e)),
+                _ => None,
             })
-            .collect()
+            .collect();
+        live.sort_unstable_by_key(|(used, _, _)| *used);
+        live.into_iter().map(|(_, k, e)| (k.0.clone(), e.value.clone(), e.expires - now)).collect()
     }
 
     /// Load persisted entries at `now`, each becoming the most recently used in turn. An
@@ -358,41 +355,29 @@ impl<V> LocationCache<V> {
     }
 
     fn insert(&mut self, key: CacheKey, value: V, expires: Instant, now: Instant) {
-        self.remove(&key);
-        if self.entries.len() >= self.max_entries {
+        if let Some(Slot::Ready(_)) = self.slots.remove(&key) {
+            self.stored -= 1;
+        }
+        if self.stored >= self.max_entries {
             self.purge(now);
         }
-        while self.entries.len() >= self.max_entries {
-            let Some((_, oldest)) = self.by_use.pop_first() else { break };
-            if let Some(entry) = self.entries.remove(&oldest) {
-                self.by_expiry.remove(&(entry.expires, oldest));
-            }
+        while self.stored >= self.max_entries {
+            let oldest = self
+                .slots
+                .iter()
+                .filter_map(|(k, slot)| match slot {
+                    Slot::Ready(e) => Some((e.used, k)),
+                    Slot::Pending => None,
+                })
+                .min_by_key(|(used, _)| *used)
+                .map(|(_, k)| k.clone());
+            let Some(oldest) = oldest else { break };
+            self.slots.remove(&oldest);
+            self.stored -= 1;
         }
-        let used = self.next_use();
-        self.by_use.insert(used, key.clone());
-        self.by_expiry.insert((expires, key.clone()));
-        self.entries.insert(key, Entry { value, expires, used });
-    }
-
-    fn touch(&mut self, key: &CacheKey) {
-        let used = self.next_use();
-        if let Some(entry) = self.entries.get_mut(key) {
-            self.by_use.remove(&entry.used);
-            entry.used = used;
-            self.by_use.insert(used, key.clone());
-        }
-    }
-
-    fn remove(&mut self, key: &CacheKey) {
-        if let Some(entry) = self.entries.remove(key) {
-            self.by_use.remove(&entry.used);
-            self.by_expiry.remove(&(entry.expires, key.clone()));
-        }
-    }
-
-    fn next_use(&mut self) -> u64 {
         self.uses += 1;
-        self.uses
+        self.slots.insert(key, Slot::Ready(Entry { value, expires, used: self.uses }));
+        self.stored += 1;
     }
 }
 
@@ -401,8 +386,8 @@ impl<V> fmt::Debug for LocationCache<V> {
         f.debug_struct("LocationCache")
             .field("ttl", &self.ttl)
             .field("max_entries", &self.max_entries)
-            .field("len", &self.entries.len())
-            .field("in_flight", &self.in_flight.len())
+            .field("len", &self.stored)
+            .field("in_flight", &self.in_flight())
             .finish()
     }
 }

@@ -255,9 +255,30 @@ pub fn classify(status: u16, body: &str) -> Option<RateLimitKind> {
     }
 }
 
+/// The `reason` string of a `{"error":true,"reason":"…"}` body, lower-cased. A small scan
+/// rather than a JSON parser keeps the browser build small; escapes are kept as written,
+/// which is enough to find the words that classify it.
 fn reason_of(body: &str) -> Option<alloc::string::String> {
-    let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    value.get("reason")?.as_str().map(str::to_ascii_lowercase)
+    let body = body.trim();
+    if !body.starts_with('{') {
+        return None;
+    }
+    let after_key = &body[body.find("\"reason\"")? + "\"reason\"".len()..];
+    let value = after_key.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let mut end = None;
+    let mut escaped = false;
+    for (i, c) in value.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => {
+                end = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    Some(value[..end?].to_ascii_lowercase())
 }
 
 fn kind_of_reason(reason: &str) -> RateLimitKind {

@@ -1,5 +1,5 @@
 //! The JavaScript bindings, run in Node and in headless Chromium by `wasm-pack test`.
-#![cfg(all(target_arch = "wasm32", feature = "wasm"))]
+#![cfg(all(target_arch = "wasm32", feature = "wasm-edge"))]
 
 use js_sys::{Object, Reflect};
 use sluicegate::wasm::{client_identity_js, validate_rules, TokenBucket};

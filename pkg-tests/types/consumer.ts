@@ -4,23 +4,19 @@ import init, {
   LocationCache,
   Pacer,
   PacerCore,
-  TokenBucket,
   chooseLocationsPerCall,
   classifyRateLimit,
-  clientIdentity,
   fetchForecasts,
   openMeteoWeight,
   runBatch,
-  validateRules,
   type BatchOutcome,
-  type ClientIdentity,
   type ForecastOutcome,
-  type LimitDecision,
   type PacerReservation,
   type PacerState,
   type Permit,
   type RateLimitKind,
 } from "sluicegate";
+import { TokenBucket, clientIdentity, validateRules, type ClientIdentity, type LimitDecision } from "sluicegate/edge";
 
 interface Daily {
   daily: { time: string[]; temperature_2m_max: number[] };

@@ -2,47 +2,19 @@
 //! Each export validates what JS hands it (NaN, negatives, infinities and wrong types are
 //! refused with an error naming the argument) and delegates to the core.
 
-use crate::identity::{client_identity, Sources};
-use crate::limit::{Decision, Gcra, Limiter};
-use crate::rules::RuleSet;
-use crate::time::{Instant, Span};
 use alloc::format;
-use alloc::string::{String, ToString};
-use alloc::vec::Vec;
-use js_sys::{Array, Object, Reflect};
+use alloc::string::String;
+use js_sys::{Object, Reflect};
 use wasm_bindgen::prelude::*;
 
 mod client;
+#[cfg(feature = "wasm-edge")]
+mod edge;
 mod pacer;
 pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
+#[cfg(feature = "wasm-edge")]
+pub use edge::{client_identity_js, validate_rules, TokenBucket};
 pub use pacer::PacerCoreJs;
-
-#[wasm_bindgen(typescript_custom_section)]
-const TS_TYPES: &str = r#"
-/** The sources a client identity is read from, as a proxy or server sees them. */
-export interface IdentitySources {
-  /** The `CF-Connecting-IP` header. */
-  cfConnectingIp?: string | null;
-  /** The whole `X-Forwarded-For` header; only its rightmost hop is trusted. */
-  xForwardedFor?: string | null;
-  /** The socket peer (`ip` or `ip:port`). */
-  peer?: string | null;
-}
-/** Who a request is counted against. IPv6 is reduced to its /64 (`2001:db8::/64`). */
-export interface ClientIdentity {
-  ip: string;
-  source: "cf-connecting-ip" | "x-forwarded-for" | "peer";
-}
-/** One validated rule: its id and the `RateLimit-Policy` it advertises. */
-export interface RuleSummary {
-  id: string;
-  policy: string;
-}
-/** A limiter's answer: allowed with what is left, or refused with how long to wait. */
-export type LimitDecision =
-  | { allowed: true; remaining: number; resetMs: number }
-  | { allowed: false; retryAfterMs: number };
-"#;
 
 #[wasm_bindgen(start)]
 fn start() {
@@ -64,125 +36,8 @@ pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
     }
 }
 
-fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
-    if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
-        Ok(value as u64)
-    } else {
-        Err(JsError::new(&format!(
-            "{what} must be a whole number from {} to {}, got {}",
-            num(min),
-            num(max),
-            num(value)
-        )))
-    }
-}
-
-/// Validate a rules file (JSON text). Returns each rule's id and policy header.
-///
-/// Throws an `Error` whose message lists every problem, one per line, each naming the
-/// rule and the field.
-#[wasm_bindgen(js_name = validateRules, unchecked_return_type = "RuleSummary[]")]
-pub fn validate_rules(text: &str) -> Result<Array, JsError> {
-    let set = RuleSet::from_json(text).map_err(|errors| {
-        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        JsError::new(&lines.join("\n"))
-    })?;
-    let out = Array::new();
-    for rule in set.rules() {
-        let item = Object::new();
-        set_prop(&item, "id", &rule.id.as_str().into());
-        set_prop(&item, "policy", &rule.policy_header().into());
-        out.push(&item);
-    }
-    Ok(out)
-}
-
+/// Set a property on an object built here.
 pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.
     let _ = Reflect::set(target, &key.into(), value);
-}
-
-fn optional_string(obj: &JsValue, key: &str) -> Result<Option<String>, JsError> {
-    let value = Reflect::get(obj, &key.into()).map_err(|_| JsError::new(&format!("cannot read {key}")))?;
-    if value.is_undefined() || value.is_null() {
-        return Ok(None);
-    }
-    value.as_string().map(Some).ok_or_else(|| JsError::new(&format!("{key} must be a string")))
-}
-
-/// Who to count a request against: `CF-Connecting-IP`, else the rightmost
-/// `X-Forwarded-For` hop, else the peer; `undefined` when none holds an address.
-#[wasm_bindgen(js_name = clientIdentity, unchecked_return_type = "ClientIdentity | undefined")]
-pub fn client_identity_js(
-    #[wasm_bindgen(unchecked_param_type = "IdentitySources")] sources: JsValue,
-) -> Result<JsValue, JsError> {
-    if !sources.is_object() {
-        return Err(JsError::new("clientIdentity takes an object { cfConnectingIp?, xForwardedFor?, peer? }"));
-    }
-    let cf = optional_string(&sources, "cfConnectingIp")?;
-    let xff = optional_string(&sources, "xForwardedFor")?;
-    let peer = optional_string(&sources, "peer")?;
-    let found = client_identity(&Sources {
-        cf_connecting_ip: cf.as_deref(),
-        x_forwarded_for: xff.as_deref(),
-        peer: peer.as_deref(),
-    });
-    Ok(match found {
-        None => JsValue::UNDEFINED,
-        Some(id) => {
-            let out = Object::new();
-            set_prop(&out, "ip", &id.ip.to_string().into());
-            set_prop(&out, "source", &id.source.as_str().into());
-            out.into()
-        }
-    })
-}
-
-fn decision_js(decision: Decision) -> JsValue {
-    let out = Object::new();
-    match decision {
-        Decision::Allow { remaining, reset } => {
-            set_prop(&out, "allowed", &true.into());
-            set_prop(&out, "remaining", &(remaining as f64).into());
-            set_prop(&out, "resetMs", &(reset.as_millis_ceil() as f64).into());
-        }
-        Decision::Deny { retry_after } => {
-            set_prop(&out, "allowed", &false.into());
-            set_prop(&out, "retryAfterMs", &(retry_after.as_millis_ceil() as f64).into());
-        }
-    }
-    out.into()
-}
-
-/// A token bucket (GCRA) with time passed in: `count` units per `periodMs`, at most
-/// `burst` back to back. Plain data: dropping it needs no `free()` beyond wasm-bindgen's.
-#[wasm_bindgen]
-pub struct TokenBucket {
-    inner: Gcra,
-}
-
-#[wasm_bindgen]
-impl TokenBucket {
-    /// `new TokenBucket(burst, periodMs, count)`.
-    #[wasm_bindgen(constructor)]
-    pub fn new(burst: f64, period_ms: f64, count: f64) -> Result<TokenBucket, JsError> {
-        let burst = whole(burst, "burst", 1.0, u32::MAX as f64)? as u32;
-        let count = whole(count, "count", 1.0, u32::MAX as f64)? as u32;
-        let period = non_negative(period_ms, "periodMs")?;
-        if period == 0.0 {
-            return Err(JsError::new("periodMs must be above 0"));
-        }
-        let period = Span::from_nanos((period * 1e6).round() as u64);
-        let inner = Gcra::new(burst, period, count).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(TokenBucket { inner })
-    }
-
-    /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds).
-    #[wasm_bindgen(unchecked_return_type = "LimitDecision")]
-    pub fn check(&mut self, now_ms: f64, cost: f64) -> Result<JsValue, JsError> {
-        let now = Instant::from_nanos((non_negative(now_ms, "nowMs")? * 1e6) as u64);
-        let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
-        let decision = self.inner.check(now, cost).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(decision_js(decision))
-    }
 }

@@ -1,0 +1,2 @@
+export * from "../pkg-edge/sluicegate.js";
+export { default } from "../pkg-edge/sluicegate.js";
