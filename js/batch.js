@@ -1,6 +1,7 @@
 // runBatch: a fan-out through the pacer, decided by BatchPolicy. The first 429 or failure of
-// a required call aborts every queued and in-flight call through one AbortController; a
-// minutely 429 resumes once at the next upstream window; best-effort calls degrade to null.
+// a required call ends the batch: every queued and in-flight call is aborted. A minutely 429
+// pauses it instead: queued calls stop, calls in flight (already admitted upstream) finish,
+// and the rest resume once at the next upstream window. Best-effort calls degrade to null.
 import { BatchPolicy } from "../pkg/sluicegate.js";
 import { Pacer } from "./pacer.js";
 
@@ -69,8 +70,17 @@ export async function runBatch(calls, options = {}) {
 
   try {
     for (;;) {
-      const controller = new AbortController();
-      const onOuter = () => controller.abort(outer.reason);
+      // Two signals per round: `queue` stops calls that have not gone out (a pause or the
+      // end), `flight` also cuts the ones in flight (the end only). Calls already in flight
+      // when a minutely 429 pauses the batch were admitted upstream: they finish and keep
+      // their data, so nothing is spent twice.
+      const queue = new AbortController();
+      const flight = new AbortController();
+      const end = (reason) => {
+        queue.abort(reason);
+        flight.abort(reason);
+      };
+      const onOuter = () => end(outer.reason);
       if (outer?.aborted) onOuter();
       outer?.addEventListener("abort", onOuter, { once: true });
       let resumeAt = null;
@@ -80,17 +90,17 @@ export async function runBatch(calls, options = {}) {
         if (call.bestEffort && bestEffortClosed) return settle(i, null);
         let permit;
         try {
-          permit = await pacer.acquire(call.weight, { signal: controller.signal });
+          permit = await pacer.acquire(call.weight, { signal: queue.signal });
         } catch (error) {
-          if (controller.signal.aborted) return;
+          if (queue.signal.aborted) return;
           abort ??= { reason: error.message, kind: null, status: null, retryAtMs: null };
-          controller.abort(error);
+          end(error);
           return;
         }
-        if (controller.signal.aborted || (call.bestEffort && bestEffortClosed)) {
+        if (queue.signal.aborted || (call.bestEffort && bestEffortClosed)) {
           permit.release();
           if (call.bestEffort && bestEffortClosed) settle(i, null);
-          return; // nothing goes out once the outcome is decided
+          return; // nothing goes out once the batch is paused or decided
         }
         stats.fetches++;
         stats.weightSpent += call.weight;
@@ -98,17 +108,17 @@ export async function runBatch(calls, options = {}) {
         let status;
         let body;
         try {
-          const response = await doFetch(call.url, { ...call.init, signal: controller.signal });
+          const response = await doFetch(call.url, { ...call.init, signal: flight.signal });
           status = response.status;
           body = await response.text();
         } catch (error) {
-          if (controller.signal.aborted) return;
+          if (flight.signal.aborted) return;
           status = 0;
           body = String(error?.message ?? error);
         } finally {
           permit.release();
         }
-        if (controller.signal.aborted) return; // another call already decided the batch
+        if (flight.signal.aborted) return; // another call already decided the batch
         if (status === 429) stats.rateLimited++;
         const action = policy.onResponse(status, body, now(), Boolean(call.bestEffort));
         switch (action.action) {
@@ -119,7 +129,7 @@ export async function runBatch(calls, options = {}) {
             } catch {
               if (call.bestEffort) return settle(i, null);
               abort ??= { reason: "the upstream answered something other than JSON", kind: null, status, retryAtMs: null };
-              controller.abort(new Error(abort.reason));
+              end(new Error(abort.reason));
               return;
             }
             onResult?.(i, value);
@@ -128,7 +138,7 @@ export async function runBatch(calls, options = {}) {
           case "resume":
             resumeAt = action.atMs;
             state = "paused";
-            controller.abort(new DOMException("paused until the next upstream window", "AbortError"));
+            queue.abort(new DOMException("paused until the next upstream window", "AbortError"));
             return;
           case "lowerConcurrency":
             await pacer.setLimits({ maxInFlight: Math.max(1, pacer.snapshot().maxInFlight - 1) });
@@ -138,7 +148,7 @@ export async function runBatch(calls, options = {}) {
             return settle(i, null);
           case "abort":
             abort ??= { reason: action.reason, kind: action.kind, status: action.status, retryAtMs: action.retryAtMs };
-            controller.abort(new DOMException(action.reason, "AbortError"));
+            end(new DOMException(action.reason, "AbortError"));
             return;
         }
       };

@@ -1,20 +1,34 @@
 import type { PacerOptions, PacerWindow } from "../pkg/sluicegate.js";
 
 /** Where a pacer's ledger lives, so that page reloads and every tab of the origin share one budget. */
+/**
+ * Where a pacer's ledger lives, so that page reloads and every tab of the origin share one
+ * budget. With only a `key` (or a string), browsers keep it in IndexedDB, whose transactions
+ * are atomic across tabs. With a `storage`, it lives there under `locks`: consistent within
+ * one JavaScript context only (browsers copy localStorage between tabs asynchronously).
+ */
 export interface PacerPersistence {
-  /** The Web Storage key (one ledger per key). */
+  /** One ledger per key. */
   key: string;
-  /** Default: `localStorage`. */
+  /** Default: `indexedDB`. */
+  indexedDB?: IDBFactory;
+  /** A synchronous storage instead of IndexedDB (e.g. for Node or tests). */
   storage?: Pick<Storage, "getItem" | "setItem">;
-  /** Default: `navigator.locks` (Web Locks); `null` to not lock (a single context). */
+  /** With `storage`: default `navigator.locks`; `null` to not lock. */
   locks?: Pick<LockManager, "request"> | null;
 }
 
 export interface PacerConfig extends PacerOptions {
   /** At most this many calls out at once (default 4: the upstream refuses more than 5 per IP). */
   maxInFlight?: number;
-  /** A storage key, or where to keep the ledger; default: this pacer's memory only. */
+  /** A ledger key (IndexedDB in browsers), or where to keep the ledger; default: this pacer's memory only. */
   persist?: string | PacerPersistence | null;
+  /**
+   * How late a call may go out after its planned instant (a late timer, a wait for a free
+   * slot) without being planned again; every window is reserved this much longer. Default
+   * 1 % of the shortest window, from 50 ms to 1 s.
+   */
+  slackMs?: number;
   /** The clock, in milliseconds (default `Date.now`); shared by every tab when persisted. */
   now?: () => number;
 }
@@ -53,6 +67,10 @@ export declare class Pacer {
   snapshot(): PacerState;
   /** Change limits at run time; what was spent stays spent. */
   setLimits(limits: { windows?: PacerWindow[]; maxWeight?: number | null; maxInFlight?: number }): Promise<void>;
+  /** A copy of the shared ledger, read atomically: [atMs, weight, owner, seq, dispatched (0|1)] per reservation. */
+  ledger(): Promise<[number, number, string, number, 0 | 1][]>;
+  /** This pacer's owner id in the ledger. */
+  readonly owner: string;
   /** Cancel (and refund) every queued call of this pacer. */
   close(): Promise<void>;
 }

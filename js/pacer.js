@@ -2,15 +2,20 @@
 // comes from the wasm core; this file only keeps promises, timers and the shared ledger.
 //
 // The ledger is the list of reservations of every tab of the origin: [atMs, weight, owner,
-// seq, dispatched]. Each placement is computed under a lock from the whole ledger, so two
-// tabs together never exceed a budget; a reservation is never displaced by a later one.
+// seq, dispatched]. Each placement is computed from the whole ledger inside one atomic
+// update, so tabs sharing a ledger together never exceed a budget, and a reservation is
+// never displaced by a later one.
+//
+// A call may go out up to `slackMs` after its planned instant (timers fire late, a free
+// slot takes a moment): placements reserve each window `slackMs` longer than it is, so
+// that lateness can never push a window over its budget, and never pushes a call back.
 import { PacerCore } from "../pkg/sluicegate.js";
 
-const ENTRY_AT = 0;
-const ENTRY_WEIGHT = 1;
-const ENTRY_OWNER = 2;
-const ENTRY_SEQ = 3;
-const ENTRY_DISPATCHED = 4;
+const AT = 0;
+const WEIGHT = 1;
+const OWNER = 2;
+const SEQ = 3;
+const DISPATCHED = 4;
 
 function abortReason(signal) {
   return signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
@@ -22,17 +27,24 @@ function randomId() {
   return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
 }
 
-/** Where a ledger lives: in memory (one pacer) or in Web Storage shared by an origin's tabs. */
+const isEntry = (e) => Array.isArray(e) && e.length === 5 && Number.isFinite(e[AT]) && Number.isFinite(e[WEIGHT]);
+
+/** The ledger of one pacer, in memory. */
 class MemoryLedger {
   #entries = [];
-  async update(fn) {
-    return fn(this.#entries);
-  }
   read() {
     return this.#entries;
   }
+  async update(fn) {
+    return fn(this.#entries);
+  }
 }
 
+/**
+ * A ledger in a synchronous Web Storage (`{ key, storage }`), optionally under a Web Lock.
+ * Consistent within one JavaScript context; across tabs use the IndexedDB ledger, since
+ * browsers propagate localStorage writes between tabs asynchronously.
+ */
 class StorageLedger {
   constructor(key, storage, locks) {
     this.key = key;
@@ -42,7 +54,7 @@ class StorageLedger {
   read() {
     try {
       const parsed = JSON.parse(this.storage.getItem(this.key) ?? "[]");
-      return Array.isArray(parsed) ? parsed.filter((e) => Array.isArray(e) && e.length === 5) : [];
+      return Array.isArray(parsed) ? parsed.filter(isEntry) : [];
     } catch {
       return [];
     }
@@ -54,9 +66,52 @@ class StorageLedger {
       this.storage.setItem(this.key, JSON.stringify(entries));
       return result;
     };
-    // Web Locks serialise the read-modify-write across tabs; without them (old browsers,
-    // Node) one context's operations are already serial.
     return this.locks ? this.locks.request(`${this.key}:lock`, run) : run();
+  }
+}
+
+/**
+ * A ledger in IndexedDB: every update is one read-write transaction, which browsers
+ * serialise across all tabs of the origin. `read()` returns the copy seen last.
+ */
+class IndexedDbLedger {
+  #db;
+  #seen = [];
+  constructor(key, indexedDB) {
+    this.key = key;
+    this.#db = new Promise((resolve, reject) => {
+      const open = indexedDB.open("sluicegate-pacer", 1);
+      open.onupgradeneeded = () => open.result.createObjectStore("ledgers");
+      open.onsuccess = () => resolve(open.result);
+      open.onerror = () => reject(open.error);
+    });
+  }
+  read() {
+    return this.#seen;
+  }
+  async update(fn) {
+    const db = await this.#db;
+    return new Promise((resolve, reject) => {
+      const tx = db.transaction("ledgers", "readwrite");
+      const store = tx.objectStore("ledgers");
+      const get = store.get(this.key);
+      let result;
+      let failure = null;
+      get.onsuccess = () => {
+        const entries = Array.isArray(get.result) ? get.result.filter(isEntry) : [];
+        try {
+          result = fn(entries);
+        } catch (error) {
+          failure = error;
+          tx.abort();
+          return;
+        }
+        store.put(entries, this.key);
+        this.#seen = entries;
+      };
+      tx.oncomplete = () => resolve(result);
+      tx.onabort = tx.onerror = () => reject(failure ?? tx.error ?? new Error("the pacer ledger could not be updated"));
+    });
   }
 }
 
@@ -65,8 +120,11 @@ class StorageLedger {
  * See the TypeScript declarations (pacer.d.ts) for the options.
  */
 export class Pacer {
-  #options;
+  #limits; // { windows, maxWeight } as given
+  #placing; // the same windows, each slackMs longer, for placements
+  #slackMs;
   #maxInFlight;
+  #longestMs;
   #ledger;
   #owner = randomId();
   #seq = 0;
@@ -74,63 +132,77 @@ export class Pacer {
   #waiting = new Map(); // seq → waiter
   #slotQueue = [];
   #inFlight = new Set();
-  #placing = new Set(); // placements under way, so close() can wait for them
-  #longestMs;
+  #pendingPlacements = new Set();
+  #cache = null; // { entries, length, core }: a core holding `entries` as they were
 
   constructor(options = {}) {
-    const { windows, maxWeight, maxInFlight = 4, persist = null, now = () => Date.now() } = options;
-    this.#setOptions({ windows, maxWeight }, maxInFlight);
+    const { windows, maxWeight, maxInFlight = 4, slackMs, persist = null, now = () => Date.now() } = options;
+    this.#configure({ windows, maxWeight }, maxInFlight, slackMs);
     this.#now = now;
-    if (persist) {
-      const key = typeof persist === "string" ? persist : persist.key;
-      if (typeof key !== "string" || key === "") throw new TypeError("persist.key must be a non-empty string");
-      const storage = persist.storage ?? globalThis.localStorage;
-      if (!storage) throw new TypeError("persist needs a storage (localStorage is not available here)");
-      const locks = persist.locks === undefined ? globalThis.navigator?.locks : persist.locks;
-      this.#ledger = new StorageLedger(key, storage, locks ?? null);
-    } else {
-      this.#ledger = new MemoryLedger();
-    }
+    this.#ledger = ledgerFor(persist);
   }
 
-  #setOptions(limits, maxInFlight) {
+  #configure(limits, maxInFlight, slackMs) {
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
       throw new RangeError(`maxInFlight must be a whole number ≥ 1, got ${maxInFlight}`);
     }
     const probe = new PacerCore(limits); // validates the windows and the cap
-    this.#longestMs = Math.max(...probe.snapshot(0).windows.map((w) => w.lengthMs));
+    const windows = probe.snapshot(0).windows.map(({ lengthMs, budget }) => ({ lengthMs, budget }));
     probe.free();
-    this.#options = limits;
+    const shortest = Math.min(...windows.map((w) => w.lengthMs));
+    const slack = slackMs ?? Math.min(1_000, Math.max(50, shortest / 100));
+    if (!Number.isFinite(slack) || slack < 0) throw new RangeError(`slackMs must be a number ≥ 0, got ${slackMs}`);
+    this.#limits = { windows, maxWeight: limits.maxWeight };
+    this.#placing = { windows: windows.map((w) => ({ lengthMs: w.lengthMs + slack, budget: w.budget })), maxWeight: limits.maxWeight };
+    this.#slackMs = slack;
+    this.#longestMs = Math.max(...windows.map((w) => w.lengthMs)) + slack;
     this.#maxInFlight = maxInFlight;
-  }
-
-  /** A PacerCore holding the ledger's spends, except those for which `skip` is true. */
-  #calculator(entries, now, skip = () => false) {
-    const core = new PacerCore(this.#options);
-    core.importSpends(
-      now,
-      entries.filter((e) => !skip(e)).map((e) => [e[ENTRY_AT], e[ENTRY_WEIGHT]]),
-    );
-    return core;
+    this.#cache?.core.free();
+    this.#cache = null;
   }
 
   #prune(entries, now) {
     for (let i = entries.length - 1; i >= 0; i--) {
-      if (entries[i][ENTRY_AT] + this.#longestMs <= now) entries.splice(i, 1);
+      if (entries[i][AT] + this.#longestMs <= now) entries.splice(i, 1);
     }
   }
 
   #mine(seq) {
-    return (e) => e[ENTRY_OWNER] === this.#owner && e[ENTRY_SEQ] === seq;
+    return (e) => e[OWNER] === this.#owner && e[SEQ] === seq;
   }
 
-  /** Where a call of `weight` would be placed from `now` on, given `entries`. Throws a PacerWeightError. */
+  /** A placement core holding `entries` (all but `skip`), reused while the ledger only grew by our own placements. */
+  #coreFor(entries, now, skip) {
+    const c = this.#cache;
+    if (!skip && c && c.entries === entries && c.length === entries.length) return c.core;
+    const core = new PacerCore(this.#placing);
+    core.importSpends(now, entries.filter((e) => !skip?.(e)).map((e) => [e[AT], e[WEIGHT]]));
+    if (skip) return core;
+    c?.core.free();
+    this.#cache = { entries, length: entries.length, core };
+    return core;
+  }
+
+  /** Where a call of `weight` goes from `now` on, given `entries`; throws a PacerWeightError. */
   #place(entries, now, weight, skip) {
-    const core = this.#calculator(entries, now, skip);
+    const core = this.#coreFor(entries, now, skip);
     try {
       return now + core.etaMs(now, weight);
     } finally {
-      core.free();
+      if (skip) core.free();
+    }
+  }
+
+  /** Add our entry, keeping the cached core in step. */
+  #push(entries, now, entry) {
+    const cached = this.#cache && this.#cache.entries === entries && this.#cache.length === entries.length;
+    entries.push(entry);
+    if (cached) {
+      this.#cache.core.importSpends(now, [[entry[AT], entry[WEIGHT]]]);
+      this.#cache.length = entries.length;
+    } else {
+      this.#cache?.core.free();
+      this.#cache = null;
     }
   }
 
@@ -150,17 +222,18 @@ export class Pacer {
         waiter.onAbort = () => this.#abort(waiter);
         signal.addEventListener("abort", waiter.onAbort, { once: true });
       }
-      const placing = this.#ledger
+      const placement = this.#ledger
         .update((entries) => {
           const now = this.#now();
           this.#prune(entries, now);
           const at = this.#place(entries, now, weight);
-          entries.push([at, weight, this.#owner, seq, 0]);
+          this.#push(entries, now, [at, weight, this.#owner, seq, 0]);
+          return at;
         })
         .then(
-          () => {
+          (at) => {
             waiter.placed = true;
-            if (this.#waiting.has(seq)) this.#arm(waiter);
+            if (this.#waiting.has(seq)) this.#arm(waiter, at);
             else this.#unplace(seq); // aborted while being placed
           },
           (error) => {
@@ -169,22 +242,30 @@ export class Pacer {
             reject(error);
           },
         )
-        .finally(() => this.#placing.delete(placing));
-      this.#placing.add(placing);
+        .finally(() => this.#pendingPlacements.delete(placement));
+      this.#pendingPlacements.add(placement);
     });
   }
 
-  /** Remove this pacer's reservation `seq` if it has not gone out (a refund). */
+  /** Remove our reservation `seq` if it has not gone out (a refund). */
   #unplace(seq) {
     return this.#ledger.update((entries) => {
-      const i = entries.findIndex((e) => this.#mine(seq)(e) && !e[ENTRY_DISPATCHED]);
-      if (i >= 0) entries.splice(i, 1);
+      const i = entries.findIndex((e) => this.#mine(seq)(e) && !e[DISPATCHED]);
+      if (i >= 0) {
+        entries.splice(i, 1);
+        this.#cache?.core.free();
+        this.#cache = null;
+      }
     });
   }
 
-  #arm(waiter) {
-    const entry = this.#ledger.read().find(this.#mine(waiter.seq));
-    const delay = entry ? Math.max(0, entry[ENTRY_AT] - this.#now()) : 0;
+  #arm(waiter, at) {
+    waiter.at = at;
+    const delay = Math.ceil(at - this.#now());
+    if (delay <= 0) {
+      this.#due(waiter); // no timer tick for a call that may go out now
+      return;
+    }
     waiter.timer = setTimeout(() => this.#due(waiter), delay);
   }
 
@@ -195,43 +276,56 @@ export class Pacer {
       this.#slotQueue.push(waiter);
       return;
     }
-    this.#goOut(waiter);
+    this.#inFlight.add(waiter.seq); // claim the slot now: going out takes a ledger update
+    this.#goOut(waiter).catch((error) => {
+      this.#freeSlot(waiter.seq);
+      if (!this.#waiting.delete(waiter.seq)) return;
+      waiter.signal?.removeEventListener("abort", waiter.onAbort);
+      waiter.reject(error);
+    });
+  }
+
+  #freeSlot(seq) {
+    if (!this.#inFlight.delete(seq)) return;
+    const next = this.#slotQueue.shift();
+    if (next) this.#due(next);
   }
 
   async #goOut(waiter) {
-    // Record the spend when the call really goes out: a timer that fired late, or a wait
-    // for a free slot, moves the reservation to now, or later if it no longer fits.
-    let dispatchedAt = null;
-    await this.#ledger.update((entries) => {
+    const outcome = await this.#ledger.update((entries) => {
       const now = this.#now();
-      const i = entries.findIndex(this.#mine(waiter.seq));
-      if (i < 0) return;
-      const at = this.#place(entries, now, waiter.weight, this.#mine(waiter.seq));
-      entries[i][ENTRY_AT] = at;
-      if (at <= now) {
-        entries[i][ENTRY_DISPATCHED] = 1;
-        dispatchedAt = now;
+      let entry = entries.find(this.#mine(waiter.seq));
+      if (!entry) {
+        // Gone from the ledger (cleared or pruned elsewhere): place the call again.
+        const at = this.#place(entries, now, waiter.weight);
+        entry = [at, waiter.weight, this.#owner, waiter.seq, 0];
+        this.#push(entries, now, entry);
+      } else if (now > entry[AT] + this.#slackMs) {
+        // Later than the slack covers: the spend must be placed where the call goes out.
+        entry[AT] = this.#place(entries, now, waiter.weight, this.#mine(waiter.seq));
+        this.#cache?.core.free();
+        this.#cache = null;
       }
+      if (entry[AT] > now) return { at: entry[AT] };
+      entry[DISPATCHED] = 1;
+      return { dispatchedAt: now };
     });
-    if (!this.#waiting.has(waiter.seq)) return; // aborted meanwhile
-    if (dispatchedAt === null) {
-      this.#arm(waiter);
+    if (!this.#waiting.has(waiter.seq) || outcome.dispatchedAt === undefined) {
+      this.#freeSlot(waiter.seq); // aborted meanwhile, or not its turn yet
+      if (this.#waiting.has(waiter.seq)) this.#arm(waiter, outcome.at);
       return;
     }
     this.#waiting.delete(waiter.seq);
     waiter.signal?.removeEventListener("abort", waiter.onAbort);
-    this.#inFlight.add(waiter.seq);
     let released = false;
     waiter.resolve({
       id: waiter.seq,
       weight: waiter.weight,
-      dispatchedAtMs: dispatchedAt,
+      dispatchedAtMs: outcome.dispatchedAt,
       release: () => {
         if (released) return;
         released = true;
-        this.#inFlight.delete(waiter.seq);
-        const next = this.#slotQueue.shift();
-        if (next) this.#due(next);
+        this.#freeSlot(waiter.seq);
       },
     });
   }
@@ -247,27 +341,28 @@ export class Pacer {
   /** How long a call of `weight` asked now would wait for budget (not for a free slot). */
   etaMs(weight) {
     const now = this.#now();
-    return this.#place(this.#ledger.read(), now, weight) - now;
+    return Math.max(0, this.#place(this.#ledger.read(), now, weight) - now);
   }
 
   /** Spent weight per window (every tab's), and this pacer's queued and in-flight calls. */
   snapshot() {
     const now = this.#now();
     const entries = this.#ledger.read();
-    const core = this.#calculator(
-      entries.filter((e) => e[ENTRY_AT] <= now),
+    const core = new PacerCore(this.#limits);
+    core.importSpends(
       now,
+      entries.filter((e) => e[AT] <= now).map((e) => [e[AT], e[WEIGHT]]),
     );
     const windows = core.snapshot(now).windows;
     core.free();
-    const queued = entries.filter((e) => e[ENTRY_OWNER] === this.#owner && !e[ENTRY_DISPATCHED]);
+    const queued = [...this.#waiting.values()];
     return {
       windows,
       queued: queued.length,
-      queuedWeight: queued.reduce((sum, e) => sum + e[ENTRY_WEIGHT], 0),
+      queuedWeight: queued.reduce((sum, w) => sum + w.weight, 0),
       inFlight: this.#inFlight.size,
       maxInFlight: this.#maxInFlight,
-      drainsAtMs: queued.length ? Math.max(...queued.map((e) => e[ENTRY_AT])) : null,
+      drainsAtMs: queued.length ? Math.max(...queued.map((w) => w.at ?? now)) : null,
     };
   }
 
@@ -276,24 +371,26 @@ export class Pacer {
    * this pacer's queued calls are placed again in their order (one that can never fit the
    * new limits is rejected with a PacerWeightError).
    */
-  async setLimits({ windows, maxWeight, maxInFlight = this.#maxInFlight } = {}) {
-    const limits = {
-      windows: windows ?? this.#options.windows,
-      maxWeight: maxWeight === undefined ? this.#options.maxWeight : maxWeight,
-    };
-    this.#setOptions(limits, maxInFlight);
+  async setLimits({ windows, maxWeight, maxInFlight = this.#maxInFlight, slackMs = this.#slackMs } = {}) {
+    this.#configure(
+      { windows: windows ?? this.#limits.windows, maxWeight: maxWeight === undefined ? this.#limits.maxWeight : maxWeight },
+      maxInFlight,
+      slackMs,
+    );
+    const placed = new Map();
     const rejected = [];
     await this.#ledger.update((entries) => {
       const now = this.#now();
-      const mine = entries.filter((e) => e[ENTRY_OWNER] === this.#owner && !e[ENTRY_DISPATCHED]);
+      const mine = entries.filter((e) => e[OWNER] === this.#owner && !e[DISPATCHED]);
       for (const e of mine) entries.splice(entries.indexOf(e), 1);
-      mine.sort((a, b) => a[ENTRY_AT] - b[ENTRY_AT] || a[ENTRY_SEQ] - b[ENTRY_SEQ]);
+      mine.sort((a, b) => a[AT] - b[AT] || a[SEQ] - b[SEQ]);
       for (const e of mine) {
         try {
-          e[ENTRY_AT] = this.#place(entries, now, e[ENTRY_WEIGHT]);
-          entries.push(e);
+          e[AT] = this.#place(entries, now, e[WEIGHT]);
+          this.#push(entries, now, e);
+          placed.set(e[SEQ], e[AT]);
         } catch (error) {
-          rejected.push([e[ENTRY_SEQ], error]);
+          rejected.push([e[SEQ], error]);
         }
       }
     });
@@ -305,12 +402,25 @@ export class Pacer {
       waiter.reject(error);
     }
     for (const waiter of this.#waiting.values()) {
-      if (waiter.timer !== null) {
+      if (waiter.timer !== null && placed.has(waiter.seq)) {
         clearTimeout(waiter.timer);
-        this.#arm(waiter);
+        this.#arm(waiter, placed.get(waiter.seq));
       }
     }
     while (this.#slotQueue.length && this.#inFlight.size < this.#maxInFlight) this.#due(this.#slotQueue.shift());
+  }
+
+  /**
+   * A copy of the shared ledger, read atomically: `[atMs, weight, owner, seq, dispatched]`
+   * per reservation of every pacer sharing it (for diagnostics and tests).
+   */
+  async ledger() {
+    return this.#ledger.update((entries) => entries.map((e) => [...e]));
+  }
+
+  /** This pacer's owner id in the ledger. */
+  get owner() {
+    return this.#owner;
   }
 
   /** Cancel every queued call of this pacer (they reject with an AbortError and are refunded). */
@@ -321,6 +431,21 @@ export class Pacer {
       waiter.signal = { reason };
       await this.#abort(waiter);
     }
-    await Promise.allSettled([...this.#placing]);
+    await Promise.allSettled([...this.#pendingPlacements]);
   }
+}
+
+/** The ledger for a `persist` option: memory, IndexedDB (a key, in a browser) or a given storage. */
+function ledgerFor(persist) {
+  if (!persist) return new MemoryLedger();
+  const key = typeof persist === "string" ? persist : persist.key;
+  if (typeof key !== "string" || key === "") throw new TypeError("persist.key must be a non-empty string");
+  if (typeof persist === "object" && persist.storage) {
+    const locks = persist.locks === undefined ? globalThis.navigator?.locks : persist.locks;
+    return new StorageLedger(key, persist.storage, locks ?? null);
+  }
+  const indexedDB = (typeof persist === "object" && persist.indexedDB) || globalThis.indexedDB;
+  if (indexedDB) return new IndexedDbLedger(key, indexedDB);
+  if (globalThis.localStorage) return new StorageLedger(key, globalThis.localStorage, globalThis.navigator?.locks ?? null);
+  throw new TypeError("persist needs IndexedDB or a storage; neither is available here");
 }

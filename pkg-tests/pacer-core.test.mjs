@@ -78,3 +78,17 @@ test("bad numbers are refused with the argument named", () => {
   assert.throws(() => new PacerCore({ windows: [{ lengthMs: 0, budget: 1 }] }), /windows\[0\]\.lengthMs/);
   assert.throws(() => new PacerCore({ windows: [{ lengthMs: 1000 }] }), /windows\[0\]\.budget is missing/);
 });
+
+test("at Unix-time magnitudes a spend placed to leave a window is never counted in it (exact ms ↔ ns)", () => {
+  // 1.8e12 ms is 1.8e18 ns, past 2^53: a floating-point ms × 1e6 lands some ns off, and a
+  // spend placed at now + etaMs could fall back inside the window it was placed to leave.
+  for (let t = 1_796_000_000_000; t < 1_796_000_000_040; t += 1) {
+    const p = new PacerCore({ windows: [{ lengthMs: 350, budget: 10 }] });
+    p.importSpends(t, [[t, 6]]);
+    const at = t + 1 + p.etaMs(t + 1, 6); // as the Pacer places a call
+    assert.equal(at, t + 350);
+    p.importSpends(t + 1, [[at, 6]]);
+    assert.equal(p.etaMs(t + 1, 4), 0, `a 4 fits beside the first 6 at ${t}`);
+    p.free();
+  }
+});

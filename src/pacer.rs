@@ -382,6 +382,10 @@ impl PacerCore {
 
     /// The earliest instant `t ≥ from` at which `weight` fits every window.
     fn earliest_fit(&self, from: Instant, weight: u64) -> Instant {
+        let fits = |t: Instant| self.windows.iter().all(|w| self.max_load_covering(t, w.length) + weight <= w.budget);
+        if fits(from) {
+            return from;
+        }
         // The load of the windows covering t only drops when a spend leaves a window, so
         // the candidates are `from` and each `spend + length` after it.
         let mut candidates: Vec<Instant> = Vec::with_capacity(1 + self.spends.len() * self.windows.len());
@@ -392,7 +396,7 @@ impl PacerCore {
         candidates.sort_unstable();
         candidates.dedup();
         for t in candidates {
-            if self.windows.iter().all(|w| self.max_load_covering(t, w.length) + weight <= w.budget) {
+            if fits(t) {
                 return t;
             }
         }

@@ -1,7 +1,7 @@
 //! The browser client's pure parts for JavaScript: Open-Meteo weights and 429
 //! classification, the location cache's bookkeeping and the batch policy.
 
-use super::{non_negative, num, set_prop};
+use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
 use crate::batch::{AbortReason, BatchPolicy, Outcome};
 use crate::cache::{CacheKey, LocationCache, Lookup};
 use crate::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
@@ -96,7 +96,7 @@ pub fn classify_rate_limit(status: u16, body: &str) -> JsValue {
 }
 
 fn instant(ms: f64, what: &str) -> Result<Instant, JsError> {
-    Ok(Instant::from_nanos((non_negative(ms, what)? * 1e6) as u64))
+    Ok(Instant::from_nanos(ms_to_nanos(non_negative(ms, what)?)))
 }
 
 fn span_ms(ms: f64, what: &str) -> Result<Span, JsError> {
@@ -104,7 +104,7 @@ fn span_ms(ms: f64, what: &str) -> Result<Span, JsError> {
     if ms == 0.0 {
         return Err(JsError::new(&format!("{what} must be above 0")));
     }
-    Ok(Span::from_nanos((ms * 1e6) as u64))
+    Ok(Span::from_nanos(ms_to_nanos(ms)))
 }
 
 /// The bookkeeping of a TTL cache of per-location results: normalised keys, expiry from
@@ -210,7 +210,7 @@ impl LocationCacheJs {
             .core
             .export(now)
             .into_iter()
-            .map(|(k, v, left)| JsValue::from(Array::of3(&k.into(), &v, &(left.as_nanos() as f64 / 1e6).into())))
+            .map(|(k, v, left)| JsValue::from(Array::of3(&k.into(), &v, &nanos_to_ms(left.as_nanos()).into())))
             .collect())
     }
 
@@ -230,7 +230,7 @@ impl LocationCacheJs {
                 return Err(JsError::new("each entry must be [key, value, remainingMs]"));
             };
             if left.is_finite() && left > 0.0 {
-                list.push((key, item.get(1), Span::from_nanos((left * 1e6) as u64)));
+                list.push((key, item.get(1), Span::from_nanos(ms_to_nanos(left))));
             }
         }
         Ok(self.core.import(list, now))
@@ -282,7 +282,7 @@ impl BatchPolicyJs {
         let now = instant(now_ms, "nowMs")?;
         let jitter = (js_sys::Math::random() * crate::batch::JITTER_SCALE as f64) as u64;
         let out = Object::new();
-        let ms = |t: Instant| JsValue::from(t.as_nanos() as f64 / 1e6);
+        let ms = |t: Instant| JsValue::from(nanos_to_ms(t.as_nanos()));
         match self.core.on_response(status, body, now, best_effort, jitter) {
             Outcome::Ok => set_prop(&out, "action", &"ok".into()),
             Outcome::ResumeAt(at) => {

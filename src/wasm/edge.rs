@@ -1,7 +1,7 @@
 //! Edge tooling for JavaScript (feature `wasm-edge`): rules validation, client identity
 //! and a token bucket with time passed in. Kept out of the browser client's build.
 
-use super::{non_negative, num, set_prop};
+use super::{ms_to_nanos, non_negative, num, set_prop};
 use crate::identity::{client_identity, Sources};
 use crate::limit::{Decision, Gcra, Limiter};
 use crate::rules::RuleSet;
@@ -142,7 +142,7 @@ impl TokenBucket {
         if period == 0.0 {
             return Err(JsError::new("periodMs must be above 0"));
         }
-        let period = Span::from_nanos((period * 1e6).round() as u64);
+        let period = Span::from_nanos(ms_to_nanos(period));
         let inner = Gcra::new(burst, period, count).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(TokenBucket { inner })
     }
@@ -150,7 +150,7 @@ impl TokenBucket {
     /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds).
     #[wasm_bindgen(unchecked_return_type = "LimitDecision")]
     pub fn check(&mut self, now_ms: f64, cost: f64) -> Result<JsValue, JsError> {
-        let now = Instant::from_nanos((non_negative(now_ms, "nowMs")? * 1e6) as u64);
+        let now = Instant::from_nanos(ms_to_nanos(non_negative(now_ms, "nowMs")?));
         let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
         let decision = self.inner.check(now, cost).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(decision_js(decision))

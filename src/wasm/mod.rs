@@ -36,6 +36,19 @@ pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
     }
 }
 
+/// Nanoseconds from JS milliseconds, exact for whole milliseconds: `ms × 1e6` in floating
+/// point is not (above 2^53 ns, i.e. any Unix time), and a spend recorded a few ns early
+/// would fall inside the window it was placed to leave.
+pub(crate) fn ms_to_nanos(ms: f64) -> u64 {
+    let whole = ms.trunc();
+    (whole as u64).saturating_mul(1_000_000).saturating_add(((ms - whole) * 1e6).round() as u64)
+}
+
+/// JS milliseconds from nanoseconds: the whole milliseconds exactly, plus the fraction.
+pub(crate) fn nanos_to_ms(nanos: u64) -> f64 {
+    (nanos / 1_000_000) as f64 + (nanos % 1_000_000) as f64 / 1e6
+}
+
 /// Set a property on an object built here.
 pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.

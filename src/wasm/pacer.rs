@@ -1,6 +1,6 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{non_negative, num, set_prop};
+use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
 use crate::pacer::{self, PacerError, Reservation, Window};
 use crate::time::{Instant, Span};
 use alloc::format;
@@ -50,11 +50,11 @@ export interface PacerWeightError extends Error {
 const MILLI: f64 = 1000.0;
 
 fn instant(ms: f64, what: &str) -> Result<Instant, JsError> {
-    Ok(Instant::from_nanos((non_negative(ms, what)? * 1e6) as u64))
+    Ok(Instant::from_nanos(ms_to_nanos(non_negative(ms, what)?)))
 }
 
 fn ms(t: Instant) -> f64 {
-    t.as_nanos() as f64 / 1e6
+    nanos_to_ms(t.as_nanos())
 }
 
 /// Weight in thousandths, rounded up so a fractional weight is never under-counted.
@@ -89,7 +89,7 @@ fn reservation(r: Reservation, now: Instant) -> JsValue {
     let out = Object::new();
     set_prop(&out, "id", &(r.id as f64).into());
     set_prop(&out, "atMs", &ms(r.at).into());
-    set_prop(&out, "delayMs", &((r.at - now).as_nanos() as f64 / 1e6).into());
+    set_prop(&out, "delayMs", &nanos_to_ms((r.at - now).as_nanos()).into());
     out.into()
 }
 
@@ -118,7 +118,7 @@ fn windows_from(value: &JsValue) -> Result<Vec<Window>, JsError> {
         if !(budget.is_finite() && budget > 0.0) {
             return Err(JsError::new(&format!("windows[{i}].budget must be above 0, got {}", num(budget))));
         }
-        out.push(Window { length: Span::from_nanos((length * 1e6) as u64), budget: (budget * MILLI).floor() as u64 });
+        out.push(Window { length: Span::from_nanos(ms_to_nanos(length)), budget: (budget * MILLI).floor() as u64 });
     }
     Ok(out)
 }
@@ -170,7 +170,7 @@ impl PacerCoreJs {
     pub fn eta_ms(&self, now_ms: f64, weight: f64) -> Result<f64, JsValue> {
         let now = instant(now_ms, "nowMs")?;
         let at = self.core.eta(now, milli(weight)?).map_err(weight_error)?;
-        Ok((at - now).as_nanos() as f64 / 1e6)
+        Ok(nanos_to_ms((at - now).as_nanos()))
     }
 
     /// The call went out: no refund from now on; it is in flight until `release`.
@@ -233,7 +233,7 @@ impl PacerCoreJs {
             .iter()
             .map(|w| {
                 let item = Object::new();
-                set_prop(&item, "lengthMs", &(w.window.length.as_nanos() as f64 / 1e6).into());
+                set_prop(&item, "lengthMs", &nanos_to_ms(w.window.length.as_nanos()).into());
                 set_prop(&item, "budget", &(w.window.budget as f64 / MILLI).into());
                 set_prop(&item, "spent", &(w.spent as f64 / MILLI).into());
                 JsValue::from(item)

@@ -1,0 +1,120 @@
+// The browser client's figures (`npm run bench`): pacer utilisation, the 1,500 × 16-day
+// analysis against the mock compared with its theoretical minimum, the cost of acquire
+// from JS, and the packages' wasm sizes. Run with Node 22 after `npm run build`.
+import { readFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
+import { LocationCache, Pacer, PacerCore, fetchForecasts } from "../js/node.js";
+import { startEdge } from "../worker/testing.mjs";
+
+const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
+
+// 1. Utilisation: a saturating queue of calls weighing 1–114 against 550 per minute.
+{
+  let seed = 0x9e3779b9;
+  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const minute = 60_000;
+  let worst = 1;
+  let sum = 0;
+  let windows = 0;
+  let fifoWorst = 1;
+  for (let run = 0; run < 40; run++) {
+    const core = new PacerCore({ windows: [{ lengthMs: minute, budget: 550 }], maxWeight: null });
+    const weights = Array.from({ length: 300 }, () => 1 + Math.floor(random() * 114));
+    const at = weights.map((w) => [core.reserve(0, w).atMs, w]).sort((a, b) => a[0] - b[0]);
+    core.free();
+    const end = at.at(-1)[0] / 3; // the saturated part: calls of every weight still waiting
+    for (const [t] of at) {
+      const start = t + 1e-6;
+      if (start + minute > end) break;
+      const load = at.filter(([a]) => a >= start && a < start + minute).reduce((s, [, w]) => s + w, 0);
+      worst = Math.min(worst, load / 550);
+      sum += load / 550;
+      windows++;
+    }
+    // Strict FIFO for comparison: each call waits for every earlier one.
+    let clock = 0;
+    const fifo = [];
+    for (const w of weights) {
+      for (;;) {
+        const load = fifo.filter(([a]) => a > clock - minute).reduce((s, [, x]) => s + x, 0);
+        if (load + w <= 550) break;
+        clock = fifo.find(([a]) => a > clock - minute)[0] + minute;
+      }
+      fifo.push([clock, w]);
+    }
+    const fifoEnd = fifo.at(-1)[0] / 3;
+    for (const [t] of fifo) {
+      if (t + 1e-6 + minute > fifoEnd) break;
+      const load = fifo.filter(([a]) => a > t && a <= t + minute).reduce((s, [, w]) => s + w, 0);
+      fifoWorst = Math.min(fifoWorst, load / 550);
+    }
+  }
+  line("pacer utilisation, weights 1–114 vs 550/min (mean, worst)", `${((100 * sum) / windows).toFixed(2)} %, ${(100 * worst).toFixed(2)} %`);
+  line("strict FIFO on the same queues (worst window)", `${(100 * fifoWorst).toFixed(2)} %`);
+}
+
+// 2. The cost of one acquire + release from JS, and of one PacerCore.reserve.
+{
+  const pacer = new Pacer({ windows: [{ lengthMs: 60_000, budget: 1e9 }], maxWeight: null, maxInFlight: 1e6 });
+  const n = 5_000;
+  for (let i = 0; i < 200; i++) (await pacer.acquire(1)).release();
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) (await pacer.acquire(1)).release();
+  const perAcquire = ((performance.now() - t0) * 1000) / n;
+  const core = new PacerCore({ windows: [{ lengthMs: 60_000, budget: 1e9 }], maxWeight: null });
+  const t1 = performance.now();
+  for (let i = 0; i < n; i++) core.dispatch(core.reserve(i, 1).id);
+  const perReserve = ((performance.now() - t1) * 1000) / n;
+  line("Pacer.acquire + release from JS (in-memory ledger)", `${perAcquire.toFixed(1)} µs per call (${n} calls, ledger growing to ${n})`);
+  line("PacerCore.reserve + dispatch from JS", `${perReserve.toFixed(1)} µs per call`);
+}
+
+// 3. The 1,500-location × 16-day analysis against the mock, a "minute" compressed to 1 s.
+{
+  const edge = await startEdge();
+  try {
+    const mock = (p) => `${edge.url}/mock/open-meteo${p}`;
+    const minuteMs = 1_000;
+    await fetch(mock("/config"), {
+      method: "POST",
+      body: JSON.stringify({ minute: { window_ms: minuteMs, limit: 600 }, hour: { window_ms: 60 * minuteMs, limit: 5_000 }, day: { window_ms: 1_440 * minuteMs, limit: 10_000 }, delay_ms: 5 }),
+    });
+    await fetch(mock("/reset"), { method: "POST" });
+    const pacer = new Pacer({
+      windows: [
+        { lengthMs: minuteMs, budget: 550 },
+        { lengthMs: 60 * minuteMs, budget: 4_800 },
+        { lengthMs: 1_440 * minuteMs, budget: 9_500 },
+      ],
+    });
+    const points = Array.from({ length: 1_500 }, (_, i) => ({ latitude: -60 + (i % 100) * 1.1, longitude: -170 + Math.floor(i / 100) * 1.3 }));
+    const params = { daily: ["temperature_2m_max", "precipitation_sum"], forecast_days: 16 };
+    const cache = new LocationCache();
+    const t0 = Date.now();
+    const out = await fetchForecasts(points, params, { baseUrl: mock("/v1/forecast"), pacer, cache, upstreamWindows: { minuteMs, hourMs: 60 * minuteMs, dayMs: 1_440 * minuteMs } });
+    const elapsed = Date.now() - t0;
+    // With a rolling budget B per window W, total weight T can finish no sooner than
+    // ⌈T/B⌉ − 1 windows after the start (the last window's calls go out at its start).
+    const total = out.stats.weightSpent;
+    const minimum = (Math.ceil(total / 550) - 1) * minuteMs;
+    const state = await (await fetch(mock("/state"))).json();
+    line("1,500 × 16 d analysis: weight, calls, locations per call", `${total.toFixed(1)}, ${out.stats.calls}, ${out.stats.locationsPerCall}`);
+    line("  completion (a minute compressed to 1 s)", `${elapsed} ms, theoretical minimum ${minimum} ms, ratio ${(elapsed / minimum).toFixed(3)}`);
+    line("  429s from the mock", `${state.rejected_429}`);
+    const t1 = Date.now();
+    const again = await fetchForecasts(points, params, { baseUrl: mock("/v1/forecast"), pacer, cache });
+    line("  the same analysis again within the TTL", `${Date.now() - t1} ms, ${again.stats.fetches} fetches, ${again.stats.cacheHits} cache hits`);
+  } finally {
+    await edge.close();
+  }
+}
+
+// 4. Sizes.
+for (const [label, file] of [
+  ["browser package (sluicegate) .wasm", "../pkg/sluicegate_bg.wasm"],
+  ["edge tooling (sluicegate/edge) .wasm", "../pkg-edge/sluicegate_bg.wasm"],
+  ["worker .wasm", "../worker/pkg/sluicegate_worker_bg.wasm"],
+]) {
+  const bytes = readFileSync(new URL(file, import.meta.url));
+  line(label, `${bytes.length} bytes raw, ${gzipSync(bytes, { level: 9 }).length} bytes gzip -9`);
+}
