@@ -21,6 +21,7 @@ pub mod limit;
 pub mod openmeteo;
 pub mod pacer;
 pub mod rules;
+pub mod smartflow;
 pub mod time;
 
 #[cfg(feature = "wasm")]
