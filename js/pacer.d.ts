@@ -26,7 +26,7 @@ export interface PacerConfig extends PacerOptions {
   /**
    * How late a call may go out after its planned instant (a late timer, a wait for a free
    * slot) without being planned again; every window is reserved this much longer. Default
-   * 1 % of the shortest window, from 50 ms to 1 s.
+   * 1 % of the shortest window, from 100 ms to 1 s.
    */
   slackMs?: number;
   /** The clock, in milliseconds (default `Date.now`); shared by every tab when persisted. */
@@ -67,8 +67,16 @@ export declare class Pacer {
   snapshot(): PacerState;
   /** Change limits at run time; what was spent stays spent. */
   setLimits(limits: { windows?: PacerWindow[]; maxWeight?: number | null; maxInFlight?: number }): Promise<void>;
-  /** A copy of the shared ledger, read atomically: [atMs, weight, owner, seq, dispatched (0|1)] per reservation. */
+  /**
+   * A copy of the shared ledger: [atMs, weight, owner, seq, dispatched (0|1)] per reservation,
+   * where atMs is the planned instant (a call may go out up to slackMs after it).
+   */
   ledger(): Promise<[number, number, string, number, 0 | 1][]>;
+  /**
+   * Resolves once a persisted ledger has been read. `etaMs` and `snapshot` are synchronous and
+   * use the ledger as last read: at start, and at every acquire, dispatch or cancel.
+   */
+  readonly ready: Promise<void>;
   /** This pacer's owner id in the ledger. */
   readonly owner: string;
   /** Cancel (and refund) every queued call of this pacer. */

@@ -9,6 +9,7 @@
 // A call may go out up to `slackMs` after its planned instant (timers fire late, a free
 // slot takes a moment): placements reserve each window `slackMs` longer than it is, so
 // that lateness can never push a window over its budget, and never pushes a call back.
+// Ledger entries keep the planned instant; a permit's dispatchedAtMs is when it went out.
 import { PacerCore } from "../pkg/sluicegate.js";
 
 const AT = 0;
@@ -32,7 +33,11 @@ const isEntry = (e) => Array.isArray(e) && e.length === 5 && Number.isFinite(e[A
 /** The ledger of one pacer, in memory. */
 class MemoryLedger {
   #entries = [];
+  loaded = Promise.resolve();
   read() {
+    return this.#entries;
+  }
+  async load() {
     return this.#entries;
   }
   async update(fn) {
@@ -50,6 +55,10 @@ class StorageLedger {
     this.key = key;
     this.storage = storage;
     this.locks = locks;
+  }
+  loaded = Promise.resolve();
+  async load() {
+    return this.read();
   }
   read() {
     try {
@@ -72,7 +81,8 @@ class StorageLedger {
 
 /**
  * A ledger in IndexedDB: every update is one read-write transaction, which browsers
- * serialise across all tabs of the origin. `read()` returns the copy seen last.
+ * serialise across all tabs of the origin. `read()` returns the copy seen last: loaded when
+ * the pacer starts, and again at every operation.
  */
 class IndexedDbLedger {
   #db;
@@ -85,9 +95,22 @@ class IndexedDbLedger {
       open.onsuccess = () => resolve(open.result);
       open.onerror = () => reject(open.error);
     });
+    this.loaded = this.load().catch(() => {});
   }
   read() {
     return this.#seen;
+  }
+  /** Read the ledger without changing it (a read-only transaction). */
+  async load() {
+    const db = await this.#db;
+    return new Promise((resolve, reject) => {
+      const get = db.transaction("ledgers", "readonly").objectStore("ledgers").get(this.key);
+      get.onsuccess = () => {
+        this.#seen = Array.isArray(get.result) ? get.result.filter(isEntry) : [];
+        resolve(this.#seen);
+      };
+      get.onerror = () => reject(get.error);
+    });
   }
   async update(fn) {
     const db = await this.#db;
@@ -150,7 +173,7 @@ export class Pacer {
     const windows = probe.snapshot(0).windows.map(({ lengthMs, budget }) => ({ lengthMs, budget }));
     probe.free();
     const shortest = Math.min(...windows.map((w) => w.lengthMs));
-    const slack = slackMs ?? Math.min(1_000, Math.max(50, shortest / 100));
+    const slack = slackMs ?? Math.min(1_000, Math.max(100, shortest / 100));
     if (!Number.isFinite(slack) || slack < 0) throw new RangeError(`slackMs must be a number ≥ 0, got ${slackMs}`);
     this.#limits = { windows, maxWeight: limits.maxWeight };
     this.#placing = { windows: windows.map((w) => ({ lengthMs: w.lengthMs + slack, budget: w.budget })), maxWeight: limits.maxWeight };
@@ -415,7 +438,12 @@ export class Pacer {
    * per reservation of every pacer sharing it (for diagnostics and tests).
    */
   async ledger() {
-    return this.#ledger.update((entries) => entries.map((e) => [...e]));
+    return (await this.#ledger.load()).map((e) => [...e]);
+  }
+
+  /** Resolves once a persisted ledger has been read, so `etaMs` and `snapshot` see it. */
+  get ready() {
+    return this.#ledger.loaded;
   }
 
   /** This pacer's owner id in the ledger. */
