@@ -2,6 +2,8 @@
 # Build everything JS-facing (run scripts/bootstrap.sh first, or use `npm run build`):
 #   worker/pkg/  the edge worker's wasm + JS glue (loaded by worker/entry.mjs)
 #   pkg/         the root npm package "sluicegate" (wasm feature)
+#   pkg-edge/    its "sluicegate/edge" entry (wasm-edge feature)
+#   pkg-smartflow/ its "sluicegate/smartflow" entry (wasm-smartflow feature)
 # Nothing is skipped: cargo/wasm-pack are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +54,11 @@ wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-edge --o
 rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
 optimize pkg-edge/sluicegate_bg.wasm
 
+echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the client plus the Smart Flow limiter)"
+wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow
+rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
+optimize pkg-smartflow/sluicegate_bg.wasm
+
 # The www pages import the package as a browser would: a copy under www/sluicegate/.
 rm -rf www/sluicegate
 mkdir -p www/sluicegate/js www/sluicegate/pkg
@@ -61,3 +68,4 @@ cp pkg/sluicegate.js pkg/sluicegate_bg.wasm www/sluicegate/pkg/
 report worker worker/pkg/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm
 report "package (sluicegate/edge)" pkg-edge/sluicegate_bg.wasm
+report "package (sluicegate/smartflow)" pkg-smartflow/sluicegate_bg.wasm

@@ -33,6 +33,9 @@ WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome 
 banner "TypeScript declarations (tsc --noEmit over a consumer)"
 node_modules/.bin/tsc -p pkg-tests/types
 
+banner "Smart Flow conformance vectors through the built package (Node $("$NODE22" --version))"
+"$NODE22" pkg-tests/smartflow-conformance.mjs tests/fixtures/smartflow-vectors.json
+
 banner "JS tests (node --test, Node $("$NODE22" --version))"
 shopt -s nullglob
 js_tests=(worker/test/*.test.mjs pkg-tests/*.test.mjs)

@@ -168,3 +168,130 @@ mod client {
         assert_eq!(get(&second, "kind").as_string().unwrap(), "minutely");
     }
 }
+
+/// Smart Flow's persistence through the browser's localStorage (the cache format of the
+/// specification, §7): in headless Chromium the real `localStorage`; under Node, which has
+/// none, a stand-in with the same three methods, so the same round trip runs there too.
+mod smartflow_browser {
+    use super::get;
+    use js_sys::{Date, Reflect, JSON};
+    use sluicegate::wasm::{format_saved_at, SmartFlowCoreJs};
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen(inline_js = "
+        export function storage() {
+            try { if (globalThis.localStorage) return globalThis.localStorage; } catch {}
+            const items = new Map();
+            return {
+                standIn: true,
+                getItem: (k) => (items.has(k) ? items.get(k) : null),
+                setItem: (k, v) => { items.set(k, String(v)); },
+                removeItem: (k) => { items.delete(k); },
+            };
+        }
+        export function inBrowser() { return typeof window === 'object' && typeof document === 'object'; }
+    ")]
+    extern "C" {
+        type Storage;
+        fn storage() -> Storage;
+        #[wasm_bindgen(js_name = inBrowser)]
+        fn in_browser() -> bool;
+        #[wasm_bindgen(method, js_name = getItem)]
+        fn get_item(this: &Storage, key: &str) -> Option<String>;
+        #[wasm_bindgen(method, js_name = setItem)]
+        fn set_item(this: &Storage, key: &str, value: &str);
+        #[wasm_bindgen(method, js_name = removeItem)]
+        fn remove_item(this: &Storage, key: &str);
+    }
+
+    const DAY: f64 = 86_400.0;
+
+    fn now() -> f64 {
+        Date::now() / 1_000.0
+    }
+
+    /// The browser's localStorage (never the stand-in when running in a browser).
+    fn local_storage() -> Storage {
+        let storage = storage();
+        let stand_in = Reflect::get(&storage, &"standIn".into()).unwrap().is_truthy();
+        assert_eq!(stand_in, !in_browser(), "in a browser the real localStorage is used");
+        storage
+    }
+
+    fn state(outcome: &JsValue) -> String {
+        get(outcome, "state").as_string().unwrap()
+    }
+
+    fn learned_core() -> SmartFlowCoreJs {
+        let mut core = SmartFlowCoreJs::new(None).unwrap();
+        let body = JSON::parse(r#"{"organizationId":"O_5","serial":"Q2BB-BBBB-BBBB"}"#).unwrap();
+        core.learn_from_response("/networks/N_1/devices", body);
+        core.learn_from_response("/organizations/O_1/networks/N_2", JsValue::NULL);
+        core.register_device("Q2 \"quoted\"", "O_1").unwrap();
+        core
+    }
+
+    #[wasm_bindgen_test]
+    fn learned_mappings_round_trip_through_local_storage() {
+        let storage = local_storage();
+        let key = "sluicegate-smartflow-test-round-trip";
+        let core = learned_core();
+        assert_eq!(core.dirty(), 3.0);
+        storage.set_item(key, &core.save_cache(now()).unwrap());
+
+        let text = storage.get_item(key).expect("the saved cache");
+        assert!(text.starts_with(r#"{"saved_at":""#), "{text}");
+        let mut reloaded = SmartFlowCoreJs::new(None).unwrap();
+        let outcome = reloaded.load_cache(&text, now() + 60.0).unwrap();
+        assert_eq!(state(&outcome), "loaded");
+        assert_eq!(get(&outcome, "networks").as_f64(), Some(2.0));
+        assert_eq!(get(&outcome, "devices").as_f64(), Some(2.0));
+        assert!(reloaded.cache_fresh());
+        assert_eq!(reloaded.resolve_org("/networks/N_1/clients").as_deref(), Some("O_5"));
+        assert_eq!(reloaded.resolve_org("/devices/Q2BB-BBBB-BBBB/lldpCdp").as_deref(), Some("O_5"));
+        assert_eq!(reloaded.resolve_org("/devices/Q2 \"quoted\"/x").as_deref(), Some("O_1"));
+        assert_eq!(reloaded.dirty(), 0.0, "loaded mappings are not changes");
+        // Saved again, the same state writes the same text.
+        assert_eq!(reloaded.save_cache(now()).unwrap()[33..], core.save_cache(now()).unwrap()[33..]);
+        storage.remove_item(key);
+    }
+
+    #[wasm_bindgen_test]
+    fn a_corrupt_local_storage_entry_loads_nothing_and_throws_nothing() {
+        let storage = local_storage();
+        let key = "sluicegate-smartflow-test-corrupt";
+        let whole = learned_core().save_cache(now()).unwrap();
+        let saved_at = format_saved_at(now()).unwrap();
+        let wrong_shape = format!(r#"{{"saved_at":"{saved_at}","networks":{{}}}}"#);
+        let missing_org = format!(r#"{{"saved_at":"{saved_at}","devices":[{{"serial":"Q2"}}]}}"#);
+        for corrupt in [&whole[..whole.len() / 2], "{ not json", "[]", &wrong_shape, &missing_org] {
+            storage.set_item(key, corrupt);
+            let mut core = SmartFlowCoreJs::new(None).unwrap();
+            let outcome = core.load_cache(&storage.get_item(key).unwrap(), now()).expect("no exception");
+            assert_eq!(state(&outcome), "malformed", "{corrupt}");
+            assert!(!core.cache_fresh());
+            assert_eq!(core.network_count() + core.device_count(), 0, "started empty");
+        }
+        storage.remove_item(key);
+    }
+
+    #[wasm_bindgen_test]
+    fn an_expired_local_storage_entry_is_ignored_unless_the_ttl_is_none() {
+        let storage = local_storage();
+        let key = "sluicegate-smartflow-test-expired";
+        storage.set_item(key, &learned_core().save_cache(now() - 7.0 * DAY - 60.0).unwrap());
+        let text = storage.get_item(key).unwrap();
+
+        let mut core = SmartFlowCoreJs::new(None).unwrap();
+        assert_eq!(state(&core.load_cache(&text, now()).unwrap()), "expired");
+        assert!(!core.cache_fresh());
+        assert_eq!(core.resolve_org("/networks/N_1/clients"), None);
+
+        let options = JSON::parse(r#"{"cacheTtlSeconds":null}"#).unwrap();
+        let mut forever = SmartFlowCoreJs::new(Some(options)).unwrap();
+        assert_eq!(state(&forever.load_cache(&text, now()).unwrap()), "loaded");
+        assert_eq!(forever.resolve_org("/networks/N_1/clients").as_deref(), Some("O_5"));
+        storage.remove_item(key);
+    }
+}

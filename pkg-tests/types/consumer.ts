@@ -58,3 +58,63 @@ export async function main(): Promise<number> {
   validateRules("{}").forEach((rule) => rule.policy.toUpperCase());
   return w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
 }
+
+// sluicegate/smartflow: the Smart Flow limiter.
+import initSmartFlow, {
+  SmartFlow,
+  SmartFlowBucket,
+  SmartFlowCore,
+  fileStore,
+  formatSavedAt,
+  parseRetryAfter,
+  parseSavedAt,
+  smartFetch,
+  type SmartFlowCacheLoad,
+  type SmartFlowIdKind,
+  type SmartFlowLearned,
+  type SmartFlowPenalty,
+  type SmartFlowSnapshot,
+  type SmartFlowStore,
+} from "sluicegate/smartflow";
+
+export async function smartFlowUsage(): Promise<number> {
+  await initSmartFlow();
+  const store: SmartFlowStore = { load: () => localStorage.getItem("k"), save: (text) => localStorage.setItem("k", text) };
+  const flow = new SmartFlow({
+    orgRate: 9,
+    cacheTtlSeconds: null,
+    storage: store,
+    resolver: async (kind: SmartFlowIdKind, id: string) => (kind === "network" ? `O_for_${id}` : null),
+    hydrator: async (orgId, f) => f.registerNetwork("N_1", orgId),
+    onError: (error, context) => console.warn(context, error),
+  });
+  await flow.ready;
+  const waited: number = await flow.acquire("/networks/N_1/clients", { signal: AbortSignal.timeout(5_000) });
+  const penalty: SmartFlowPenalty = flow.onRateLimited("/networks/N_1/clients", "Wed, 21 Oct 2026 07:28:00 GMT");
+  flow.onSuccess("/organizations/O_1/networks");
+  const learned: SmartFlowLearned = flow.learnFromResponse("/networks/N_2", { organizationId: "O_1" });
+  flow.registerOrg("O_1");
+  flow.registerDevice("Q2XX-XXXX-XXXX", "O_1");
+  const org: string | undefined = flow.resolveOrg("/devices/Q2XX-XXXX-XXXX/lldpCdp");
+  const snap: SmartFlowSnapshot = flow.snapshot();
+  const response: Response = await flow.smartFetch("https://api.meraki.com/api/v1/organizations/O_1/networks");
+  const shared: Response = await smartFetch(new URL("https://api.meraki.com/api/v1/networks/N_1"), { smartFlow: flow });
+  const saved: boolean = await flow.flush();
+  await flow.shutdown();
+  const fromFile = new SmartFlow({ path: "/tmp/rate_limit_cache.json" });
+  const file: SmartFlowStore = fileStore("/tmp/other.json");
+  const retry: number | null = parseRetryAfter(response.headers.get("retry-after"));
+
+  const core = new SmartFlowCore({ orgRate: 10, orgCapacity: 10, globalRate: 100 });
+  const wait: number = core.acquireAsync("/networks/N_9/clients", performance.now() / 1000);
+  const lookup = core.takeLookup();
+  if (lookup) core.finishLookup(lookup.kind, lookup.id, null);
+  const loaded: SmartFlowCacheLoad = core.loadCache(core.saveCache(Date.now() / 1000), Date.now() / 1000);
+  const bucket = new SmartFlowBucket(10, 10, -5, 0);
+  const epoch: number | undefined = parseSavedAt(formatSavedAt(0));
+  return (
+    waited + penalty.length + learned.networks + (org?.length ?? 0) + snap.dirty + shared.status + (saved ? 1 : 0) +
+    fromFile.globalRate + (file ? 1 : 0) + (retry ?? 0) + wait + (loaded.state === "loaded" ? loaded.networks : 0) +
+    bucket.acquire(1) + (epoch ?? 0)
+  );
+}
