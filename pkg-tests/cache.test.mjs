@@ -3,16 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { LocationCache } from "sluicegate";
-
-class MemoryStorage {
-  #items = new Map();
-  getItem(k) {
-    return this.#items.has(k) ? this.#items.get(k) : null;
-  }
-  setItem(k, v) {
-    this.#items.set(k, String(v));
-  }
-}
+import { MemoryStorage } from "./support/budget.mjs";
 
 test("identical requests in flight share one load; the value lives its TTL from the response", async () => {
   let clock = 1_000;

@@ -12,8 +12,8 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { startEdge } from "../worker/testing.mjs";
+import { launchChromium, watchPage } from "./support/browser.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = path.join(root, "test-output");
@@ -53,31 +53,10 @@ function waitForRun(n, state) {
 
 before(async () => {
   edge = await startEdge();
-  browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    timeout: TIMEOUT,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium(TIMEOUT);
   page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
   page.setDefaultTimeout(TIMEOUT);
-  page.on("pageerror", (err) => pageErrors.push(String(err)));
-  page.on("console", (msg) => {
-    // Chromium logs every non-2xx fetch ("Failed to load resource: … 429"): expected in test 3.
-    if (msg.type() === "error" && !msg.text().startsWith("Failed to load resource")) pageErrors.push(msg.text());
-  });
-  page.on("request", (req) => {
-    const url = req.url();
-    if (!url.startsWith(edge.url) && !url.startsWith("data:")) foreignRequests.push(url);
-  });
+  watchPage(page, edge.url, { pageErrors, foreignRequests });
   const res = await page.goto(`${edge.url}/fanout.html?scale=compressed`, { waitUntil: "load", timeout: TIMEOUT });
   assert.equal(res.status(), 200, "GET /fanout.html serves the page");
   // Ready: the package is loaded and the mock is configured for the compressed scale.

@@ -12,8 +12,9 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { startEdge } from "../worker/testing.mjs";
+import { launchChromium } from "./support/browser.mjs";
+import { maxWindowLoad } from "./support/budget.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = path.join(root, "test-output");
@@ -78,32 +79,9 @@ const slackFor = (lengthMs) => Math.min(1_000, Math.max(50, lengthMs / 100));
 
 const spentOf = async (page) => Number(await page.getAttribute("#spent", "data-spent"));
 
-/** The largest weight any window [t, t + lengthMs) starting at a spend holds, from [atMs, weight] pairs. */
-function maxWindowLoad(spends, lengthMs) {
-  let best = 0;
-  for (const [start] of spends) {
-    const load = spends.filter(([at]) => at >= start && at < start + lengthMs).reduce((s, [, w]) => s + w, 0);
-    best = Math.max(best, load);
-  }
-  return best;
-}
-
 before(async () => {
   edge = await startEdge();
-  browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    timeout: TIMEOUT,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium(TIMEOUT);
   // One context: its pages are tabs of one browser profile, sharing one IndexedDB.
   context = await browser.newContext({ viewport: { width: 900, height: 700 } });
 });

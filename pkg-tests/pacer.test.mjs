@@ -2,29 +2,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Pacer } from "sluicegate";
+import { maxWindowLoad, MemoryStorage } from "./support/budget.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** The largest weight any window of `lengthMs` held, from [atMs, weight] pairs. */
-function maxWindowLoad(spends, lengthMs) {
-  let best = 0;
-  for (const [start] of spends) {
-    const load = spends.filter(([at]) => at >= start && at < start + lengthMs).reduce((s, [, w]) => s + w, 0);
-    best = Math.max(best, load);
-  }
-  return best;
-}
-
-/** A Web Storage stand-in, shared by two pacers as two tabs (or two page loads) share localStorage. */
-class MemoryStorage {
-  #items = new Map();
-  getItem(k) {
-    return this.#items.has(k) ? this.#items.get(k) : null;
-  }
-  setItem(k, v) {
-    this.#items.set(k, String(v));
-  }
-}
 
 test("a burst of calls never lets any rolling window exceed its budget, nor the in-flight cap", async () => {
   const windows = [
