@@ -21,6 +21,8 @@ pub mod limit;
 pub mod openmeteo;
 pub mod pacer;
 pub mod rules;
+#[cfg(feature = "std")]
+pub mod sim;
 pub mod smartflow;
 pub mod time;
 

@@ -2,17 +2,30 @@
 //!
 //! ```text
 //! sluicegate check-rules FILE   validate a rules file; exit 1 naming every problem
+//! sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+//!                               simulate rate-limit policies (same output as rate_sim.py)
 //! ```
 
 use sluicegate::rules::{Algorithm, RuleSet};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: sluicegate check-rules FILE\n\n  check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem";
+const USAGE: &str = "usage: sluicegate check-rules FILE
+       sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+
+  check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
+  sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
+                     exits 0 (no high findings), 1 (high findings) or 2 (bad input)
+    --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --json           the result as JSON instead of the Markdown report
+    --self-test      run the simulator's self-test";
+
+const SIM_USAGE: &str = "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["check-rules", file] => check_rules(file),
+        ["sim", rest @ ..] => sim(rest),
         ["-h" | "--help" | "help"] => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -69,4 +82,118 @@ fn summary(rule: &sluicegate::rules::Rule) -> String {
     let block = rule.mitigation_timeout.as_secs_ceil();
     let block = if block == 0 { String::new() } else { format!(", then block {block} s") };
     format!("{counting} per {}{block}, answering {}", by.join(" + "), rule.response.status)
+}
+
+/// `sim`'s options, parsed the way the reference's `argparse` parser reads them (long
+/// options may be abbreviated, `--trace=CSV` works, `--` ends the options).
+#[derive(Default)]
+struct SimArgs<'a> {
+    config: Option<&'a str>,
+    trace: Option<&'a str>,
+    json: bool,
+    self_test: bool,
+    help: bool,
+}
+
+fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
+    const LONG: [&str; 4] = ["--help", "--trace", "--json", "--self-test"];
+    let mut parsed = SimArgs::default();
+    let mut positional = Vec::new();
+    let mut rest = args.iter();
+    while let Some(&arg) = rest.next() {
+        if arg == "--" {
+            positional.extend(rest.by_ref());
+            break;
+        }
+        if arg == "-h" {
+            parsed.help = true;
+            continue;
+        }
+        if !arg.starts_with("--") || arg.len() == 2 {
+            if arg.starts_with('-') && arg.len() > 1 {
+                return Err(format!("unrecognized arguments: {arg}"));
+            }
+            positional.push(arg);
+            continue;
+        }
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (arg, None),
+        };
+        let matches: Vec<_> = LONG.iter().filter(|l| l.starts_with(name)).collect();
+        let option = match matches.as_slice() {
+            [one] => **one,
+            [] => return Err(format!("unrecognized arguments: {arg}")),
+            _ => return Err(format!("ambiguous option: {name}")),
+        };
+        match (option, value) {
+            ("--trace", Some(v)) => parsed.trace = Some(v),
+            ("--trace", None) => match rest.next() {
+                Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.trace = Some(v),
+                _ => return Err("argument --trace: expected one argument".into()),
+            },
+            (_, Some(_)) => return Err(format!("argument {option}: ignored explicit argument")),
+            ("--json", None) => parsed.json = true,
+            ("--self-test", None) => parsed.self_test = true,
+            _ => parsed.help = true,
+        }
+    }
+    match positional.as_slice() {
+        [] => {}
+        [config] => parsed.config = Some(config),
+        [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
+    }
+    Ok(parsed)
+}
+
+fn sim(args: &[&str]) -> ExitCode {
+    use sluicegate::sim;
+    let args = match sim_args(args) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{SIM_USAGE}\nsluicegate sim: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        println!("{SIM_USAGE}\n\n{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    if args.self_test {
+        let (out, ok) = sim::self_test();
+        print!("{out}");
+        return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    let Some(config) = args.config else {
+        eprintln!("{SIM_USAGE}");
+        return ExitCode::from(2);
+    };
+    let fail = |e: sim::SimError| {
+        eprintln!("error: {e}");
+        ExitCode::from(e.exit_code())
+    };
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
+    };
+    let result = read(config).and_then(|text| {
+        let cfg = sim::Config::from_json(&text)?;
+        let reqs = match args.trace {
+            Some(path) => sim::parse_trace(path, &read(path)?)?,
+            None => sim::generate(&cfg)?,
+        };
+        let report = sim::analyse(&cfg, &reqs)?;
+        let text = if args.json { report.to_json() } else { report.to_markdown()? };
+        Ok((report.highs(), text))
+    });
+    match result {
+        Ok((highs, text)) => {
+            print!("{text}");
+            if highs > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => fail(e),
+    }
 }

@@ -1,0 +1,453 @@
+//! The simulator's configuration: a JSON object, checked and completed with the
+//! reference's defaults, in the reference's order (so the first problem reported is the
+//! one the reference reports).
+
+use super::py::{self, PyValue};
+use super::random::Seed;
+use super::SimError;
+use serde_json::{Map, Value};
+
+/// How a policy counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Algorithm {
+    /// `token_bucket`: refills `rate` tokens per second up to `burst`.
+    TokenBucket {
+        /// Tokens per second.
+        rate: f64,
+        /// Bucket size.
+        burst: f64,
+    },
+    /// `fixed_window`: `limit` per calendar window.
+    FixedWindow {
+        /// Units per window.
+        limit: f64,
+    },
+    /// `sliding_log`: at most `limit` in any rolling window (exact).
+    SlidingLog {
+        /// Units per rolling window.
+        limit: f64,
+    },
+    /// `sliding_counter`: previous window weighted by overlap plus the current one.
+    SlidingCounter {
+        /// Units per estimated rolling window.
+        limit: f64,
+    },
+}
+
+impl Algorithm {
+    /// The name used in configs and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::TokenBucket { .. } => "token_bucket",
+            Algorithm::FixedWindow { .. } => "fixed_window",
+            Algorithm::SlidingLog { .. } => "sliding_log",
+            Algorithm::SlidingCounter { .. } => "sliding_counter",
+        }
+    }
+}
+
+/// What a policy counts per.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyBy {
+    /// One counter per client.
+    Client,
+    /// One counter per endpoint.
+    Endpoint,
+    /// One counter per client and endpoint.
+    ClientEndpoint,
+    /// One counter for everything.
+    Global,
+}
+
+impl KeyBy {
+    const ALL: [(&'static str, KeyBy); 4] = [
+        ("client", KeyBy::Client),
+        ("endpoint", KeyBy::Endpoint),
+        ("client+endpoint", KeyBy::ClientEndpoint),
+        ("global", KeyBy::Global),
+    ];
+
+    /// The name used in configs and reports.
+    pub fn name(self) -> &'static str {
+        KeyBy::ALL.iter().find(|(_, k)| *k == self).map_or("", |(n, _)| n)
+    }
+}
+
+/// One rate-limit policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// Its name (default `policy-N`).
+    pub name: String,
+    /// How it counts.
+    pub algorithm: Algorithm,
+    /// What it counts per.
+    pub key: KeyBy,
+    /// Window length in seconds (1 for token buckets unless given).
+    pub window_s: f64,
+    /// Endpoint prefixes it applies to (empty: all).
+    pub endpoints: Vec<String>,
+    /// Clients it applies to (empty: all).
+    pub clients: Vec<String>,
+    /// Clients it skips.
+    pub exclude_clients: Vec<String>,
+    /// The sample 429's quota: the config's `limit` as written when present, else the burst.
+    pub quota: PyValue,
+}
+
+impl Policy {
+    /// The long-run admitted rate per key.
+    pub fn sustained_rps(&self) -> f64 {
+        match self.algorithm {
+            Algorithm::TokenBucket { rate, .. } => rate,
+            Algorithm::FixedWindow { limit }
+            | Algorithm::SlidingLog { limit }
+            | Algorithm::SlidingCounter { limit } => limit / self.window_s,
+        }
+    }
+
+    /// The most one key can get through in one window.
+    pub fn theoretical_max(&self) -> f64 {
+        match self.algorithm {
+            Algorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
+            Algorithm::FixedWindow { limit } => 2.0 * limit,
+            Algorithm::SlidingLog { limit } | Algorithm::SlidingCounter { limit } => limit,
+        }
+    }
+
+    /// The policy's key for a request, or `None` when it does not apply.
+    pub fn key_for(&self, client: &str, endpoint: &str) -> Option<String> {
+        if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
+            return None;
+        }
+        if (!self.clients.is_empty() && !self.clients.iter().any(|c| c == client))
+            || self.exclude_clients.iter().any(|c| c == client)
+        {
+            return None;
+        }
+        Some(match self.key {
+            KeyBy::Client => client.into(),
+            KeyBy::Endpoint => endpoint.into(),
+            KeyBy::ClientEndpoint => format!("{client} {endpoint}"),
+            KeyBy::Global => "*".into(),
+        })
+    }
+}
+
+/// How a client's traffic is generated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// `rps` evenly spaced requests per second.
+    Steady {
+        /// Requests per second.
+        rps: f64,
+    },
+    /// Exponential gaps with mean `1 / rps`, from the seeded generator.
+    Poisson {
+        /// Mean requests per second.
+        rps: f64,
+    },
+    /// `burst` requests 1 ms apart every `every_s` seconds.
+    Burst {
+        /// Requests per burst.
+        burst: i128,
+        /// Seconds between bursts.
+        every_s: f64,
+    },
+}
+
+/// What a client does after a 429.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Gives up.
+    None,
+    /// Retries 0.1 s later.
+    Immediate,
+    /// Retries after 1, 2, 4 ... seconds.
+    Backoff,
+    /// Retries when Retry-After says (+ 50 ms).
+    Honor,
+}
+
+impl Retry {
+    const ALL: [(&'static str, Retry); 4] =
+        [("none", Retry::None), ("immediate", Retry::Immediate), ("backoff", Retry::Backoff), ("honor", Retry::Honor)];
+}
+
+/// One traffic source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Client {
+    /// Its name (default `client-N`).
+    pub name: String,
+    /// `legit`, `abusive` or `unknown`, as written (any JSON value).
+    pub kind: PyValue,
+    /// How its traffic is generated.
+    pub pattern: Pattern,
+    /// The endpoint it calls (default `/`).
+    pub endpoint: String,
+    /// What it does after a 429.
+    pub retry: Retry,
+    /// Retries per logical request (default 3).
+    pub max_retries: i128,
+    /// Tokens per request (default 1).
+    pub cost: f64,
+    /// First request, seconds from the start.
+    pub start: f64,
+    /// Seconds it sends for.
+    pub duration: f64,
+}
+
+impl Client {
+    /// Whether its kind is exactly `"legit"`.
+    pub fn is_legit(&self) -> bool {
+        matches!(&self.kind, PyValue::Str(k) if k == "legit")
+    }
+}
+
+/// A checked configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The `service` value as written (default `"API"`).
+    pub service: PyValue,
+    /// Simulated seconds (default 300).
+    pub duration_s: f64,
+    /// Backend capacity in requests per second, if given.
+    pub capacity_rps: Option<f64>,
+    /// Seed for Poisson traffic (default 1).
+    pub seed: Seed,
+    /// The policies, in order.
+    pub policies: Vec<Policy>,
+    /// The clients, in order.
+    pub clients: Vec<Client>,
+}
+
+fn input(msg: String) -> SimError {
+    SimError::Input(msg)
+}
+
+/// The reference's `num()`: `float(v)`, which must be > 0 when `positive`.
+fn num(v: Option<&Value>, what: &str, positive: bool) -> Result<f64, SimError> {
+    let raw = v.map_or(PyValue::None, PyValue::from_json);
+    let x = raw.to_float().ok_or_else(|| input(format!("{what} must be a number, got {}", raw.repr())))?;
+    if !x.is_finite() {
+        return Err(input(format!("{what} must be a finite number, got {}", raw.repr())));
+    }
+    if positive && x <= 0.0 {
+        return Err(input(format!("{what} must be > 0, got {}", raw.repr())));
+    }
+    Ok(x)
+}
+
+/// A name field: the reference concatenates it with text, so it must be a string.
+fn name(obj: &Map<String, Value>, what: &str, default: String) -> Result<String, SimError> {
+    match obj.get("name") {
+        None => Ok(default),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(input(format!("{what} name must be a string, got {}", PyValue::from_json(other).repr()))),
+    }
+}
+
+/// `list(q.get(field) or [])` for a list of strings (a string is its list of characters).
+fn string_list(obj: &Map<String, Value>, field: &str, owner: &str) -> Result<Vec<String>, SimError> {
+    let v = obj.get(field).map_or(PyValue::None, PyValue::from_json);
+    if !v.is_truthy() {
+        return Ok(Vec::new());
+    }
+    let bad = || input(format!("policy {}: {field} must be a list of strings", py::str_repr(owner)));
+    match v {
+        PyValue::Str(s) => Ok(s.chars().map(String::from).collect()),
+        PyValue::List(items) => items
+            .into_iter()
+            .map(|item| match item {
+                PyValue::Str(s) => Ok(s),
+                _ => Err(bad()),
+            })
+            .collect(),
+        _ => Err(bad()),
+    }
+}
+
+fn seed(v: Option<&Value>) -> Seed {
+    match v {
+        None => Seed::Int(1),
+        Some(Value::Bool(b)) => Seed::Int(i128::from(*b)),
+        Some(Value::Number(n)) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), ..) => Seed::Int(i.into()),
+            (_, Some(u), _) => Seed::Int(u.into()),
+            (.., Some(f)) => Seed::Float(f),
+            _ => Seed::Unsupported(n.to_string()),
+        },
+        Some(other) => Seed::Unsupported(PyValue::from_json(other).repr()),
+    }
+}
+
+impl Config {
+    /// Parses and checks a configuration, filling in the reference's defaults.
+    pub fn from_json(text: &str) -> Result<Config, SimError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| input(format!("invalid JSON: {e}")))?;
+        Config::from_value(&value)
+    }
+
+    /// Checks an already parsed configuration, filling in the reference's defaults.
+    pub fn from_value(value: &Value) -> Result<Config, SimError> {
+        let cfg = value.as_object().ok_or_else(|| input("config must be a JSON object".into()))?;
+        let pols = cfg.get("policies").map_or(PyValue::None, PyValue::from_json);
+        if !pols.is_truthy() {
+            return Err(input("config needs a non-empty 'policies' list".into()));
+        }
+        let Some(Value::Array(pols)) = cfg.get("policies") else {
+            return Err(input("config needs a non-empty 'policies' list (a JSON array)".into()));
+        };
+        let policies = pols.iter().enumerate().map(|(i, p)| policy(i + 1, p)).collect::<Result<Vec<_>, _>>()?;
+        let duration_s = num(Some(cfg.get("duration_s").unwrap_or(&Value::from(300))), "duration_s", true)?;
+        let capacity_rps = match cfg.get("capacity_rps") {
+            None | Some(Value::Null) => None,
+            v => Some(num(v, "capacity_rps", true)?),
+        };
+        let clients = match cfg.get("clients") {
+            Some(Value::Array(items)) => {
+                items.iter().enumerate().map(|(i, c)| client(i + 1, c, duration_s)).collect::<Result<Vec<_>, _>>()?
+            }
+            v if !v.map_or(PyValue::None, PyValue::from_json).is_truthy() => Vec::new(),
+            _ => return Err(input("config 'clients' must be a list".into())),
+        };
+        Ok(Config {
+            service: cfg.get("service").map_or_else(|| "API".into(), PyValue::from_json),
+            duration_s,
+            capacity_rps,
+            seed: seed(cfg.get("seed")),
+            policies,
+            clients,
+        })
+    }
+}
+
+fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
+    let q = p.as_object().ok_or_else(|| input(format!("policy {i} must be a JSON object")))?;
+    let name = name(q, "policy", format!("policy-{i}"))?;
+    let pname = py::str_repr(&name);
+    let algo = q.get("algorithm").and_then(Value::as_str).unwrap_or("");
+    if !["token_bucket", "fixed_window", "sliding_log", "sliding_counter"].contains(&algo) {
+        return Err(input(format!(
+            "policy {pname}: algorithm must be one of token_bucket, fixed_window, sliding_log, sliding_counter"
+        )));
+    }
+    let key = match q.get("key") {
+        None => Some(KeyBy::Client),
+        Some(v) => KeyBy::ALL.iter().find(|(n, _)| v.as_str() == Some(n)).map(|(_, k)| *k),
+    };
+    let key = key.ok_or_else(|| {
+        input(format!("policy {pname}: key must be one of client, endpoint, client+endpoint, global"))
+    })?;
+    let field = |f: &str| format!("{name}.{f}");
+    let raw_limit = q.get("limit").map(PyValue::from_json);
+    let (algorithm, window_s) = if algo == "token_bucket" {
+        let (rate, burst) = if q.contains_key("rate") {
+            let rate = num(q.get("rate"), &field("rate"), true)?;
+            let burst = match q.get("burst") {
+                Some(b) => num(Some(b), &field("burst"), true)?,
+                None => rate.max(1.0),
+            };
+            (rate, burst)
+        } else if q.contains_key("limit") {
+            let lim = num(q.get("limit"), &field("limit"), true)?;
+            let win = num(Some(q.get("window_s").unwrap_or(&Value::from(1))), &field("window_s"), true)?;
+            let burst = num(Some(q.get("burst").unwrap_or(&q["limit"])), &field("burst"), true)?;
+            (lim / win, burst)
+        } else {
+            return Err(input(format!("policy {pname}: token_bucket needs rate (+burst) or limit + window_s")));
+        };
+        let window_s = num(Some(q.get("window_s").unwrap_or(&Value::from(1.0))), &field("window_s"), true)?;
+        (Algorithm::TokenBucket { rate, burst }, window_s)
+    } else {
+        let limit = num(q.get("limit"), &field("limit"), true)?;
+        let window_s = num(q.get("window_s"), &field("window_s"), true)?;
+        let algorithm = match algo {
+            "fixed_window" => Algorithm::FixedWindow { limit },
+            "sliding_log" => Algorithm::SlidingLog { limit },
+            _ => Algorithm::SlidingCounter { limit },
+        };
+        (algorithm, window_s)
+    };
+    let quota = match (algorithm, raw_limit) {
+        (Algorithm::TokenBucket { .. }, Some(raw)) => raw,
+        (Algorithm::TokenBucket { burst, .. }, None) => PyValue::Float(burst),
+        (
+            Algorithm::FixedWindow { limit } | Algorithm::SlidingLog { limit } | Algorithm::SlidingCounter { limit },
+            _,
+        ) => PyValue::Float(limit),
+    };
+    Ok(Policy {
+        endpoints: string_list(q, "endpoints", &name)?,
+        clients: string_list(q, "clients", &name)?,
+        exclude_clients: string_list(q, "exclude_clients", &name)?,
+        name,
+        algorithm,
+        key,
+        window_s,
+        quota,
+    })
+}
+
+fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
+    let c = c.as_object().ok_or_else(|| input(format!("client {i} must be a JSON object")))?;
+    let name = name(c, "client", format!("client-{i}"))?;
+    let cname = py::str_repr(&name);
+    let field = |f: &str| format!("{name}.{f}");
+    let retry = match c.get("retry") {
+        None => Some(Retry::None),
+        Some(v) => Retry::ALL.iter().find(|(n, _)| v.as_str() == Some(n)).map(|(_, r)| *r),
+    }
+    .ok_or_else(|| input(format!("client {cname}: retry must be none, immediate, backoff or honor")))?;
+    let max_retries = match c.get("max_retries").map(PyValue::from_json) {
+        None => 3,
+        Some(PyValue::Bool(b)) => i128::from(b),
+        Some(PyValue::Int(i)) => i,
+        Some(PyValue::Float(x)) if x.is_finite() => x.trunc() as i128,
+        Some(PyValue::Str(s)) if py::parse_int(&s).is_some() => py::parse_int(&s).unwrap_or(3),
+        Some(other) => {
+            return Err(input(format!("client {cname}: max_retries must be an integer, got {}", other.repr())));
+        }
+    };
+    let cost = num(Some(c.get("cost").unwrap_or(&Value::from(1))), &field("cost"), true)?;
+    let start = num(Some(c.get("start").unwrap_or(&Value::from(0))), &field("start"), false)?;
+    let duration = match c.get("duration") {
+        Some(d) => num(Some(d), &field("duration"), true)?,
+        None => num(Some(&Value::from(duration_s - start)), &field("duration"), true)?,
+    };
+    let pattern = match c.get("pattern").map_or(Some("steady"), Value::as_str) {
+        Some(p @ ("steady" | "poisson")) => {
+            let rps = num(c.get("rps"), &field("rps"), true)?;
+            if p == "steady" {
+                Pattern::Steady { rps }
+            } else {
+                Pattern::Poisson { rps }
+            }
+        }
+        Some("burst") => Pattern::Burst {
+            burst: num(c.get("burst"), &field("burst"), true)?.trunc() as i128,
+            every_s: num(Some(c.get("every_s").unwrap_or(&Value::from(60))), &field("every_s"), true)?,
+        },
+        _ => return Err(input(format!("client {cname}: pattern must be steady, poisson or burst"))),
+    };
+    let endpoint = match c.get("endpoint") {
+        None => "/".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(input(format!(
+                "client {cname}: endpoint must be a string, got {}",
+                PyValue::from_json(other).repr()
+            )));
+        }
+    };
+    Ok(Client {
+        kind: c.get("kind").map_or_else(|| "unknown".into(), PyValue::from_json),
+        name,
+        pattern,
+        endpoint,
+        retry,
+        max_retries,
+        cost,
+        start,
+        duration,
+    })
+}

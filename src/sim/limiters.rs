@@ -1,0 +1,198 @@
+//! The simulator's four limiters, on `f64` seconds with the reference's tolerances.
+//!
+//! These are deliberately not the integer-time limiters of [`crate::limit`]: the reference
+//! simulator decides on floats with a `1e-9` slack and computes Retry-After with its own
+//! formulas, and parity means the same admit/reject decision and the same wait for every
+//! request. Each `check` updates the key's state (refill, window roll, log expiry) even
+//! when another policy then rejects the request; `consume` charges an admitted request.
+
+use std::collections::{HashMap, VecDeque};
+
+/// The outcome of [`Limiter::check`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Check {
+    /// Whether this limiter admits the request.
+    pub allowed: bool,
+    /// Seconds until it would (0 when allowed).
+    pub wait: f64,
+}
+
+impl Check {
+    const ALLOW: Check = Check { allowed: true, wait: 0.0 };
+    fn deny(wait: f64) -> Check {
+        Check { allowed: false, wait }
+    }
+}
+
+/// One policy's limiter, keyed by the policy's key string.
+#[derive(Clone, Debug)]
+pub enum Limiter {
+    /// Token bucket: `(tokens, last refill)` per key.
+    TokenBucket {
+        /// Tokens per second.
+        rate: f64,
+        /// Bucket size.
+        burst: f64,
+        /// Per-key state.
+        state: HashMap<String, (f64, f64)>,
+    },
+    /// Fixed window: `(window index, count)` per key.
+    FixedWindow {
+        /// Units per window.
+        limit: f64,
+        /// Window length in seconds.
+        window: f64,
+        /// Per-key state.
+        state: HashMap<String, (f64, f64)>,
+    },
+    /// Sliding log: admitted timestamps per key.
+    SlidingLog {
+        /// Units per rolling window.
+        limit: f64,
+        /// Window length in seconds.
+        window: f64,
+        /// Per-key state.
+        state: HashMap<String, VecDeque<f64>>,
+    },
+    /// Sliding counter: `(window index, previous count, current count)` per key.
+    SlidingCounter {
+        /// Units per (estimated) rolling window.
+        limit: f64,
+        /// Window length in seconds.
+        window: f64,
+        /// Per-key state.
+        state: HashMap<String, (f64, f64, f64)>,
+    },
+}
+
+impl Limiter {
+    /// A token bucket refilling `rate` per second up to `burst`.
+    pub fn token_bucket(rate: f64, burst: f64) -> Self {
+        Limiter::TokenBucket { rate, burst, state: HashMap::new() }
+    }
+    /// A fixed window of `limit` per `window` seconds.
+    pub fn fixed_window(limit: f64, window: f64) -> Self {
+        Limiter::FixedWindow { limit, window, state: HashMap::new() }
+    }
+    /// A sliding log of `limit` per `window` seconds.
+    pub fn sliding_log(limit: f64, window: f64) -> Self {
+        Limiter::SlidingLog { limit, window, state: HashMap::new() }
+    }
+    /// A sliding counter of `limit` per `window` seconds.
+    pub fn sliding_counter(limit: f64, window: f64) -> Self {
+        Limiter::SlidingCounter { limit, window, state: HashMap::new() }
+    }
+
+    /// Whether a request of `cost` for `key` at `t` fits, updating the key's state.
+    pub fn check(&mut self, key: &str, t: f64, cost: f64) -> Check {
+        match self {
+            Limiter::TokenBucket { rate, burst, state } => {
+                let (tokens, last) = state.get(key).copied().unwrap_or((*burst, t));
+                let tokens = burst.min(tokens + (t - last) * *rate);
+                state.insert(key.into(), (tokens, t));
+                if tokens + 1e-9 >= cost {
+                    Check::ALLOW
+                } else {
+                    Check::deny((cost - tokens) / *rate)
+                }
+            }
+            Limiter::FixedWindow { limit, window, state } => {
+                let w = (t / *window).floor();
+                let count = match state.get(key) {
+                    Some(&(start, count)) if start == w => count,
+                    _ => 0.0,
+                };
+                state.insert(key.into(), (w, count));
+                if count + cost <= *limit + 1e-9 {
+                    Check::ALLOW
+                } else {
+                    Check::deny((w + 1.0) * *window - t)
+                }
+            }
+            Limiter::SlidingLog { limit, window, state } => {
+                let log = state.entry(key.into()).or_default();
+                while log.front().is_some_and(|&first| first <= t - *window) {
+                    log.pop_front();
+                }
+                let used = log.len() as f64;
+                if used + cost <= *limit + 1e-9 {
+                    return Check::ALLOW;
+                }
+                let wait = if log.is_empty() {
+                    *window
+                } else {
+                    // the entries that must expire before this request fits
+                    let need = (used + cost - *limit).trunc();
+                    let idx = (need - 1.0).max(0.0).min(used - 1.0) as usize;
+                    log[idx] + *window - t
+                };
+                Check::deny(wait.max(0.001))
+            }
+            Limiter::SlidingCounter { limit, window, state } => {
+                let (lim, w) = (*limit, *window);
+                let idx = (t / w).floor();
+                let (start, prev, curr) = match state.get(key).copied() {
+                    None => (idx, 0.0, 0.0),
+                    Some((start, _, curr)) if idx == start + 1.0 => (idx, curr, 0.0),
+                    Some((start, ..)) if idx > start + 1.0 => (idx, 0.0, 0.0),
+                    Some(s) => s,
+                };
+                state.insert(key.into(), (start, prev, curr));
+                let e = t - start * w;
+                let est = prev * (1.0 - e / w) + curr;
+                if est + cost <= lim + 1e-9 {
+                    return Check::ALLOW;
+                }
+                let wait = if curr + cost <= lim && prev > 0.0 {
+                    w * (1.0 - (lim - curr - cost) / prev) - e
+                } else {
+                    let x = if curr > 0.0 && lim - cost < curr { w * (1.0 - (lim - cost) / curr) } else { 0.0 };
+                    (w - e) + x.max(0.0)
+                };
+                Check::deny(wait.max(0.001))
+            }
+        }
+    }
+
+    /// Charges an admitted request (call only after [`Limiter::check`] for the same key).
+    pub fn consume(&mut self, key: &str, t: f64, cost: f64) {
+        match self {
+            Limiter::TokenBucket { state, .. } => {
+                if let Some(s) = state.get_mut(key) {
+                    *s = (s.0 - cost, t);
+                }
+            }
+            Limiter::FixedWindow { state, .. } => {
+                if let Some(s) = state.get_mut(key) {
+                    s.1 += cost;
+                }
+            }
+            Limiter::SlidingLog { state, .. } => {
+                let log = state.entry(key.into()).or_default();
+                // Python: `for _ in range(int(round(cost)))`
+                let n = cost.round_ties_even();
+                if n >= 1.0 {
+                    log.extend(std::iter::repeat_n(t, n as usize));
+                }
+            }
+            Limiter::SlidingCounter { state, .. } => {
+                if let Some(s) = state.get_mut(key) {
+                    s.2 += cost;
+                }
+            }
+        }
+    }
+}
+
+/// The most timestamps in any half-open window `(t - w, t]`, for sorted `times`.
+pub fn max_in_window(times: &[f64], w: f64) -> usize {
+    let mut best = 0;
+    let mut first = 0;
+    for (i, &t) in times.iter().enumerate() {
+        while times[first] <= t - w {
+            first += 1;
+        }
+        best = best.max(i + 1 - first);
+    }
+    best
+}

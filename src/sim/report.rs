@@ -1,0 +1,217 @@
+//! The two outputs: the `--json` document and the Markdown report, laid out exactly as the
+//! reference prints them.
+
+use super::analyse::Report;
+use super::py::{float_repr, format_f, format_g, PyValue};
+use super::SimError;
+use core::fmt::Write;
+
+fn strings(v: &[String]) -> PyValue {
+    PyValue::List(v.iter().map(|s| PyValue::from(s.as_str())).collect())
+}
+
+impl Report {
+    /// The report as the Python value the reference passes to `json.dumps`.
+    pub fn to_py(&self) -> PyValue {
+        let dict = |items: Vec<(&str, PyValue)>| PyValue::Dict(items.into_iter().map(|(k, v)| (k.into(), v)).collect());
+        let clients = self
+            .clients
+            .iter()
+            .map(|c| {
+                dict(vec![
+                    ("client", c.client.as_str().into()),
+                    ("kind", c.kind.clone()),
+                    ("logical", c.logical.into()),
+                    ("attempts", c.attempts.into()),
+                    ("allowed", c.allowed.into()),
+                    ("rejected", c.rejected.into()),
+                    ("failed", c.failed.into()),
+                    ("failed_pct", c.failed_pct.into()),
+                    ("delayed", c.delayed.into()),
+                    ("amplification", if c.logical > 0 { c.amplification.into() } else { 0u64.into() }),
+                    ("max_retry_after_s", c.max_retry_after_s.into()),
+                    ("top_policy", c.top_policy.as_str().into()),
+                    ("first_reject_s", c.first_reject_s.into()),
+                ])
+            })
+            .collect();
+        let policies = self
+            .policies
+            .iter()
+            .map(|p| {
+                dict(vec![
+                    ("name", p.name.as_str().into()),
+                    ("algorithm", p.algorithm.into()),
+                    ("key", p.key.into()),
+                    ("endpoints", strings(&p.endpoints)),
+                    ("clients", strings(&p.clients)),
+                    ("exclude_clients", strings(&p.exclude_clients)),
+                    ("checks", p.checks.into()),
+                    ("rejects", p.rejects.into()),
+                    ("sustained_rps", p.sustained_rps.into()),
+                    ("window_s", p.window_s.into()),
+                    ("worst_case_per_window", p.worst_case_per_window.into()),
+                    ("observed_max_per_window", p.observed_max_per_window.into()),
+                ])
+            })
+            .collect();
+        let findings = self
+            .findings
+            .iter()
+            .map(|f| {
+                dict(vec![
+                    ("severity", f.severity.name().into()),
+                    ("code", f.code.into()),
+                    ("message", f.message.as_str().into()),
+                ])
+            })
+            .collect();
+        let sample = self.sample_429.as_ref().map_or(PyValue::None, |s| {
+            dict(vec![
+                ("t", s.t.into()),
+                ("client", s.client.as_str().into()),
+                ("endpoint", s.endpoint.as_str().into()),
+                ("policy", s.policy.as_str().into()),
+                ("retry_after", PyValue::Int(s.retry_after)),
+                ("quota", s.quota.clone()),
+                ("window_s", s.window_s.into()),
+            ])
+        });
+        dict(vec![
+            ("service", self.service.clone()),
+            ("duration_s", self.duration_s.into()),
+            ("requests", self.requests.into()),
+            ("admitted", self.admitted.into()),
+            ("peak_admitted_rps", self.peak_admitted_rps.into()),
+            ("peak_second", PyValue::Int(self.peak_second)),
+            ("capacity_rps", self.capacity_rps.into()),
+            ("clients", PyValue::List(clients)),
+            ("policies", PyValue::List(policies)),
+            ("findings", PyValue::List(findings)),
+            ("sample_429", sample),
+        ])
+    }
+
+    /// What `--json` prints: `json.dumps(report, indent=2)` and a newline.
+    pub fn to_json(&self) -> String {
+        let mut out = self.to_py().dumps();
+        out.push('\n');
+        out
+    }
+
+    /// The Markdown report. Fails only where the reference would crash: a token bucket's
+    /// `limit` that `float()` cannot read, shown as the sample 429's quota.
+    pub fn to_markdown(&self) -> Result<String, SimError> {
+        let mut out = String::new();
+        let o = &mut out;
+        let _ = writeln!(o, "# Rate limit simulation: {}", self.service.to_str());
+        o.push('\n');
+        let cap = match self.capacity_rps {
+            Some(c) if c != 0.0 => format!(" vs capacity {}", format_g(c)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "Simulated {}s, {} logical requests, {} admitted, peak {} req/s admitted (second {}){cap}.",
+            format_g(self.duration_s),
+            self.requests,
+            self.admitted,
+            self.peak_admitted_rps,
+            self.peak_second
+        );
+        o.push('\n');
+        match self.highs() {
+            0 => o.push_str("Verdict: policies hold - no high findings\n"),
+            n => {
+                let _ = writeln!(o, "Verdict: {n} high finding(s) - fix before shipping these limits");
+            }
+        }
+        o.push_str("\n## Clients\n\n");
+        o.push_str(
+            "| Client | Kind | Requests | Attempts | Allowed | 429s | OK after retry | Failed | Failed % | \
+             Max Retry-After | Top policy |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for c in &self.clients {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {}% | {}s | {} |",
+                c.client,
+                c.kind.to_str(),
+                c.logical,
+                c.attempts,
+                c.allowed,
+                c.rejected,
+                c.delayed,
+                c.failed,
+                format_f(c.failed_pct, 1),
+                format_g(c.max_retry_after_s),
+                if c.top_policy.is_empty() { "-" } else { &c.top_policy }
+            );
+        }
+        o.push_str("\n## Policies\n\n");
+        o.push_str(
+            "| Policy | Algorithm | Key | Scope | Sustained | Worst case / window | Busiest key / window | Checks | \
+             Rejects |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for p in &self.policies {
+            let mut scope = Vec::new();
+            if !p.endpoints.is_empty() {
+                scope.push(p.endpoints.join(", "));
+            }
+            if !p.clients.is_empty() {
+                scope.push(format!("only {}", p.clients.join(", ")));
+            }
+            if !p.exclude_clients.is_empty() {
+                scope.push(format!("not {}", p.exclude_clients.join(", ")));
+            }
+            let scope = scope.join("; ");
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} req/s | {} per {}s | {} | {} | {} |",
+                p.name,
+                p.algorithm,
+                p.key,
+                if scope.is_empty() { "all" } else { &scope },
+                format_g(p.sustained_rps),
+                format_g(p.worst_case_per_window),
+                format_g(p.window_s),
+                p.observed_max_per_window,
+                p.checks,
+                p.rejects
+            );
+        }
+        o.push_str("\n## Findings\n\n");
+        if self.findings.is_empty() {
+            o.push_str("- none\n");
+        }
+        for f in &self.findings {
+            let _ = writeln!(o, "- {} {} {}", f.severity.name().to_uppercase(), f.code, f.message);
+        }
+        if let Some(s) = &self.sample_429 {
+            let quota = s.quota.to_float().ok_or_else(|| {
+                SimError::Crash(format!(
+                    "policy '{}': float({}) fails for the sample 429's quota: the reference raises here",
+                    s.policy,
+                    s.quota.repr()
+                ))
+            })?;
+            let _ = write!(
+                o,
+                "\n## Sample 429 (first rejection, t={}s, {} {})\n\n```\nHTTP/1.1 429 Too Many Requests\n\
+                 Retry-After: {}\nRateLimit-Policy: \"{}\";q={};w={}\nRateLimit: \"{}\";r=0;t={}\n\
+                 Content-Type: application/problem+json\n```\nHeader names follow the IETF httpapi ratelimit-headers \
+                 draft; older gateways use X-RateLimit-Limit / -Remaining / -Reset instead.\n",
+                float_repr(s.t),
+                s.client,
+                s.endpoint,
+                s.retry_after,
+                s.policy,
+                format_g(quota),
+                format_g(s.window_s),
+                s.policy,
+                s.retry_after
+            );
+        }
+        Ok(out)
+    }
+}
