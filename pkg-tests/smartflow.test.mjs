@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { Miniflare } from "miniflare";
+import { packageWorker } from "./support/workerd.mjs";
 import { SmartFlow, formatSavedAt, parseRetryAfter, smartFetch } from "sluicegate/smartflow";
 
 const run = promisify(execFile);
@@ -537,18 +537,8 @@ test("the workerd entry runs in a real Worker: reservations, learning, and no fi
         return Response.json({ zeroWaits: waits.filter((w) => w === 0).length, org: flow.resolveOrg("/networks/N_1/clients"), fileError });
       },
     };`;
-  const mf = new Miniflare({
-    modules: true,
-    script,
-    scriptPath: join(root, "pkg-tests/fixtures/smartflow-worker.mjs"), // for resolving the import only
-    modulesRoot: root,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
-    compatibilityDate: "2025-09-01",
-    cf: false,
-  });
+  // The path only resolves the script's imports; the module is `script`.
+  const mf = packageWorker({ scriptPath: "pkg-tests/fixtures/smartflow-worker.mjs", script });
   try {
     const res = await mf.dispatchFetch("http://smartflow.test/");
     assert.equal(res.status, 200);

@@ -2,25 +2,13 @@
 // compiled module, never compiled from bytes (which workerd forbids).
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { Miniflare } from "miniflare";
+import { packageWorker } from "./support/workerd.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 let mf;
 
 before(async () => {
-  mf = new Miniflare({
-    modules: true,
-    scriptPath: fileURLToPath(new URL("./fixtures/package-worker.mjs", import.meta.url)),
-    modulesRoot: root,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
-    compatibilityDate: "2025-09-01",
-    cf: false,
-  });
+  mf = packageWorker({ scriptPath: "pkg-tests/fixtures/package-worker.mjs" });
   await mf.ready;
 });
 
