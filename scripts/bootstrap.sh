@@ -38,26 +38,21 @@ else
   step "rust targets" "ok (${RUST_TARGETS[*]})"
 fi
 
-# 2. wasm-pack
-have="$(wasm-pack --version 2>/dev/null || true)"
-if [[ "$have" == "wasm-pack $WASM_PACK_VERSION" ]]; then
-  step "wasm-pack" "ok ($WASM_PACK_VERSION)"
-else
-  step "wasm-pack" "installing $WASM_PACK_VERSION (was: ${have:-none}; takes a few minutes)..."
-  cargo install --quiet --force wasm-pack --version "$WASM_PACK_VERSION"
-  step "wasm-pack" "installed $(wasm-pack --version)"
-fi
-
-# 3. wasm-bindgen-cli (exact match with the crate's wasm-bindgen, or wasm-pack tries to download it)
-have="$(wasm-bindgen --version 2>/dev/null || true)"
-if [[ "$have" == "wasm-bindgen $WASM_BINDGEN_VERSION" ]]; then
-  step "wasm-bindgen-cli" "ok ($WASM_BINDGEN_VERSION)"
-else
-  step "wasm-bindgen-cli" "installing $WASM_BINDGEN_VERSION (was: ${have:-none}; takes a few minutes)..."
-  # No --locked: its lockfile does not build here.
-  cargo install --quiet --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
-  step "wasm-bindgen-cli" "installed $(wasm-bindgen --version)"
-fi
+# 2–3. wasm-pack, and wasm-bindgen-cli matching the crate's wasm-bindgen exactly (else
+# wasm-pack tries to download one). No --locked: wasm-bindgen-cli's lockfile does not build here.
+cargo_tool() { # <crate> <command> <version>
+  local have
+  have="$("$2" --version 2>/dev/null || true)"
+  if [[ "$have" == "$2 $3" ]]; then
+    step "$1" "ok ($3)"
+  else
+    step "$1" "installing $3 (was: ${have:-none}; takes a few minutes)..."
+    cargo install --quiet --force "$1" --version "$3"
+    step "$1" "installed $("$2" --version)"
+  fi
+}
+cargo_tool wasm-pack wasm-pack "$WASM_PACK_VERSION"
+cargo_tool wasm-bindgen-cli wasm-bindgen "$WASM_BINDGEN_VERSION"
 
 # 4. npm dev tools (miniflare, wrangler, binaryen, playwright-core, Node 22)
 stamp=node_modules/.sluicegate-bootstrap
