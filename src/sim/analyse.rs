@@ -1,9 +1,10 @@
 //! From a replay to the report: per-client and per-policy rows and the findings RL01-RL10.
 
 use super::config::{Algorithm, Config, KeyBy};
-use super::engine::{simulate, Request, Sample};
+use super::engine::{simulate, simulate_with, Request, Sample};
 use super::limiters::max_in_window;
 use super::py::{format_f, format_g, round, PyValue};
+use super::timeline::Timeline;
 use super::SimError;
 use std::collections::HashMap;
 
@@ -166,10 +167,23 @@ impl<K: core::hash::Hash + Eq + Clone> Counter<K> {
 
 /// Replays the traffic and judges the result. No traffic at all is an input error.
 pub fn analyse(cfg: &Config, reqs: &[Request]) -> Result<Report, SimError> {
+    analyse_with(cfg, reqs, None)
+}
+
+/// [`analyse`], also filling `timeline` with per-second counts per client.
+pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeline>) -> Result<Report, SimError> {
     if reqs.is_empty() {
         return Err(SimError::Input("no traffic: add clients to the config or pass --trace".into()));
     }
-    let out = simulate(cfg, reqs)?;
+    let out = match timeline {
+        Some(tl) => {
+            tl.capacity_rps = cfg.capacity_rps;
+            let out = simulate_with(cfg, reqs, Some(&mut *tl))?;
+            tl.finish();
+            out
+        }
+        None => simulate(cfg, reqs)?,
+    };
     let kinds: HashMap<&str, &PyValue> = cfg.clients.iter().map(|c| (c.name.as_str(), &c.kind)).collect();
     let unknown = PyValue::from("unknown");
     let kind_of = |name: &str| -> &PyValue { kinds.get(name).copied().unwrap_or(&unknown) };

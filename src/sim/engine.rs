@@ -4,6 +4,7 @@ use super::config::{Algorithm, Client, Config, Pattern, Retry};
 use super::limiters::Limiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
+use super::timeline::Timeline;
 use super::SimError;
 use core::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -161,6 +162,11 @@ pub struct Outcome {
 /// Replays `reqs` (in time order, ties by client, endpoint, cost) through every policy,
 /// re-queueing rejected attempts as each client's retry mode says.
 pub fn simulate(cfg: &Config, reqs: &[Request]) -> Result<Outcome, SimError> {
+    simulate_with(cfg, reqs, None)
+}
+
+/// [`simulate`], also counting every attempt into `timeline` when given.
+pub fn simulate_with(cfg: &Config, reqs: &[Request], mut timeline: Option<&mut Timeline>) -> Result<Outcome, SimError> {
     let mut sorted: Vec<&Request> = reqs.iter().collect();
     sorted.sort_by(|a, b| {
         a.t.partial_cmp(&b.t)
@@ -225,7 +231,13 @@ pub fn simulate(cfg: &Config, reqs: &[Request]) -> Result<Outcome, SimError> {
                 s.delayed += 1;
             }
             out.admitted.push((t, ci, attempt));
+            if let Some(tl) = timeline.as_deref_mut() {
+                tl.record(ci, &r.client, t, true);
+            }
             continue;
+        }
+        if let Some(tl) = timeline.as_deref_mut() {
+            tl.record(ci, &r.client, t, false);
         }
         s.rejected += 1;
         if wait > s.max_retry_after {

@@ -36,14 +36,16 @@ pub mod py;
 mod random;
 mod report;
 mod selftest;
+mod timeline;
 mod trace;
 
-pub use analyse::{analyse, ClientRow, Finding, PolicyRow, Report, Severity};
+pub use analyse::{analyse, analyse_with, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use config::{Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
-pub use engine::{generate, simulate, ClientStats, Outcome, PolicyStats, Request, Sample};
+pub use engine::{generate, simulate, simulate_with, ClientStats, Outcome, PolicyStats, Request, Sample};
 pub use limiters::{max_in_window, Check, Limiter};
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use selftest::self_test;
+pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, records};
 
 use core::fmt;
@@ -87,4 +89,17 @@ pub fn run(config_json: &str, trace: Option<(&str, &str)>) -> Result<Report, Sim
         None => generate(&cfg)?,
     };
     analyse(&cfg, &reqs)
+}
+
+/// [`run`], also returning the per-second [`Timeline`] of admitted and rejected attempts per
+/// client (what the playground charts).
+pub fn run_with_timeline(config_json: &str, trace: Option<(&str, &str)>) -> Result<(Report, Timeline), SimError> {
+    let cfg = Config::from_json(config_json)?;
+    let reqs = match trace {
+        Some((label, text)) => parse_trace(label, text)?,
+        None => generate(&cfg)?,
+    };
+    let mut timeline = Timeline::default();
+    let report = analyse_with(&cfg, &reqs, Some(&mut timeline))?;
+    Ok((report, timeline))
 }
