@@ -11,12 +11,16 @@ mod client;
 #[cfg(feature = "wasm-edge")]
 mod edge;
 mod pacer;
+#[cfg(feature = "wasm-sim")]
+mod sim;
 #[cfg(feature = "wasm-smartflow")]
 mod smartflow;
 pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 #[cfg(feature = "wasm-edge")]
 pub use edge::{client_identity_js, validate_rules, TokenBucket};
 pub use pacer::PacerCoreJs;
+#[cfg(feature = "wasm-sim")]
+pub use sim::{sim_check_config, sim_run, sim_self_test};
 #[cfg(feature = "wasm-smartflow")]
 pub use smartflow::{
     format_saved_at, is_cache_fresh, is_unresolved_scoped_url, parse_saved_at, url_identifiers, SmartFlowBucketJs,

@@ -1,0 +1,92 @@
+//! The policy simulator for JavaScript (feature `wasm-sim`): a configuration (JSON text)
+//! and an optional CSV trace in; the `--json` document, the Markdown report, the
+//! per-second timeline and the exit status out, exactly as `sluicegate sim` gives them.
+//! Kept out of the browser client's build.
+//!
+//! The results cross as text (the JS layer parses the JSON), so no number is formatted
+//! here: everything is printed by the simulator itself, as the reference prints it.
+
+use super::set_prop;
+use crate::sim::{self, SimError};
+use alloc::string::String;
+use js_sys::Object;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_SIM: &str = r#"
+/** Why a simulation gave no result: the simulator's message, and its exit status (2: bad input, 1: a valid input the reference simulator crashes on). */
+export interface SimFailure extends Error {
+  exitCode: 1 | 2;
+}
+/** One simulation, as `sluicegate sim` would print it. */
+export interface SimRunText {
+  /** The `--json` document (JSON text). */
+  report: string;
+  /** The Markdown report, or `null` when writing it fails (see `markdownError`). */
+  markdown: string | null;
+  /** Why the Markdown report could not be written (the JSON one was), else `null`. */
+  markdownError: SimFailure | null;
+  /** The per-second timeline (JSON text): `{ first_second, seconds, capacity_rps, clients: [{ name, admitted, rejected }] }`. */
+  timeline: string;
+  /** 1 when there are high findings, else 0. */
+  exitCode: 0 | 1;
+}
+/** The simulator's self-test: its printed lines and whether every case passed. */
+export interface SimSelfTest {
+  output: string;
+  ok: boolean;
+}
+"#;
+
+/// A JS `Error` (named `SimulationError`) with the simulator's message and `exitCode`.
+fn failure(e: &SimError) -> js_sys::Error {
+    let error = js_sys::Error::new(&e.to_string());
+    error.set_name("SimulationError");
+    set_prop(&error, "exitCode", &JsValue::from(e.exit_code()));
+    error
+}
+
+/// Run a simulation: `config` is the configuration's JSON text, `trace` the CSV text of
+/// recorded traffic (instead of the configured clients), `traceName` what trace errors
+/// call it (default `"trace"`).
+///
+/// Throws an `Error` with the simulator's message (naming the policy or client and the
+/// field) and `exitCode` 2 for bad input, 1 where the reference simulator crashes.
+#[wasm_bindgen(js_name = simRun, unchecked_return_type = "SimRunText")]
+pub fn sim_run(config: &str, trace: Option<String>, trace_name: Option<String>) -> Result<Object, JsValue> {
+    let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let (report, timeline) =
+        sim::run_with_timeline(config, trace.as_deref().map(|text| (name.as_str(), text))).map_err(|e| failure(&e))?;
+    let out = Object::new();
+    set_prop(&out, "report", &report.to_json().into());
+    match report.to_markdown() {
+        Ok(markdown) => {
+            set_prop(&out, "markdown", &markdown.into());
+            set_prop(&out, "markdownError", &JsValue::NULL);
+        }
+        Err(e) => {
+            set_prop(&out, "markdown", &JsValue::NULL);
+            set_prop(&out, "markdownError", &failure(&e));
+        }
+    }
+    set_prop(&out, "timeline", &timeline.to_json().into());
+    set_prop(&out, "exitCode", &JsValue::from(u8::from(report.highs() > 0)));
+    Ok(out)
+}
+
+/// Check a configuration (JSON text) without simulating: what `simRun` would refuse it for
+/// before reading any traffic. Throws as `simRun` does.
+#[wasm_bindgen(js_name = simCheckConfig)]
+pub fn sim_check_config(config: &str) -> Result<(), JsValue> {
+    sim::Config::from_json(config).map(drop).map_err(|e| failure(&e).into())
+}
+
+/// The simulator's self-test (`sluicegate sim --self-test`).
+#[wasm_bindgen(js_name = simSelfTest, unchecked_return_type = "SimSelfTest")]
+pub fn sim_self_test() -> Object {
+    let (output, ok) = sim::self_test();
+    let out = Object::new();
+    set_prop(&out, "output", &output.into());
+    set_prop(&out, "ok", &ok.into());
+    out
+}
