@@ -4,6 +4,7 @@
 #   pkg/         the root npm package "sluicegate" (wasm feature)
 #   pkg-edge/    its "sluicegate/edge" entry (wasm-edge feature)
 #   pkg-smartflow/ its "sluicegate/smartflow" entry (wasm-smartflow feature)
+#   pkg-sim/     its "sluicegate/sim" entry (wasm-sim feature: the policy simulator)
 # Nothing is skipped: cargo/wasm-pack are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,13 +60,24 @@ wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflo
 rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
 optimize pkg-smartflow/sluicegate_bg.wasm
 
+echo "build: pkg-sim (wasm-pack, --features wasm-sim: the client plus the policy simulator)"
+wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-sim --out-name sluicegate -- --features wasm-sim
+rm -f pkg-sim/.gitignore pkg-sim/package.json pkg-sim/README.md
+optimize pkg-sim/sluicegate_bg.wasm
+
 # The www pages import the package as a browser would: a copy under www/sluicegate/.
 rm -rf www/sluicegate
-mkdir -p www/sluicegate/js www/sluicegate/pkg
+mkdir -p www/sluicegate/js www/sluicegate/pkg www/sluicegate/pkg-sim
 cp js/*.js www/sluicegate/js/
 cp pkg/sluicegate.js pkg/sluicegate_bg.wasm www/sluicegate/pkg/
+cp pkg-sim/sluicegate.js pkg-sim/sluicegate_bg.wasm www/sluicegate/pkg-sim/
+# The simulator playground's examples (www/sim.html), served as www/examples/*.json.
+rm -rf www/examples
+mkdir -p www/examples
+cp examples/*.json www/examples/
 
 report worker worker/pkg/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm
 report "package (sluicegate/edge)" pkg-edge/sluicegate_bg.wasm
 report "package (sluicegate/smartflow)" pkg-smartflow/sluicegate_bg.wasm
+report "package (sluicegate/sim)" pkg-sim/sluicegate_bg.wasm
