@@ -1,0 +1,254 @@
+#!/usr/bin/env node
+// `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]`):
+// the native command line's `sim`, with the simulator in wasm. Same arguments (parsed as
+// the reference's argparse parser reads them), same output, same exit status: 0 no high
+// findings, 1 high findings, 2 bad input. `check-rules` needs the native command line.
+//
+// A configuration whose `edge_rules` is a path gets that file (relative to the
+// configuration's directory) in its place before simulating.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { SimulationError, checkConfig, runSimulation, selfTest } from "./sim-node.js";
+
+const USAGE = `usage: sluicegate check-rules FILE
+       sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+
+  check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
+  sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
+                     exits 0 (no high findings), 1 (high findings) or 2 (bad input)
+    --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --json           the result as JSON instead of the Markdown report
+    --self-test      run the simulator's self-test`;
+
+const SIM_USAGE = "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]";
+
+const NATIVE_ONLY = `sluicegate check-rules: needs the native command line, which this package does not include.
+Build it from the sluicegate repository with Rust:
+  cargo install --path . --features cli            (then: sluicegate check-rules FILE)
+  cargo build --release --features cli             (then: target/release/sluicegate check-rules FILE)
+From JavaScript, validateRules(text) in sluicegate/edge checks a rules file too.`;
+
+class UsageError extends Error {}
+
+/** `sim`'s options, read the way argparse reads them (long options may be abbreviated, `--trace=CSV` works, `--` ends the options). */
+function simArgs(args) {
+  const LONG = ["--help", "--trace", "--json", "--self-test"];
+  const parsed = { config: null, trace: null, json: false, selfTest: false, help: false };
+  const positional = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === "--") {
+      positional.push(...args.slice(i + 1));
+      break;
+    }
+    if (arg === "-h") {
+      parsed.help = true;
+      continue;
+    }
+    if (!arg.startsWith("--") || arg.length === 2) {
+      if (arg.startsWith("-") && arg.length > 1) throw new UsageError(`unrecognized arguments: ${arg}`);
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const name = eq < 0 ? arg : arg.slice(0, eq);
+    const value = eq < 0 ? null : arg.slice(eq + 1);
+    const matches = LONG.filter((l) => l.startsWith(name));
+    if (matches.length === 0) throw new UsageError(`unrecognized arguments: ${arg}`);
+    if (matches.length > 1) throw new UsageError(`ambiguous option: ${name}`);
+    const option = matches[0];
+    if (option === "--trace") {
+      if (value !== null) {
+        parsed.trace = value;
+      } else {
+        const next = args[i + 1];
+        if (next === undefined || (next.startsWith("-") && next.length !== 1)) {
+          throw new UsageError("argument --trace: expected one argument");
+        }
+        parsed.trace = next;
+        i++;
+      }
+    } else if (value !== null) {
+      throw new UsageError(`argument ${option}: ignored explicit argument`);
+    } else if (option === "--json") {
+      parsed.json = true;
+    } else if (option === "--self-test") {
+      parsed.selfTest = true;
+    } else {
+      parsed.help = true;
+    }
+  }
+  if (positional.length > 1) throw new UsageError(`unrecognized arguments: ${positional.slice(1).join(" ")}`);
+  parsed.config = positional[0] ?? null;
+  return parsed;
+}
+
+/** strerror's words, where Node's differ or are missing. */
+const STRERROR = {
+  ENOENT: "No such file or directory",
+  EACCES: "Permission denied",
+  EISDIR: "Is a directory",
+  ENOTDIR: "Not a directory",
+};
+
+/** Why a read failed, worded as the native command line words it ("No such file or directory (os error 2)"). */
+function reason(error) {
+  if (typeof error?.errno !== "number") return error?.message ?? String(error);
+  const described = /^[A-Z0-9_]+: (.*?), [a-z_]+(?: '.*')?$/s.exec(error.message ?? "");
+  const text = STRERROR[error.code] ?? (described ? described[1].charAt(0).toUpperCase() + described[1].slice(1) : error.message);
+  return `${text} (os error ${Math.abs(error.errno)})`;
+}
+
+/** A text file, as UTF-8 (invalid UTF-8 is refused, as the native command line refuses it). */
+function readText(file) {
+  let bytes;
+  try {
+    bytes = readFileSync(file);
+  } catch (error) {
+    throw new SimulationError(`${file}: cannot read: ${reason(error)}`, 2);
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new SimulationError(`${file}: cannot read: stream did not contain valid UTF-8`, 2);
+  }
+}
+
+/**
+ * Where the top-level value of `key` lies in `text` (valid JSON, an object): `[start, end]`
+ * of its last occurrence (the one JSON readers keep), or null.
+ */
+function topLevelValueSpan(text, key) {
+  let i = 0;
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i])) i++;
+  };
+  const skipString = () => {
+    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
+    i++;
+  };
+  const skipValue = () => {
+    if (text[i] === '"') return skipString();
+    if (text[i] === "{" || text[i] === "[") {
+      let depth = 0;
+      do {
+        if (text[i] === '"') {
+          skipString();
+          continue;
+        }
+        if (text[i] === "{" || text[i] === "[") depth++;
+        else if (text[i] === "}" || text[i] === "]") depth--;
+        i++;
+      } while (depth > 0);
+      return;
+    }
+    while (i < text.length && !",}] \t\n\r".includes(text[i])) i++;
+  };
+  let span = null;
+  ws();
+  if (text[i] !== "{") return null;
+  i++;
+  for (;;) {
+    ws();
+    if (text[i] !== '"') return span; // "}" (or nothing: not an object)
+    const keyStart = i;
+    skipString();
+    const name = JSON.parse(text.slice(keyStart, i));
+    ws();
+    i++; // ":"
+    ws();
+    const start = i;
+    skipValue();
+    if (name === key) span = [start, i];
+    ws();
+    if (text[i] !== ",") return span;
+    i++;
+  }
+}
+
+/**
+ * The configuration's text with a string `edge_rules` (a path, relative to the
+ * configuration's directory) replaced by that file's JSON; everything else as written, so
+ * numbers keep their spelling (`20` and `20.0` are different to the simulator).
+ */
+function withEdgeRules(text, configPath) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return text; // the simulator says what is wrong with it
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return text;
+  const rules = parsed.edge_rules;
+  if (typeof rules !== "string") return text;
+  if (!rules) throw new SimulationError(`${configPath}: edge_rules: an empty path`, 2);
+  const file = path.isAbsolute(rules) ? rules : path.join(path.dirname(configPath), rules);
+  let rulesText;
+  try {
+    rulesText = readText(file);
+    JSON.parse(rulesText);
+  } catch (error) {
+    const why = error instanceof SimulationError ? error.message.slice(file.length + 2) : `invalid JSON: ${error.message}`;
+    throw new SimulationError(`${configPath}: edge_rules ${JSON.stringify(rules)}: ${file}: ${why}`, 2);
+  }
+  const span = topLevelValueSpan(text, "edge_rules");
+  if (span === null) return text;
+  return `${text.slice(0, span[0])}${rulesText.trim()}${text.slice(span[1])}`;
+}
+
+function sim(args) {
+  let parsed;
+  try {
+    parsed = simArgs(args);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${SIM_USAGE}\nsluicegate sim: error: ${error.message}\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(`${SIM_USAGE}\n\n${USAGE}\n`);
+    return 0;
+  }
+  if (parsed.selfTest) {
+    const { output, ok } = selfTest();
+    process.stdout.write(output);
+    return ok ? 0 : 1;
+  }
+  if (parsed.config === null) {
+    process.stderr.write(`${SIM_USAGE}\n`);
+    return 2;
+  }
+  try {
+    const config = withEdgeRules(readText(parsed.config), parsed.config);
+    let trace;
+    if (parsed.trace !== null) {
+      checkConfig(config); // the configuration's problems come before the trace's
+      trace = readText(parsed.trace);
+    }
+    const run = runSimulation(config, trace, { traceName: parsed.trace ?? undefined });
+    if (!parsed.json && run.markdownError !== null) throw run.markdownError;
+    process.stdout.write(parsed.json ? run.reportJson : run.markdown);
+    return run.exitCode;
+  } catch (error) {
+    if (!(error instanceof SimulationError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return error.exitCode;
+  }
+}
+
+function main(args) {
+  const [command, ...rest] = args;
+  if (command === "sim") return sim(rest);
+  if (command === "check-rules") {
+    process.stderr.write(`${NATIVE_ONLY}\n`);
+    return 2;
+  }
+  if (args.length === 1 && ["-h", "--help", "help"].includes(command)) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  process.stderr.write(`${USAGE}\n`);
+  return 2;
+}
+
+process.exitCode = main(process.argv.slice(2));
