@@ -1,8 +1,11 @@
 // The built npm package, imported by its name as a user would (Node entry).
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, dirname, join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
 
 const defaultRules = readFileSync(new URL("../worker/rules.json", import.meta.url), "utf8");
@@ -84,7 +87,39 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
     "js/workerd.js",
     "js/edge-node.js",
     "js/index.d.ts",
+    "pkg-sim/sluicegate_bg.wasm",
+    "pkg-sim/sluicegate.js",
+    "js/sim-node.js",
+    "js/sim.d.ts",
+    "js/cli.mjs",
   ]) {
     assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
+  }
+});
+
+test("the packed package, installed offline, runs `npx sluicegate sim CONFIG --json` with the reference's output", { timeout: 120_000 }, async () => {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const scratch = mkdtempSync(join(tmpdir(), "sluicegate-npx-"));
+  try {
+    // The bin's `#!/usr/bin/env node` runs on the Node running this test.
+    const env = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH}` };
+    const npm = (args, cwd) => execFileSync("npm", [...args, "--offline", "--no-audit", "--no-fund", "--no-update-notifier"], { cwd, env, encoding: "utf8" });
+    const [{ filename }] = JSON.parse(npm(["pack", "--json", "--ignore-scripts", "--pack-destination", scratch], root));
+    const app = join(scratch, "app");
+    mkdirSync(app);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true }));
+    npm(["install", "--ignore-scripts", join(scratch, filename)], app);
+
+    const config = join(root, "examples/orders-api.json");
+    const out = await new Promise((resolve, reject) => {
+      execFile("npx", ["--offline", "--no-update-notifier", "sluicegate", "sim", config, "--json"], { cwd: app, env, encoding: "utf8" }, (error, stdout, stderr) => {
+        if (error && typeof error.code !== "number") reject(error);
+        else resolve({ code: error ? error.code : 0, stdout, stderr });
+      });
+    });
+    assert.equal(out.stdout, readFileSync(join(root, "tests/fixtures/sim/golden/orders-api.json"), "utf8"));
+    assert.equal(out.code, 1, `high findings: exit status 1 (stderr: ${out.stderr})`);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
   }
 });

@@ -118,3 +118,59 @@ export async function smartFlowUsage(): Promise<number> {
     bucket.acquire(1) + (epoch ?? 0)
   );
 }
+
+// sluicegate/sim: the policy simulator.
+import initSim, {
+  SimulationError,
+  checkConfig,
+  runSimulation,
+  selfTest,
+  simRun,
+  simulate,
+  type SimClientRow,
+  type SimConfig,
+  type SimFinding,
+  type SimReport,
+  type SimRunText,
+  type SimSeverity,
+  type SimTimeline,
+  type SimulationRun,
+} from "sluicegate/sim";
+
+export async function simUsage(): Promise<number> {
+  await initSim();
+  const config: SimConfig = {
+    service: "Orders API",
+    duration_s: 60,
+    capacity_rps: 80,
+    seed: 7,
+    policies: [{ name: "per-key", algorithm: "token_bucket", key: "client", rate: 5, burst: 20, endpoints: ["/v2/"] }],
+    clients: [{ name: "app", kind: "legit", pattern: "poisson", rps: 6, retry: "honor" }],
+    edge_rules: { rules: [] },
+  };
+  const report: SimReport = simulate(config);
+  const fromText: SimReport = simulate(JSON.stringify(config), "t,client\n0.5,app\n", { traceName: "trace.csv" });
+  const run: SimulationRun = runSimulation(config);
+  const markdown: string = run.markdown ?? run.markdownError?.message ?? "";
+  const exit: 0 | 1 = run.exitCode;
+  const timeline: SimTimeline = run.timeline;
+  const admitted: number = timeline.clients.reduce((n, c) => n + c.admitted.reduce((a, b) => a + b, 0), 0);
+  const cap: number | null = timeline.capacity_rps ?? report.capacity_rps;
+  const top: SimClientRow | undefined = report.clients[0];
+  const first: number | null = top?.first_reject_s ?? null;
+  const highs: SimFinding[] = report.findings.filter((f) => f.severity === "high");
+  const severity: SimSeverity | undefined = highs[0]?.severity;
+  const retryAfter: number = report.sample_429?.retry_after ?? 0;
+  let code: 1 | 2 = 2;
+  try {
+    checkConfig({ policies: [{ algorithm: "leaky" }] });
+  } catch (e) {
+    if (e instanceof SimulationError) code = e.exitCode;
+  }
+  const raw: SimRunText = simRun(JSON.stringify(config), null, null);
+  const self: { output: string; ok: boolean } = selfTest();
+  return (
+    fromText.requests + markdown.length + exit + admitted + (cap ?? 0) + (first ?? 0) + (severity ? 1 : 0) + retryAfter +
+    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length
+  );
+}

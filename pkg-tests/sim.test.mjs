@@ -1,0 +1,313 @@
+// The policy simulator from the built package (sluicegate/sim, Node entry) and its command
+// line (js/cli.mjs): the reference simulator's recorded outputs (tests/fixtures/sim/golden)
+// byte for byte, errors naming the field, the timeline, a real Worker, and every parity
+// case of tests/fixtures/sim/cases.txt through `sluicegate sim` on Node.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { packageWorker } from "./support/workerd.mjs";
+import { SimulationError, checkConfig, runSimulation, selfTest, simulate } from "sluicegate/sim";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const fixtures = join(root, "tests/fixtures/sim");
+const cli = join(root, "js/cli.mjs");
+const scratch = mkdtempSync(join(tmpdir(), "sluicegate-sim-"));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const read = (path) => readFileSync(path, "utf8");
+const example = (name) => read(join(root, "examples", `${name}.json`));
+const golden = (name, ext) => read(join(fixtures, "golden", `${name}.${ext}`));
+
+/** Run `node js/cli.mjs ARGS` in `cwd`; resolves { code, stdout, stderr } whatever the exit status. */
+function sluicegate(args, { cwd = root } = {}) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [cli, ...args], { cwd, encoding: "utf8", maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== "number") reject(error);
+      else resolve({ code: error ? error.code : 0, stdout, stderr });
+    });
+  });
+}
+
+/** Throws a SimulationError with this exit status whose message matches every pattern. */
+function assertSimulationError(run, exitCode, ...patterns) {
+  assert.throws(run, (e) => {
+    assert.ok(e instanceof SimulationError, `a SimulationError, got ${e}`);
+    assert.equal(e.name, "SimulationError");
+    assert.equal(e.exitCode, exitCode, e.message);
+    for (const p of patterns) assert.match(e.message, p);
+    return true;
+  });
+}
+
+const small = (overrides = {}) => ({
+  duration_s: 20,
+  policies: [{ name: "per-client", algorithm: "token_bucket", rate: 1, burst: 2 }],
+  clients: [{ name: "app", kind: "legit", rps: 2 }],
+  ...overrides,
+});
+
+for (const [name, exitCode] of [
+  ["orders-api", 1],
+  ["orders-api-tuned", 0],
+]) {
+  test(`${name}: the reference's report, Markdown and exit status exactly`, () => {
+    const config = example(name);
+    assert.equal(config, read(join(fixtures, "configs", `${name}.json`)), "examples/ holds the reference's example");
+    assert.deepEqual(simulate(config), JSON.parse(golden(name, "json")));
+    assert.deepEqual(simulate(JSON.parse(config)), JSON.parse(golden(name, "json")), "the config as an object");
+    const run = runSimulation(config);
+    assert.equal(run.markdown, golden(name, "md"));
+    assert.equal(run.reportJson, golden(name, "json"), "the --json document byte for byte");
+    assert.deepEqual(run.report, JSON.parse(golden(name, "json")));
+    assert.equal(run.markdownError, null);
+    assert.equal(run.exitCode, exitCode);
+    assert.equal(String(exitCode), golden(name, "exit").trim());
+  });
+}
+
+test("a recorded trace instead of the generated clients (cases.txt: trace-basic)", () => {
+  assert.match(read(join(fixtures, "cases.txt")), /^trace-basic \| md json \| configs\/trace-config\.json --trace traces\/basic\.csv \|$/m);
+  const config = read(join(fixtures, "configs/trace-config.json"));
+  const trace = read(join(fixtures, "traces/basic.csv"));
+  const run = runSimulation(config, trace);
+  assert.equal(run.markdown, golden("trace-basic", "md"));
+  assert.equal(run.reportJson, golden("trace-basic", "json"));
+  assert.equal(run.exitCode, Number(golden("trace-basic", "exit")));
+  assert.deepEqual(simulate(config, trace), JSON.parse(golden("trace-basic", "json")));
+});
+
+test("a bad trace row is named by the trace's name and line", () => {
+  const config = read(join(fixtures, "configs/trace-config.json"));
+  const trace = read(join(fixtures, "traces/bad-row.csv"));
+  assertSimulationError(() => simulate(config, trace), 2, /^trace line 4/);
+  assertSimulationError(() => simulate(config, trace, { traceName: "traces/bad-row.csv" }), 2, /^traces\/bad-row\.csv line 4/);
+});
+
+test("an unknown algorithm: SimulationError, exit status 2, naming the policy", () => {
+  const config = small({ policies: [{ name: "leaky-one", algorithm: "leaky" }] });
+  assertSimulationError(() => simulate(config), 2, /policy 'leaky-one'/, /algorithm must be one of/, /token_bucket/);
+  assertSimulationError(() => runSimulation(JSON.stringify(config)), 2, /policy 'leaky-one'/);
+  assertSimulationError(() => checkConfig(config), 2, /policy 'leaky-one'/);
+});
+
+test("a client with a negative rps: the message names the client and the field", () => {
+  const config = small({ clients: [{ name: "neg", kind: "legit", rps: -2 }] });
+  assertSimulationError(() => simulate(config), 2, /^neg\.rps must be > 0, got -2$/);
+  assertSimulationError(() => checkConfig(config), 2, /neg\.rps/);
+});
+
+test("bad JSON, a config that is not an object, and arguments of the wrong type", () => {
+  assertSimulationError(() => simulate('{"duration_s": 10, }'), 2, /line 1 column/);
+  assertSimulationError(() => simulate([1, 2]), 2, /JSON object/);
+  assert.throws(() => simulate(42), { name: "TypeError", message: /config must be an object or JSON text, got number/ });
+  assert.throws(() => simulate(small(), 5), { name: "TypeError", message: /trace must be CSV text/ });
+  assert.throws(() => simulate(small(), null, { traceName: "" }), { name: "TypeError", message: /traceName/ });
+  const cyclic = small();
+  cyclic.self = cyclic;
+  assert.throws(() => simulate(cyclic), { name: "TypeError", message: /cannot be written as JSON/ });
+  assert.doesNotThrow(() => checkConfig(small()));
+});
+
+test("a Markdown report the reference crashes on: the JSON report still comes, the Markdown's error with status 1", () => {
+  const config = read(join(fixtures, "configs/reference-crash-quota.json"));
+  const run = runSimulation(config);
+  assert.equal(run.markdown, null);
+  assert.ok(run.markdownError instanceof SimulationError);
+  assert.equal(run.markdownError.exitCode, 1);
+  assert.match(run.markdownError.message, /'lots'/);
+  assert.equal(run.reportJson, golden("reference-crash-quota", "json"));
+  assert.deepEqual(simulate(config), JSON.parse(golden("reference-crash-quota", "json")));
+  assertSimulationError(() => simulate(read(join(fixtures, "configs/reference-crash-rl06.json"))), 1, /max\(\) arg is an empty sequence/);
+});
+
+test("the timeline counts every attempt once: its totals are the report's", () => {
+  for (const config of [example("orders-api"), example("orders-api-tuned"), JSON.stringify(small())]) {
+    const { report, timeline } = runSimulation(config);
+    const sum = (rows) => rows.flat().reduce((a, b) => a + b, 0);
+    assert.equal(sum(timeline.clients.map((c) => c.admitted)), report.admitted);
+    assert.equal(
+      sum(timeline.clients.map((c) => c.rejected)),
+      report.clients.reduce((a, c) => a + c.rejected, 0),
+    );
+    for (const c of timeline.clients) {
+      assert.equal(c.admitted.length, timeline.seconds);
+      assert.equal(c.rejected.length, timeline.seconds);
+      const row = report.clients.find((r) => r.client === c.name);
+      assert.equal(sum([c.admitted]), row.allowed, `${c.name} admitted`);
+      assert.equal(sum([c.rejected]), row.rejected, `${c.name} rejected`);
+    }
+    assert.deepEqual(new Set(timeline.clients.map((c) => c.name)), new Set(report.clients.map((c) => c.client)));
+    assert.equal(timeline.capacity_rps, report.capacity_rps);
+    const perSecond = Array.from({ length: timeline.seconds }, (_, s) =>
+      timeline.clients.reduce((a, c) => a + c.admitted[s], 0),
+    );
+    assert.equal(Math.max(...perSecond), report.peak_admitted_rps);
+    assert.equal(timeline.first_second + perSecond.indexOf(report.peak_admitted_rps), report.peak_second);
+  }
+});
+
+test("selfTest() is the reference's self-test", () => {
+  const { output, ok } = selfTest();
+  assert.equal(ok, true);
+  assert.equal(output, golden("self-test", "md"));
+});
+
+test("the command line prints the reference's Markdown report and exits 1 on high findings", async () => {
+  const md = await sluicegate(["sim", "examples/orders-api.json"]);
+  assert.equal(md.stdout, golden("orders-api", "md"));
+  assert.equal(md.stderr, "");
+  assert.equal(md.code, 1);
+  const json = await sluicegate(["sim", "examples/orders-api.json", "--json"]);
+  assert.equal(json.stdout, golden("orders-api", "json"));
+  assert.equal(json.code, 1);
+  const tuned = await sluicegate(["sim", "--json", "examples/orders-api-tuned.json"]);
+  assert.equal(tuned.stdout, golden("orders-api-tuned", "json"));
+  assert.equal(tuned.code, 0);
+  const self = await sluicegate(["sim", "--self-test"]);
+  assert.equal(self.code, 0);
+  assert.equal(self.stdout, golden("self-test", "md"));
+});
+
+test("the command line: bad input exits 2 with error: on stderr; usage errors as argparse words them", async () => {
+  const bad = join(scratch, "bad.json");
+  writeFileSync(bad, JSON.stringify(small({ clients: [{ name: "neg", rps: -2 }] })));
+  const out = await sluicegate(["sim", bad]);
+  assert.equal(out.code, 2);
+  assert.equal(out.stdout, "");
+  assert.equal(out.stderr, "error: neg.rps must be > 0, got -2\n");
+  const missing = await sluicegate(["sim", "no-such.json"]);
+  assert.equal(missing.code, 2);
+  assert.equal(missing.stderr, "error: no-such.json: cannot read: No such file or directory (os error 2)\n");
+  const unknown = await sluicegate(["sim", "examples/orders-api.json", "--verbose"]);
+  assert.equal(unknown.code, 2);
+  assert.equal(
+    unknown.stderr,
+    "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]\nsluicegate sim: error: unrecognized arguments: --verbose\n",
+  );
+  const help = await sluicegate(["sim", "-h"]);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^usage: sluicegate sim \[-h\]/);
+  const none = await sluicegate([]);
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /^usage: sluicegate check-rules FILE\n/);
+});
+
+test("the command line leaves check-rules to the native command line", async () => {
+  const out = await sluicegate(["check-rules", "worker/rules.json"]);
+  assert.equal(out.code, 2);
+  assert.equal(out.stdout, "");
+  assert.match(out.stderr, /needs the native command line/);
+  assert.match(out.stderr, /cargo install --path \. --features cli/);
+  assert.match(out.stderr, /cargo build --release --features cli/);
+});
+
+test("the command line reads a path given as edge_rules, relative to the config's directory", async () => {
+  const dir = join(scratch, "edge");
+  mkdirSync(join(dir, "rules"), { recursive: true });
+  const rules = read(join(root, "worker/rules.json"));
+  writeFileSync(join(dir, "rules/edge.json"), rules);
+  // The config's own spelling is kept around the substituted rules (300.0 is not 300).
+  const withPath = example("orders-api").replace('"seed": 7,', '"seed": 7,\n  "edge_rules": "rules/edge.json",');
+  writeFileSync(join(dir, "orders.json"), withPath);
+  const inline = withPath.replace('"rules/edge.json"', rules.trim());
+  const want = runSimulation(inline);
+
+  const out = await sluicegate(["sim", join("edge", "orders.json"), "--json"], { cwd: scratch });
+  assert.equal(out.stderr, "");
+  assert.equal(out.stdout, want.reportJson, "the same as the rules written inline");
+  assert.equal(out.code, want.exitCode);
+
+  writeFileSync(join(dir, "gone.json"), withPath.replace("rules/edge.json", "rules/gone.json"));
+  const gone = await sluicegate(["sim", join("edge", "gone.json")], { cwd: scratch });
+  assert.equal(gone.code, 2);
+  assert.equal(gone.stdout, "");
+  assert.match(gone.stderr, /^error: .*edge_rules "rules\/gone\.json": edge\/rules\/gone\.json: cannot read: No such file or directory/);
+
+  writeFileSync(join(dir, "rules/broken.json"), '{"rules": [');
+  writeFileSync(join(dir, "broken.json"), withPath.replace("rules/edge.json", "rules/broken.json"));
+  const broken = await sluicegate(["sim", join("edge", "broken.json")], { cwd: scratch });
+  assert.equal(broken.code, 2);
+  assert.match(broken.stderr, /^error: .*edge\/rules\/broken\.json: invalid JSON/);
+});
+
+/** cases.txt: name | modes | arguments | what stderr must mention (see tests/sim_parity.rs). */
+function parityCases() {
+  return read(join(fixtures, "cases.txt"))
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"))
+    .map((line) => {
+      const [name, modes, args, needles] = line.split("|").map((c) => c.trim());
+      return {
+        name,
+        modes: modes.split(/\s+/),
+        args: args.split(/\s+/).filter(Boolean),
+        needles: needles.split(";").map((n) => n.trim()).filter(Boolean),
+      };
+    });
+}
+
+test("every parity case through `sluicegate sim` on Node: the reference's output, exit status and error", { timeout: 120_000 }, async () => {
+  const cases = parityCases();
+  assert.ok(cases.length >= 40, `${cases.length} cases`);
+  const runs = cases.flatMap((c) => c.modes.map((mode) => ({ ...c, mode })));
+  const problems = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < runs.length) {
+      const { name, mode, args, needles } = runs[next++];
+      const out = await sluicegate(["sim", ...args, ...(mode === "json" ? ["--json"] : [])], { cwd: fixtures });
+      const what = `${name} (${mode})`;
+      const exit = Number(golden(name, "exit"));
+      if (out.code !== exit) problems.push(`${what}: exit status ${out.code}, reference ${exit}: ${out.stderr}`);
+      let want = null;
+      try {
+        want = golden(name, mode);
+      } catch {
+        // the reference printed nothing in this mode
+      }
+      if ((want ?? "") !== out.stdout) problems.push(`${what}: output differs from golden/${name}.${mode}`);
+      if (want === null) {
+        for (const needle of needles) {
+          if (!out.stderr.includes(needle)) problems.push(`${what}: stderr should name ${JSON.stringify(needle)}: ${out.stderr}`);
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+  assert.deepEqual(problems, []);
+});
+
+test("the workerd entry simulates in a real Worker", { timeout: 30_000 }, async () => {
+  const config = example("orders-api");
+  const script = `
+    import { SimulationError, runSimulation, simulate } from "../../js/sim-workerd.js";
+    const config = ${JSON.stringify(config)};
+    export default {
+      async fetch() {
+        const run = runSimulation(config);
+        let error = null;
+        try { simulate({ policies: [{ name: "x", algorithm: "leaky" }] }); } catch (e) { error = { simulation: e instanceof SimulationError, exitCode: e.exitCode, message: e.message }; }
+        return Response.json({ json: run.reportJson, markdown: run.markdown, exitCode: run.exitCode, error });
+      },
+    };`;
+  // The path only resolves the script's imports; the module is `script`.
+  const mf = packageWorker({ scriptPath: "pkg-tests/fixtures/sim-worker.mjs", script });
+  try {
+    const res = await mf.dispatchFetch("http://sim.test/");
+    assert.equal(res.status, 200);
+    const out = await res.json();
+    assert.equal(out.json, golden("orders-api", "json"));
+    assert.equal(out.markdown, golden("orders-api", "md"));
+    assert.equal(out.exitCode, 1);
+    assert.equal(out.error.simulation, true);
+    assert.equal(out.error.exitCode, 2);
+    assert.match(out.error.message, /policy 'x'/);
+  } finally {
+    await mf.dispose();
+  }
+});
