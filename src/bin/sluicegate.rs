@@ -176,12 +176,16 @@ fn sim(args: &[&str]) -> ExitCode {
         std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
     };
     let result = read(config).and_then(|text| {
-        let cfg = sim::Config::from_json(&text)?;
-        let reqs = match args.trace {
-            Some(path) => sim::parse_trace(path, &read(path)?)?,
-            None => sim::generate(&cfg)?,
+        let dir = std::path::Path::new(config).parent().unwrap_or(std::path::Path::new("."));
+        let cfg = sim::Config::from_json_in(&text, dir)?;
+        let report = match args.trace {
+            // streamed: a trace in time order is never held in memory
+            Some(path) => {
+                let open = || std::fs::File::open(path).map(|f| std::io::BufReader::with_capacity(1 << 16, f));
+                sim::report(&cfg, sim::simulate_trace(&cfg, path, open, None)?)?
+            }
+            None => sim::analyse(&cfg, sim::generate(&cfg)?)?,
         };
-        let report = sim::analyse(&cfg, &reqs)?;
         let text = if args.json { report.to_json() } else { report.to_markdown()? };
         Ok((report.highs(), text))
     });

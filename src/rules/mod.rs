@@ -136,6 +136,27 @@ pub enum Algorithm {
     },
 }
 
+impl Algorithm {
+    /// A fresh counter of this kind (one per counting key).
+    pub fn limiter(&self) -> AnyLimiter {
+        let inner = match *self {
+            Algorithm::SlidingLog { requests_per_period, period } => {
+                SlidingLog::new(u64::from(requests_per_period), period).map(AnyLimiter::SlidingLog)
+            }
+            Algorithm::FixedWindow { requests_per_period, period } => {
+                FixedWindow::new(u64::from(requests_per_period), period).map(AnyLimiter::FixedWindow)
+            }
+            Algorithm::SlidingWindow { requests_per_period, period } => {
+                SlidingWindow::new(u64::from(requests_per_period), period).map(AnyLimiter::SlidingWindow)
+            }
+            Algorithm::TokenBucket { interval, burst } => Ok(AnyLimiter::Gcra(Gcra::with_interval(burst, interval))),
+        };
+        // Validation guarantees non-zero limits and periods; a token bucket of one is the
+        // conservative stand-in should that ever not hold.
+        inner.unwrap_or_else(|_| AnyLimiter::Gcra(Gcra::with_interval(1, Span::from_secs(1))))
+    }
+}
+
 /// What a refusal answers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
@@ -277,22 +298,7 @@ impl Rule {
 
     /// A fresh limiter for one counting key of this rule.
     pub fn limiter(&self) -> Blocking<AnyLimiter> {
-        let inner = match self.algorithm {
-            Algorithm::SlidingLog { requests_per_period, period } => {
-                SlidingLog::new(u64::from(requests_per_period), period).map(AnyLimiter::SlidingLog)
-            }
-            Algorithm::FixedWindow { requests_per_period, period } => {
-                FixedWindow::new(u64::from(requests_per_period), period).map(AnyLimiter::FixedWindow)
-            }
-            Algorithm::SlidingWindow { requests_per_period, period } => {
-                SlidingWindow::new(u64::from(requests_per_period), period).map(AnyLimiter::SlidingWindow)
-            }
-            Algorithm::TokenBucket { interval, burst } => Ok(AnyLimiter::Gcra(Gcra::with_interval(burst, interval))),
-        };
-        // Validation guarantees non-zero limits and periods; a token bucket of one is the
-        // conservative stand-in should that ever not hold.
-        let inner = inner.unwrap_or_else(|_| AnyLimiter::Gcra(Gcra::with_interval(1, Span::from_secs(1))));
-        Blocking::new(inner, self.mitigation_timeout)
+        Blocking::new(self.algorithm.limiter(), self.mitigation_timeout)
     }
 
     /// The quota this rule advertises.

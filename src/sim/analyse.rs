@@ -1,10 +1,9 @@
 //! From a replay to the report: per-client and per-policy rows and the findings RL01-RL10.
 
+use super::config::secs;
 use super::config::{Algorithm, Config, KeyBy};
-use super::engine::{simulate, simulate_with, Request, Sample};
-use super::limiters::max_in_window;
+use super::engine::{simulate, Outcome, Sample, Traffic};
 use super::py::{format_f, format_g, round, PyValue};
-use super::timeline::Timeline;
 use super::SimError;
 use std::collections::HashMap;
 
@@ -73,6 +72,14 @@ pub struct ClientRow {
     pub top_policy: String,
     /// First rejection, rounded to 1 decimal.
     pub first_reject_s: Option<f64>,
+    /// Attempts a client-side pacer (`smartflow`) held back.
+    pub paced: u64,
+    /// Their mean wait, rounded to 3 decimals.
+    pub mean_pace_s: f64,
+    /// The longest, rounded to 3 decimals.
+    pub max_pace_s: f64,
+    /// The pacer that imposed it (empty: none).
+    pub pacer: String,
 }
 
 /// One policy's row.
@@ -102,6 +109,14 @@ pub struct PolicyRow {
     pub worst_case_per_window: f64,
     /// Most one key got through in any rolling window.
     pub observed_max_per_window: u64,
+    /// For a pacer (`smartflow`): attempts it delayed.
+    pub delayed: Option<u64>,
+    /// For a `count_then_block` policy: its mitigation timeout, seconds.
+    pub mitigation_timeout_s: Option<f64>,
+    /// For a `count_then_block` policy: blocks started.
+    pub blocks: Option<u64>,
+    /// For a `count_then_block` policy: blocks started per client.
+    pub blocked_clients: Vec<(String, u64)>,
 }
 
 /// The simulator's result: what `--json` prints and the Markdown report is made from.
@@ -129,6 +144,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// The first rejection.
     pub sample_429: Option<Sample>,
+    /// Whether any policy is a client-side pacer (the report then shows pacing).
+    pub pacers: bool,
 }
 
 impl Report {
@@ -165,25 +182,23 @@ impl<K: core::hash::Hash + Eq + Clone> Counter<K> {
     }
 }
 
-/// Replays the traffic and judges the result. No traffic at all is an input error.
-pub fn analyse(cfg: &Config, reqs: &[Request]) -> Result<Report, SimError> {
-    analyse_with(cfg, reqs, None)
+/// Replays in-memory traffic and judges the result. No traffic at all is an input error.
+pub fn analyse(cfg: &Config, traffic: Traffic) -> Result<Report, SimError> {
+    if traffic.is_empty() {
+        return Err(no_traffic());
+    }
+    report(cfg, simulate(cfg, traffic)?)
 }
 
-/// [`analyse`], also filling `timeline` with per-second counts per client.
-pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeline>) -> Result<Report, SimError> {
-    if reqs.is_empty() {
-        return Err(SimError::Input("no traffic: add clients to the config or pass --trace".into()));
+fn no_traffic() -> SimError {
+    SimError::Input("no traffic: add clients to the config or pass --trace".into())
+}
+
+/// Judges a replay's outcome: the rows, the findings RL01-RL13 and the sample 429.
+pub fn report(cfg: &Config, out: Outcome) -> Result<Report, SimError> {
+    if out.requests == 0 {
+        return Err(no_traffic());
     }
-    let out = match timeline {
-        Some(tl) => {
-            tl.capacity_rps = cfg.capacity_rps;
-            let out = simulate_with(cfg, reqs, Some(&mut *tl))?;
-            tl.finish();
-            out
-        }
-        None => simulate(cfg, reqs)?,
-    };
     let kinds: HashMap<&str, &PyValue> = cfg.clients.iter().map(|c| (c.name.as_str(), &c.kind)).collect();
     let unknown = PyValue::from("unknown");
     let kind_of = |name: &str| -> &PyValue { kinds.get(name).copied().unwrap_or(&unknown) };
@@ -191,11 +206,8 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
     let mut findings = Vec::new();
     let mut add = |severity, code, message| findings.push(Finding { severity, code, message });
 
-    let mut per_sec = Counter::new();
-    for &(t, _, attempt) in &out.admitted {
-        per_sec.add(t.trunc() as i128, 1, u64::from(attempt != 0));
-    }
-    let (peak_sec, peak_rps, peak_retries) = per_sec.first_max().copied().unwrap_or((0, 0, 0));
+    let peak = out.peak.unwrap_or_default();
+    let (peak_sec, peak_rps, peak_retries) = (peak.second, peak.admitted, peak.retries);
 
     let mut order: Vec<usize> = (0..out.clients.len()).collect();
     order.sort_by(|&a, &b| {
@@ -228,7 +240,46 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
             max_retry_after_s: round(s.max_retry_after, 1),
             top_policy: top.into(),
             first_reject_s: s.first_reject.map(|t| round(t, 1)),
+            paced: s.paced,
+            mean_pace_s: if s.paced > 0 { round(s.pace_total / s.paced as f64, 3) } else { 0.0 },
+            max_pace_s: round(s.pace_max, 3),
+            pacer: s.pace_policy.clone().unwrap_or_default(),
         });
+        if s.paced > 0 {
+            let pacer = s.pace_policy.as_deref().unwrap_or("");
+            let (severity, advice) = if is(name, "legit") && s.pace_max > 1.0 {
+                (
+                    Severity::Medium,
+                    "it sends faster than the pacer's rate, so its queue grows; raise the pacer's rate if the \
+                     server allows it, or spread the work",
+                )
+            } else {
+                (Severity::Low, "no 429s are spent on them; this is the pacer doing its job")
+            };
+            add(
+                severity,
+                "RL11",
+                format!(
+                    "Pacer '{pacer}' holds back {} of {name}'s {} attempts, by {}s on average and up to {}s; {advice}.",
+                    s.paced,
+                    s.attempts,
+                    format_f(s.pace_total / s.paced as f64, 2),
+                    format_f(s.pace_max, 2)
+                ),
+            );
+        }
+        if s.pacer_applies && s.rejected > 0 {
+            let top = if top.is_empty() { "a server policy" } else { top };
+            add(
+                Severity::Medium,
+                "RL13",
+                format!(
+                    "Client {name} paces itself yet still gets {} 429s, mostly from '{top}': the pacer's rate or burst \
+                     is above that limit; set the pacer to at most the server's sustained rate and burst.",
+                    s.rejected
+                ),
+            );
+        }
         if is(name, "legit") && hurt_pct > 1.0 {
             add(
                 Severity::High,
@@ -281,7 +332,7 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
         }
     }
 
-    if !out.admitted.is_empty() && peak_retries as f64 > 0.5 * peak_rps as f64 && peak_rps >= 20 {
+    if out.admitted > 0 && peak_retries as f64 > 0.5 * peak_rps as f64 && peak_rps >= 20 {
         add(
             Severity::Medium,
             "RL10",
@@ -304,10 +355,11 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
                 ),
             );
         }
-        if !cfg.policies.iter().any(|p| p.key == KeyBy::Global) {
+        if !cfg.policies.iter().any(|p| p.key == KeyBy::Global && !p.algorithm.is_pacer()) {
             let per_client = cfg
                 .policies
                 .iter()
+                .filter(|p| !p.algorithm.is_pacer())
                 .filter(|p| matches!(p.key, KeyBy::Client | KeyBy::ClientEndpoint))
                 .filter(|p| p.endpoints.is_empty() && p.clients.is_empty())
                 .map(|p| p.sustained_rps())
@@ -331,8 +383,12 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
     let mut policies = Vec::new();
     let mut allowed_by: Option<Counter<usize>> = None;
     for (p, ps) in cfg.policies.iter().zip(&out.policies) {
-        let obs = ps.allowed_times.values().map(|ts| max_in_window(ts, p.window_s)).max().unwrap_or(0) as u64;
+        let obs = ps.observed_max;
         let theo = p.theoretical_max();
+        let ctb = match p.algorithm {
+            Algorithm::CountThenBlock { mitigation_timeout, .. } => Some(secs(mitigation_timeout)),
+            _ => None,
+        };
         policies.push(PolicyRow {
             name: p.name.clone(),
             algorithm: p.algorithm.name(),
@@ -346,14 +402,23 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
             window_s: p.window_s,
             worst_case_per_window: round(theo, 1),
             observed_max_per_window: obs,
+            delayed: p.algorithm.is_pacer().then_some(ps.delayed),
+            mitigation_timeout_s: ctb,
+            blocks: ctb.map(|_| ps.blocks),
+            blocked_clients: ps.blocked_clients.clone(),
         });
-        match p.algorithm {
-            Algorithm::FixedWindow { limit } if obs as f64 > limit => add(
+        match p.fixed_window_limit() {
+            Some(limit) if obs as f64 > limit => add(
                 Severity::Medium,
                 "RL04",
                 format!(
-                    "Fixed window '{}' let {obs} requests through in one rolling {}s window (limit {}, {}x) across a \
+                    "{} '{}' let {obs} requests through in one rolling {}s window (limit {}, {}x) across a \
                      window boundary; use sliding_counter or a token bucket if the limit protects capacity.",
+                    if matches!(p.algorithm, Algorithm::FixedWindow { .. }) {
+                        "Fixed window"
+                    } else {
+                        "Count-then-block rule (fixed-window counting)"
+                    },
                     p.name,
                     format_g(p.window_s),
                     format_g(limit),
@@ -362,11 +427,46 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
             ),
             _ => {}
         }
+        if let Some(timeout) = ctb.filter(|_| ps.blocks > 0) {
+            let legit: Vec<String> =
+                ps.blocked_clients.iter().filter(|(c, _)| is(c, "legit")).map(|(c, n)| format!("{c} ({n}x)")).collect();
+            let all: Vec<String> = ps.blocked_clients.iter().map(|(c, n)| format!("{c} ({n}x)")).collect();
+            if legit.is_empty() {
+                add(
+                    Severity::Low,
+                    "RL12",
+                    format!(
+                        "Rule '{}' started {} block(s) of {}s: {}; each one refuses every request of the key until \
+                         it ends.",
+                        p.name,
+                        ps.blocks,
+                        format_g(timeout),
+                        all.join(", ")
+                    ),
+                );
+            } else {
+                add(
+                    Severity::High,
+                    "RL12",
+                    format!(
+                        "Rule '{}' blocked legit client(s) {} for {}s each time: one burst over the limit costs \
+                         them the whole mitigation timeout; raise requests_per_period above their peak, exempt them, \
+                         or drop the block for this key.",
+                        p.name,
+                        legit.join(", "),
+                        format_g(timeout)
+                    ),
+                );
+            }
+        }
         if p.key == KeyBy::Global && ps.rejects > 0 {
             let allowed_by = allowed_by.get_or_insert_with(|| {
+                let mut order: Vec<usize> =
+                    (0..out.clients.len()).filter(|&i| out.clients[i].1.first_admit.is_some()).collect();
+                order.sort_by_key(|&i| out.clients[i].1.first_admit);
                 let mut counter = Counter::new();
-                for &(_, ci, _) in &out.admitted {
-                    counter.add(ci, 1, 0);
+                for i in order {
+                    counter.add(i, out.clients[i].1.allowed, 0);
                 }
                 counter
             });
@@ -377,7 +477,7 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
                     p.name
                 )));
             };
-            let total = out.admitted.len().max(1) as f64;
+            let total = out.admitted.max(1) as f64;
             let hog_name = out.clients[hog].0.as_str();
             let mut victims: Vec<&str> =
                 ps.by_client.iter().map(String::as_str).filter(|c| is(c, "legit") && *c != hog_name).collect();
@@ -397,8 +497,8 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
                 );
             }
         }
-        match p.algorithm {
-            Algorithm::SlidingLog { limit } if limit > 1000.0 => add(
+        match p.sliding_log_limit() {
+            Some(limit) if limit > 1000.0 => add(
                 Severity::Low,
                 "RL07",
                 format!(
@@ -409,7 +509,7 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
             ),
             _ => {}
         }
-        if ps.checks > 0 && ps.rejects == 0 && obs > 0 && theo > 10.0 * obs as f64 {
+        if !p.algorithm.is_pacer() && ps.checks > 0 && ps.rejects == 0 && obs > 0 && theo > 10.0 * obs as f64 {
             add(
                 Severity::Low,
                 "RL09",
@@ -436,8 +536,8 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
     Ok(Report {
         service: cfg.service.clone(),
         duration_s: cfg.duration_s,
-        requests: reqs.len() as u64,
-        admitted: out.admitted.len() as u64,
+        requests: out.requests,
+        admitted: out.admitted,
         peak_admitted_rps: peak_rps,
         peak_second: peak_sec,
         capacity_rps: cfg.capacity_rps,
@@ -445,5 +545,6 @@ pub fn analyse_with(cfg: &Config, reqs: &[Request], timeline: Option<&mut Timeli
         policies,
         findings,
         sample_429: out.sample,
+        pacers: cfg.policies.iter().any(|p| p.algorithm.is_pacer()),
     })
 }

@@ -5,6 +5,8 @@
 use super::py::{self, PyValue};
 use super::random::Seed;
 use super::SimError;
+use crate::rules::{self, Characteristic, PathMatch, RuleSet};
+use crate::time::Span;
 use serde_json::{Map, Value};
 
 /// How a policy counts.
@@ -32,6 +34,44 @@ pub enum Algorithm {
         /// Units per estimated rolling window.
         limit: f64,
     },
+    /// `gcra`: the core's GCRA ([`crate::limit::Gcra`]), the token bucket the edge's
+    /// `token_bucket` rules and the browser client count with: whole units, integer time.
+    Gcra {
+        /// Units per second.
+        rate: f64,
+        /// Units admitted back to back.
+        burst: u32,
+        /// One unit every `interval` (`1 / rate`, to the nanosecond).
+        interval: Span,
+    },
+    /// `count_then_block`: the edge's rule ([`crate::limit::Blocking`] over the rule's
+    /// counter): count `requests_per_period` per `period`, and the first refusal blocks the
+    /// key for `mitigation_timeout`. Policies from `edge_rules` are of this kind.
+    CountThenBlock {
+        /// How the rule counts (sliding log, fixed or sliding window, token bucket).
+        counting: rules::Algorithm,
+        /// The block.
+        mitigation_timeout: Span,
+    },
+    /// `smartflow`: the Smart Flow reservation bucket ([`crate::smartflow::TokenBucket`])
+    /// as a client-side pacer. It never refuses: each request reserves `cost` tokens and is
+    /// sent when its reservation falls due.
+    SmartFlow {
+        /// Tokens per second.
+        rate: f64,
+        /// Bucket size.
+        burst: f64,
+    },
+}
+
+/// Seconds as a [`Span`], to the nanosecond.
+pub(crate) fn span(secs: f64) -> Span {
+    Span::from_nanos((secs * 1e9).round() as u64)
+}
+
+/// Seconds from a [`Span`].
+pub(crate) fn secs(span: Span) -> f64 {
+    span.as_nanos() as f64 / 1e9
 }
 
 impl Algorithm {
@@ -42,7 +82,20 @@ impl Algorithm {
             Algorithm::FixedWindow { .. } => "fixed_window",
             Algorithm::SlidingLog { .. } => "sliding_log",
             Algorithm::SlidingCounter { .. } => "sliding_counter",
+            Algorithm::Gcra { .. } => "gcra",
+            Algorithm::CountThenBlock { .. } => "count_then_block",
+            Algorithm::SmartFlow { .. } => "smartflow",
         }
+    }
+
+    /// Whether this is a client-side pacer (delays, never refuses).
+    pub fn is_pacer(&self) -> bool {
+        matches!(self, Algorithm::SmartFlow { .. })
+    }
+
+    /// Whether this runs the core's integer-time limiters (whole units, `t ≥ 0`).
+    pub fn is_core(&self) -> bool {
+        matches!(self, Algorithm::Gcra { .. } | Algorithm::CountThenBlock { .. })
     }
 }
 
@@ -92,6 +145,12 @@ pub struct Policy {
     pub exclude_clients: Vec<String>,
     /// The sample 429's quota: the config's `limit` as written when present, else the burst.
     pub quota: PyValue,
+    /// For a rule from `edge_rules` whose path test is `equals`: the one endpoint it covers
+    /// (`endpoints` then holds it too, for the report).
+    pub exact_endpoint: Option<String>,
+    /// `false` for a rule from `edge_rules` whose `methods` leave out GET, the method every
+    /// simulated request has: it never applies.
+    pub applies: bool,
 }
 
 impl Policy {
@@ -102,6 +161,15 @@ impl Policy {
             Algorithm::FixedWindow { limit }
             | Algorithm::SlidingLog { limit }
             | Algorithm::SlidingCounter { limit } => limit / self.window_s,
+            Algorithm::Gcra { rate, .. } | Algorithm::SmartFlow { rate, .. } => rate,
+            Algorithm::CountThenBlock { counting, .. } => match counting {
+                rules::Algorithm::TokenBucket { interval, .. } => 1.0 / secs(interval),
+                rules::Algorithm::SlidingLog { requests_per_period, period }
+                | rules::Algorithm::FixedWindow { requests_per_period, period }
+                | rules::Algorithm::SlidingWindow { requests_per_period, period } => {
+                    f64::from(requests_per_period) / secs(period)
+                }
+            },
         }
     }
 
@@ -111,12 +179,50 @@ impl Policy {
             Algorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
             Algorithm::FixedWindow { limit } => 2.0 * limit,
             Algorithm::SlidingLog { limit } | Algorithm::SlidingCounter { limit } => limit,
+            Algorithm::Gcra { rate, burst, .. } => f64::from(burst) + rate * self.window_s,
+            Algorithm::SmartFlow { rate, burst } => burst + rate * self.window_s,
+            Algorithm::CountThenBlock { counting, .. } => match counting {
+                rules::Algorithm::TokenBucket { interval, burst } => f64::from(burst) + self.window_s / secs(interval),
+                rules::Algorithm::FixedWindow { requests_per_period, .. } => 2.0 * f64::from(requests_per_period),
+                rules::Algorithm::SlidingLog { requests_per_period, .. }
+                | rules::Algorithm::SlidingWindow { requests_per_period, .. } => f64::from(requests_per_period),
+            },
+        }
+    }
+
+    /// The policy's limit per window for a windowed count (fixed windows, count-then-block
+    /// rules counting in fixed windows), for RL04.
+    pub fn fixed_window_limit(&self) -> Option<f64> {
+        match self.algorithm {
+            Algorithm::FixedWindow { limit } => Some(limit),
+            Algorithm::CountThenBlock {
+                counting: rules::Algorithm::FixedWindow { requests_per_period, .. }, ..
+            } => Some(f64::from(requests_per_period)),
+            _ => None,
+        }
+    }
+
+    /// The number of timestamps a sliding log keeps per key, for RL07.
+    pub fn sliding_log_limit(&self) -> Option<f64> {
+        match self.algorithm {
+            Algorithm::SlidingLog { limit } => Some(limit),
+            Algorithm::CountThenBlock {
+                counting: rules::Algorithm::SlidingLog { requests_per_period, .. }, ..
+            } => Some(f64::from(requests_per_period)),
+            _ => None,
         }
     }
 
     /// The policy's key for a request, or `None` when it does not apply.
     pub fn key_for(&self, client: &str, endpoint: &str) -> Option<String> {
-        if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
+        if !self.applies {
+            return None;
+        }
+        if let Some(exact) = &self.exact_endpoint {
+            if endpoint != exact {
+                return None;
+            }
+        } else if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
             return None;
         }
         if (!self.clients.is_empty() && !self.clients.iter().any(|c| c == client))
@@ -287,17 +393,49 @@ impl Config {
         Config::from_value(&value)
     }
 
+    /// [`Config::from_json`] for a configuration file in `dir`: an `edge_rules` path is read
+    /// relative to it, so a config can simulate the very rules file the edge worker loads.
+    pub fn from_json_in(text: &str, dir: &std::path::Path) -> Result<Config, SimError> {
+        let mut value: Value = serde_json::from_str(text).map_err(|e| input(format!("invalid JSON: {e}")))?;
+        if let Some(Value::String(path)) = value.get("edge_rules") {
+            let full = dir.join(path);
+            let shown = full.display();
+            let text =
+                std::fs::read_to_string(&full).map_err(|e| input(format!("edge_rules: {shown}: cannot read: {e}")))?;
+            let rules =
+                serde_json::from_str(&text).map_err(|e| input(format!("edge_rules: {shown}: invalid JSON: {e}")))?;
+            value["edge_rules"] = rules;
+        }
+        Config::from_value(&value)
+    }
+
     /// Checks an already parsed configuration, filling in the reference's defaults.
     pub fn from_value(value: &Value) -> Result<Config, SimError> {
         let cfg = value.as_object().ok_or_else(|| input("config must be a JSON object".into()))?;
+        let edge_rules = cfg.get("edge_rules").filter(|v| !v.is_null());
         let pols = cfg.get("policies").map_or(PyValue::None, PyValue::from_json);
-        if !pols.is_truthy() {
-            return Err(input("config needs a non-empty 'policies' list".into()));
-        }
-        let Some(Value::Array(pols)) = cfg.get("policies") else {
-            return Err(input("config needs a non-empty 'policies' list (a JSON array)".into()));
+        let mut policies = if edge_rules.is_some() && !pols.is_truthy() {
+            Vec::new()
+        } else {
+            if !pols.is_truthy() {
+                return Err(input("config needs a non-empty 'policies' list (or edge_rules)".into()));
+            }
+            let Some(Value::Array(pols)) = cfg.get("policies") else {
+                return Err(input("config needs a non-empty 'policies' list (a JSON array)".into()));
+            };
+            pols.iter().enumerate().map(|(i, p)| policy(i + 1, p)).collect::<Result<Vec<_>, _>>()?
         };
-        let policies = pols.iter().enumerate().map(|(i, p)| policy(i + 1, p)).collect::<Result<Vec<_>, _>>()?;
+        match edge_rules {
+            None => {}
+            Some(Value::String(path)) => {
+                return Err(input(format!(
+                    "edge_rules: {} is a path; the CLI reads it relative to the config file, elsewhere pass \
+                     the rules object itself",
+                    py::str_repr(path)
+                )))
+            }
+            Some(rules) => policies.extend(edge_rule_policies(rules)?),
+        }
         let duration_s = num(Some(cfg.get("duration_s").unwrap_or(&Value::from(300))), "duration_s", true)?;
         let capacity_rps = match cfg.get("capacity_rps") {
             None | Some(Value::Null) => None,
@@ -326,9 +464,12 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     let name = name(q, "policy", format!("policy-{i}"))?;
     let pname = py::str_repr(&name);
     let algo = q.get("algorithm").and_then(Value::as_str).unwrap_or("");
-    if !["token_bucket", "fixed_window", "sliding_log", "sliding_counter"].contains(&algo) {
+    if !["token_bucket", "fixed_window", "sliding_log", "sliding_counter", "gcra", "count_then_block", "smartflow"]
+        .contains(&algo)
+    {
         return Err(input(format!(
-            "policy {pname}: algorithm must be one of token_bucket, fixed_window, sliding_log, sliding_counter"
+            "policy {pname}: algorithm must be one of token_bucket, fixed_window, sliding_log, sliding_counter \
+             (or the edge's gcra, count_then_block, and the client pacer smartflow)"
         )));
     }
     let key = match q.get("key") {
@@ -340,7 +481,13 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     })?;
     let field = |f: &str| format!("{name}.{f}");
     let raw_limit = q.get("limit").map(PyValue::from_json);
-    let (algorithm, window_s) = if algo == "token_bucket" {
+    let edge = match algo {
+        "gcra" | "count_then_block" | "smartflow" => Some(edge_algorithm(algo, q, &name)?),
+        _ => None,
+    };
+    let (algorithm, window_s) = if let Some(edge) = edge {
+        edge
+    } else if algo == "token_bucket" {
         let (rate, burst) = if q.contains_key("rate") {
             let rate = num(q.get("rate"), &field("rate"), true)?;
             let burst = match q.get("burst") {
@@ -369,6 +516,9 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         (algorithm, window_s)
     };
     let quota = match (algorithm, raw_limit) {
+        (Algorithm::Gcra { burst, .. }, _) => PyValue::Int(burst.into()),
+        (Algorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
+        (Algorithm::CountThenBlock { counting, .. }, _) => PyValue::Int(counting_quota(counting).into()),
         (Algorithm::TokenBucket { .. }, Some(raw)) => raw,
         (Algorithm::TokenBucket { burst, .. }, None) => PyValue::Float(burst),
         (
@@ -385,7 +535,163 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         key,
         window_s,
         quota,
+        exact_endpoint: None,
+        applies: true,
     })
+}
+
+/// The units a rule's counter admits per window (its burst for a token bucket).
+fn counting_quota(counting: rules::Algorithm) -> u32 {
+    match counting {
+        rules::Algorithm::TokenBucket { burst, .. } => burst,
+        rules::Algorithm::SlidingLog { requests_per_period, .. }
+        | rules::Algorithm::FixedWindow { requests_per_period, .. }
+        | rules::Algorithm::SlidingWindow { requests_per_period, .. } => requests_per_period,
+    }
+}
+
+/// A whole number of units from 1 to `u32::MAX`.
+fn whole(v: Option<&Value>, what: &str) -> Result<u32, SimError> {
+    let x = num(v, what, true)?;
+    if x.fract() != 0.0 || x > f64::from(u32::MAX) {
+        return Err(input(format!(
+            "{what} must be a whole number of units (the edge counts whole requests), got {}",
+            v.map_or(PyValue::None, PyValue::from_json).repr()
+        )));
+    }
+    Ok(x as u32)
+}
+
+/// A length of time in seconds that is at least a nanosecond (or zero when `zero_ok`).
+fn duration(v: Option<&Value>, what: &str, zero_ok: bool) -> Result<Span, SimError> {
+    let x = num(v, what, !zero_ok)?;
+    if x < 0.0 {
+        return Err(input(format!("{what} must be >= 0, got {}", v.map_or(PyValue::None, PyValue::from_json).repr())));
+    }
+    let s = span(x);
+    if s.is_zero() && !zero_ok {
+        return Err(input(format!("{what} must be at least a nanosecond, got {}", float_or_repr(v))));
+    }
+    Ok(s)
+}
+
+fn float_or_repr(v: Option<&Value>) -> String {
+    v.map_or(PyValue::None, PyValue::from_json).repr()
+}
+
+/// `gcra`, `count_then_block` and `smartflow`: their fields, checked, and the window the
+/// report measures them over.
+fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Algorithm, f64), SimError> {
+    let field = |f: &str| format!("{name}.{f}");
+    let one = Value::from(1);
+    let window = |q: &Map<String, Value>| num(Some(q.get("window_s").unwrap_or(&one)), &field("window_s"), true);
+    match algo {
+        "gcra" => {
+            let rate = num(q.get("rate"), &field("rate"), true)?;
+            let burst = match q.get("burst") {
+                Some(b) => whole(Some(b), &field("burst"))?,
+                None => rate.ceil().clamp(1.0, f64::from(u32::MAX)) as u32,
+            };
+            let interval = span(1.0 / rate);
+            if interval.is_zero() {
+                return Err(input(format!(
+                    "{}: above 1e9 per second, got {}",
+                    field("rate"),
+                    float_or_repr(q.get("rate"))
+                )));
+            }
+            Ok((Algorithm::Gcra { rate, burst, interval }, window(q)?))
+        }
+        "count_then_block" => {
+            let requests_per_period = whole(q.get("requests_per_period"), &field("requests_per_period"))?;
+            let period = duration(q.get("period"), &field("period"), false)?;
+            let mitigation_timeout = match q.get("mitigation_timeout") {
+                None => Span::ZERO,
+                v => duration(v, &field("mitigation_timeout"), true)?,
+            };
+            let counting = match q.get("counting").map(|v| v.as_str()) {
+                None | Some(Some("sliding_log")) => rules::Algorithm::SlidingLog { requests_per_period, period },
+                Some(Some("fixed_window")) => rules::Algorithm::FixedWindow { requests_per_period, period },
+                Some(Some("sliding_window")) => rules::Algorithm::SlidingWindow { requests_per_period, period },
+                _ => {
+                    return Err(input(format!(
+                        "policy {}: counting must be sliding_log (the default), fixed_window or sliding_window",
+                        py::str_repr(name)
+                    )))
+                }
+            };
+            Ok((Algorithm::CountThenBlock { counting, mitigation_timeout }, secs(period)))
+        }
+        _ => {
+            let rate = num(q.get("rate"), &field("rate"), true)?;
+            if rate < crate::smartflow::RATE_FLOOR {
+                return Err(input(format!(
+                    "{} must be >= {} (the Smart Flow bucket's floor), got {}",
+                    field("rate"),
+                    crate::smartflow::RATE_FLOOR,
+                    float_or_repr(q.get("rate"))
+                )));
+            }
+            let burst = match q.get("burst") {
+                Some(b) => num(Some(b), &field("burst"), true)?,
+                None => rate.max(1.0),
+            };
+            Ok((Algorithm::SmartFlow { rate, burst }, window(q)?))
+        }
+    }
+}
+
+/// The policies of a rules file in the edge worker's format (`{"rules": [...]}`): each rule
+/// becomes a `count_then_block` policy named by its id. The simulator's requests are GETs
+/// from one data centre: `ip.src` and request headers identify the client, the path is the
+/// endpoint, `cf.colo.id`, `http.host` and the method are the same for every request, and
+/// `hosts` conditions always hold.
+pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
+    let set = RuleSet::from_json(&rules.to_string()).map_err(|errors| {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        input(format!("edge_rules: {}", list.join("; ")))
+    })?;
+    Ok(set
+        .rules()
+        .iter()
+        .map(|rule| {
+            let by_client =
+                rule.characteristics.iter().any(|c| matches!(c, Characteristic::IpSrc | Characteristic::Header(_)));
+            let by_endpoint = rule.characteristics.contains(&Characteristic::Path);
+            let key = match (by_client, by_endpoint) {
+                (true, true) => KeyBy::ClientEndpoint,
+                (true, false) => KeyBy::Client,
+                (false, true) => KeyBy::Endpoint,
+                (false, false) => KeyBy::Global,
+            };
+            let (endpoints, exact_endpoint) = match &rule.matcher.path {
+                None => (Vec::new(), None),
+                Some(PathMatch::StartsWith(prefix)) => (vec![prefix.clone()], None),
+                Some(PathMatch::Equals(path)) => (vec![path.clone()], Some(path.clone())),
+            };
+            let window_s = match rule.algorithm {
+                rules::Algorithm::TokenBucket { .. } => 1.0,
+                rules::Algorithm::SlidingLog { period, .. }
+                | rules::Algorithm::FixedWindow { period, .. }
+                | rules::Algorithm::SlidingWindow { period, .. } => secs(period),
+            };
+            Policy {
+                name: rule.id.clone(),
+                algorithm: Algorithm::CountThenBlock {
+                    counting: rule.algorithm,
+                    mitigation_timeout: rule.mitigation_timeout,
+                },
+                key,
+                window_s,
+                endpoints,
+                clients: Vec::new(),
+                exclude_clients: Vec::new(),
+                quota: PyValue::Int(counting_quota(rule.algorithm).into()),
+                exact_endpoint,
+                applies: rule.matcher.methods.is_empty() || rule.matcher.methods.iter().any(|m| m == "GET"),
+            }
+        })
+        .collect())
 }
 
 fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {

@@ -1,34 +1,134 @@
 //! Traffic generation and the replay itself.
+//!
+//! The replay streams: initial requests arrive in the reference's order (time, then client,
+//! endpoint and cost) and are merged with the queue of pending retries, and nothing is kept
+//! per request once it is decided. Names are interned, each `(client, endpoint)` pair's
+//! counting keys are worked out once, and every policy keeps its keys' state in a vector,
+//! so a decision costs a hash lookup and a few array accesses whatever the trace's length.
 
-use super::config::{Algorithm, Client, Config, Pattern, Retry};
+use super::config::{secs, Algorithm, Config, Pattern, Retry};
 use super::limiters::Limiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
-use super::timeline::Timeline;
 use super::SimError;
+use crate::limit::{Blocking, Decision, Limiter as _};
+use crate::rules::AnyLimiter;
+use crate::smartflow::TokenBucket as SmartFlowBucket;
+use crate::time::Instant;
 use core::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+use std::collections::VecDeque;
 
-/// One logical request: when, who, where and how many tokens.
-#[derive(Clone, Debug, PartialEq)]
+/// Names interned as numbers, in the order first seen.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    index: HashMap<Box<str>, u32, FixedState>,
+    names: Vec<Box<str>>,
+}
+
+impl Names {
+    /// The number of `name`, numbering it if new.
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
+        self.index.insert(name.into(), id);
+        id
+    }
+
+    /// The name numbered `id`.
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// How many names.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// One logical request: when, who (a number in [`Traffic::clients`]), where (in
+/// [`Traffic::endpoints`]) and how many tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Request {
     /// Seconds from the start.
     pub t: f64,
-    /// Client name.
-    pub client: String,
-    /// Endpoint path.
-    pub endpoint: String,
+    /// Client number.
+    pub client: u32,
+    /// Endpoint number.
+    pub endpoint: u32,
     /// Tokens it costs.
     pub cost: f64,
 }
 
+/// Requests held in memory (generated traffic, or a trace that is not in time order).
+#[derive(Clone, Debug, Default)]
+pub struct Traffic {
+    /// Client names.
+    pub clients: Names,
+    /// Endpoint names.
+    pub endpoints: Names,
+    /// The requests.
+    pub requests: Vec<Request>,
+}
+
+impl Traffic {
+    /// Adds a request.
+    pub fn push(&mut self, t: f64, client: &str, endpoint: &str, cost: f64) {
+        let (client, endpoint) = (self.clients.intern(client), self.endpoints.intern(endpoint));
+        self.requests.push(Request { t, client, endpoint, cost });
+    }
+
+    /// Sorts the requests into the order the replay takes them: by time, then client name,
+    /// endpoint name and cost (the reference's `sorted()` of `(t, client, endpoint, cost)`).
+    pub fn sort(&mut self) {
+        let rank = |names: &Names| {
+            let mut ids: Vec<u32> = (0..names.len() as u32).collect();
+            ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
+            let mut rank = vec![0u32; ids.len()];
+            for (r, id) in ids.into_iter().enumerate() {
+                rank[id as usize] = r as u32;
+            }
+            rank
+        };
+        let (cr, er) = (rank(&self.clients), rank(&self.endpoints));
+        self.requests.sort_by(|a, b| {
+            a.t.partial_cmp(&b.t)
+                .unwrap_or(Ordering::Equal)
+                .then_with(|| cr[a.client as usize].cmp(&cr[b.client as usize]))
+                .then_with(|| er[a.endpoint as usize].cmp(&er[b.endpoint as usize]))
+                .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
+        });
+    }
+
+    /// The number of requests.
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+}
+
 /// The configured clients' traffic, in config order (not sorted), with the seeded generator
 /// shared by every Poisson client in turn.
-pub fn generate(cfg: &Config) -> Result<Vec<Request>, SimError> {
+pub fn generate(cfg: &Config) -> Result<Traffic, SimError> {
     let mut rng: Option<PyRandom> = None;
-    let mut reqs = Vec::new();
+    let mut out = Traffic::default();
     for c in &cfg.clients {
-        let req = |t: f64| Request { t, client: c.name.clone(), endpoint: c.endpoint.clone(), cost: c.cost };
+        let (client, endpoint) = (out.clients.intern(&c.name), out.endpoints.intern(&c.endpoint));
+        let req = |t: f64| Request { t, client, endpoint, cost: c.cost };
+        let reqs = &mut out.requests;
         let (t0, t1) = (c.start, c.start + c.duration);
         match c.pattern {
             Pattern::Steady { rps } => {
@@ -62,32 +162,130 @@ pub fn generate(cfg: &Config) -> Result<Vec<Request>, SimError> {
             }
         }
     }
-    Ok(reqs)
+    Ok(out)
 }
 
-/// A queued attempt: ordered by time, then by sequence number (as the reference's heap).
+/// An attempt to decide.
+#[derive(Clone, Copy)]
 struct Attempt {
     t: f64,
-    seq: usize,
-    req: usize,
-    attempt: i128,
+    client: u32,
+    endpoint: u32,
+    /// The client's index in the outcome.
+    slot: u32,
+    /// The first index of its `(client, endpoint)` pair's keys in `pair_keys`.
+    base: u32,
+    cost: f64,
+    attempt: u32,
+    /// Through the client's pacers already (counted when it first came up).
+    paced: bool,
 }
 
-impl PartialEq for Attempt {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+/// `t` as an integer of the same order (`-0.0` and `0.0` are one instant).
+fn time_key(t: f64) -> u64 {
+    let bits = (t + 0.0).to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
     }
 }
-impl Eq for Attempt {}
-impl PartialOrd for Attempt {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+/// Attempts waiting to be decided (retries, paced requests), earliest first, then in the
+/// order queued: the reference's heap of `(t, seq, ...)`.
+///
+/// A radix heap: the replay never queues an attempt earlier than the last one it took out,
+/// so each queued key `(t, seq)` sits in the bucket of the highest bit in which it differs
+/// from that last key, and taking the earliest out only redistributes one bucket. Pushes
+/// are appends; every attempt moves down a few buckets in its life, in sequential memory,
+/// instead of climbing a binary heap of random accesses.
+struct Queue {
+    buckets: Vec<Vec<(u128, u32)>>,
+    /// The smallest key in each bucket (valid while it is not empty).
+    mins: Vec<u128>,
+    /// Which buckets hold something.
+    nonempty: [u64; 3],
+    /// The last key taken out; every key queued is at least this.
+    last: u128,
+    slab: Vec<Attempt>,
+    free: Vec<u32>,
+    seq: u64,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            buckets: vec![Vec::new(); 129],
+            mins: vec![0; 129],
+            nonempty: [0; 3],
+            last: 0,
+            slab: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+        }
     }
 }
-impl Ord for Attempt {
-    /// Reversed, so that `BinaryHeap` pops the earliest attempt first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.t.partial_cmp(&self.t).unwrap_or(Ordering::Equal).then(other.seq.cmp(&self.seq))
+
+impl Queue {
+    fn bucket(&self, key: u128) -> usize {
+        128 - (key ^ self.last).leading_zeros() as usize
+    }
+
+    fn put(&mut self, key: u128, i: u32) {
+        let b = self.bucket(key);
+        let (word, bit) = (b / 64, 1u64 << (b % 64));
+        if self.nonempty[word] & bit == 0 {
+            self.nonempty[word] |= bit;
+            self.mins[b] = key;
+        } else if key < self.mins[b] {
+            self.mins[b] = key;
+        }
+        self.buckets[b].push((key, i));
+    }
+
+    fn lowest(&self) -> Option<usize> {
+        self.nonempty.iter().enumerate().find(|(_, &w)| w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    }
+
+    fn push(&mut self, a: Attempt) {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = a;
+                i
+            }
+            None => {
+                self.slab.push(a);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.seq += 1;
+        let key = u128::from(time_key(a.t)) << 64 | u128::from(self.seq);
+        debug_assert!(key >= self.last, "the replay never queues into the past");
+        self.put(key, i);
+    }
+
+    /// The earliest attempt, if it is due strictly before `t` (any, for `None`).
+    fn pop_before(&mut self, t: Option<f64>) -> Option<Attempt> {
+        let b = self.lowest()?;
+        let min = self.mins[b];
+        if t.is_some_and(|t| (min >> 64) as u64 >= time_key(t)) {
+            return None;
+        }
+        self.nonempty[b / 64] &= !(1u64 << (b % 64));
+        let mut items = core::mem::take(&mut self.buckets[b]);
+        self.last = min;
+        let mut taken = None;
+        for (key, i) in items.drain(..) {
+            if key == min {
+                taken = Some(i);
+            } else {
+                self.put(key, i);
+            }
+        }
+        self.buckets[b] = items;
+        let i = taken.expect("the bucket's minimum is in it");
+        self.free.push(i);
+        Some(self.slab[i as usize])
     }
 }
 
@@ -112,19 +310,37 @@ pub struct ClientStats {
     pub blocked_by: Vec<(String, u64)>,
     /// When it was first rejected.
     pub first_reject: Option<f64>,
+    /// The order of its first admission among all clients (for "first maximum" ties).
+    pub first_admit: Option<u64>,
+    /// Attempts held back by a client-side pacer (`smartflow` policies).
+    pub paced: u64,
+    /// Their total wait, seconds.
+    pub pace_total: f64,
+    /// The longest, seconds.
+    pub pace_max: f64,
+    /// The pacer that imposed the longest wait.
+    pub pace_policy: Option<String>,
+    /// Whether any pacer applies to it.
+    pub pacer_applies: bool,
 }
 
 /// What one policy did.
 #[derive(Clone, Debug, Default)]
 pub struct PolicyStats {
-    /// Attempts it applied to.
+    /// Attempts it applied to (for a pacer: reservations made).
     pub checks: u64,
     /// Attempts it rejected.
     pub rejects: u64,
-    /// Admission times per key, in order.
-    pub allowed_times: HashMap<String, Vec<f64>>,
-    /// Clients it rejected at least once.
+    /// The most attempts one key had admitted in any rolling window of the policy's length.
+    pub observed_max: u64,
+    /// Clients it rejected at least once, in the order first seen.
     pub by_client: Vec<String>,
+    /// For a pacer: attempts it delayed.
+    pub delayed: u64,
+    /// For a count-then-block policy: blocks started.
+    pub blocks: u64,
+    /// Blocks started per client, in first-seen order.
+    pub blocked_clients: Vec<(String, u64)>,
 }
 
 /// The first rejection, for the sample 429.
@@ -146,131 +362,545 @@ pub struct Sample {
     pub window_s: f64,
 }
 
+/// The admitted attempts of the busiest second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// The second (`trunc(t)`), the first one on a tie.
+    pub second: i128,
+    /// Attempts admitted in it.
+    pub admitted: u64,
+    /// Of which retries.
+    pub retries: u64,
+}
+
 /// The raw outcome of a replay.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
+    /// Logical requests replayed.
+    pub requests: u64,
     /// Per client, in first-seen order.
     pub clients: Vec<(String, ClientStats)>,
     /// Per policy, in config order.
     pub policies: Vec<PolicyStats>,
-    /// Admitted attempts: time, client index into `clients`, attempt number (0 = first).
-    pub admitted: Vec<(f64, usize, i128)>,
+    /// Attempts admitted.
+    pub admitted: u64,
+    /// The busiest second, if anything was admitted.
+    pub peak: Option<Peak>,
     /// The first rejection.
     pub sample: Option<Sample>,
 }
 
-/// Replays `reqs` (in time order, ties by client, endpoint, cost) through every policy,
-/// re-queueing rejected attempts as each client's retry mode says.
-pub fn simulate(cfg: &Config, reqs: &[Request]) -> Result<Outcome, SimError> {
-    simulate_with(cfg, reqs, None)
+/// One decided attempt, as handed to an observer.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a> {
+    /// When it was sent (after any pacing).
+    pub t: f64,
+    /// The client's index in [`Outcome::clients`].
+    pub client: usize,
+    /// The client's name.
+    pub name: &'a str,
+    /// The endpoint.
+    pub endpoint: &'a str,
+    /// Its cost.
+    pub cost: f64,
+    /// 0 for the first attempt, then 1, 2 ... for retries.
+    pub attempt: u32,
+    /// Whether every policy admitted it.
+    pub admitted: bool,
 }
 
-/// [`simulate`], also counting every attempt into `timeline` when given.
-pub fn simulate_with(cfg: &Config, reqs: &[Request], mut timeline: Option<&mut Timeline>) -> Result<Outcome, SimError> {
-    let mut sorted: Vec<&Request> = reqs.iter().collect();
-    sorted.sort_by(|a, b| {
-        a.t.partial_cmp(&b.t)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| a.client.cmp(&b.client))
-            .then_with(|| a.endpoint.cmp(&b.endpoint))
-            .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
-    });
-    let mut limiters: Vec<Limiter> = cfg
-        .policies
-        .iter()
-        .map(|p| match p.algorithm {
-            Algorithm::TokenBucket { rate, burst } => Limiter::token_bucket(rate, burst),
-            Algorithm::FixedWindow { limit } => Limiter::fixed_window(limit, p.window_s),
-            Algorithm::SlidingLog { limit } => Limiter::sliding_log(limit, p.window_s),
-            Algorithm::SlidingCounter { limit } => Limiter::sliding_counter(limit, p.window_s),
-        })
-        .collect();
-    // the last client of a name wins, as in the reference's dict
-    let info: HashMap<&str, &Client> = cfg.clients.iter().map(|c| (c.name.as_str(), c)).collect();
-    let mut heap: BinaryHeap<Attempt> =
-        (0..sorted.len()).map(|i| Attempt { t: sorted[i].t, seq: i, req: i, attempt: 0 }).collect();
-    let mut seq = sorted.len();
-    let mut out = Outcome { policies: vec![PolicyStats::default(); cfg.policies.len()], ..Outcome::default() };
-    let mut client_index: HashMap<&str, usize> = HashMap::new();
-    let mut keys_cache: HashMap<(&str, &str), Vec<Option<String>>> = HashMap::new();
-    while let Some(Attempt { t, req, attempt, .. }) = heap.pop() {
-        let r = sorted[req];
-        let ci = *client_index.entry(&r.client).or_insert_with(|| {
-            out.clients.push((r.client.clone(), ClientStats::default()));
-            out.clients.len() - 1
-        });
-        let keys = keys_cache
-            .entry((&r.client, &r.endpoint))
-            .or_insert_with(|| cfg.policies.iter().map(|p| p.key_for(&r.client, &r.endpoint)).collect());
-        let s = &mut out.clients[ci].1;
-        if attempt == 0 {
-            s.logical += 1;
+/// Something that watches every decided attempt, in time order (the timeline; tests).
+pub trait Observer {
+    /// One attempt was decided.
+    fn attempt(&mut self, event: &Event<'_>);
+    /// The replay starts over (a trace turned out not to be in time order and is replayed
+    /// sorted): forget what was seen.
+    fn restart(&mut self) {}
+}
+
+/// A request fed out of the replay's order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Feed {
+    /// The request sorts before the previous one: the traffic must be sorted first.
+    OutOfOrder,
+    /// The replay cannot go on.
+    Error(SimError),
+}
+
+impl From<SimError> for Feed {
+    fn from(e: SimError) -> Self {
+        Feed::Error(e)
+    }
+}
+
+/// A policy's counters, one per key.
+enum State {
+    /// The reference's four algorithms.
+    Reference(Limiter),
+    /// The core's limiters: `gcra` and `count_then_block`.
+    Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
+    /// The Smart Flow bucket as a client-side pacer.
+    Pacer { prototype: SmartFlowBucket, keys: Vec<SmartFlowBucket> },
+}
+
+impl State {
+    fn add_key(&mut self) {
+        match self {
+            State::Reference(l) => l.add_key(),
+            State::Core { prototype, keys } => keys.push(prototype.clone()),
+            State::Pacer { prototype, keys } => keys.push(*prototype),
         }
-        s.attempts += 1;
-        let mut rejecting = Vec::new();
-        let mut wait = 0.0f64;
-        for (j, (lim, key)) in limiters.iter_mut().zip(keys.iter()).enumerate() {
-            let Some(key) = key else { continue };
-            out.policies[j].checks += 1;
-            let check = lim.check(key, t, r.cost);
-            if !check.allowed {
-                rejecting.push(j);
-                if check.wait > wait {
-                    wait = check.wait;
+    }
+}
+
+const NO_KEY: u32 = u32::MAX;
+const NO_SLOT: u32 = u32::MAX;
+
+/// The replay: feed it requests in order ([`Engine::push`]), then [`Engine::finish`].
+pub struct Engine<'c, 'o> {
+    cfg: &'c Config,
+    observer: Option<&'o mut dyn Observer>,
+    clients: Names,
+    endpoints: Names,
+    /// Per client number: index into `out.clients`, or `NO_SLOT`.
+    slot: Vec<u32>,
+    /// Per client number: retry mode and retries allowed (the last config entry of a name).
+    retry: Vec<(Retry, i128)>,
+    /// `(client, endpoint)` → pair number; `pair_keys[pair * policies + j]` is the key of
+    /// policy `j` for that pair, or `NO_KEY`.
+    pairs: HashMap<(u32, u32), u32, FixedState>,
+    pair_keys: Vec<u32>,
+    key_names: Vec<Names>,
+    states: Vec<State>,
+    /// Admission times in the last window, per policy and key.
+    windows: Vec<Vec<VecDeque<f64>>>,
+    /// Per policy, per client slot: rejected at least once.
+    rejected_clients: Vec<Vec<bool>>,
+    pacers: Vec<usize>,
+    servers: Vec<usize>,
+    /// Per policy: the index among policy names (policies sharing a name share a count).
+    rejecting: Vec<usize>,
+    queue: Queue,
+    last: Option<Request>,
+    admit_order: u64,
+    current: Option<Peak>,
+    out: Outcome,
+}
+
+impl<'c, 'o> Engine<'c, 'o> {
+    /// A replay of `cfg`'s policies, calling `observer` with every decided attempt.
+    pub fn new(cfg: &'c Config, observer: Option<&'o mut dyn Observer>) -> Self {
+        Engine::with_names(cfg, observer, Names::default(), Names::default())
+    }
+
+    /// [`Engine::new`] with client and endpoint numbers already given (a [`Traffic`]'s).
+    pub fn with_names(
+        cfg: &'c Config,
+        observer: Option<&'o mut dyn Observer>,
+        clients: Names,
+        endpoints: Names,
+    ) -> Self {
+        let states = cfg
+            .policies
+            .iter()
+            .map(|p| match p.algorithm {
+                Algorithm::TokenBucket { rate, burst } => State::Reference(Limiter::token_bucket(rate, burst)),
+                Algorithm::FixedWindow { limit } => State::Reference(Limiter::fixed_window(limit, p.window_s)),
+                Algorithm::SlidingLog { limit } => State::Reference(Limiter::sliding_log(limit, p.window_s)),
+                Algorithm::SlidingCounter { limit } => State::Reference(Limiter::sliding_counter(limit, p.window_s)),
+                Algorithm::Gcra { burst, interval, .. } => State::Core {
+                    prototype: Blocking::new(
+                        AnyLimiter::Gcra(crate::limit::Gcra::with_interval(burst, interval)),
+                        crate::time::Span::ZERO,
+                    ),
+                    keys: Vec::new(),
+                },
+                Algorithm::CountThenBlock { counting, mitigation_timeout } => {
+                    State::Core { prototype: Blocking::new(counting.limiter(), mitigation_timeout), keys: Vec::new() }
+                }
+                Algorithm::SmartFlow { rate, burst } => State::Pacer {
+                    prototype: SmartFlowBucket::new(rate, burst).expect("rate and burst checked with the config"),
+                    keys: Vec::new(),
+                },
+            })
+            .collect();
+        let n = cfg.policies.len();
+        let pacers = (0..n).filter(|&j| cfg.policies[j].algorithm.is_pacer()).collect();
+        let servers = (0..n).filter(|&j| !cfg.policies[j].algorithm.is_pacer()).collect();
+        Engine {
+            cfg,
+            observer,
+            clients,
+            endpoints,
+            slot: Vec::new(),
+            retry: Vec::new(),
+            pairs: HashMap::with_hasher(FixedState::default()),
+            pair_keys: Vec::new(),
+            key_names: vec![Names::default(); n],
+            states,
+            windows: vec![Vec::new(); n],
+            rejected_clients: vec![Vec::new(); n],
+            pacers,
+            servers,
+            rejecting: Vec::new(),
+            queue: Queue::default(),
+            last: None,
+            admit_order: 0,
+            current: None,
+            out: Outcome { policies: vec![PolicyStats::default(); n], ..Outcome::default() },
+        }
+    }
+
+    /// The number of a client name.
+    pub fn client(&mut self, name: &str) -> u32 {
+        self.clients.intern(name)
+    }
+
+    /// The number of an endpoint.
+    pub fn endpoint(&mut self, name: &str) -> u32 {
+        self.endpoints.intern(name)
+    }
+
+    /// Sorts requests of one instant into the replay's order (client name, endpoint name,
+    /// cost), as logs with coarse timestamps need.
+    pub fn sort_instant(&self, reqs: &mut [Request]) {
+        reqs.sort_by(|a, b| {
+            self.clients
+                .name(a.client)
+                .cmp(self.clients.name(b.client))
+                .then_with(|| self.endpoints.name(a.endpoint).cmp(self.endpoints.name(b.endpoint)))
+                .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
+        });
+    }
+
+    /// Replays one logical request (with the retries due before it). Requests must come in
+    /// the replay's order (see [`Traffic::sort`]); one that does not is refused with
+    /// [`Feed::OutOfOrder`] and changes nothing.
+    pub fn push(&mut self, r: Request) -> Result<(), Feed> {
+        if let Some(last) = self.last {
+            let order = last
+                .t
+                .partial_cmp(&r.t)
+                .unwrap_or(Ordering::Equal)
+                .then_with(|| self.clients.name(last.client).cmp(self.clients.name(r.client)))
+                .then_with(|| self.endpoints.name(last.endpoint).cmp(self.endpoints.name(r.endpoint)))
+                .then_with(|| last.cost.partial_cmp(&r.cost).unwrap_or(Ordering::Equal));
+            if order == Ordering::Greater {
+                return Err(Feed::OutOfOrder);
+            }
+        }
+        self.last = Some(r);
+        // Retries due strictly before it; at the same instant first attempts go first (the
+        // reference numbers every first attempt before any retry).
+        while let Some(a) = self.queue.pop_before(Some(r.t)) {
+            self.attempt(a)?;
+        }
+        self.out.requests += 1;
+        let slot = self.slot(r.client) as u32;
+        let base = self.pair(r.client, r.endpoint) as u32;
+        self.attempt(Attempt {
+            t: r.t,
+            slot,
+            base,
+            client: r.client,
+            endpoint: r.endpoint,
+            cost: r.cost,
+            attempt: 0,
+            paced: false,
+        })?;
+        Ok(())
+    }
+
+    /// Replays the retries still queued and returns the outcome.
+    pub fn finish(mut self) -> Result<Outcome, SimError> {
+        while let Some(a) = self.queue.pop_before(None) {
+            self.attempt(a)?;
+        }
+        if let Some(cur) = self.current.take() {
+            self.close_second(cur);
+        }
+        for (j, ps) in self.out.policies.iter_mut().enumerate() {
+            ps.by_client = self.rejected_clients[j]
+                .iter()
+                .enumerate()
+                .filter(|(_, &r)| r)
+                .map(|(slot, _)| self.out.clients[slot].0.clone())
+                .collect();
+        }
+        Ok(self.out)
+    }
+
+    fn close_second(&mut self, cur: Peak) {
+        if self.out.peak.is_none_or(|best| cur.admitted > best.admitted) {
+            self.out.peak = Some(cur);
+        }
+    }
+
+    /// The index in `out.clients` of client number `c`.
+    fn slot(&mut self, c: u32) -> usize {
+        let c = c as usize;
+        if self.slot.len() <= c {
+            self.slot.resize(c + 1, NO_SLOT);
+        }
+        if self.slot[c] == NO_SLOT {
+            self.slot[c] = self.out.clients.len() as u32;
+            let name = self.clients.name(c as u32);
+            self.out.clients.push((name.into(), ClientStats::default()));
+            for r in &mut self.rejected_clients {
+                r.push(false);
+            }
+        }
+        self.slot[c] as usize
+    }
+
+    /// The retry mode of client number `c`: the last config entry of its name wins.
+    fn retry_of(&mut self, c: u32) -> (Retry, i128) {
+        let c = c as usize;
+        while self.retry.len() <= c {
+            let name = self.clients.name(self.retry.len() as u32);
+            let mode = self
+                .cfg
+                .clients
+                .iter()
+                .rev()
+                .find(|x| x.name == name)
+                .map_or((Retry::None, 3), |x| (x.retry, x.max_retries));
+            self.retry.push(mode);
+        }
+        self.retry[c]
+    }
+
+    /// The first index into `pair_keys` of a `(client, endpoint)` pair.
+    fn pair(&mut self, client: u32, endpoint: u32) -> usize {
+        let n = self.cfg.policies.len();
+        if let Some(&p) = self.pairs.get(&(client, endpoint)) {
+            return p as usize * n;
+        }
+        let p = self.pairs.len() as u32;
+        self.pairs.insert((client, endpoint), p);
+        let (cname, ename) = (self.clients.name(client), self.endpoints.name(endpoint));
+        for (j, policy) in self.cfg.policies.iter().enumerate() {
+            let key = match policy.key_for(cname, ename) {
+                None => NO_KEY,
+                Some(key) => {
+                    let names = &mut self.key_names[j];
+                    let before = names.len();
+                    let id = names.intern(&key);
+                    if names.len() > before {
+                        self.states[j].add_key();
+                        self.windows[j].push(VecDeque::new());
+                    }
+                    id
+                }
+            };
+            self.pair_keys.push(key);
+        }
+        p as usize * n
+    }
+
+    fn attempt(&mut self, a: Attempt) -> Result<(), SimError> {
+        let Attempt { t, client, endpoint, cost, attempt, .. } = a;
+        let (ci, base) = (a.slot as usize, a.base as usize);
+        if !a.paced {
+            let s = &mut self.out.clients[ci].1;
+            if attempt == 0 {
+                s.logical += 1;
+            }
+            s.attempts += 1;
+            if !self.pacers.is_empty() {
+                let mut wait = 0.0f64;
+                let mut by = None;
+                for &j in &self.pacers {
+                    let key = self.pair_keys[base + j];
+                    if key == NO_KEY {
+                        continue;
+                    }
+                    let State::Pacer { keys, .. } = &mut self.states[j] else { unreachable!("pacers are pacers") };
+                    let w = keys[key as usize]
+                        .acquire_cost(t, cost)
+                        .map_err(|e| SimError::Input(format!("policy '{}': {e}", self.cfg.policies[j].name)))?;
+                    self.out.policies[j].checks += 1;
+                    s.pacer_applies = true;
+                    if w > 0.0 {
+                        self.out.policies[j].delayed += 1;
+                    }
+                    if w > wait {
+                        wait = w;
+                        by = Some(j);
+                    }
+                }
+                if let Some(j) = by {
+                    s.paced += 1;
+                    s.pace_total += wait;
+                    if wait > s.pace_max {
+                        s.pace_max = wait;
+                        s.pace_policy = Some(self.cfg.policies[j].name.clone());
+                    }
+                    self.queue.push(Attempt { t: t + wait, paced: true, ..a });
+                    return Ok(());
                 }
             }
         }
-        if rejecting.is_empty() {
-            for (j, (lim, key)) in limiters.iter_mut().zip(keys.iter()).enumerate() {
-                let Some(key) = key else { continue };
-                lim.consume(key, t, r.cost);
-                out.policies[j].allowed_times.entry(key.clone()).or_default().push(t);
+        self.rejecting.clear();
+        let mut wait = 0.0f64;
+        let now = || -> Result<Instant, String> {
+            if t >= 0.0 {
+                Ok(Instant::from_nanos((t * 1e9).round() as u64))
+            } else {
+                Err(format!("counts time from 0 and cannot take a request at t={}", super::py::float_repr(t)))
+            }
+        };
+        let units = || -> Result<u32, String> {
+            if cost.fract() == 0.0 && cost >= 1.0 && cost <= f64::from(u32::MAX) {
+                Ok(cost as u32)
+            } else {
+                Err(format!("counts whole units and cannot take a request costing {}", super::py::float_repr(cost)))
+            }
+        };
+        for &j in &self.servers {
+            let key = self.pair_keys[base + j];
+            if key == NO_KEY {
+                continue;
+            }
+            self.out.policies[j].checks += 1;
+            let (allowed, w) = match &mut self.states[j] {
+                State::Reference(lim) => {
+                    let c = lim.check(key as usize, t, cost);
+                    (c.allowed, c.wait)
+                }
+                State::Core { keys, .. } => {
+                    let bad = |msg: String| {
+                        let p = &self.cfg.policies[j];
+                        SimError::Input(format!(
+                            "policy '{}' ({}) {msg} (client '{}')",
+                            p.name,
+                            p.algorithm.name(),
+                            self.clients.name(client)
+                        ))
+                    };
+                    let (now, units) = (now().map_err(bad)?, units().map_err(bad)?);
+                    let decision =
+                        keys[key as usize].peek(now, units).map_err(|e| bad(format!("refuses forever: {e}")))?;
+                    match decision {
+                        Decision::Allow { .. } => (true, 0.0),
+                        Decision::Deny { retry_after } => (false, secs(retry_after)),
+                    }
+                }
+                State::Pacer { .. } => unreachable!("pacers are not servers"),
+            };
+            if !allowed {
+                self.rejecting.push(j);
+                if w > wait {
+                    wait = w;
+                }
+            }
+        }
+        let s = &mut self.out.clients[ci].1;
+        if self.rejecting.is_empty() {
+            for &j in &self.servers {
+                let key = self.pair_keys[base + j];
+                if key == NO_KEY {
+                    continue;
+                }
+                match &mut self.states[j] {
+                    State::Reference(lim) => lim.consume(key as usize, t, cost),
+                    State::Core { keys, .. } => {
+                        // peeked as allowed above with the same now and cost: this charges it
+                        let _ = keys[key as usize].check(Instant::from_nanos((t * 1e9).round() as u64), cost as u32);
+                    }
+                    State::Pacer { .. } => {}
+                }
+            }
+            for j in 0..self.cfg.policies.len() {
+                let key = self.pair_keys[base + j];
+                if key == NO_KEY {
+                    continue;
+                }
+                let win = &mut self.windows[j][key as usize];
+                let w = self.cfg.policies[j].window_s;
+                while win.front().is_some_and(|&first| first <= t - w) {
+                    win.pop_front();
+                }
+                win.push_back(t);
+                let ps = &mut self.out.policies[j];
+                ps.observed_max = ps.observed_max.max(win.len() as u64);
             }
             s.allowed += 1;
             if attempt != 0 {
                 s.delayed += 1;
             }
-            out.admitted.push((t, ci, attempt));
-            if let Some(tl) = timeline.as_deref_mut() {
-                tl.record(ci, &r.client, t, true);
+            if s.first_admit.is_none() {
+                s.first_admit = Some(self.admit_order);
+                self.admit_order += 1;
             }
-            continue;
+            self.out.admitted += 1;
+            let sec = t.trunc() as i128;
+            match &mut self.current {
+                Some(cur) if cur.second == sec => {
+                    cur.admitted += 1;
+                    cur.retries += u64::from(attempt != 0);
+                }
+                cur => {
+                    let next = Peak { second: sec, admitted: 1, retries: u64::from(attempt != 0) };
+                    if let Some(done) = cur.replace(next) {
+                        self.close_second(done);
+                    }
+                }
+            }
+            self.observe(t, ci, client, endpoint, cost, attempt, true);
+            return Ok(());
         }
-        if let Some(tl) = timeline.as_deref_mut() {
-            tl.record(ci, &r.client, t, false);
+        // A refusal charges nothing, but the core's limiters that refused record it (a
+        // count-then-block rule starts its block).
+        for &j in &self.rejecting {
+            let key = self.pair_keys[base + j];
+            if let State::Core { keys, .. } = &mut self.states[j] {
+                let lim = &mut keys[key as usize];
+                let now = Instant::from_nanos((t * 1e9).round() as u64);
+                let was_blocked = lim.blocked_until(now).is_some();
+                let _ = lim.check(now, cost as u32);
+                if !was_blocked && lim.blocked_until(now).is_some() {
+                    let ps = &mut self.out.policies[j];
+                    ps.blocks += 1;
+                    let name = &self.out.clients[ci].0;
+                    match ps.blocked_clients.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, k)) => *k += 1,
+                        None => ps.blocked_clients.push((name.clone(), 1)),
+                    }
+                }
+            }
         }
+        let s = &mut self.out.clients[ci].1;
         s.rejected += 1;
         if wait > s.max_retry_after {
             s.max_retry_after = wait;
         }
         s.first_reject.get_or_insert(t);
-        let first = &cfg.policies[rejecting[0]];
+        let first = &self.cfg.policies[self.rejecting[0]];
         match s.blocked_by.iter_mut().find(|(name, _)| *name == first.name) {
             Some((_, n)) => *n += 1,
             None => s.blocked_by.push((first.name.clone(), 1)),
         }
-        for &j in &rejecting {
-            let ps = &mut out.policies[j];
-            ps.rejects += 1;
-            if !ps.by_client.contains(&r.client) {
-                ps.by_client.push(r.client.clone());
-            }
+        for &j in &self.rejecting {
+            self.out.policies[j].rejects += 1;
+            self.rejected_clients[j][ci] = true;
         }
-        if out.sample.is_none() {
-            out.sample = Some(Sample {
+        if self.out.sample.is_none() {
+            self.out.sample = Some(Sample {
                 t: round(t, 3),
-                client: r.client.clone(),
-                endpoint: r.endpoint.clone(),
+                client: self.clients.name(client).into(),
+                endpoint: self.endpoints.name(endpoint).into(),
                 policy: first.name.clone(),
                 retry_after: (wait.ceil() as i128).max(1),
                 quota: first.quota.clone(),
                 window_s: first.window_s,
             });
         }
-        let (mode, max_retries) = info.get(r.client.as_str()).map_or((Retry::None, 3), |c| (c.retry, c.max_retries));
+        self.observe(t, ci, client, endpoint, cost, attempt, false);
+        let (mode, max_retries) = self.retry_of(client);
         let delay = match mode {
             Retry::None => None,
-            _ if attempt >= max_retries => None,
+            _ if i128::from(attempt) >= max_retries => None,
             // the reference evaluates `2.0 ** attempt` for every retry mode
             _ if attempt >= 1024 => {
                 return Err(SimError::Crash(format!(
@@ -283,11 +913,48 @@ pub fn simulate_with(cfg: &Config, reqs: &[Request], mut timeline: Option<&mut T
         };
         match delay {
             Some(delay) => {
-                seq += 1;
-                heap.push(Attempt { t: t + delay, seq, req, attempt: attempt + 1 });
+                self.queue.push(Attempt { t: t + delay, attempt: attempt + 1, paced: false, ..a });
             }
-            None => s.failed += 1,
+            None => self.out.clients[ci].1.failed += 1,
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn observe(&mut self, t: f64, ci: usize, client: u32, endpoint: u32, cost: f64, attempt: u32, admitted: bool) {
+        if let Some(o) = self.observer.as_mut() {
+            o.attempt(&Event {
+                t,
+                client: ci,
+                name: self.clients.name(client),
+                endpoint: self.endpoints.name(endpoint),
+                cost,
+                attempt,
+                admitted,
+            });
         }
     }
-    Ok(out)
+}
+
+/// Replays in-memory traffic (sorted here) through every policy.
+pub fn simulate(cfg: &Config, traffic: Traffic) -> Result<Outcome, SimError> {
+    simulate_observed(cfg, traffic, None)
+}
+
+/// [`simulate`], calling `observer` with every decided attempt.
+pub fn simulate_observed(
+    cfg: &Config,
+    mut traffic: Traffic,
+    observer: Option<&mut dyn Observer>,
+) -> Result<Outcome, SimError> {
+    traffic.sort();
+    let mut engine = Engine::with_names(cfg, observer, traffic.clients, traffic.endpoints);
+    for r in traffic.requests {
+        match engine.push(r) {
+            Ok(()) => {}
+            Err(Feed::Error(e)) => return Err(e),
+            Err(Feed::OutOfOrder) => unreachable!("sorted above"),
+        }
+    }
+    engine.finish()
 }

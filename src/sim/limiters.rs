@@ -5,8 +5,10 @@
 //! formulas, and parity means the same admit/reject decision and the same wait for every
 //! request. Each `check` updates the key's state (refill, window roll, log expiry) even
 //! when another policy then rejects the request; `consume` charges an admitted request.
+//! (The edge's and the client's own algorithms, `gcra`, `count_then_block` and
+//! `smartflow`, run the core's code itself: see the engine.)
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The outcome of [`Limiter::check`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,26 +26,27 @@ impl Check {
     }
 }
 
-/// One policy's limiter, keyed by the policy's key string.
+/// One policy's limiter of the reference's kind, with the state of each key (keys are
+/// numbered from 0 by the engine, in the order they are first seen; [`Limiter::add_key`]).
 #[derive(Clone, Debug)]
 pub enum Limiter {
-    /// Token bucket: `(tokens, last refill)` per key.
+    /// Token bucket: `(tokens, last refill)` per key (`NaN` tokens: not seen yet).
     TokenBucket {
         /// Tokens per second.
         rate: f64,
         /// Bucket size.
         burst: f64,
         /// Per-key state.
-        state: HashMap<String, (f64, f64)>,
+        state: Vec<(f64, f64)>,
     },
-    /// Fixed window: `(window index, count)` per key.
+    /// Fixed window: `(window index, count)` per key (`NaN` index: not seen yet).
     FixedWindow {
         /// Units per window.
         limit: f64,
         /// Window length in seconds.
         window: f64,
         /// Per-key state.
-        state: HashMap<String, (f64, f64)>,
+        state: Vec<(f64, f64)>,
     },
     /// Sliding log: admitted timestamps per key.
     SlidingLog {
@@ -52,44 +55,55 @@ pub enum Limiter {
         /// Window length in seconds.
         window: f64,
         /// Per-key state.
-        state: HashMap<String, VecDeque<f64>>,
+        state: Vec<VecDeque<f64>>,
     },
-    /// Sliding counter: `(window index, previous count, current count)` per key.
+    /// Sliding counter: `(window index, previous count, current count)` per key (`NaN`
+    /// index: not seen yet).
     SlidingCounter {
         /// Units per (estimated) rolling window.
         limit: f64,
         /// Window length in seconds.
         window: f64,
         /// Per-key state.
-        state: HashMap<String, (f64, f64, f64)>,
+        state: Vec<(f64, f64, f64)>,
     },
 }
 
 impl Limiter {
     /// A token bucket refilling `rate` per second up to `burst`.
     pub fn token_bucket(rate: f64, burst: f64) -> Self {
-        Limiter::TokenBucket { rate, burst, state: HashMap::new() }
+        Limiter::TokenBucket { rate, burst, state: Vec::new() }
     }
     /// A fixed window of `limit` per `window` seconds.
     pub fn fixed_window(limit: f64, window: f64) -> Self {
-        Limiter::FixedWindow { limit, window, state: HashMap::new() }
+        Limiter::FixedWindow { limit, window, state: Vec::new() }
     }
     /// A sliding log of `limit` per `window` seconds.
     pub fn sliding_log(limit: f64, window: f64) -> Self {
-        Limiter::SlidingLog { limit, window, state: HashMap::new() }
+        Limiter::SlidingLog { limit, window, state: Vec::new() }
     }
     /// A sliding counter of `limit` per `window` seconds.
     pub fn sliding_counter(limit: f64, window: f64) -> Self {
-        Limiter::SlidingCounter { limit, window, state: HashMap::new() }
+        Limiter::SlidingCounter { limit, window, state: Vec::new() }
+    }
+
+    /// Adds the state of a key not seen before; keys are numbered from 0.
+    pub fn add_key(&mut self) {
+        match self {
+            Limiter::TokenBucket { state, .. } | Limiter::FixedWindow { state, .. } => state.push((f64::NAN, 0.0)),
+            Limiter::SlidingLog { state, .. } => state.push(VecDeque::new()),
+            Limiter::SlidingCounter { state, .. } => state.push((f64::NAN, 0.0, 0.0)),
+        }
     }
 
     /// Whether a request of `cost` for `key` at `t` fits, updating the key's state.
-    pub fn check(&mut self, key: &str, t: f64, cost: f64) -> Check {
+    pub fn check(&mut self, key: usize, t: f64, cost: f64) -> Check {
         match self {
             Limiter::TokenBucket { rate, burst, state } => {
-                let (tokens, last) = state.get(key).copied().unwrap_or((*burst, t));
+                let s = &mut state[key];
+                let (tokens, last) = if s.0.is_nan() { (*burst, t) } else { *s };
                 let tokens = burst.min(tokens + (t - last) * *rate);
-                state.insert(key.into(), (tokens, t));
+                *s = (tokens, t);
                 if tokens + 1e-9 >= cost {
                     Check::ALLOW
                 } else {
@@ -98,11 +112,10 @@ impl Limiter {
             }
             Limiter::FixedWindow { limit, window, state } => {
                 let w = (t / *window).floor();
-                let count = match state.get(key) {
-                    Some(&(start, count)) if start == w => count,
-                    _ => 0.0,
-                };
-                state.insert(key.into(), (w, count));
+                let s = &mut state[key];
+                // a NaN index never equals `w`
+                let count = if s.0 == w { s.1 } else { 0.0 };
+                *s = (w, count);
                 if count + cost <= *limit + 1e-9 {
                     Check::ALLOW
                 } else {
@@ -110,7 +123,7 @@ impl Limiter {
                 }
             }
             Limiter::SlidingLog { limit, window, state } => {
-                let log = state.entry(key.into()).or_default();
+                let log = &mut state[key];
                 while log.front().is_some_and(|&first| first <= t - *window) {
                     log.pop_front();
                 }
@@ -131,13 +144,14 @@ impl Limiter {
             Limiter::SlidingCounter { limit, window, state } => {
                 let (lim, w) = (*limit, *window);
                 let idx = (t / w).floor();
-                let (start, prev, curr) = match state.get(key).copied() {
-                    None => (idx, 0.0, 0.0),
-                    Some((start, _, curr)) if idx == start + 1.0 => (idx, curr, 0.0),
-                    Some((start, ..)) if idx > start + 1.0 => (idx, 0.0, 0.0),
-                    Some(s) => s,
+                let s = &mut state[key];
+                let (start, prev, curr) = match *s {
+                    (start, ..) if start.is_nan() => (idx, 0.0, 0.0),
+                    (start, _, curr) if idx == start + 1.0 => (idx, curr, 0.0),
+                    (start, ..) if idx > start + 1.0 => (idx, 0.0, 0.0),
+                    s => s,
                 };
-                state.insert(key.into(), (start, prev, curr));
+                *s = (start, prev, curr);
                 let e = t - start * w;
                 let est = prev * (1.0 - e / w) + curr;
                 if est + cost <= lim + 1e-9 {
@@ -155,31 +169,18 @@ impl Limiter {
     }
 
     /// Charges an admitted request (call only after [`Limiter::check`] for the same key).
-    pub fn consume(&mut self, key: &str, t: f64, cost: f64) {
+    pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
-            Limiter::TokenBucket { state, .. } => {
-                if let Some(s) = state.get_mut(key) {
-                    *s = (s.0 - cost, t);
-                }
-            }
-            Limiter::FixedWindow { state, .. } => {
-                if let Some(s) = state.get_mut(key) {
-                    s.1 += cost;
-                }
-            }
+            Limiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
+            Limiter::FixedWindow { state, .. } => state[key].1 += cost,
             Limiter::SlidingLog { state, .. } => {
-                let log = state.entry(key.into()).or_default();
                 // Python: `for _ in range(int(round(cost)))`
                 let n = cost.round_ties_even();
                 if n >= 1.0 {
-                    log.extend(std::iter::repeat_n(t, n as usize));
+                    state[key].extend(std::iter::repeat_n(t, n as usize));
                 }
             }
-            Limiter::SlidingCounter { state, .. } => {
-                if let Some(s) = state.get_mut(key) {
-                    s.2 += cost;
-                }
-            }
+            Limiter::SlidingCounter { state, .. } => state[key].2 += cost,
         }
     }
 }

@@ -23,7 +23,7 @@
 //! let cfg = Config::from_json(r#"{"duration_s": 10, "policies": [
 //!     {"algorithm": "token_bucket", "rate": 1, "burst": 2}],
 //!   "clients": [{"name": "app", "kind": "legit", "rps": 2}]}"#).unwrap();
-//! let report = analyse(&cfg, &generate(&cfg).unwrap()).unwrap();
+//! let report = analyse(&cfg, generate(&cfg).unwrap()).unwrap();
 //! assert_eq!(report.clients[0].allowed, 11);
 //! assert_eq!(report.highs(), 1); // RL01: a legit client throttled
 //! ```
@@ -39,16 +39,20 @@ mod selftest;
 mod timeline;
 mod trace;
 
-pub use analyse::{analyse, analyse_with, ClientRow, Finding, PolicyRow, Report, Severity};
-pub use config::{Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
-pub use engine::{generate, simulate, simulate_with, ClientStats, Outcome, PolicyStats, Request, Sample};
+pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
+pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
+pub use engine::{
+    generate, simulate, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer, Outcome, Peak,
+    PolicyStats, Request, Sample, Traffic,
+};
 pub use limiters::{max_in_window, Check, Limiter};
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use selftest::self_test;
 pub use timeline::{Timeline, TimelineClient};
-pub use trace::{parse_trace, records};
+pub use trace::{parse_trace, read_trace, records, Row, TraceReader};
 
 use core::fmt;
+use std::io::BufRead;
 
 /// Why a simulation did not produce a report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,26 +84,86 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
+/// Replays a trace through `cfg`'s policies. The trace streams when its rows are in time
+/// order (as exported logs are): memory then stays flat however long it is. A trace that is
+/// not is read again from `open`, whole, sorted and replayed (the observer is told to
+/// [`Observer::restart`]).
+pub fn simulate_trace<R: BufRead>(
+    cfg: &Config,
+    label: &str,
+    mut open: impl FnMut() -> std::io::Result<R>,
+    mut observer: Option<&mut dyn Observer>,
+) -> Result<Outcome, SimError> {
+    let cannot = |e: std::io::Error| SimError::Input(format!("{label}: cannot read: {e}"));
+    {
+        let mut reader = TraceReader::new(label, open().map_err(cannot)?);
+        let mut engine = Engine::new(cfg, observer.as_deref_mut().map(|o| -> &mut dyn Observer { o }));
+        // Rows of one instant are replayed in the reference's order whatever their order in
+        // the file; only a step back in time needs the whole trace sorted.
+        let mut instant: Vec<Request> = Vec::new();
+        let flush = |engine: &mut Engine<'_, '_>, instant: &mut Vec<Request>| -> Result<bool, SimError> {
+            engine.sort_instant(instant);
+            for r in instant.drain(..) {
+                match engine.push(r) {
+                    Ok(()) => {}
+                    Err(Feed::Error(e)) => return Err(e),
+                    Err(Feed::OutOfOrder) => return Ok(false),
+                }
+            }
+            Ok(true)
+        };
+        let mut sorted = true;
+        while let Some(row) = reader.next_row()? {
+            let (client, endpoint) = (engine.client(row.client), engine.endpoint(row.endpoint));
+            let r = Request { t: row.t, client, endpoint, cost: row.cost };
+            if instant.first().is_some_and(|first| first.t != r.t) && !flush(&mut engine, &mut instant)? {
+                sorted = false;
+                break;
+            }
+            instant.push(r);
+        }
+        if sorted && flush(&mut engine, &mut instant)? {
+            return engine.finish();
+        }
+    }
+    if let Some(o) = observer.as_deref_mut() {
+        o.restart();
+    }
+    let traffic = read_trace(TraceReader::new(label, open().map_err(cannot)?))?;
+    simulate_observed(cfg, traffic, observer)
+}
+
+/// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → outcome.
+fn outcome(
+    cfg: &Config,
+    trace: Option<(&str, &str)>,
+    observer: Option<&mut dyn Observer>,
+) -> Result<Outcome, SimError> {
+    match trace {
+        Some((label, text)) => simulate_trace(cfg, label, || Ok(text.as_bytes()), observer),
+        None => {
+            let traffic = generate(cfg)?;
+            if traffic.is_empty() {
+                return Ok(Outcome::default());
+            }
+            simulate_observed(cfg, traffic, observer)
+        }
+    }
+}
+
 /// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → report, with
 /// the reference's checks in the reference's order.
 pub fn run(config_json: &str, trace: Option<(&str, &str)>) -> Result<Report, SimError> {
     let cfg = Config::from_json(config_json)?;
-    let reqs = match trace {
-        Some((label, text)) => parse_trace(label, text)?,
-        None => generate(&cfg)?,
-    };
-    analyse(&cfg, &reqs)
+    report(&cfg, outcome(&cfg, trace, None)?)
 }
 
 /// [`run`], also returning the per-second [`Timeline`] of admitted and rejected attempts per
 /// client (what the playground charts).
 pub fn run_with_timeline(config_json: &str, trace: Option<(&str, &str)>) -> Result<(Report, Timeline), SimError> {
     let cfg = Config::from_json(config_json)?;
-    let reqs = match trace {
-        Some((label, text)) => parse_trace(label, text)?,
-        None => generate(&cfg)?,
-    };
-    let mut timeline = Timeline::default();
-    let report = analyse_with(&cfg, &reqs, Some(&mut timeline))?;
-    Ok((report, timeline))
+    let mut timeline = Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() };
+    let out = outcome(&cfg, trace, Some(&mut timeline))?;
+    timeline.finish();
+    Ok((report(&cfg, out)?, timeline))
 }

@@ -376,6 +376,11 @@ fn strip_underscores(s: &str) -> Option<String> {
 /// `float(text)`: surrounding whitespace and `_` between digits allowed, `inf` and `nan`
 /// in any case.
 pub fn parse_float(text: &str) -> Option<f64> {
+    // Plain decimals (a trace's timestamps): Rust reads them exactly as Python does.
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return text.parse().ok();
+    }
     let s = strip_underscores(text.trim_matches(is_space))?;
     let lower = s.to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);

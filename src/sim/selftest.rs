@@ -11,17 +11,18 @@ pub fn self_test() -> (String, bool) {
     let mut check = |name: &'static str, ok: bool, detail: String| cases.push((name, ok, detail));
 
     let mut tb = Limiter::token_bucket(1.0, 3.0);
+    tb.add_key();
     let mut ok = 0;
     for _ in 0..5 {
-        if tb.check("k", 0.0, 1.0).allowed {
-            tb.consume("k", 0.0, 1.0);
+        if tb.check(0, 0.0, 1.0).allowed {
+            tb.consume(0, 0.0, 1.0);
             ok += 1;
         }
     }
     check("token bucket burst of 3 at t=0", ok == 3, ok.to_string());
-    let c = tb.check("k", 0.0, 1.0);
+    let c = tb.check(0, 0.0, 1.0);
     check("token bucket retry-after 1s", !c.allowed && (c.wait - 1.0).abs() < 1e-6, c.wait.to_string());
-    let c = tb.check("k", 1.0, 1.0);
+    let c = tb.check(0, 1.0, 1.0);
     check("token bucket refills 1 token per second", c.allowed, String::new());
 
     let times: Vec<f64> =
@@ -29,23 +30,25 @@ pub fn self_test() -> (String, bool) {
     let run = |lim: &mut Limiter, times: &[f64]| -> Vec<f64> {
         let mut allowed = Vec::new();
         for &t in times {
-            if lim.check("k", t, 1.0).allowed {
-                lim.consume("k", t, 1.0);
+            if lim.check(0, t, 1.0).allowed {
+                lim.consume(0, t, 1.0);
                 allowed.push(t);
             }
         }
         allowed
     };
     let mut fw = Limiter::fixed_window(10.0, 60.0);
+    fw.add_key();
     let allowed = run(&mut fw, &times);
     check("fixed window boundary burst = 2x limit", max_in_window(&allowed, 60.0) == 20, allowed.len().to_string());
-    let c = fw.check("k", 61.0, 1.0);
+    let c = fw.check(0, 61.0, 1.0);
     check("fixed window retry-after until reset", !c.allowed && (c.wait - 59.0).abs() < 1e-6, c.wait.to_string());
 
     let mut sl = Limiter::sliding_log(10.0, 60.0);
+    sl.add_key();
     let allowed = run(&mut sl, &times);
     check("sliding log never exceeds limit", max_in_window(&allowed, 60.0) == 10, allowed.len().to_string());
-    let c = sl.check("k", 60.5, 1.0);
+    let c = sl.check(0, 60.5, 1.0);
     check(
         "sliding log retry-after = oldest + window",
         !c.allowed && (c.wait - (59.0 + 60.0 - 60.5)).abs() < 1e-6,
@@ -54,6 +57,7 @@ pub fn self_test() -> (String, bool) {
 
     let mut sc = Limiter::sliding_counter(10.0, 60.0);
     let trickle: Vec<f64> = times.iter().copied().chain((0..10).map(|i| 90.0 + f64::from(i))).collect();
+    sc.add_key();
     let allowed = run(&mut sc, &trickle);
     let first = allowed.iter().filter(|&&t| t < 61.0).count();
     let later = allowed.iter().filter(|&&t| t >= 90.0).count();
@@ -66,7 +70,7 @@ pub fn self_test() -> (String, bool) {
 
     let report = |cfg: serde_json::Value| -> Report {
         let cfg = Config::from_value(&cfg).expect("self-test config is valid");
-        analyse(&cfg, &generate(&cfg).expect("self-test traffic")).expect("self-test analysis")
+        analyse(&cfg, generate(&cfg).expect("self-test traffic")).expect("self-test analysis")
     };
     let by = |r: &Report| -> HashMap<String, (u64, u64, f64)> {
         r.clients.iter().map(|c| (c.client.clone(), (c.rejected, c.allowed, c.amplification))).collect()

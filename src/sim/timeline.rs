@@ -1,6 +1,7 @@
 //! Per-second counts of admitted and rejected attempts per client: the data behind the
 //! playground's chart (a retry herd shows as a spike of admissions at a window reset).
 
+use super::engine::{Event, Observer};
 use super::py::float_repr;
 use core::fmt::Write;
 
@@ -13,6 +14,15 @@ pub struct TimelineClient {
     pub admitted: Vec<u32>,
     /// Attempts rejected in each second.
     pub rejected: Vec<u32>,
+}
+
+impl Observer for Timeline {
+    fn attempt(&mut self, e: &Event<'_>) {
+        self.record(e.client, e.name, e.t, e.admitted);
+    }
+    fn restart(&mut self) {
+        *self = Timeline { capacity_rps: self.capacity_rps, ..Timeline::default() };
+    }
 }
 
 /// Admitted and rejected attempts per client per whole second (`floor(t)`).

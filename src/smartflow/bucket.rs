@@ -148,8 +148,30 @@ impl TokenBucket {
 
     /// [`TokenBucket::acquire`] for a `now` already checked (or derived from a checked one).
     pub(crate) fn reserve(&mut self, now: f64) -> f64 {
+        self.reserve_cost(now, 1.0)
+    }
+
+    /// [`TokenBucket::acquire`] for a request weighing `cost` tokens instead of one (the
+    /// policy simulator's weighted requests); `cost` must be finite and above zero.
+    ///
+    /// ```
+    /// use sluicegate::smartflow::TokenBucket;
+    /// let mut bucket = TokenBucket::new(2.0, 4.0).unwrap();
+    /// assert_eq!(bucket.acquire_cost(0.0, 3.0).unwrap(), 0.0);
+    /// assert_eq!(bucket.acquire_cost(0.0, 3.0).unwrap(), 1.0); // 2 tokens short at 2 per second
+    /// ```
+    ///
+    /// # Errors
+    /// [`SmartFlowError::InvalidTime`] for a non-finite `now`; nothing changes.
+    pub fn acquire_cost(&mut self, now: f64, cost: f64) -> Result<f64, SmartFlowError> {
+        let now = check_time(now)?;
+        debug_assert!(cost.is_finite() && cost > 0.0);
+        Ok(self.reserve_cost(now, cost))
+    }
+
+    fn reserve_cost(&mut self, now: f64, cost: f64) -> f64 {
         self.refill(now);
-        self.tokens -= 1.0;
+        self.tokens -= cost;
         self.deficit_wait()
     }
 
