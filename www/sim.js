@@ -1,0 +1,478 @@
+// Policy simulator playground: runSimulation from sluicegate/sim (the simulator in wasm, the
+// results of `sluicegate sim` exactly) on a configuration edited here, optionally with a
+// recorded CSV trace; the verdict, the tables, the findings, the sample 429, the Markdown
+// report and a per-second chart of admitted and refused attempts per client.
+// Plain ES module, no dependencies; the package is the build's copy under /sluicegate/.
+
+const PACKAGE = "/sluicegate/js/sim-browser.js";
+const EXAMPLES = ["orders-api", "orders-api-tuned"];
+const SVG = "http://www.w3.org/2000/svg";
+/** Client colours (colour-blind friendly), cycled. */
+const PALETTE = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb", "#ee8866"];
+const SEVERITIES = ["high", "medium", "low", "info"];
+const MAX_BARS = 720; // more seconds than this are shown in bins of several seconds
+
+const $ = (id) => document.getElementById(id);
+const el = {
+  root: $("sim"),
+  error: $("error"),
+  form: $("controls"),
+  example: $("example"),
+  run: $("run"),
+  status: $("status"),
+  config: $("config"),
+  traceBox: $("trace-box"),
+  traceFile: $("trace-file"),
+  clearTrace: $("clear-trace"),
+  trace: $("trace"),
+  result: $("result"),
+  verdict: $("verdict"),
+  summary: $("run-summary"),
+  chart: $("chart"),
+  chartNote: $("chart-note"),
+  legend: $("legend"),
+  clients: document.querySelector("#clients tbody"),
+  policies: document.querySelector("#policies tbody"),
+  findings: $("findings"),
+  sampleHeading: $("sample-heading"),
+  sample: $("sample"),
+  markdown: $("markdown"),
+};
+
+const examples = new Map(); // name → configuration text
+let sim = null; // the sluicegate/sim module, once loaded
+let traceName = "trace";
+let runs = 0;
+
+const integer = new Intl.NumberFormat("en");
+const fmt = (n) => (typeof n === "number" ? integer.format(n) : String(n));
+
+function showError(message) {
+  el.error.textContent = message;
+  el.error.hidden = false;
+}
+
+function clearError() {
+  el.error.hidden = true;
+  el.error.textContent = "";
+}
+
+function make(tag, { className, text, attrs } = {}) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  for (const [k, v] of Object.entries(attrs ?? {})) node.setAttribute(k, v);
+  return node;
+}
+
+function svg(tag, attrs = {}, text = undefined) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** A JSON value as the report's tables show it (`kind`, `service` are echoed as configured). */
+function show(value) {
+  if (typeof value === "string") return value;
+  return JSON.stringify(value);
+}
+
+function setState(state) {
+  el.root.dataset.state = state;
+}
+
+// ---------------------------------------------------------------- examples and inputs
+
+function pickExample(name) {
+  const text = examples.get(name);
+  if (text === undefined) return;
+  el.config.value = text;
+  el.example.value = name;
+}
+
+el.example.addEventListener("change", () => {
+  if (el.example.value !== "custom") pickExample(el.example.value);
+  clearError();
+});
+
+el.config.addEventListener("input", () => {
+  const name = el.example.value;
+  if (name !== "custom" && examples.get(name) !== el.config.value) el.example.value = "custom";
+});
+
+el.traceFile.addEventListener("change", async () => {
+  const file = el.traceFile.files?.[0];
+  if (!file) return;
+  try {
+    el.trace.value = await file.text();
+    traceName = file.name;
+    el.traceBox.open = true;
+  } catch (err) {
+    showError(`Cannot read ${file.name}: ${err?.message ?? err}`);
+  }
+});
+
+el.trace.addEventListener("input", () => {
+  traceName = "trace";
+});
+
+el.clearTrace.addEventListener("click", () => {
+  el.trace.value = "";
+  el.traceFile.value = "";
+  traceName = "trace";
+});
+
+// ---------------------------------------------------------------- running
+
+/** The configuration's own problems this page can name before the simulator sees it. */
+function precheck(text) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null; // the simulator names the line and column
+  }
+  if (parsed && typeof parsed === "object" && typeof parsed.edge_rules === "string") {
+    return (
+      `edge_rules is a path (${JSON.stringify(parsed.edge_rules)}): only the command line reads files ` +
+      "(npx sluicegate sim CONFIG). Here, paste the rules themselves: \"edge_rules\": {\"rules\": [...]}."
+    );
+  }
+  return null;
+}
+
+el.form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  if (!sim) return;
+  clearError();
+  const run = ++runs;
+  el.root.dataset.run = String(run);
+  setState("running");
+  el.run.disabled = true;
+  el.status.textContent = "Running…";
+  await new Promise((resolve) => setTimeout(resolve, 0)); // let "Running…" paint
+  try {
+    const text = el.config.value;
+    const problem = precheck(text);
+    if (problem) throw new sim.SimulationError(problem, 2);
+    const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
+    const started = performance.now();
+    const out = sim.runSimulation(text, trace, { traceName });
+    const ms = performance.now() - started;
+    render(out);
+    el.status.textContent = `Simulated in ${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms${trace ? ` on ${traceName}` : ""}.`;
+    el.root.dataset.exitCode = String(out.exitCode);
+    setState("done");
+  } catch (err) {
+    const known = err instanceof sim.SimulationError;
+    const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
+    showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
+    el.error.dataset.exitCode = known ? String(err.exitCode) : "";
+    el.status.textContent = "";
+    el.result.hidden = true;
+    setState("error");
+  } finally {
+    el.run.disabled = false;
+  }
+});
+
+// ---------------------------------------------------------------- the report
+
+function render({ report, markdown, markdownError, timeline, exitCode }) {
+  renderVerdict(report, exitCode);
+  renderSummary(report);
+  renderChart(timeline);
+  renderClients(report, timeline);
+  renderPolicies(report);
+  renderFindings(report);
+  renderSample(report, markdown);
+  el.markdown.textContent = markdown ?? `The Markdown report cannot be written: ${markdownError?.message}`;
+  el.result.hidden = false;
+}
+
+function renderVerdict(report, exitCode) {
+  const counts = Object.fromEntries(SEVERITIES.map((s) => [s, 0]));
+  for (const f of report.findings) counts[f.severity] = (counts[f.severity] ?? 0) + 1;
+  const tally = SEVERITIES.map((s) => `${counts[s]} ${s}`).join(", ");
+  el.verdict.replaceChildren(
+    make("strong", { text: exitCode === 1 ? "High findings" : "No high findings" }),
+    ` — ${exitCode === 1 ? "fix before shipping these limits" : "the policies hold"} (exit status ${exitCode}; ${tally})`,
+  );
+  el.verdict.dataset.exitCode = String(exitCode);
+  el.verdict.dataset.highs = String(counts.high);
+  el.verdict.className = `verdict ${exitCode === 1 ? "bad" : "ok"}`;
+}
+
+function renderSummary(r) {
+  const peak = `peak ${fmt(r.peak_admitted_rps)} req/s admitted (second ${fmt(r.peak_second)})`;
+  let capacity = "";
+  if (r.capacity_rps !== null) {
+    const times = r.peak_admitted_rps / r.capacity_rps;
+    capacity = ` vs capacity ${fmt(r.capacity_rps)} req/s${times > 1 ? ` (${times.toFixed(1)}× over)` : ""}`;
+  }
+  const service = show(r.service);
+  el.summary.replaceChildren(
+    make("strong", { text: service }),
+    `: simulated ${fmt(r.duration_s)} s, ${fmt(r.requests)} logical requests, ${fmt(r.admitted)} attempts admitted, ${peak}${capacity}.`,
+  );
+}
+
+function cell(row, text, className = undefined) {
+  const td = make("td", { text, className });
+  row.append(td);
+  return td;
+}
+
+function renderClients(report, timeline) {
+  const colours = clientColours(timeline);
+  el.clients.replaceChildren(
+    ...report.clients.map((c) => {
+      const tr = make("tr", { attrs: { "data-client": c.client, "data-kind": show(c.kind) } });
+      const name = cell(tr, "");
+      name.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.client) ?? "transparent"}` } }), c.client);
+      cell(tr, show(c.kind), `kind kind-${show(c.kind)}`);
+      cell(tr, fmt(c.logical), "n");
+      cell(tr, fmt(c.attempts), "n");
+      cell(tr, fmt(c.allowed), "n");
+      cell(tr, fmt(c.rejected), c.rejected > 0 ? "n bad-text" : "n");
+      cell(tr, fmt(c.delayed), "n");
+      cell(tr, fmt(c.failed), c.failed > 0 ? "n bad-text" : "n");
+      cell(tr, `${c.failed_pct.toFixed(1)}%`, "n");
+      cell(tr, `${fmt(c.max_retry_after_s)} s`, "n");
+      cell(tr, c.top_policy || "–");
+      return tr;
+    }),
+  );
+}
+
+function renderPolicies(report) {
+  el.policies.replaceChildren(
+    ...report.policies.map((p) => {
+      const tr = make("tr", { attrs: { "data-policy": p.name } });
+      const scope = [];
+      if (p.endpoints.length) scope.push(p.endpoints.join(", "));
+      if (p.clients.length) scope.push(`only ${p.clients.join(", ")}`);
+      if (p.exclude_clients.length) scope.push(`not ${p.exclude_clients.join(", ")}`);
+      cell(tr, p.name);
+      cell(tr, p.algorithm, "mono");
+      cell(tr, p.key, "mono");
+      cell(tr, scope.join("; ") || "all");
+      cell(tr, `${fmt(p.sustained_rps)} req/s`, "n");
+      cell(tr, `${fmt(p.worst_case_per_window)} per ${fmt(p.window_s)} s`, "n");
+      cell(tr, fmt(p.observed_max_per_window), "n");
+      cell(tr, fmt(p.checks), "n");
+      cell(tr, fmt(p.rejects), p.rejects > 0 ? "n bad-text" : "n");
+      return tr;
+    }),
+  );
+}
+
+function renderFindings(report) {
+  if (report.findings.length === 0) {
+    el.findings.replaceChildren(make("li", { className: "none", text: "No findings." }));
+    return;
+  }
+  el.findings.replaceChildren(
+    ...report.findings.map((f) => {
+      const li = make("li", { className: `finding severity-${f.severity}`, attrs: { "data-severity": f.severity, "data-code": f.code } });
+      li.append(make("span", { className: "badge", text: f.severity.toUpperCase() }), make("code", { className: "code", text: f.code }), make("span", { text: f.message }));
+      return li;
+    }),
+  );
+}
+
+/** The sample 429 as the Markdown report prints it (its numbers in the reference's format). */
+function renderSample(report, markdown) {
+  const s = report.sample_429;
+  if (s === null) {
+    el.sampleHeading.textContent = "Sample 429";
+    el.sample.textContent = "No request was refused.";
+    return;
+  }
+  el.sampleHeading.textContent = `Sample 429 (first rejection, t=${s.t} s, ${s.client} ${s.endpoint})`;
+  const block = markdown && /\n## Sample 429[^\n]*\n\n```\n([\s\S]*?)```/.exec(markdown);
+  el.sample.textContent = block
+    ? block[1]
+    : [
+        "HTTP/1.1 429 Too Many Requests",
+        `Retry-After: ${s.retry_after}`,
+        `RateLimit-Policy: "${s.policy}";q=${show(s.quota)};w=${s.window_s}`,
+        `RateLimit: "${s.policy}";r=0;t=${s.retry_after}`,
+        "Content-Type: application/problem+json",
+        "",
+      ].join("\n");
+}
+
+// ---------------------------------------------------------------- the chart
+
+function clientColours(timeline) {
+  return new Map(timeline.clients.map((c, i) => [c.name, PALETTE[i % PALETTE.length]]));
+}
+
+/** A step giving at most about `count` ticks over `span`, from 1, 2, 5 × 10^n (or minutes for time). */
+function niceStep(span, count, steps = null) {
+  const raw = span / Math.max(1, count);
+  if (steps) return steps.find((s) => s >= raw) ?? steps[steps.length - 1] * Math.ceil(raw / steps[steps.length - 1]);
+  const power = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-9)));
+  return [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+}
+
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+
+function renderChart(timeline) {
+  const colours = clientColours(timeline);
+  const seconds = timeline.seconds;
+  const bin = Math.max(1, Math.ceil(seconds / MAX_BARS));
+  const bars = Math.ceil(seconds / bin);
+  // Per bar and client: attempts per second (the mean over the bin's seconds).
+  const rate = (row, b) => {
+    let sum = 0;
+    const end = Math.min(seconds, (b + 1) * bin);
+    for (let s = b * bin; s < end; s++) sum += row[s];
+    return sum / (end - b * bin);
+  };
+  const up = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.admitted, b)));
+  const down = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.rejected, b)));
+  const total = (rows, b) => rows.reduce((a, r) => a + r[b], 0);
+  let maxUp = 0;
+  let maxDown = 0;
+  for (let b = 0; b < bars; b++) {
+    maxUp = Math.max(maxUp, total(up, b));
+    maxDown = Math.max(maxDown, total(down, b));
+  }
+  const capacity = timeline.capacity_rps;
+  if (capacity !== null && Number.isFinite(capacity)) maxUp = Math.max(maxUp, capacity);
+  maxUp = Math.max(maxUp, 1);
+
+  const W = 960;
+  const H = 380;
+  const m = { left: 56, right: 104, top: 14, bottom: 40 };
+  const plotW = W - m.left - m.right;
+  const plotH = H - m.top - m.bottom;
+  const k = plotH / (maxUp + maxDown);
+  const axisY = m.top + maxUp * k;
+  const barW = plotW / Math.max(bars, 1);
+  const x = (second) => m.left + ((second - timeline.first_second) / bin) * barW;
+
+  const root = svg("svg", {
+    viewBox: `0 0 ${W} ${H}`,
+    role: "img",
+    "aria-labelledby": "chart-title",
+    "data-testid": "chart-svg",
+    "data-seconds": seconds,
+    "data-bin": bin,
+  });
+  root.append(svg("title", { id: "chart-title" }, `Admitted (above) and refused (below) attempts per second, by client, over ${seconds} s`));
+
+  // Horizontal grid and y ticks (attempts per second, both directions).
+  const grid = svg("g", { class: "grid" });
+  const yStep = niceStep(maxUp + maxDown, 8);
+  for (let v = 0; v <= maxUp + 1e-9; v += yStep) tickY(grid, axisY - v * k, v);
+  for (let v = yStep; v <= maxDown + 1e-9; v += yStep) tickY(grid, axisY + v * k, v);
+  function tickY(g, y, v) {
+    g.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: y, y2: y, class: "grid-line" }));
+    g.append(svg("text", { x: m.left - 6, y: y + 4, class: "tick-label", "text-anchor": "end" }, fmt(Math.round(v * 100) / 100)));
+  }
+  root.append(grid);
+
+  // Stacked bars: admitted up from the axis, refused down from it.
+  const barsGroup = svg("g", { class: "bars" });
+  for (let b = 0; b < bars; b++) {
+    let top = axisY;
+    let bottom = axisY;
+    timeline.clients.forEach((c, i) => {
+      const a = up[i][b];
+      const r = down[i][b];
+      const bx = m.left + b * barW;
+      const width = Math.max(barW - (barW > 3 ? 0.5 : 0), 0.6);
+      const second = timeline.first_second + b * bin;
+      if (a > 0) {
+        top -= a * k;
+        barsGroup.append(
+          svg("rect", { x: bx, y: top, width, height: a * k, fill: colours.get(c.name), class: "chart-bar admitted", "data-client": c.name, "data-second": second }),
+        );
+      }
+      if (r > 0) {
+        barsGroup.append(
+          svg("rect", { x: bx, y: bottom, width, height: r * k, fill: colours.get(c.name), class: "chart-bar rejected", "data-client": c.name, "data-second": second }),
+        );
+        bottom += r * k;
+      }
+    });
+  }
+  root.append(barsGroup);
+
+  // The axis, with ticks in seconds.
+  const axis = svg("g", { class: "axis" });
+  axis.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: axisY, y2: axisY, class: "axis-line" }));
+  const first = timeline.first_second;
+  const last = first + seconds;
+  const xStep = niceStep(seconds, 10, TIME_STEPS);
+  for (let t = Math.ceil(first / xStep) * xStep; t <= last; t += xStep) {
+    const tx = x(t);
+    axis.append(svg("line", { x1: tx, x2: tx, y1: m.top + plotH, y2: m.top + plotH + 5, class: "tick" }));
+    axis.append(svg("text", { x: tx, y: m.top + plotH + 18, class: "tick-label", "text-anchor": "middle" }, `${fmt(t)} s`));
+  }
+  axis.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: m.top + plotH, y2: m.top + plotH, class: "frame" }));
+  axis.append(svg("text", { x: m.left + plotW / 2, y: H - 4, class: "axis-label", "text-anchor": "middle" }, "time (s)"));
+  axis.append(svg("text", { x: 12, y: m.top + plotH / 2, class: "axis-label", "text-anchor": "middle", transform: `rotate(-90 12 ${m.top + plotH / 2})` }, "attempts per second"));
+  axis.append(svg("text", { x: m.left + plotW + 6, y: m.top + 12, class: "band-label" }, "admitted ↑"));
+  if (maxDown > 0) axis.append(svg("text", { x: m.left + plotW + 6, y: m.top + plotH - 4, class: "band-label" }, "refused ↓"));
+  root.append(axis);
+
+  // The backend's capacity.
+  if (capacity !== null && Number.isFinite(capacity)) {
+    const cy = axisY - capacity * k;
+    const line = svg("g", { class: "capacity", "data-testid": "capacity-line", "data-capacity": capacity });
+    line.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: cy, y2: cy, class: "capacity-line" }));
+    line.append(svg("text", { x: m.left + plotW + 6, y: cy + 4, class: "capacity-label" }, `capacity ${fmt(capacity)}/s`));
+    root.append(line);
+  }
+
+  el.chart.replaceChildren(root);
+  el.chartNote.textContent =
+    "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
+    (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.");
+
+  el.legend.replaceChildren(
+    ...timeline.clients.map((c) => {
+      const li = make("li", { attrs: { "data-client": c.name } });
+      li.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.name)}` } }), c.name);
+      return li;
+    }),
+  );
+}
+
+// ---------------------------------------------------------------- start
+
+async function main() {
+  try {
+    const mod = await import(PACKAGE);
+    await mod.default();
+    sim = mod;
+  } catch (err) {
+    showError(`The sluicegate package failed to load from ${PACKAGE} (run scripts/build.sh): ${err?.message ?? err}`);
+    el.status.textContent = "";
+    return;
+  }
+  try {
+    const texts = await Promise.all(
+      EXAMPLES.map(async (name) => {
+        const res = await fetch(`/examples/${name}.json`);
+        if (!res.ok) throw new Error(`GET /examples/${name}.json: ${res.status}`);
+        return [name, await res.text()];
+      }),
+    );
+    for (const [name, text] of texts) examples.set(name, text);
+  } catch (err) {
+    showError(`The examples failed to load (run scripts/build.sh): ${err?.message ?? err}`);
+  }
+  if (el.config.value.trim() === "") pickExample(examples.has("orders-api") ? "orders-api" : "custom");
+  el.example.disabled = false;
+  el.run.disabled = false;
+  el.status.textContent = "Ready.";
+  el.root.dataset.ready = "true";
+}
+
+main();
