@@ -817,7 +817,13 @@ impl<'c, 'o> Engine<'c, 'o> {
                     continue;
                 }
                 let win = &mut self.windows[j][key as usize];
-                let w = self.cfg.policies[j].window_s;
+                let policy = &self.cfg.policies[j];
+                // The core's limiters decide on whole nanoseconds: measure them the same way.
+                let (t, w) = if policy.algorithm.is_core() {
+                    ((t * 1e9).round(), (policy.window_s * 1e9).round())
+                } else {
+                    (t, policy.window_s)
+                };
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();
                 }

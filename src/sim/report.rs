@@ -18,7 +18,7 @@ impl Report {
             .clients
             .iter()
             .map(|c| {
-                dict(vec![
+                let mut row = vec![
                     ("client", c.client.as_str().into()),
                     ("kind", c.kind.clone()),
                     ("logical", c.logical.into()),
@@ -32,14 +32,23 @@ impl Report {
                     ("max_retry_after_s", c.max_retry_after_s.into()),
                     ("top_policy", c.top_policy.as_str().into()),
                     ("first_reject_s", c.first_reject_s.into()),
-                ])
+                ];
+                if self.pacers {
+                    row.extend([
+                        ("paced", c.paced.into()),
+                        ("mean_pace_s", c.mean_pace_s.into()),
+                        ("max_pace_s", c.max_pace_s.into()),
+                        ("pacer", c.pacer.as_str().into()),
+                    ]);
+                }
+                dict(row)
             })
             .collect();
         let policies = self
             .policies
             .iter()
             .map(|p| {
-                dict(vec![
+                let mut row = vec![
                     ("name", p.name.as_str().into()),
                     ("algorithm", p.algorithm.into()),
                     ("key", p.key.into()),
@@ -52,7 +61,25 @@ impl Report {
                     ("window_s", p.window_s.into()),
                     ("worst_case_per_window", p.worst_case_per_window.into()),
                     ("observed_max_per_window", p.observed_max_per_window.into()),
-                ])
+                ];
+                if let Some(delayed) = p.delayed {
+                    row.push(("delayed", delayed.into()));
+                }
+                if let (Some(timeout), Some(blocks)) = (p.mitigation_timeout_s, p.blocks) {
+                    let blocked = p
+                        .blocked_clients
+                        .iter()
+                        .map(|(c, n)| {
+                            PyValue::Dict(vec![("client".into(), c.as_str().into()), ("blocks".into(), (*n).into())])
+                        })
+                        .collect();
+                    row.extend([
+                        ("mitigation_timeout_s", timeout.into()),
+                        ("blocks", blocks.into()),
+                        ("blocked_clients", PyValue::List(blocked)),
+                    ]);
+                }
+                dict(row)
             })
             .collect();
         let findings = self
@@ -179,6 +206,39 @@ impl Report {
                 p.checks,
                 p.rejects
             );
+        }
+        if self.pacers {
+            o.push_str(
+                "\n## Client-side pacing\n\n| Client | Paced | Mean wait | Max wait | Pacer |\n|---|---|---|---|---|\n",
+            );
+            for c in &self.clients {
+                let pacer = if c.pacer.is_empty() { "-" } else { &c.pacer };
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {}s | {}s | {pacer} |",
+                    c.client,
+                    c.paced,
+                    format_g(c.mean_pace_s),
+                    format_g(c.max_pace_s)
+                );
+            }
+        }
+        let blocking: Vec<_> = self.policies.iter().filter(|p| p.blocks.is_some()).collect();
+        if !blocking.is_empty() {
+            o.push_str(
+                "\n## Blocks\n\n| Policy | Mitigation timeout | Blocks | Clients blocked |\n|---|---|---|---|\n",
+            );
+            for p in blocking {
+                let clients: Vec<String> = p.blocked_clients.iter().map(|(c, n)| format!("{c} ({n})")).collect();
+                let _ = writeln!(
+                    o,
+                    "| {} | {}s | {} | {} |",
+                    p.name,
+                    format_g(p.mitigation_timeout_s.unwrap_or(0.0)),
+                    p.blocks.unwrap_or(0),
+                    if clients.is_empty() { "-".into() } else { clients.join(", ") }
+                );
+            }
         }
         o.push_str("\n## Findings\n\n");
         if self.findings.is_empty() {
