@@ -166,6 +166,21 @@ function topLevelValueSpan(text, key) {
   }
 }
 
+/** Why `text` is not JSON (worded by the simulator's own JSON reader where it can), or null. */
+function jsonProblem(text) {
+  try {
+    JSON.parse(text);
+    return null;
+  } catch (error) {
+    try {
+      checkConfig(text);
+    } catch (refusal) {
+      if (refusal instanceof SimulationError && refusal.message.startsWith("invalid JSON: ")) return refusal.message;
+    }
+    return `invalid JSON: ${error.message}`;
+  }
+}
+
 /**
  * The configuration's text with a string `edge_rules` (a path, relative to the
  * configuration's directory) replaced by that file's JSON; everything else as written, so
@@ -181,16 +196,16 @@ function withEdgeRules(text, configPath) {
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return text;
   const rules = parsed.edge_rules;
   if (typeof rules !== "string") return text;
-  if (!rules) throw new SimulationError(`${configPath}: edge_rules: an empty path`, 2);
-  const file = path.isAbsolute(rules) ? rules : path.join(path.dirname(configPath), rules);
+  // Beside the configuration, joined as the native command line joins paths (no normalising).
+  const file = path.isAbsolute(rules) ? rules : `${configPath.slice(0, configPath.lastIndexOf("/") + 1)}${rules}`;
   let rulesText;
   try {
     rulesText = readText(file);
-    JSON.parse(rulesText);
   } catch (error) {
-    const why = error instanceof SimulationError ? error.message.slice(file.length + 2) : `invalid JSON: ${error.message}`;
-    throw new SimulationError(`${configPath}: edge_rules ${JSON.stringify(rules)}: ${file}: ${why}`, 2);
+    throw new SimulationError(`edge_rules: ${error.message}`, 2);
   }
+  const problem = jsonProblem(rulesText);
+  if (problem !== null) throw new SimulationError(`edge_rules: ${file}: ${problem}`, 2);
   const span = topLevelValueSpan(text, "edge_rules");
   if (span === null) return text;
   return `${text.slice(0, span[0])}${rulesText.trim()}${text.slice(span[1])}`;

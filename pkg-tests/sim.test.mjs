@@ -109,6 +109,7 @@ test("bad JSON, a config that is not an object, and arguments of the wrong type"
   const cyclic = small();
   cyclic.self = cyclic;
   assert.throws(() => simulate(cyclic), { name: "TypeError", message: /cannot be written as JSON/ });
+  assertSimulationError(() => simulate(small({ edge_rules: "rules.json" })), 2, /edge_rules: 'rules\.json' is a path/);
   assert.doesNotThrow(() => checkConfig(small()));
 });
 
@@ -205,7 +206,7 @@ test("the command line leaves check-rules to the native command line", async () 
   assert.match(out.stderr, /cargo build --release --features cli/);
 });
 
-test("the command line reads a path given as edge_rules, relative to the config's directory", async () => {
+test("the command line reads a path given as edge_rules, relative to the config's directory, as the native one does", async () => {
   const dir = join(scratch, "edge");
   mkdirSync(join(dir, "rules"), { recursive: true });
   const rules = read(join(root, "worker/rules.json"));
@@ -220,18 +221,22 @@ test("the command line reads a path given as edge_rules, relative to the config'
   assert.equal(out.stderr, "");
   assert.equal(out.stdout, want.reportJson, "the same as the rules written inline");
   assert.equal(out.code, want.exitCode);
+  assert.ok(
+    want.report.policies.some((p) => p.name === "api"),
+    "the rules file's rule is simulated beside the configured policies",
+  );
 
   writeFileSync(join(dir, "gone.json"), withPath.replace("rules/edge.json", "rules/gone.json"));
   const gone = await sluicegate(["sim", join("edge", "gone.json")], { cwd: scratch });
   assert.equal(gone.code, 2);
   assert.equal(gone.stdout, "");
-  assert.match(gone.stderr, /^error: .*edge_rules "rules\/gone\.json": edge\/rules\/gone\.json: cannot read: No such file or directory/);
+  assert.equal(gone.stderr, "error: edge_rules: edge/rules/gone.json: cannot read: No such file or directory (os error 2)\n");
 
   writeFileSync(join(dir, "rules/broken.json"), '{"rules": [');
   writeFileSync(join(dir, "broken.json"), withPath.replace("rules/edge.json", "rules/broken.json"));
   const broken = await sluicegate(["sim", join("edge", "broken.json")], { cwd: scratch });
   assert.equal(broken.code, 2);
-  assert.match(broken.stderr, /^error: .*edge\/rules\/broken\.json: invalid JSON/);
+  assert.match(broken.stderr, /^error: edge_rules: edge\/rules\/broken\.json: invalid JSON: EOF while parsing a list at line 1 column 11\n$/);
 });
 
 /** cases.txt: name | modes | arguments | what stderr must mention (see tests/sim_parity.rs). */

@@ -125,23 +125,6 @@ el.clearTrace.addEventListener("click", () => {
 
 // ---------------------------------------------------------------- running
 
-/** The configuration's own problems this page can name before the simulator sees it. */
-function precheck(text) {
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return null; // the simulator names the line and column
-  }
-  if (parsed && typeof parsed === "object" && typeof parsed.edge_rules === "string") {
-    return (
-      `edge_rules is a path (${JSON.stringify(parsed.edge_rules)}): only the command line reads files ` +
-      "(npx sluicegate sim CONFIG). Here, paste the rules themselves: \"edge_rules\": {\"rules\": [...]}."
-    );
-  }
-  return null;
-}
-
 el.form.addEventListener("submit", async (event) => {
   event.preventDefault();
   if (!sim) return;
@@ -154,8 +137,6 @@ el.form.addEventListener("submit", async (event) => {
   await new Promise((resolve) => setTimeout(resolve, 0)); // let "Running…" paint
   try {
     const text = el.config.value;
-    const problem = precheck(text);
-    if (problem) throw new sim.SimulationError(problem, 2);
     const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
     const started = performance.now();
     const out = sim.runSimulation(text, trace, { traceName });
