@@ -125,6 +125,21 @@ test("a Markdown report the reference crashes on: the JSON report still comes, t
   assertSimulationError(() => simulate(read(join(fixtures, "configs/reference-crash-rl06.json"))), 1, /max\(\) arg is an empty sequence/);
 });
 
+test("non-finite numbers in the report (Python's json.dumps writes Infinity) come back as numbers", () => {
+  const config =
+    '{"duration_s": 5, "capacity_rps": 1e308, "policies": [{"name": "p", "algorithm": "fixed_window", "limit": 1e308, "window_s": 1e-10}],' +
+    ' "clients": [{"name": "app", "kind": "legit", "rps": 2}]}';
+  const run = runSimulation(config);
+  assert.match(run.reportJson, /"sustained_rps": Infinity,/);
+  const [policy] = run.report.policies;
+  assert.equal(policy.sustained_rps, Infinity);
+  assert.equal(policy.worst_case_per_window, Infinity);
+  assert.equal(policy.window_s, 1e-10);
+  assert.ok(run.report.findings.some((f) => f.message.includes("x inf req/s per client = inf req/s")), "strings are left alone");
+  assert.equal(run.timeline.capacity_rps, 1e308);
+  assert.deepEqual(simulate(config), run.report);
+});
+
 test("the timeline counts every attempt once: its totals are the report's", () => {
   for (const config of [example("orders-api"), example("orders-api-tuned"), JSON.stringify(small())]) {
     const { report, timeline } = runSimulation(config);
