@@ -133,7 +133,7 @@ export interface SimPolicyRow {
 
 export interface SimFinding {
   severity: SimSeverity;
-  /** `RL01` … `RL10`. */
+  /** `RL01`, `RL02`, … */
   code: string;
   /** What happened and what to do. */
   message: string;
