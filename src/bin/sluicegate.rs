@@ -181,7 +181,7 @@ fn sim(args: &[&str]) -> ExitCode {
         let report = match args.trace {
             // streamed: a trace in time order is never held in memory
             Some(path) => {
-                let open = || std::fs::File::open(path).map(|f| std::io::BufReader::with_capacity(1 << 16, f));
+                let open = || std::fs::File::open(path);
                 sim::report(&cfg, sim::simulate_trace(&cfg, path, open, None)?)?
             }
             None => sim::analyse(&cfg, sim::generate(&cfg)?)?,

@@ -200,6 +200,10 @@ fn time_key(t: f64) -> u64 {
 /// are appends; every attempt moves down a few buckets in its life, in sequential memory,
 /// instead of climbing a binary heap of random accesses.
 struct Queue {
+    /// Attempts queued a fixed delay after they were decided (immediate retries, backoff
+    /// retries of one step) come out in the order they went in: one FIFO lane per delay,
+    /// no sorting at all.
+    lanes: Vec<VecDeque<(u128, u32)>>,
     buckets: Vec<Vec<(u128, u32)>>,
     /// The smallest key in each bucket (valid while it is not empty).
     mins: Vec<u128>,
@@ -215,6 +219,7 @@ struct Queue {
 impl Default for Queue {
     fn default() -> Self {
         Queue {
+            lanes: Vec::new(),
             buckets: vec![Vec::new(); 129],
             mins: vec![0; 129],
             nonempty: [0; 3],
@@ -247,7 +252,9 @@ impl Queue {
         self.nonempty.iter().enumerate().find(|(_, &w)| w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
     }
 
-    fn push(&mut self, a: Attempt) {
+    /// Queues `a`; `lane` for an attempt delayed by the same amount as every other attempt
+    /// of that lane.
+    fn push(&mut self, a: Attempt, lane: Option<usize>) {
         let i = match self.free.pop() {
             Some(i) => {
                 self.slab[i as usize] = a;
@@ -260,17 +267,43 @@ impl Queue {
         };
         self.seq += 1;
         let key = u128::from(time_key(a.t)) << 64 | u128::from(self.seq);
-        debug_assert!(key >= self.last, "the replay never queues into the past");
-        self.put(key, i);
+        match lane {
+            Some(lane) => {
+                if self.lanes.len() <= lane {
+                    self.lanes.resize_with(lane + 1, VecDeque::new);
+                }
+                debug_assert!(self.lanes[lane].back().is_none_or(|&(k, _)| k < key), "a lane stays in order");
+                self.lanes[lane].push_back((key, i));
+            }
+            None => {
+                debug_assert!(key >= self.last, "the replay never queues into the past");
+                self.put(key, i);
+            }
+        }
     }
 
     /// The earliest attempt, if it is due strictly before `t` (any, for `None`).
     fn pop_before(&mut self, t: Option<f64>) -> Option<Attempt> {
-        let b = self.lowest()?;
-        let min = self.mins[b];
-        if t.is_some_and(|t| (min >> 64) as u64 >= time_key(t)) {
+        let b = self.lowest();
+        let mut min = b.map_or(u128::MAX, |b| self.mins[b]);
+        let mut from_lane = None;
+        for (l, lane) in self.lanes.iter().enumerate() {
+            if let Some(&(key, _)) = lane.front() {
+                if key < min {
+                    min = key;
+                    from_lane = Some(l);
+                }
+            }
+        }
+        if min == u128::MAX || t.is_some_and(|t| (min >> 64) as u64 >= time_key(t)) {
             return None;
         }
+        if let Some(l) = from_lane {
+            let (_, i) = self.lanes[l].pop_front().expect("its front was read");
+            self.free.push(i);
+            return Some(self.slab[i as usize]);
+        }
+        let b = b.expect("the minimum is in a bucket");
         self.nonempty[b / 64] &= !(1u64 << (b % 64));
         let mut items = core::mem::take(&mut self.buckets[b]);
         self.last = min;
@@ -736,7 +769,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                         s.pace_max = wait;
                         s.pace_policy = Some(self.cfg.policies[j].name.clone());
                     }
-                    self.queue.push(Attempt { t: t + wait, paced: true, ..a });
+                    self.queue.push(Attempt { t: t + wait, paced: true, ..a }, None);
                     return Ok(());
                 }
             }
@@ -840,7 +873,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 self.admit_order += 1;
             }
             self.out.admitted += 1;
-            let sec = t.trunc() as i128;
+            let sec = super::py::trunc_int(t);
             match &mut self.current {
                 Some(cur) if cur.second == sec => {
                     cur.admitted += 1;
@@ -904,6 +937,12 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         self.observe(t, ci, client, endpoint, cost, attempt, false);
         let (mode, max_retries) = self.retry_of(client);
+        // the lane of a retry delayed by a constant: 0 for immediate, 1 + k for backoff step k
+        let lane = match mode {
+            Retry::Immediate => Some(0),
+            Retry::Backoff if attempt < 64 => Some(1 + attempt as usize),
+            _ => None,
+        };
         let delay = match mode {
             Retry::None => None,
             _ if i128::from(attempt) >= max_retries => None,
@@ -919,7 +958,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         };
         match delay {
             Some(delay) => {
-                self.queue.push(Attempt { t: t + delay, attempt: attempt + 1, paced: false, ..a });
+                self.queue.push(Attempt { t: t + delay, attempt: attempt + 1, paced: false, ..a }, lane);
             }
             None => self.out.clients[ci].1.failed += 1,
         }

@@ -111,7 +111,7 @@ impl Limiter {
                 }
             }
             Limiter::FixedWindow { limit, window, state } => {
-                let w = (t / *window).floor();
+                let w = super::py::floor(t / *window);
                 let s = &mut state[key];
                 // a NaN index never equals `w`
                 let count = if s.0 == w { s.1 } else { 0.0 };
@@ -143,7 +143,7 @@ impl Limiter {
             }
             Limiter::SlidingCounter { limit, window, state } => {
                 let (lim, w) = (*limit, *window);
-                let idx = (t / w).floor();
+                let idx = super::py::floor(t / w);
                 let s = &mut state[key];
                 let (start, prev, curr) = match *s {
                     (start, ..) if start.is_nan() => (idx, 0.0, 0.0),

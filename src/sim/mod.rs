@@ -52,7 +52,7 @@ pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, Row, TraceReader};
 
 use core::fmt;
-use std::io::BufRead;
+use std::io::Read;
 
 /// Why a simulation did not produce a report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl std::error::Error for SimError {}
 /// order (as exported logs are): memory then stays flat however long it is. A trace that is
 /// not is read again from `open`, whole, sorted and replayed (the observer is told to
 /// [`Observer::restart`]).
-pub fn simulate_trace<R: BufRead>(
+pub fn simulate_trace<R: Read>(
     cfg: &Config,
     label: &str,
     mut open: impl FnMut() -> std::io::Result<R>,

@@ -347,6 +347,32 @@ pub fn round(x: f64, ndigits: usize) -> f64 {
     format!("{x:.ndigits$}").parse().unwrap_or(x)
 }
 
+/// `floor(x)`, without a libm call for the values a simulation meets (`f64::floor` is one
+/// on x86-64 without SSE4.1).
+#[inline]
+pub fn floor(x: f64) -> f64 {
+    if x.abs() < 4.0e15 {
+        let f = (x as i64) as f64;
+        if f > x {
+            f - 1.0
+        } else {
+            f
+        }
+    } else {
+        x.floor()
+    }
+}
+
+/// `int(x)` (truncation toward zero) of a finite float.
+#[inline]
+pub fn trunc_int(x: f64) -> i128 {
+    if x.abs() < 4.0e15 {
+        i128::from(x as i64)
+    } else {
+        x.trunc() as i128
+    }
+}
+
 /// Python's `str.isspace()` for one character (what `strip()` and `float()` trim).
 pub fn is_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)

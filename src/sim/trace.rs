@@ -176,76 +176,154 @@ pub struct Row<'a> {
     pub cost: f64,
 }
 
-/// Reads a trace row by row from any buffered source, keeping one line in memory: a
-/// CSV with a header naming `t,client[,endpoint][,cost]`, read as `csv.DictReader` reads it.
+/// Reads a trace row by row from any source, keeping one block of it in memory: a CSV with
+/// a header naming `t,client[,endpoint][,cost]`, read as `csv.DictReader` reads it. Lines
+/// without quotes (nearly all of a log) are split in place, without copying.
 pub struct TraceReader<R> {
     src: R,
     label: String,
     csv: Csv,
     buf: Vec<u8>,
-    pos: usize,
+    /// The unread part of `buf`.
+    start: usize,
+    end: usize,
     eof: bool,
     line: usize,
+    /// The last record: in `buf` (`cells` ranges) or in `csv` (a line with quotes).
+    in_buf: bool,
+    cells: Vec<(usize, usize)>,
     /// Columns of t, client, endpoint, cost (the last of a repeated name).
     cols: Option<[Option<usize>; 4]>,
     rows: usize,
 }
 
-impl<R: std::io::BufRead> TraceReader<R> {
+const BLOCK: usize = 1 << 16;
+
+impl<R: std::io::Read> TraceReader<R> {
     /// A reader of `src`; `label` names it in errors (the reference uses the path).
     pub fn new(label: &str, src: R) -> Self {
         TraceReader {
             src,
             label: label.into(),
             csv: Csv::new(),
-            buf: Vec::new(),
-            pos: 0,
+            buf: vec![0; BLOCK],
+            start: 0,
+            end: 0,
             eof: false,
             line: 0,
+            in_buf: false,
+            cells: Vec::new(),
             cols: None,
             rows: 0,
         }
     }
 
-    /// The next line (to its line end: `\n`, `\r\n` or `\r`), or `None` at the end.
-    fn next_line(&mut self) -> Result<Option<(usize, usize)>, SimError> {
-        if self.pos >= self.buf.len() {
-            if self.eof {
-                return Ok(None);
-            }
-            self.buf.clear();
-            self.pos = 0;
-            let n = self
-                .src
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|e| SimError::Input(format!("{}: cannot read: {e}", self.label)))?;
-            if n == 0 {
-                self.eof = true;
-                return Ok(None);
+    /// Reads more of the source after what is unread; false at its end.
+    fn refill(&mut self) -> Result<bool, SimError> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        loop {
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SimError::Input(format!("{}: cannot read: {e}", self.label))),
             }
         }
-        let rest = &self.buf[self.pos..];
-        let mut end = rest.iter().position(|&b| b == b'\r' || b == b'\n').map_or(rest.len(), |i| i + 1);
-        if rest.get(end - 1) == Some(&b'\r') && rest.get(end) == Some(&b'\n') {
-            end += 1;
-        }
-        let start = self.pos;
-        self.pos += end;
-        Ok(Some((start, start + end)))
     }
 
-    /// The next complete CSV record, or `None` at the end.
+    /// The next complete CSV record (false at the end), its cells in `cells` or `csv`.
     fn next_record(&mut self) -> Result<bool, SimError> {
         loop {
-            let Some((a, b)) = self.next_line()? else {
-                return Ok(self.csv.finish());
+            // One line: up to and including `\n`, `\r\n` or a lone `\r`. Reading more of the
+            // source moves the unread bytes, so the scan starts over after a refill.
+            let (stop, i, cell, quoted) = 'scan: loop {
+                let (mut i, mut cell, mut quoted) = (self.start, self.start, false);
+                self.cells.clear();
+                loop {
+                    if i == self.end {
+                        if !self.eof {
+                            // reads more, or finds the end (either way the bytes may move)
+                            self.refill()?;
+                            continue 'scan;
+                        }
+                        break 'scan (None, i, cell, quoted);
+                    }
+                    match self.buf[i] {
+                        b',' => {
+                            self.cells.push((cell, i));
+                            cell = i + 1;
+                        }
+                        b'"' => quoted = true,
+                        b'\n' => break 'scan (Some(i + 1), i, cell, quoted),
+                        b'\r' => {
+                            if i + 1 == self.end && !self.eof {
+                                self.refill()?;
+                                continue 'scan;
+                            }
+                            let crlf = i + 1 < self.end && self.buf[i + 1] == b'\n';
+                            break 'scan (Some(i + 1 + usize::from(crlf)), i, cell, quoted);
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
             };
+            let (line_start, line_end) = (self.start, stop.unwrap_or(self.end));
+            if line_start == line_end {
+                // the end of the input
+                self.in_buf = false;
+                return Ok(self.csv.finish());
+            }
+            self.start = line_end;
             self.line += 1;
-            let text = core::str::from_utf8(&self.buf[a..b])
+            let text = core::str::from_utf8(&self.buf[line_start..line_end])
                 .map_err(|_| SimError::Input(format!("{} line {}: not UTF-8 text", self.label, self.line)))?;
-            if self.csv.line(text) {
+            if !quoted && self.csv.state == State::StartRecord {
+                let body_end = stop.map_or(line_end, |_| i);
+                if body_end > line_start {
+                    self.cells.push((cell, body_end));
+                }
+                self.in_buf = true;
                 return Ok(true);
             }
+            if self.csv.line(text) {
+                self.in_buf = false;
+                return Ok(true);
+            }
+        }
+    }
+
+    fn record_len(&self) -> usize {
+        if self.in_buf {
+            self.cells.len()
+        } else {
+            self.csv.record().len()
+        }
+    }
+
+    fn cell(&self, i: usize) -> Option<&str> {
+        if self.in_buf {
+            let &(a, b) = self.cells.get(i)?;
+            // the whole line was checked to be UTF-8, and a cell ends at an ASCII byte
+            core::str::from_utf8(&self.buf[a..b]).ok()
+        } else {
+            self.csv.record().get(i).map(String::as_str)
         }
     }
 
@@ -256,25 +334,35 @@ impl<R: std::io::BufRead> TraceReader<R> {
     /// its line as the reference counts it.
     pub fn next_row(&mut self) -> Result<Option<Row<'_>>, SimError> {
         if self.cols.is_none() {
-            let header = if self.next_record()? { self.csv.record() } else { &[] };
-            let col = |name: &str| header.iter().rposition(|h| h == name);
-            self.cols = Some([col("t"), col("client"), col("endpoint"), col("cost")]);
+            let mut cols = [None; 4];
+            if self.next_record()? {
+                for i in 0..self.record_len() {
+                    let slot = match self.cell(i) {
+                        Some("t") => 0,
+                        Some("client") => 1,
+                        Some("endpoint") => 2,
+                        Some("cost") => 3,
+                        _ => continue,
+                    };
+                    cols[slot] = Some(i);
+                }
+            }
+            self.cols = Some(cols);
         }
         let [t_col, client_col, endpoint_col, cost_col] = self.cols.unwrap_or_default();
         loop {
             if !self.next_record()? {
                 return Ok(None);
             }
-            if !self.csv.record().is_empty() {
+            if self.record_len() > 0 {
                 break;
             }
         }
         self.rows += 1;
         let n = self.rows + 1;
         let label = &self.label;
-        let row = self.csv.record();
         let bad = || SimError::Input(format!("{label} line {n}: need t,client[,endpoint][,cost]"));
-        let cell = |i: Option<usize>| i.and_then(|i| row.get(i)).map(String::as_str);
+        let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
         let t = py::parse_float(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
         let client = cell(client_col).ok_or_else(bad)?.trim_matches(py::is_space);
         let endpoint = match cell(endpoint_col) {
@@ -299,7 +387,7 @@ pub fn parse_trace(label: &str, text: &str) -> Result<Traffic, SimError> {
 }
 
 /// Reads every row of a trace into memory.
-pub fn read_trace<R: std::io::BufRead>(mut reader: TraceReader<R>) -> Result<Traffic, SimError> {
+pub fn read_trace<R: std::io::Read>(mut reader: TraceReader<R>) -> Result<Traffic, SimError> {
     let mut traffic = Traffic::default();
     while let Some(row) = reader.next_row()? {
         traffic.push(row.t, row.client, row.endpoint, row.cost);
@@ -310,6 +398,45 @@ pub fn read_trace<R: std::io::BufRead>(mut reader: TraceReader<R>) -> Result<Tra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source that hands out one byte per read: every line straddles a refill.
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.split_first(), buf.first_mut()) {
+                (Some((&b, rest)), Some(slot)) => {
+                    *slot = b;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    fn rows<R: std::io::Read>(mut reader: TraceReader<R>) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            match reader.next_row() {
+                Ok(Some(r)) => out.push(format!("{}|{}|{}|{}", r.t, r.client, r.endpoint, r.cost)),
+                Ok(None) => return out,
+                Err(e) => {
+                    out.push(format!("error: {e}"));
+                    return out;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_read_the_same_whatever_the_reads_and_line_ends() {
+        let text = "client,t,endpoint,cost\r\na,1,/x,2\rb,2,\"/y,z\",\n\n\"c\nd\",3,/q\r\n \t e ,4.5,,1_0\r\nf,5";
+        let want = ["1|a|/x|2", "2|b|/y,z|1", "3|c\nd|/q|1", "4.5|e|/|10", "5|f|/|1"];
+        assert_eq!(rows(TraceReader::new("t", text.as_bytes())), want);
+        assert_eq!(rows(TraceReader::new("t", Trickle(text.as_bytes()))), want);
+        let bad = "t,client\n1,a\n\nx,b\n";
+        assert_eq!(rows(TraceReader::new("trace.csv", Trickle(bad.as_bytes())))[1], "error: trace.csv line 3: need t,client[,endpoint][,cost]");
+    }
 
     fn strs(rows: &[&[&str]]) -> Vec<Vec<String>> {
         rows.iter().map(|r| r.iter().map(|s| s.to_string()).collect()).collect()
