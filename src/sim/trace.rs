@@ -252,8 +252,8 @@ impl<R: std::io::Read> TraceReader<R> {
         loop {
             // One line: up to and including `\n`, `\r\n` or a lone `\r`. Reading more of the
             // source moves the unread bytes, so the scan starts over after a refill.
-            let (stop, i, cell, quoted) = 'scan: loop {
-                let (mut i, mut cell, mut quoted) = (self.start, self.start, false);
+            let (stop, i, cell, quoted, ascii) = 'scan: loop {
+                let (mut i, mut cell, mut quoted, mut high) = (self.start, self.start, false, 0u8);
                 self.cells.clear();
                 loop {
                     if i == self.end {
@@ -262,22 +262,24 @@ impl<R: std::io::Read> TraceReader<R> {
                             self.refill()?;
                             continue 'scan;
                         }
-                        break 'scan (None, i, cell, quoted);
+                        break 'scan (None, i, cell, quoted, high < 0x80);
                     }
-                    match self.buf[i] {
+                    let b = self.buf[i];
+                    high |= b;
+                    match b {
                         b',' => {
                             self.cells.push((cell, i));
                             cell = i + 1;
                         }
                         b'"' => quoted = true,
-                        b'\n' => break 'scan (Some(i + 1), i, cell, quoted),
+                        b'\n' => break 'scan (Some(i + 1), i, cell, quoted, high < 0x80),
                         b'\r' => {
                             if i + 1 == self.end && !self.eof {
                                 self.refill()?;
                                 continue 'scan;
                             }
                             let crlf = i + 1 < self.end && self.buf[i + 1] == b'\n';
-                            break 'scan (Some(i + 1 + usize::from(crlf)), i, cell, quoted);
+                            break 'scan (Some(i + 1 + usize::from(crlf)), i, cell, quoted, high < 0x80);
                         }
                         _ => {}
                     }
@@ -292,8 +294,10 @@ impl<R: std::io::Read> TraceReader<R> {
             }
             self.start = line_end;
             self.line += 1;
-            let text = core::str::from_utf8(&self.buf[line_start..line_end])
-                .map_err(|_| SimError::Input(format!("{} line {}: not UTF-8 text", self.label, self.line)))?;
+            let not_utf8 = || SimError::Input(format!("{} line {}: not UTF-8 text", self.label, self.line));
+            if !ascii {
+                core::str::from_utf8(&self.buf[line_start..line_end]).map_err(|_| not_utf8())?;
+            }
             if !quoted && self.csv.state == State::StartRecord {
                 let body_end = stop.map_or(line_end, |_| i);
                 if body_end > line_start {
@@ -302,6 +306,7 @@ impl<R: std::io::Read> TraceReader<R> {
                 self.in_buf = true;
                 return Ok(true);
             }
+            let text = core::str::from_utf8(&self.buf[line_start..line_end]).map_err(|_| not_utf8())?;
             if self.csv.line(text) {
                 self.in_buf = false;
                 return Ok(true);
@@ -435,7 +440,10 @@ mod tests {
         assert_eq!(rows(TraceReader::new("t", text.as_bytes())), want);
         assert_eq!(rows(TraceReader::new("t", Trickle(text.as_bytes()))), want);
         let bad = "t,client\n1,a\n\nx,b\n";
-        assert_eq!(rows(TraceReader::new("trace.csv", Trickle(bad.as_bytes())))[1], "error: trace.csv line 3: need t,client[,endpoint][,cost]");
+        assert_eq!(
+            rows(TraceReader::new("trace.csv", Trickle(bad.as_bytes())))[1],
+            "error: trace.csv line 3: need t,client[,endpoint][,cost]"
+        );
     }
 
     fn strs(rows: &[&[&str]]) -> Vec<Vec<String>> {
