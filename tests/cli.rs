@@ -64,3 +64,26 @@ fn a_missing_file_and_bad_usage_exit_2() {
     let out = Command::new(env!("CARGO_BIN_EXE_sluicegate")).arg("frobnicate").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn sim_reads_the_workers_rules_file_named_by_a_config_relative_to_the_config() {
+    // from worker/src, "../worker/rules.json" would not exist: only the config's directory works
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+        .args(["sim", "../../examples/edge-api.json", "--json"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/worker/src"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let api = report["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "api")
+        .expect("the rule from worker/rules.json");
+    assert_eq!((api["algorithm"].as_str(), api["window_s"].as_f64()), (Some("count_then_block"), Some(10.0)));
+    assert!(api["blocks"].as_u64().unwrap() > 0);
+    let export = report["clients"].as_array().unwrap().iter().find(|c| c["client"] == "export-job").unwrap();
+    assert!(export["paced"].as_u64().unwrap() > 0 && export["rejected"] == 0, "paced, never refused: {export}");
+}
