@@ -100,12 +100,9 @@ impl Traffic {
             rank
         };
         let (cr, er) = (rank(&self.clients), rank(&self.endpoints));
-        self.requests.sort_by(|a, b| {
-            a.t.partial_cmp(&b.t)
-                .unwrap_or(Ordering::Equal)
-                .then_with(|| cr[a.client as usize].cmp(&cr[b.client as usize]))
-                .then_with(|| er[a.endpoint as usize].cmp(&er[b.endpoint as usize]))
-                .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
+        // Requests equal in all four are interchangeable, so an unstable sort will do.
+        self.requests.sort_unstable_by_key(|r| {
+            (time_key(r.t), u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]), time_key(r.cost))
         });
     }
 
@@ -610,6 +607,12 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// the replay's order (see [`Traffic::sort`]); one that does not is refused with
     /// [`Feed::OutOfOrder`] and changes nothing.
     pub fn push(&mut self, r: Request) -> Result<(), Feed> {
+        self.check_order(r)?;
+        self.push_in_order(r)?;
+        Ok(())
+    }
+
+    fn check_order(&mut self, r: Request) -> Result<(), Feed> {
         if let Some(last) = self.last {
             let order = last
                 .t
@@ -623,6 +626,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             }
         }
         self.last = Some(r);
+        Ok(())
+    }
+
+    /// [`Engine::push`] for a request known to come in order.
+    fn push_in_order(&mut self, r: Request) -> Result<(), SimError> {
         // Retries due strictly before it; at the same instant first attempts go first (the
         // reference numbers every first attempt before any retry).
         while let Some(a) = self.queue.pop_before(Some(r.t)) {
@@ -995,11 +1003,7 @@ pub fn simulate_observed(
     traffic.sort();
     let mut engine = Engine::with_names(cfg, observer, traffic.clients, traffic.endpoints);
     for r in traffic.requests {
-        match engine.push(r) {
-            Ok(()) => {}
-            Err(Feed::Error(e)) => return Err(e),
-            Err(Feed::OutOfOrder) => unreachable!("sorted above"),
-        }
+        engine.push_in_order(r)?;
     }
     engine.finish()
 }

@@ -175,7 +175,7 @@ impl Limiter {
             Limiter::FixedWindow { state, .. } => state[key].1 += cost,
             Limiter::SlidingLog { state, .. } => {
                 // Python: `for _ in range(int(round(cost)))`
-                let n = cost.round_ties_even();
+                let n = if cost == 1.0 { 1.0 } else { cost.round_ties_even() };
                 if n >= 1.0 {
                     state[key].extend(std::iter::repeat_n(t, n as usize));
                 }
