@@ -100,10 +100,19 @@ impl Traffic {
             rank
         };
         let (cr, er) = (rank(&self.clients), rank(&self.endpoints));
-        // Requests equal in all four are interchangeable, so an unstable sort will do.
-        self.requests.sort_unstable_by_key(|r| {
-            (time_key(r.t), u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]), time_key(r.cost))
-        });
+        // Keys computed once; generated traffic is a few runs already in time order (one per
+        // client), which the stable sort finds and merges.
+        let mut keyed: Vec<((u64, u64, u64), Request)> = self
+            .requests
+            .iter()
+            .map(|r| {
+                let names = u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]);
+                ((time_key(r.t), names, time_key(r.cost)), *r)
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        self.requests.clear();
+        self.requests.extend(keyed.into_iter().map(|(_, r)| r));
     }
 
     /// The number of requests.
