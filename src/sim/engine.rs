@@ -16,9 +16,10 @@ use crate::rules::AnyLimiter;
 use crate::smartflow::TokenBucket as SmartFlowBucket;
 use crate::time::Instant;
 use core::cmp::Ordering;
+use core::cmp::Reverse;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Names interned as numbers, in the order first seen.
 #[derive(Clone, Debug, Default)]
@@ -69,6 +70,9 @@ pub struct Request {
     pub cost: f64,
 }
 
+/// A run's next request while merging: its sort key, its index, the run's end.
+type Head = ((u64, u64, u64), usize, usize);
+
 /// Requests held in memory (generated traffic, or a trace that is not in time order).
 #[derive(Clone, Debug, Default)]
 pub struct Traffic {
@@ -78,6 +82,9 @@ pub struct Traffic {
     pub endpoints: Names,
     /// The requests.
     pub requests: Vec<Request>,
+    /// Where each client's generated requests end in `requests` (ascending): runs that
+    /// [`Traffic::sort`] merges instead of sorting everything.
+    pub runs: Vec<usize>,
 }
 
 impl Traffic {
@@ -100,19 +107,60 @@ impl Traffic {
             rank
         };
         let (cr, er) = (rank(&self.clients), rank(&self.endpoints));
-        // Keys computed once; generated traffic is a few runs already in time order (one per
-        // client), which the stable sort finds and merges.
-        let mut keyed: Vec<((u64, u64, u64), Request)> = self
-            .requests
-            .iter()
-            .map(|r| {
-                let names = u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]);
-                ((time_key(r.t), names, time_key(r.cost)), *r)
-            })
-            .collect();
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
-        self.requests.clear();
-        self.requests.extend(keyed.into_iter().map(|(_, r)| r));
+        let key = |r: &Request| {
+            (
+                time_key(r.t),
+                u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]),
+                time_key(r.cost),
+            )
+        };
+        // Each run (one client's generated requests) is put in order on its own, which is
+        // almost always already the case, then the runs are merged. Requests equal in all
+        // four sort keys are interchangeable.
+        let mut bounds = core::mem::take(&mut self.runs);
+        if bounds.last() != Some(&self.requests.len()) {
+            bounds.push(self.requests.len());
+        }
+        let mut heads: Vec<Head> = Vec::new();
+        let mut start = 0;
+        for &end in &bounds {
+            let slice = &mut self.requests[start..end];
+            if !slice.is_sorted_by_key(key) {
+                slice.sort_by_cached_key(key);
+            }
+            if start < end {
+                heads.push((key(&self.requests[start]), start, end));
+            }
+            start = end;
+        }
+        let mut merged = Vec::with_capacity(self.requests.len());
+        if heads.len() > 16 {
+            let mut heap: BinaryHeap<Reverse<Head>> = heads.into_iter().map(Reverse).collect();
+            while let Some(Reverse((_, i, end))) = heap.pop() {
+                merged.push(self.requests[i]);
+                if i + 1 < end {
+                    heap.push(Reverse((key(&self.requests[i + 1]), i + 1, end)));
+                }
+            }
+        } else {
+            // a few runs: the smallest head by a linear scan
+            while !heads.is_empty() {
+                let mut m = 0;
+                for h in 1..heads.len() {
+                    if heads[h].0 < heads[m].0 {
+                        m = h;
+                    }
+                }
+                let (_, i, end) = heads[m];
+                merged.push(self.requests[i]);
+                if i + 1 < end {
+                    heads[m] = (key(&self.requests[i + 1]), i + 1, end);
+                } else {
+                    heads.swap_remove(m);
+                }
+            }
+        }
+        self.requests = merged;
     }
 
     /// The number of requests.
@@ -167,6 +215,7 @@ pub fn generate(cfg: &Config) -> Result<Traffic, SimError> {
                 }
             }
         }
+        out.runs.push(out.requests.len());
     }
     Ok(out)
 }
@@ -347,6 +396,8 @@ pub struct ClientStats {
     pub max_retry_after: f64,
     /// Rejections per policy name (the first rejecting policy), in first-seen order.
     pub blocked_by: Vec<(String, u64)>,
+    /// `blocked_by` while replaying: numbers of distinct policy names.
+    blocked: Vec<(u32, u64)>,
     /// When it was first rejected.
     pub first_reject: Option<f64>,
     /// The order of its first admission among all clients (for "first maximum" ties).
@@ -513,12 +564,17 @@ pub struct Engine<'c, 'o> {
     states: Vec<State>,
     /// Admission times in the last window, per policy and key.
     windows: Vec<Vec<VecDeque<f64>>>,
+    /// Per policy: the window they are counted over, and whether in nanoseconds (the core's
+    /// limiters) rather than seconds.
+    window_of: Vec<(f64, bool)>,
     /// Per policy, per client slot: rejected at least once.
     rejected_clients: Vec<Vec<bool>>,
     pacers: Vec<usize>,
     servers: Vec<usize>,
-    /// Per policy: the index among policy names (policies sharing a name share a count).
+    /// The policies rejecting the attempt being decided.
     rejecting: Vec<usize>,
+    /// Per policy: the number of its name (policies sharing a name share a count).
+    name_of: Vec<u32>,
     queue: Queue,
     last: Option<Request>,
     admit_order: u64,
@@ -578,10 +634,22 @@ impl<'c, 'o> Engine<'c, 'o> {
             key_names: vec![Names::default(); n],
             states,
             windows: vec![Vec::new(); n],
+            window_of: cfg
+                .policies
+                .iter()
+                .map(|p| {
+                    let core = p.algorithm.is_core();
+                    (if core { (p.window_s * 1e9).round() } else { p.window_s }, core)
+                })
+                .collect(),
             rejected_clients: vec![Vec::new(); n],
             pacers,
             servers,
             rejecting: Vec::new(),
+            name_of: {
+                let mut names = Names::default();
+                cfg.policies.iter().map(|p| names.intern(&p.name)).collect()
+            },
             queue: Queue::default(),
             last: None,
             admit_order: 0,
@@ -668,6 +736,16 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         if let Some(cur) = self.current.take() {
             self.close_second(cur);
+        }
+        for (_, s) in &mut self.out.clients {
+            s.blocked_by = s
+                .blocked
+                .iter()
+                .map(|&(name, n)| {
+                    let j = self.name_of.iter().position(|&x| x == name).expect("a policy's name");
+                    (self.cfg.policies[j].name.clone(), n)
+                })
+                .collect();
         }
         for (j, ps) in self.out.policies.iter_mut().enumerate() {
             ps.by_client = self.rejected_clients[j]
@@ -867,13 +945,9 @@ impl<'c, 'o> Engine<'c, 'o> {
                     continue;
                 }
                 let win = &mut self.windows[j][key as usize];
-                let policy = &self.cfg.policies[j];
                 // The core's limiters decide on whole nanoseconds: measure them the same way.
-                let (t, w) = if policy.algorithm.is_core() {
-                    ((t * 1e9).round(), (policy.window_s * 1e9).round())
-                } else {
-                    (t, policy.window_s)
-                };
+                let (w, core) = self.window_of[j];
+                let t = if core { (t * 1e9).round() } else { t };
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();
                 }
@@ -933,9 +1007,10 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         s.first_reject.get_or_insert(t);
         let first = &self.cfg.policies[self.rejecting[0]];
-        match s.blocked_by.iter_mut().find(|(name, _)| *name == first.name) {
+        let first_name = self.name_of[self.rejecting[0]];
+        match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
             Some((_, n)) => *n += 1,
-            None => s.blocked_by.push((first.name.clone(), 1)),
+            None => s.blocked.push((first_name, 1)),
         }
         for &j in &self.rejecting {
             self.out.policies[j].rejects += 1;

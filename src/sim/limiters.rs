@@ -97,6 +97,7 @@ impl Limiter {
     }
 
     /// Whether a request of `cost` for `key` at `t` fits, updating the key's state.
+    #[inline]
     pub fn check(&mut self, key: usize, t: f64, cost: f64) -> Check {
         match self {
             Limiter::TokenBucket { rate, burst, state } => {
@@ -169,6 +170,7 @@ impl Limiter {
     }
 
     /// Charges an admitted request (call only after [`Limiter::check`] for the same key).
+    #[inline]
     pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
             Limiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),

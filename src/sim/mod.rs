@@ -88,49 +88,146 @@ impl std::error::Error for SimError {}
 /// order (as exported logs are): memory then stays flat however long it is. A trace that is
 /// not is read again from `open`, whole, sorted and replayed (the observer is told to
 /// [`Observer::restart`]).
-pub fn simulate_trace<R: Read>(
+pub fn simulate_trace<R: Read + Send>(
     cfg: &Config,
     label: &str,
     mut open: impl FnMut() -> std::io::Result<R>,
     mut observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
     let cannot = |e: std::io::Error| SimError::Input(format!("{label}: cannot read: {e}"));
-    {
-        let mut reader = TraceReader::new(label, open().map_err(cannot)?);
-        let mut engine = Engine::new(cfg, observer.as_deref_mut().map(|o| -> &mut dyn Observer { o }));
-        // Rows of one instant are replayed in the reference's order whatever their order in
-        // the file; only a step back in time needs the whole trace sorted.
-        let mut instant: Vec<Request> = Vec::new();
-        let flush = |engine: &mut Engine<'_, '_>, instant: &mut Vec<Request>| -> Result<bool, SimError> {
-            engine.sort_instant(instant);
-            for r in instant.drain(..) {
-                match engine.push(r) {
-                    Ok(()) => {}
-                    Err(Feed::Error(e)) => return Err(e),
-                    Err(Feed::OutOfOrder) => return Ok(false),
-                }
-            }
-            Ok(true)
+    let reader = TraceReader::new(label, open().map_err(cannot)?);
+    let streamed = {
+        let mut replay = Streamed {
+            engine: Engine::new(cfg, observer.as_deref_mut().map(|o| -> &mut dyn Observer { o })),
+            instant: Vec::new(),
         };
-        let mut sorted = true;
-        while let Some(row) = reader.next_row()? {
-            let (client, endpoint) = (engine.client(row.client), engine.endpoint(row.endpoint));
-            let r = Request { t: row.t, client, endpoint, cost: row.cost };
-            if instant.first().is_some_and(|first| first.t != r.t) && !flush(&mut engine, &mut instant)? {
-                sorted = false;
-                break;
-            }
-            instant.push(r);
+        if for_each_batch(reader, |batch| replay.batch(batch))? && replay.flush()? {
+            Some(replay.engine.finish()?)
+        } else {
+            None
         }
-        if sorted && flush(&mut engine, &mut instant)? {
-            return engine.finish();
-        }
+    };
+    if let Some(out) = streamed {
+        return Ok(out);
     }
     if let Some(o) = observer.as_deref_mut() {
         o.restart();
     }
     let traffic = read_trace(TraceReader::new(label, open().map_err(cannot)?))?;
     simulate_observed(cfg, traffic, observer)
+}
+
+/// Rows of a trace with client and endpoint numbered in the order first seen, and the names
+/// first seen in this batch (numbered from where the previous batch stopped).
+#[derive(Default)]
+struct Batch {
+    rows: Vec<Request>,
+    clients: Vec<Box<str>>,
+    endpoints: Vec<Box<str>>,
+}
+
+const BATCH: usize = 4096;
+
+/// Reads `reader` in batches, handing each to `take` until it returns false; false then.
+fn read_batches<R: Read>(mut reader: TraceReader<R>, mut take: impl FnMut(Batch) -> bool) -> Result<bool, SimError> {
+    let (mut clients, mut endpoints) = (Names::default(), Names::default());
+    let mut batch = Batch::default();
+    while let Some(row) = reader.next_row()? {
+        let (nc, ne) = (clients.len(), endpoints.len());
+        let client = clients.intern(row.client);
+        let endpoint = endpoints.intern(row.endpoint);
+        if clients.len() > nc {
+            batch.clients.push(row.client.into());
+        }
+        if endpoints.len() > ne {
+            batch.endpoints.push(row.endpoint.into());
+        }
+        batch.rows.push(Request { t: row.t, client, endpoint, cost: row.cost });
+        if batch.rows.len() == BATCH && !take(core::mem::take(&mut batch)) {
+            return Ok(false);
+        }
+    }
+    Ok(take(batch))
+}
+
+/// [`read_batches`], reading on a second thread while `take` replays (native builds).
+#[cfg(not(target_arch = "wasm32"))]
+fn for_each_batch<R: Read + Send>(
+    reader: TraceReader<R>,
+    mut take: impl FnMut(Batch) -> Result<bool, SimError>,
+) -> Result<bool, SimError> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, SimError>>(8);
+        scope.spawn(move || {
+            let tx_rows = tx.clone();
+            if let Err(e) = read_batches(reader, |b| tx_rows.send(Ok(b)).is_ok()) {
+                let _ = tx.send(Err(e));
+            }
+        });
+        // dropping `rx` on an early return stops the reader at its next batch
+        for batch in rx {
+            if !take(batch?)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// [`read_batches`] (no threads in wasm).
+#[cfg(target_arch = "wasm32")]
+fn for_each_batch<R: Read + Send>(
+    reader: TraceReader<R>,
+    mut take: impl FnMut(Batch) -> Result<bool, SimError>,
+) -> Result<bool, SimError> {
+    let mut failed = None;
+    let all = read_batches(reader, |b| match take(b) {
+        Ok(go_on) => go_on,
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    })?;
+    failed.map_or(Ok(all), Err)
+}
+
+/// A replay fed a trace in batches. Rows of one instant are replayed in the reference's order
+/// whatever their order in the file; only a step back in time needs the whole trace sorted.
+struct Streamed<'c, 'o> {
+    engine: Engine<'c, 'o>,
+    instant: Vec<Request>,
+}
+
+impl Streamed<'_, '_> {
+    /// Replays a batch; false when the trace steps back in time.
+    fn batch(&mut self, batch: Batch) -> Result<bool, SimError> {
+        // numbered here in the order the reader numbered them: the same numbers
+        for name in &batch.clients {
+            self.engine.client(name);
+        }
+        for name in &batch.endpoints {
+            self.engine.endpoint(name);
+        }
+        for r in batch.rows {
+            if self.instant.first().is_some_and(|first| first.t != r.t) && !self.flush()? {
+                return Ok(false);
+            }
+            self.instant.push(r);
+        }
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<bool, SimError> {
+        self.engine.sort_instant(&mut self.instant);
+        for r in self.instant.drain(..) {
+            match self.engine.push(r) {
+                Ok(()) => {}
+                Err(Feed::Error(e)) => return Err(e),
+                Err(Feed::OutOfOrder) => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → outcome.
