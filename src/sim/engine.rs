@@ -97,6 +97,21 @@ impl Traffic {
     /// Sorts the requests into the order the replay takes them: by time, then client name,
     /// endpoint name and cost (the reference's `sorted()` of `(t, client, endpoint, cost)`).
     pub fn sort(&mut self) {
+        let mut merged = Vec::with_capacity(self.requests.len());
+        self.in_order(|r| {
+            merged.push(r);
+            Ok::<(), SimError>(())
+        })
+        .expect("pushing cannot fail");
+        self.requests = merged;
+        self.runs.clear();
+    }
+
+    /// Hands every request to `f` in the order of [`Traffic::sort`], without building the
+    /// sorted copy. Each run (one client's generated requests) is put in order on its own,
+    /// which is almost always already the case, then the runs are merged. Requests equal in
+    /// all four sort keys are interchangeable.
+    fn in_order<E>(&mut self, mut f: impl FnMut(Request) -> Result<(), E>) -> Result<(), E> {
         let rank = |names: &Names| {
             let mut ids: Vec<u32> = (0..names.len() as u32).collect();
             ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
@@ -114,10 +129,7 @@ impl Traffic {
                 time_key(r.cost),
             )
         };
-        // Each run (one client's generated requests) is put in order on its own, which is
-        // almost always already the case, then the runs are merged. Requests equal in all
-        // four sort keys are interchangeable.
-        let mut bounds = core::mem::take(&mut self.runs);
+        let mut bounds = self.runs.clone();
         if bounds.last() != Some(&self.requests.len()) {
             bounds.push(self.requests.len());
         }
@@ -133,13 +145,13 @@ impl Traffic {
             }
             start = end;
         }
-        let mut merged = Vec::with_capacity(self.requests.len());
+        let reqs = &self.requests;
         if heads.len() > 16 {
             let mut heap: BinaryHeap<Reverse<Head>> = heads.into_iter().map(Reverse).collect();
             while let Some(Reverse((_, i, end))) = heap.pop() {
-                merged.push(self.requests[i]);
+                f(reqs[i])?;
                 if i + 1 < end {
-                    heap.push(Reverse((key(&self.requests[i + 1]), i + 1, end)));
+                    heap.push(Reverse((key(&reqs[i + 1]), i + 1, end)));
                 }
             }
         } else {
@@ -152,15 +164,15 @@ impl Traffic {
                     }
                 }
                 let (_, i, end) = heads[m];
-                merged.push(self.requests[i]);
+                f(reqs[i])?;
                 if i + 1 < end {
-                    heads[m] = (key(&self.requests[i + 1]), i + 1, end);
+                    heads[m] = (key(&reqs[i + 1]), i + 1, end);
                 } else {
                     heads.swap_remove(m);
                 }
             }
         }
-        self.requests = merged;
+        Ok(())
     }
 
     /// The number of requests.
@@ -179,6 +191,15 @@ impl Traffic {
 pub fn generate(cfg: &Config) -> Result<Traffic, SimError> {
     let mut rng: Option<PyRandom> = None;
     let mut out = Traffic::default();
+    let expected: f64 = cfg
+        .clients
+        .iter()
+        .map(|c| match c.pattern {
+            Pattern::Steady { rps } | Pattern::Poisson { rps } => c.duration * rps * 1.05,
+            Pattern::Burst { burst, every_s } => (c.duration / every_s + 1.0) * burst.max(0) as f64,
+        })
+        .sum();
+    out.requests.reserve(expected.clamp(0.0, 1e7) as usize);
     for c in &cfg.clients {
         let (client, endpoint) = (out.clients.intern(&c.name), out.endpoints.intern(&c.endpoint));
         let req = |t: f64| Request { t, client, endpoint, cost: c.cost };
@@ -1084,10 +1105,12 @@ pub fn simulate_observed(
     mut traffic: Traffic,
     observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
-    traffic.sort();
-    let mut engine = Engine::with_names(cfg, observer, traffic.clients, traffic.endpoints);
-    for r in traffic.requests {
-        engine.push_in_order(r)?;
-    }
+    let clients = core::mem::take(&mut traffic.clients);
+    let endpoints = core::mem::take(&mut traffic.endpoints);
+    // the engine numbers names afresh in the same order: hand it copies of the names
+    let mut engine = Engine::with_names(cfg, observer, clients.clone(), endpoints.clone());
+    traffic.clients = clients;
+    traffic.endpoints = endpoints;
+    traffic.in_order(|r| engine.push_in_order(r))?;
     engine.finish()
 }
