@@ -1,4 +1,4 @@
-//! From a replay to the report: per-client and per-policy rows and the findings RL01-RL10.
+//! From a replay to the report: per-client and per-policy rows and the findings RL01-RL13.
 
 use super::config::secs;
 use super::config::{Algorithm, Config, KeyBy};

@@ -1,13 +1,13 @@
 //! The rate-limit policy simulator: replays generated or recorded traffic against rate-limit
 //! policies and reports who gets throttled, why and for how long, and whether the policies
-//! protect the backend (findings RL01-RL10).
+//! protect the backend (findings RL01-RL13).
 //!
-//! This is the Rust implementation of the reference simulator
+//! For the reference simulator's four algorithms this is a Rust implementation of it
 //! (`rate_sim.py`, see the `sim` subcommand of the `sluicegate` binary) and gives the same
 //! results for the same configuration and trace: the same `--json` document, the same
 //! Markdown report byte for byte, the same exit status. Parity decides a few things:
 //!
-//! - Time is `f64` seconds and the limiters ([`Limiter`]) use the reference's formulas and
+//! - Time is `f64` seconds and those limiters ([`Limiter`]) use the reference's formulas and
 //!   `1e-9` tolerances, not the integer-time limiters of [`crate::limit`].
 //! - Poisson traffic draws from [`PyRandom`], CPython's Mersenne Twister, so a seed gives
 //!   the reference's request times.
@@ -16,7 +16,14 @@
 //! - Where the reference itself crashes on a valid configuration (see [`SimError::Crash`]),
 //!   this module fails at the same point with exit status 1.
 //!
-//! Needs `std` (floating-point `ln`, `floor`, `ceil`).
+//! Beyond the reference, policies can run the limiters the edge and the browser client run
+//! — `gcra` and `count_then_block` ([`crate::limit`], on whole nanoseconds), `smartflow` (the
+//! Smart Flow reservation bucket as a client-side pacer) — and `edge_rules` turns the
+//! worker's rules file into policies ([`edge_rule_policies`]). The replay streams
+//! ([`simulate_trace`], [`Engine`]): memory does not grow with the length of a trace in time
+//! order.
+//!
+//! Needs `std` (floating-point `ln`, `floor`, `ceil`; the trace reader's thread).
 //!
 //! ```
 //! use sluicegate::sim::{analyse, generate, Config};
