@@ -66,7 +66,22 @@ pub enum Algorithm {
 
 /// Seconds as a [`Span`], to the nanosecond.
 pub(crate) fn span(secs: f64) -> Span {
-    Span::from_nanos((secs * 1e9).round() as u64)
+    Span::from_nanos(nanos(secs))
+}
+
+/// Non-negative seconds in whole nanoseconds, rounded half away from zero as `f64::round`
+/// does (without its libm call: this runs for every admitted request), saturating.
+#[inline]
+pub(crate) fn nanos(secs: f64) -> u64 {
+    let x = secs * 1e9;
+    if !(x >= 0.0) {
+        return 0;
+    }
+    if x >= 9.0e18 {
+        return x.round() as u64;
+    }
+    let whole = x as u64;
+    whole + u64::from(x - whole as f64 >= 0.5)
 }
 
 /// Seconds from a [`Span`].
@@ -756,4 +771,33 @@ fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
         start,
         duration,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nanos;
+
+    #[test]
+    fn nanos_round_as_f64_round_does() {
+        let cases = [
+            0.0,
+            1e-9,
+            0.5e-9,
+            1.5e-9,
+            2.5e-9,
+            0.49999999999999994e-9,
+            22.000000000000004,
+            3.3333333333,
+            1e9,
+            123456.789,
+        ];
+        for x in cases {
+            assert_eq!(nanos(x), (x * 1e9).round() as u64, "{x}");
+        }
+        for i in 0..100_000u64 {
+            let x = i as f64 * 0.000_123_456_7 + (i % 7) as f64 * 1e-10;
+            assert_eq!(nanos(x), (x * 1e9).round() as u64, "{x}");
+        }
+        assert_eq!((nanos(-1.0), nanos(f64::NAN)), (0, 0));
+    }
 }

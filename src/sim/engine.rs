@@ -6,7 +6,7 @@
 //! counting keys are worked out once, and every policy keeps its keys' state in a vector,
 //! so a decision costs a hash lookup and a few array accesses whatever the trace's length.
 
-use super::config::{secs, Algorithm, Config, Pattern, Retry};
+use super::config::{nanos, secs, Algorithm, Config, Pattern, Retry};
 use super::limiters::Limiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
@@ -660,7 +660,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 .iter()
                 .map(|p| {
                     let core = p.algorithm.is_core();
-                    (if core { (p.window_s * 1e9).round() } else { p.window_s }, core)
+                    (if core { nanos(p.window_s) as f64 } else { p.window_s }, core)
                 })
                 .collect(),
             rejected_clients: vec![Vec::new(); n],
@@ -894,14 +894,16 @@ impl<'c, 'o> Engine<'c, 'o> {
         let mut wait = 0.0f64;
         let now = || -> Result<Instant, String> {
             if t >= 0.0 {
-                Ok(Instant::from_nanos((t * 1e9).round() as u64))
+                Ok(Instant::from_nanos(nanos(t)))
             } else {
                 Err(format!("counts time from 0 and cannot take a request at t={}", super::py::float_repr(t)))
             }
         };
         let units = || -> Result<u32, String> {
-            if cost.fract() == 0.0 && cost >= 1.0 && cost <= f64::from(u32::MAX) {
-                Ok(cost as u32)
+            // (no `fract()`: a libm call the compiler hoists to every attempt)
+            let units = cost as u32;
+            if cost >= 1.0 && f64::from(units) == cost {
+                Ok(units)
             } else {
                 Err(format!("counts whole units and cannot take a request costing {}", super::py::float_repr(cost)))
             }
@@ -955,7 +957,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     State::Reference(lim) => lim.consume(key as usize, t, cost),
                     State::Core { keys, .. } => {
                         // peeked as allowed above with the same now and cost: this charges it
-                        let _ = keys[key as usize].check(Instant::from_nanos((t * 1e9).round() as u64), cost as u32);
+                        let _ = keys[key as usize].check(Instant::from_nanos(nanos(t)), cost as u32);
                     }
                     State::Pacer { .. } => {}
                 }
@@ -968,7 +970,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 let win = &mut self.windows[j][key as usize];
                 // The core's limiters decide on whole nanoseconds: measure them the same way.
                 let (w, core) = self.window_of[j];
-                let t = if core { (t * 1e9).round() } else { t };
+                let t = if core { nanos(t) as f64 } else { t };
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();
                 }
@@ -1007,7 +1009,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             let key = self.pair_keys[base + j];
             if let State::Core { keys, .. } = &mut self.states[j] {
                 let lim = &mut keys[key as usize];
-                let now = Instant::from_nanos((t * 1e9).round() as u64);
+                let now = Instant::from_nanos(nanos(t));
                 let was_blocked = lim.blocked_until(now).is_some();
                 let _ = lim.check(now, cost as u32);
                 if !was_blocked && lim.blocked_until(now).is_some() {
