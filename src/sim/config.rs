@@ -74,7 +74,7 @@ pub(crate) fn span(secs: f64) -> Span {
 #[inline]
 pub(crate) fn nanos(secs: f64) -> u64 {
     let x = secs * 1e9;
-    if !(x >= 0.0) {
+    if x.is_nan() || x < 0.0 {
         return 0;
     }
     if x >= 9.0e18 {
@@ -785,7 +785,7 @@ mod tests {
             0.5e-9,
             1.5e-9,
             2.5e-9,
-            0.49999999999999994e-9,
+            0.499_999_999_999_999_9e-9,
             22.000000000000004,
             3.3333333333,
             1e9,
