@@ -75,6 +75,11 @@ cp pkg-sim/sluicegate.js pkg-sim/sluicegate_bg.wasm www/sluicegate/pkg-sim/
 rm -rf www/examples
 mkdir -p www/examples
 cp examples/*.json www/examples/
+# examples/edge-api.json names the edge worker's rules file as "../worker/rules.json": the
+# same path from www/examples/ reaches this copy.
+rm -rf www/worker
+mkdir -p www/worker
+cp worker/rules.json www/worker/rules.json
 
 report worker worker/pkg/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm
