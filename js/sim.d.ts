@@ -10,7 +10,11 @@ export type SimJsonValue = string | number | boolean | null | SimJsonValue[] | {
 export interface SimPolicyConfig {
   /** Default `policy-N`. */
   name?: string;
-  /** `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`, or another algorithm the simulator knows. */
+  /**
+   * `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter` (the reference's), `gcra`,
+   * `count_then_block` (the edge's), `smartflow` (a client-side pacer), or another algorithm
+   * the simulator knows.
+   */
   algorithm: string;
   /** What is counted separately; default `client`. */
   key?: "client" | "endpoint" | "client+endpoint" | "global";
@@ -53,6 +57,41 @@ export interface SimClientConfig {
   [field: string]: SimJsonValue | undefined;
 }
 
+/**
+ * A rule of the edge worker's rules file (`worker/rules.json`; fields as `sluicegate
+ * check-rules` validates them, unknown ones refused). The simulator makes each rule a
+ * `count_then_block` policy named by its `id`.
+ */
+export interface SimEdgeRule {
+  /** 1–64 of `A-Z a-z 0-9 _ - .`, unique: the policy's name in the report. */
+  id: string;
+  description?: string;
+  /** `{}` matches everything. The simulated requests are GETs: a rule whose `methods` leave out GET never applies. */
+  match: {
+    path?: { starts_with: string } | { equals: string };
+    methods?: string[];
+    hosts?: string[];
+  };
+  /** `ip.src`, `cf.colo.id`, `http.host`, `http.request.method`, `http.request.uri.path`, `http.request.headers["name"]`. */
+  characteristics: string[];
+  /** How it counts; default `sliding_log`. */
+  algorithm?: "sliding_log" | "fixed_window" | "sliding_window" | "token_bucket";
+  /** Whole seconds and whole requests (the window algorithms). */
+  period?: number;
+  requests_per_period?: number;
+  /** Requests per second and bucket size (`token_bucket`). */
+  rate?: number;
+  burst?: number;
+  /** Whole seconds the key stays blocked from its first refusal; default 0. */
+  mitigation_timeout?: number;
+  response?: { status_code?: number; content_type?: string; content?: string };
+}
+
+/** The edge worker's rules file. */
+export interface SimEdgeRules {
+  rules: SimEdgeRule[];
+}
+
 /** A simulation configuration, as the JSON file has it. */
 export interface SimConfig {
   /** The report's title; default `API`. */
@@ -66,12 +105,14 @@ export interface SimConfig {
   policies?: SimPolicyConfig[];
   clients?: SimClientConfig[];
   /**
-   * The edge worker's rules (its rules-file format) to simulate as policies. The command
-   * line also takes a path here, read relative to the configuration file; the functions of
-   * this module take the rules themselves.
+   * The edge worker's rules file, simulated as `count_then_block` policies after
+   * `policies` (which may then be left out). The command line (`sluicegate sim`, `npx
+   * sluicegate sim`) also takes a path here, read relative to the configuration file; the
+   * functions of this module take only the rules themselves and throw a `SimulationError`
+   * for a path (`edge_rules: '<path>' is a path; …`). `null`: none.
    */
-  edge_rules?: { [key: string]: SimJsonValue };
-  [field: string]: SimJsonValue | SimPolicyConfig[] | SimClientConfig[] | undefined;
+  edge_rules?: SimEdgeRules | string | null;
+  [field: string]: SimJsonValue | SimPolicyConfig[] | SimClientConfig[] | SimEdgeRules | undefined;
 }
 
 export type SimSeverity = "high" | "medium" | "low" | "info";
@@ -103,12 +144,26 @@ export interface SimClientRow {
   top_policy: string;
   /** Its first refusal, seconds, 1 decimal; `null`: never refused. */
   first_reject_s: number | null;
+  /** Attempts a client-side pacer held back. Present (on every client) only when a policy is a `smartflow` pacer. */
+  paced?: number;
+  /** Their mean wait, seconds, 3 decimals (0 when none was held back). Only with a `smartflow` policy. */
+  mean_pace_s?: number;
+  /** The longest wait, seconds, 3 decimals. Only with a `smartflow` policy. */
+  max_pace_s?: number;
+  /** The pacer that held it back (`""`: none). Only with a `smartflow` policy. */
+  pacer?: string;
+}
+
+/** A client a `count_then_block` rule blocked, and how many blocks it started on it (`SimPolicyRow.blocked_clients`). */
+export interface SimBlockedClient {
+  client: string;
+  blocks: number;
 }
 
 /** One policy's row of the report, in configuration order. */
 export interface SimPolicyRow {
   name: string;
-  /** `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`, or another algorithm the simulator names. */
+  /** `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`, `gcra`, `count_then_block`, `smartflow`, or another algorithm the simulator names. */
   algorithm: string;
   /** `client`, `endpoint`, `client+endpoint` or `global`, or another key the simulator names. */
   key: string;
@@ -129,6 +184,14 @@ export interface SimPolicyRow {
   worst_case_per_window: number;
   /** The most one key got through in any rolling window. */
   observed_max_per_window: number;
+  /** Attempts it held back. Present only on a `smartflow` (pacer) policy. */
+  delayed?: number;
+  /** Seconds a key stays blocked from its first refusal. Present only on a `count_then_block` policy. */
+  mitigation_timeout_s?: number;
+  /** Blocks it started. Present only on a `count_then_block` policy. */
+  blocks?: number;
+  /** The clients it blocked, in the order first blocked. Present only on a `count_then_block` policy. */
+  blocked_clients?: SimBlockedClient[];
 }
 
 export interface SimFinding {

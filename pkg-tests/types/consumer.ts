@@ -127,9 +127,12 @@ import initSim, {
   selfTest,
   simRun,
   simulate,
+  type SimBlockedClient,
   type SimClientRow,
   type SimConfig,
+  type SimEdgeRules,
   type SimFinding,
+  type SimPolicyRow,
   type SimReport,
   type SimRunText,
   type SimSeverity,
@@ -167,10 +170,34 @@ export async function simUsage(): Promise<number> {
   } catch (e) {
     if (e instanceof SimulationError) code = e.exitCode;
   }
+  const rules: SimEdgeRules = {
+    rules: [
+      {
+        id: "api",
+        match: { path: { starts_with: "/api/" } },
+        characteristics: ["ip.src", "cf.colo.id"],
+        period: 10,
+        requests_per_period: 20,
+        mitigation_timeout: 10,
+      },
+    ],
+  };
+  const edge: SimReport = simulate({
+    policies: [{ name: "export pacer", algorithm: "smartflow", rate: 1.5, burst: 5, clients: ["job"] }],
+    clients: [{ name: "job", kind: "legit", pattern: "burst", burst: 30, every_s: 30, endpoint: "/api/export" }],
+    edge_rules: rules,
+  });
+  const fromFile: SimConfig = { edge_rules: "../worker/rules.json" }; // the command line reads the path
+  const paced: number = edge.clients.reduce((n, c) => n + (c.paced ?? 0) + (c.mean_pace_s ?? 0) + (c.max_pace_s ?? 0), 0);
+  const pacers: string[] = edge.clients.map((c) => c.pacer ?? "").filter((p) => p !== "");
+  const blocker: SimPolicyRow | undefined = edge.policies.find((p) => p.blocks !== undefined);
+  const blocked: SimBlockedClient[] = blocker?.blocked_clients ?? [];
+  const held: number = (edge.policies.find((p) => p.algorithm === "smartflow")?.delayed ?? 0) + (blocker?.mitigation_timeout_s ?? 0);
   const raw: SimRunText = simRun(JSON.stringify(config), null, null);
   const self: { output: string; ok: boolean } = selfTest();
   return (
     fromText.requests + markdown.length + exit + admitted + (cap ?? 0) + (first ?? 0) + (severity ? 1 : 0) + retryAfter +
-    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length
+    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length + paced + pacers.length +
+    blocked.reduce((n, b) => n + b.blocks + b.client.length, 0) + held + (typeof fromFile.edge_rules === "string" ? 1 : 0)
   );
 }
