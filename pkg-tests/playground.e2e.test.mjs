@@ -14,9 +14,11 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { startEdge } from "../worker/testing.mjs";
 import { launchChromium, watchPage } from "./support/browser.mjs";
+import { runSimulation } from "sluicegate/sim";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const screenshotPath = path.join(root, "test-output", "playground.png");
+const edgeScreenshotPath = path.join(root, "test-output", "playground-edge.png");
 const golden = (name, ext) => readFileSync(path.join(root, "tests/fixtures/sim/golden", `${name}.${ext}`), "utf8");
 const TIMEOUT = 15_000;
 
@@ -57,11 +59,15 @@ async function run() {
 }
 
 test("the examples are served as the reference's files, and every page links to the simulator", async () => {
-  for (const name of ["orders-api", "orders-api-tuned"]) {
+  for (const name of ["orders-api", "orders-api-tuned", "edge-api"]) {
     const res = await edge.fetch(`/examples/${name}.json`);
     assert.equal(res.status, 200);
     assert.equal(await res.text(), readFileSync(path.join(root, "examples", `${name}.json`), "utf8"));
   }
+  // edge-api.json's "../worker/rules.json", from /examples/: the worker's own rules file.
+  const rules = await edge.fetch("/worker/rules.json");
+  assert.equal(rules.status, 200);
+  assert.equal(await rules.text(), readFileSync(path.join(root, "worker/rules.json"), "utf8"));
   for (const p of ["/", "/pacer.html", "/fanout.html", "/sim.html"]) {
     const html = await (await edge.fetch(p)).text();
     assert.match(html, /<a href="\/sim\.html"[^>]*>Simulator<\/a>/, `${p} links to the simulator`);
@@ -150,6 +156,148 @@ test("orders-api: high findings, five clients, RL01 and RL10, a chart with bars 
 
   assert.deepEqual(pageErrors, [], "no script errors on the page");
   assert.deepEqual(foreignRequests, [], "no external resources");
+});
+
+test("edge-api: the worker's rules file fetched and simulated; blocks, pacing, RL12 and the chart", { timeout: 60_000 }, async (t) => {
+  const configText = readFileSync(path.join(root, "examples/edge-api.json"), "utf8");
+  const rulesText = readFileSync(path.join(root, "worker/rules.json"), "utf8");
+  assert.match(configText, /"edge_rules": "\.\.\/worker\/rules\.json"/);
+  // What the command line simulates: the rules file in place of its path.
+  const want = runSimulation(configText.replace('"../worker/rules.json"', rulesText.trim()));
+
+  await page.selectOption("[data-testid=example]", "edge-api");
+  assert.equal(await page.inputValue("[data-testid=config]"), configText, "the config as the file has it, path and all");
+  assert.equal(await run(), "done");
+  assert.ok(await page.locator("[data-testid=error]").isHidden());
+  assert.match(await page.textContent("[data-testid=status]"), /, with edge_rules from \.\.\/worker\/rules\.json\.$/);
+
+  const verdict = page.locator("[data-testid=verdict]");
+  assert.equal(await verdict.textContent(), "High findings — fix before shipping these limits (exit status 1; 2 high, 4 medium, 0 low, 1 info)");
+  assert.equal(await verdict.getAttribute("data-exit-code"), String(want.exitCode));
+  assert.match(
+    await page.textContent("[data-testid=summary]"),
+    /^Edge \/api\/ rule, simulated from the worker's own rules file: simulated 120 s, 1,372 logical requests, 952 attempts admitted, peak 24 req\/s admitted \(second 115\) vs capacity 40 req\/s\.$/,
+  );
+  assert.equal(await page.textContent("[data-testid=markdown]"), want.markdown, "the Markdown report of the rules file inlined");
+
+  const policies = await page.$$eval("#policies tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  assert.deepEqual(
+    policies.map((p) => p.slice(0, 4)),
+    [
+      ["origin", "gcra", "global", "all"],
+      ["export pacer", "smartflow", "client", "only export-job"],
+      ["api", "count_then_block", "client", "/api/"],
+    ],
+  );
+
+  // Blocks: the rules file's "api" rule, 10 s timeout, the scraper and the web app blocked.
+  assert.ok(await page.locator("[data-testid=blocks-section]").isVisible());
+  const blocks = await page.$$eval("#blocks tbody tr", (trs) => trs.map((tr) => ({ policy: tr.dataset.policy, cells: [...tr.cells].map((td) => td.textContent.trim()) })));
+  const api = want.report.policies.find((p) => p.name === "api");
+  assert.ok(api.blocks > 0);
+  assert.deepEqual(blocks, [
+    {
+      policy: "api",
+      cells: ["api", "10 s", String(api.blocks), api.blocked_clients.map((b) => `${b.client} (${b.blocks})`).join(", ")],
+    },
+  ]);
+  assert.deepEqual(
+    await page.$$eval("#blocks tr[data-policy=api] .blocked-client", (spans) => spans.map((s) => [s.dataset.client, s.dataset.kind])),
+    [["scraper", "abusive"], ["web-app", "legit"]],
+  );
+  const legitColour = await page.$eval("#blocks .blocked-client[data-kind=legit]", (s) => getComputedStyle(s).color);
+  const otherColour = await page.$eval("#blocks .blocked-client[data-kind=abusive]", (s) => getComputedStyle(s).color);
+  assert.notEqual(legitColour, otherColour, "a blocked legit client stands out");
+
+  // Pacing: one row per client; the export job's bursts held back, none of it refused.
+  assert.ok(await page.locator("[data-testid=pacing-section]").isVisible());
+  const pacing = await page.$$eval("#pacing tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  assert.deepEqual(
+    pacing.map((r) => r[0]),
+    want.report.clients.map((c) => c.client),
+  );
+  const job = pacing.find((r) => r[0] === "export-job");
+  const jobRow = want.report.clients.find((c) => c.client === "export-job");
+  assert.ok(jobRow.paced > 0 && jobRow.rejected === 0);
+  assert.deepEqual(job, ["export-job", String(jobRow.paced), `${jobRow.mean_pace_s} s`, `${jobRow.max_pace_s} s`, "export pacer"]);
+  assert.ok(Number(job[1]) > 0, "export-job is paced");
+  assert.deepEqual(pacing.find((r) => r[0] === "pages"), ["pages", "0", "0 s", "0 s", "–"]);
+
+  // Findings: RL12 (a legit client blocked) is high, RL11 (the pacer's queue) medium.
+  const findings = await page.$$eval("#findings li", (lis) => lis.map((li) => ({ code: li.dataset.code, severity: li.dataset.severity, text: li.textContent })));
+  assert.deepEqual(
+    findings.map((f) => [f.code, f.severity]),
+    want.report.findings.map((f) => [f.code, f.severity]),
+  );
+  const rl12 = findings.find((f) => f.code === "RL12");
+  assert.equal(rl12?.severity, "high");
+  assert.match(rl12.text, /^HIGHRL12Rule 'api' blocked legit client\(s\) web-app \(2x\)/);
+  assert.equal(findings.find((f) => f.code === "RL11")?.severity, "medium");
+
+  assert.match(await page.textContent("[data-testid=sample]"), /^HTTP\/1\.1 429 Too Many Requests\nRetry-After: 10\nRateLimit-Policy: "api";q=20;w=10\n/);
+
+  // The chart: the export job's bursts of 30 reach the server paced (a few a second, over
+  // many seconds) and never refused; the rule's blocks show as refused bars.
+  const chart = await page.$eval("[data-testid=chart] svg", (svg) => {
+    const bars = (sel) => [...svg.querySelectorAll(sel)].map((r) => ({ client: r.dataset.client, second: Number(r.dataset.second), height: Number(r.getAttribute("height")) }));
+    return {
+      seconds: Number(svg.dataset.seconds),
+      bin: Number(svg.dataset.bin),
+      admitted: bars("rect.chart-bar.admitted"),
+      rejected: bars("rect.chart-bar.rejected"),
+      capacity: svg.querySelector("[data-testid=capacity-line] text")?.textContent,
+    };
+  });
+  assert.equal(chart.bin, 1);
+  assert.equal(chart.seconds, want.timeline.seconds);
+  assert.equal(chart.capacity, "capacity 40/s");
+  const jobTimeline = want.timeline.clients.find((c) => c.name === "export-job");
+  const jobBars = chart.admitted.filter((b) => b.client === "export-job");
+  assert.equal(jobBars.length, jobTimeline.admitted.filter((n) => n > 0).length, "a bar for each second the job sent in");
+  assert.ok(jobBars.length >= 60, `the job's 4 bursts spread over ${jobBars.length} seconds`);
+  assert.ok(Math.max(...jobTimeline.admitted) <= 6, "no second carries a whole burst");
+  assert.ok(!chart.rejected.some((b) => b.client === "export-job"), "the paced job is never refused");
+  const refused = new Set(chart.rejected.map((b) => b.client));
+  assert.ok(refused.has("scraper") && refused.has("web-app"), [...refused].join(" "));
+  const webBlocked = want.timeline.clients.find((c) => c.name === "web-app").rejected.filter((n) => n > 0).length;
+  assert.equal(chart.rejected.filter((b) => b.client === "web-app").length, webBlocked);
+  assert.match(await page.textContent("#chart-note"), /a paced attempt counts in the second its pacer sends it/);
+
+  await mkdir(path.dirname(edgeScreenshotPath), { recursive: true });
+  await page.screenshot({ path: edgeScreenshotPath, fullPage: true });
+  t.diagnostic(`screenshot: ${edgeScreenshotPath}`);
+
+  // Without a smartflow or count_then_block policy, neither table is shown.
+  await page.selectOption("[data-testid=example]", "orders-api-tuned");
+  assert.equal(await run(), "done");
+  assert.ok(await page.locator("[data-testid=pacing-section]").isHidden());
+  assert.ok(await page.locator("[data-testid=blocks-section]").isHidden());
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+  assert.deepEqual(foreignRequests, [], "no external resources");
+});
+
+test("an edge_rules path that cannot be fetched shows the error box naming the path", async () => {
+  const config = readFileSync(path.join(root, "examples/edge-api.json"), "utf8").replace("../worker/rules.json", "../worker/gone.json");
+  await page.fill("[data-testid=config]", config);
+  assert.equal(await page.inputValue("[data-testid=example]"), "custom");
+  assert.equal(await run(), "error");
+  const error = page.locator("[data-testid=error]");
+  assert.ok(await error.isVisible());
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): edge_rules: \.\.\/worker\/gone\.json: cannot fetch \/worker\/gone\.json: HTTP 404\b/);
+  assert.ok(await page.locator("[data-testid=result]").isHidden());
+
+  // Your own config's path is read relative to /examples/, as the example's is; the rest of
+  // the text is simulated as typed (a service of 2.0 is titled 2.0, not 2).
+  const own = config.replace("../worker/gone.json", "../worker/rules.json").replace(/"service": "[^"]*"/, '"service": 2.0');
+  await page.fill("[data-testid=config]", own);
+  assert.equal(await run(), "done");
+  assert.ok(await error.isHidden());
+  assert.equal(await page.getAttribute("#blocks tbody tr", "data-policy"), "api");
+  const rules = readFileSync(path.join(root, "worker/rules.json"), "utf8").trim();
+  const markdown = await page.textContent("[data-testid=markdown]");
+  assert.match(markdown, /^# Rate limit simulation: 2\.0\n/);
+  assert.equal(markdown, runSimulation(own.replace('"../worker/rules.json"', rules)).markdown);
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
 });
 
 test("orders-api-tuned: no high findings", async () => {

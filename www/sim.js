@@ -3,9 +3,14 @@
 // recorded CSV trace; the verdict, the tables, the findings, the sample 429, the Markdown
 // report and a per-second chart of admitted and refused attempts per client.
 // Plain ES module, no dependencies; the package is the build's copy under /sluicegate/.
+//
+// A configuration whose `edge_rules` is a path (the command line reads it relative to the
+// configuration file) gets the file fetched from this server in its place: relative to the
+// example's URL, or to /examples/ for a configuration of your own.
 
 const PACKAGE = "/sluicegate/js/sim-browser.js";
-const EXAMPLES = ["orders-api", "orders-api-tuned"];
+const EXAMPLES = ["orders-api", "orders-api-tuned", "edge-api"];
+const exampleUrl = (name) => `/examples/${name}.json`;
 const SVG = "http://www.w3.org/2000/svg";
 /** Client colours (colour-blind friendly), cycled. */
 const PALETTE = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb", "#ee8866"];
@@ -33,6 +38,10 @@ const el = {
   legend: $("legend"),
   clients: document.querySelector("#clients tbody"),
   policies: document.querySelector("#policies tbody"),
+  pacingSection: $("pacing-section"),
+  pacing: document.querySelector("#pacing tbody"),
+  blocksSection: $("blocks-section"),
+  blocks: document.querySelector("#blocks tbody"),
   findings: $("findings"),
   sampleHeading: $("sample-heading"),
   sample: $("sample"),
@@ -123,6 +132,120 @@ el.clearTrace.addEventListener("click", () => {
   traceName = "trace";
 });
 
+// ---------------------------------------------------------------- edge_rules paths
+
+/**
+ * Where the top-level value of `key` lies in `text` (valid JSON, an object): `[start, end]`
+ * of its last occurrence (the one JSON readers keep), or null. (As js/cli.mjs finds it.)
+ */
+function topLevelValueSpan(text, key) {
+  let i = 0;
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i])) i++;
+  };
+  const skipString = () => {
+    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
+    i++;
+  };
+  const skipValue = () => {
+    if (text[i] === '"') return skipString();
+    if (text[i] === "{" || text[i] === "[") {
+      let depth = 0;
+      do {
+        if (text[i] === '"') {
+          skipString();
+          continue;
+        }
+        if (text[i] === "{" || text[i] === "[") depth++;
+        else if (text[i] === "}" || text[i] === "]") depth--;
+        i++;
+      } while (depth > 0);
+      return;
+    }
+    while (i < text.length && !",}] \t\n\r".includes(text[i])) i++;
+  };
+  let span = null;
+  ws();
+  if (text[i] !== "{") return null;
+  i++;
+  for (;;) {
+    ws();
+    if (text[i] !== '"') return span;
+    const keyStart = i;
+    skipString();
+    const name = JSON.parse(text.slice(keyStart, i));
+    ws();
+    i++; // ":"
+    ws();
+    const start = i;
+    skipValue();
+    if (name === key) span = [start, i];
+    ws();
+    if (text[i] !== ",") return span;
+    i++;
+  }
+}
+
+/** Why `text` is not JSON (in the simulator's words where it can), or null. */
+function jsonProblem(text) {
+  try {
+    JSON.parse(text);
+    return null;
+  } catch (error) {
+    try {
+      sim.checkConfig(text);
+    } catch (refusal) {
+      if (refusal instanceof sim.SimulationError && refusal.message.startsWith("invalid JSON: ")) return refusal.message;
+    }
+    return `invalid JSON: ${error.message}`;
+  }
+}
+
+/**
+ * The configuration's text with a string `edge_rules` (a path, resolved against `base`)
+ * replaced by the fetched file's JSON text; everything else as typed, so numbers keep
+ * their spelling (`20` and `20.0` are different to the simulator). Returns the text and the
+ * path substituted (null: none). A file that cannot be fetched or is not JSON is a
+ * SimulationError naming the path (exit status 2, as the command line's).
+ */
+async function withEdgeRules(text, base) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { text, rules: null }; // the simulator says what is wrong with it
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { text, rules: null };
+  const rules = parsed.edge_rules;
+  if (typeof rules !== "string") return { text, rules: null };
+  let url;
+  try {
+    url = new URL(rules, base);
+  } catch {
+    throw new sim.SimulationError(`edge_rules: ${rules}: not a path or URL`, 2);
+  }
+  const shown = url.origin === location.origin ? url.pathname : url.href;
+  let rulesText;
+  try {
+    const res = await fetch(url, { cache: "no-cache" });
+    if (!res.ok) throw new Error(`HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ""}`);
+    rulesText = await res.text();
+  } catch (err) {
+    throw new sim.SimulationError(`edge_rules: ${rules}: cannot fetch ${shown}: ${err?.message ?? err}`, 2);
+  }
+  const problem = jsonProblem(rulesText);
+  if (problem !== null) throw new sim.SimulationError(`edge_rules: ${rules} (${shown}): ${problem}`, 2);
+  const span = topLevelValueSpan(text, "edge_rules");
+  if (span === null) return { text, rules: null };
+  return { text: `${text.slice(0, span[0])}${rulesText.trim()}${text.slice(span[1])}`, rules };
+}
+
+/** What a configuration's relative paths are resolved against: its example's URL, or /examples/. */
+function configBase() {
+  const name = el.example.value;
+  return new URL(examples.has(name) ? exampleUrl(name) : "/examples/", location.href);
+}
+
 // ---------------------------------------------------------------- running
 
 el.form.addEventListener("submit", async (event) => {
@@ -136,13 +259,15 @@ el.form.addEventListener("submit", async (event) => {
   el.status.textContent = "Running…";
   await new Promise((resolve) => setTimeout(resolve, 0)); // let "Running…" paint
   try {
-    const text = el.config.value;
+    const { text, rules } = await withEdgeRules(el.config.value, configBase());
     const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
     const started = performance.now();
     const out = sim.runSimulation(text, trace, { traceName });
     const ms = performance.now() - started;
     render(out);
-    el.status.textContent = `Simulated in ${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms${trace ? ` on ${traceName}` : ""}.`;
+    el.status.textContent =
+      `Simulated in ${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms${trace ? ` on ${traceName}` : ""}` +
+      `${rules ? `, with edge_rules from ${rules}` : ""}.`;
     el.root.dataset.exitCode = String(out.exitCode);
     setState("done");
   } catch (err) {
@@ -163,9 +288,11 @@ el.form.addEventListener("submit", async (event) => {
 function render({ report, markdown, markdownError, timeline, exitCode }) {
   renderVerdict(report, exitCode);
   renderSummary(report);
-  renderChart(timeline);
+  renderChart(timeline, report);
   renderClients(report, timeline);
   renderPolicies(report);
+  renderPacing(report, timeline);
+  renderBlocks(report);
   renderFindings(report);
   renderSample(report, markdown);
   el.markdown.textContent = markdown ?? `The Markdown report cannot be written: ${markdownError?.message}`;
@@ -249,6 +376,53 @@ function renderPolicies(report) {
   );
 }
 
+/** With a `smartflow` policy, every client row has `paced`, `mean_pace_s`, `max_pace_s`, `pacer`. */
+function renderPacing(report, timeline) {
+  const rows = report.clients.filter((c) => c.paced !== undefined);
+  el.pacingSection.hidden = rows.length === 0;
+  const colours = clientColours(timeline);
+  el.pacing.replaceChildren(
+    ...rows.map((c) => {
+      const tr = make("tr", { attrs: { "data-client": c.client, "data-paced": String(c.paced) } });
+      const name = cell(tr, "");
+      name.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.client) ?? "transparent"}` } }), c.client);
+      cell(tr, fmt(c.paced), "n");
+      cell(tr, `${fmt(c.mean_pace_s)} s`, "n");
+      cell(tr, `${fmt(c.max_pace_s)} s`, "n");
+      cell(tr, c.pacer || "–");
+      return tr;
+    }),
+  );
+}
+
+/** `count_then_block` policy rows have `mitigation_timeout_s`, `blocks`, `blocked_clients`. */
+function renderBlocks(report) {
+  const rows = report.policies.filter((p) => p.blocks !== undefined);
+  el.blocksSection.hidden = rows.length === 0;
+  const kinds = new Map(report.clients.map((c) => [c.client, show(c.kind)]));
+  el.blocks.replaceChildren(
+    ...rows.map((p) => {
+      const tr = make("tr", { attrs: { "data-policy": p.name, "data-blocks": String(p.blocks) } });
+      cell(tr, p.name);
+      cell(tr, `${fmt(p.mitigation_timeout_s)} s`, "n");
+      cell(tr, fmt(p.blocks), p.blocks > 0 ? "n bad-text" : "n");
+      const who = cell(tr, p.blocked_clients.length ? "" : "–", "blocked");
+      p.blocked_clients.forEach((b, i) => {
+        if (i > 0) who.append(", ");
+        const kind = kinds.get(b.client) ?? "unknown";
+        who.append(
+          make("span", {
+            className: kind === "legit" ? "blocked-client legit" : "blocked-client",
+            text: `${b.client} (${fmt(b.blocks)})`,
+            attrs: { "data-client": b.client, "data-kind": kind, "data-blocks": String(b.blocks) },
+          }),
+        );
+      });
+      return tr;
+    }),
+  );
+}
+
 function renderFindings(report) {
   if (report.findings.length === 0) {
     el.findings.replaceChildren(make("li", { className: "none", text: "No findings." }));
@@ -301,7 +475,7 @@ function niceStep(span, count, steps = null) {
 
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
 
-function renderChart(timeline) {
+function renderChart(timeline, report) {
   const colours = clientColours(timeline);
   const seconds = timeline.seconds;
   const bin = Math.max(1, Math.ceil(seconds / MAX_BARS));
@@ -398,7 +572,10 @@ function renderChart(timeline) {
   axis.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: m.top + plotH, y2: m.top + plotH, class: "frame" }));
   axis.append(svg("text", { x: m.left + plotW / 2, y: H - 4, class: "axis-label", "text-anchor": "middle" }, "time (s)"));
   axis.append(svg("text", { x: 12, y: m.top + plotH / 2, class: "axis-label", "text-anchor": "middle", transform: `rotate(-90 12 ${m.top + plotH / 2})` }, "attempts per second"));
-  axis.append(svg("text", { x: m.left + plotW + 6, y: m.top + 12, class: "band-label" }, "admitted ↑"));
+  // "admitted ↑" at the top of the margin, or under the capacity label when that is there.
+  const capacityY = capacity !== null && Number.isFinite(capacity) ? axisY - capacity * k + 4 : null;
+  const admittedY = capacityY !== null && Math.abs(capacityY - (m.top + 12)) < 14 ? capacityY + 16 : m.top + 12;
+  axis.append(svg("text", { x: m.left + plotW + 6, y: admittedY, class: "band-label" }, "admitted ↑"));
   if (maxDown > 0) axis.append(svg("text", { x: m.left + plotW + 6, y: m.top + plotH - 4, class: "band-label" }, "refused ↓"));
   root.append(axis);
 
@@ -412,8 +589,10 @@ function renderChart(timeline) {
   }
 
   el.chart.replaceChildren(root);
+  const paced = report.clients.some((c) => c.paced > 0);
   el.chartNote.textContent =
     "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
+    (paced ? "; a paced attempt counts in the second its pacer sends it" : "") +
     (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.");
 
   el.legend.replaceChildren(
@@ -440,8 +619,8 @@ async function main() {
   try {
     const texts = await Promise.all(
       EXAMPLES.map(async (name) => {
-        const res = await fetch(`/examples/${name}.json`);
-        if (!res.ok) throw new Error(`GET /examples/${name}.json: ${res.status}`);
+        const res = await fetch(exampleUrl(name));
+        if (!res.ok) throw new Error(`GET ${exampleUrl(name)}: ${res.status}`);
         return [name, await res.text()];
       }),
     );
