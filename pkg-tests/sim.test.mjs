@@ -254,6 +254,38 @@ test("the command line reads a path given as edge_rules, relative to the config'
   assert.match(broken.stderr, /^error: edge_rules: edge\/rules\/broken\.json: invalid JSON: EOF while parsing a list at line 1 column 11\n$/);
 });
 
+test("examples/edge-api.json: the worker's rules file as a count_then_block policy, a pacer that spares the export job its 429s; the command line the same", async () => {
+  const config = example("edge-api");
+  assert.equal(JSON.parse(config).edge_rules, "../worker/rules.json");
+  // In wasm the path is refused, naming it; the rules themselves are simulated.
+  assertSimulationError(() => simulate(config), 2, /^edge_rules: '\.\.\/worker\/rules\.json' is a path; /);
+  const rules = read(join(root, "worker/rules.json"));
+  const inline = config.replace('"../worker/rules.json"', rules.trim());
+  const report = simulate(inline);
+
+  const api = report.policies.find((p) => p.name === "api");
+  assert.ok(api, report.policies.map((p) => p.name).join(", "));
+  assert.equal(api.algorithm, "count_then_block");
+  assert.equal(api.window_s, 10);
+  assert.equal(api.mitigation_timeout_s, 10);
+  assert.ok(api.blocks > 0, `${api.blocks} blocks`);
+  assert.equal(api.blocks, api.blocked_clients.reduce((n, b) => n + b.blocks, 0), "every block is some client's");
+  assert.ok(!("blocks" in report.policies.find((p) => p.name === "origin")), "only count_then_block policies have blocks");
+
+  const job = report.clients.find((c) => c.client === "export-job");
+  assert.ok(job.paced > 0, `${job.paced} paced`);
+  assert.equal(job.rejected, 0);
+  assert.equal(job.pacer, "export pacer");
+  assert.equal(report.policies.find((p) => p.name === "export pacer").delayed, job.paced);
+  for (const c of report.clients) assert.ok("paced" in c && "mean_pace_s" in c && "max_pace_s" in c && "pacer" in c, c.client);
+  assert.ok(report.findings.some((f) => f.code === "RL12"), report.findings.map((f) => f.code).join(" "));
+
+  const out = await sluicegate(["sim", "examples/edge-api.json", "--json"]);
+  assert.equal(out.stderr, "");
+  assert.equal(out.code, runSimulation(inline).exitCode);
+  assert.deepEqual(JSON.parse(out.stdout), report, "npx sluicegate sim reads the path and simulates the same");
+});
+
 /** cases.txt: name | modes | arguments | what stderr must mention (see tests/sim_parity.rs). */
 function parityCases() {
   return read(join(fixtures, "cases.txt"))
