@@ -8,7 +8,7 @@
 // configuration's directory) in its place before simulating.
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { SimulationError, checkConfig, runSimulation, selfTest } from "./sim-node.js";
+import { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
@@ -114,72 +114,6 @@ function readText(file) {
   }
 }
 
-/**
- * Where the top-level value of `key` lies in `text` (valid JSON, an object): `[start, end]`
- * of its last occurrence (the one JSON readers keep), or null.
- */
-function topLevelValueSpan(text, key) {
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && " \t\n\r".includes(text[i])) i++;
-  };
-  const skipString = () => {
-    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
-    i++;
-  };
-  const skipValue = () => {
-    if (text[i] === '"') return skipString();
-    if (text[i] === "{" || text[i] === "[") {
-      let depth = 0;
-      do {
-        if (text[i] === '"') {
-          skipString();
-          continue;
-        }
-        if (text[i] === "{" || text[i] === "[") depth++;
-        else if (text[i] === "}" || text[i] === "]") depth--;
-        i++;
-      } while (depth > 0);
-      return;
-    }
-    while (i < text.length && !",}] \t\n\r".includes(text[i])) i++;
-  };
-  let span = null;
-  ws();
-  if (text[i] !== "{") return null;
-  i++;
-  for (;;) {
-    ws();
-    if (text[i] !== '"') return span; // "}" (or nothing: not an object)
-    const keyStart = i;
-    skipString();
-    const name = JSON.parse(text.slice(keyStart, i));
-    ws();
-    i++; // ":"
-    ws();
-    const start = i;
-    skipValue();
-    if (name === key) span = [start, i];
-    ws();
-    if (text[i] !== ",") return span;
-    i++;
-  }
-}
-
-/** Why `text` is not JSON (worded by the simulator's own JSON reader where it can), or null. */
-function jsonProblem(text) {
-  try {
-    JSON.parse(text);
-    return null;
-  } catch (error) {
-    try {
-      checkConfig(text);
-    } catch (refusal) {
-      if (refusal instanceof SimulationError && refusal.message.startsWith("invalid JSON: ")) return refusal.message;
-    }
-    return `invalid JSON: ${error.message}`;
-  }
-}
 
 /**
  * The configuration's text with a string `edge_rules` (a path, relative to the
@@ -187,15 +121,8 @@ function jsonProblem(text) {
  * numbers keep their spelling (`20` and `20.0` are different to the simulator).
  */
 function withEdgeRules(text, configPath) {
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return text; // the simulator says what is wrong with it
-  }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return text;
-  const rules = parsed.edge_rules;
-  if (typeof rules !== "string") return text;
+  const rules = edgeRulesPath(text);
+  if (rules === null) return text;
   // Beside the configuration, joined as the native command line joins paths (no normalising).
   const file = path.isAbsolute(rules) ? rules : `${configPath.slice(0, configPath.lastIndexOf("/") + 1)}${rules}`;
   let rulesText;
@@ -204,11 +131,7 @@ function withEdgeRules(text, configPath) {
   } catch (error) {
     throw new SimulationError(`edge_rules: ${error.message}`, 2);
   }
-  const problem = jsonProblem(rulesText);
-  if (problem !== null) throw new SimulationError(`edge_rules: ${file}: ${problem}`, 2);
-  const span = topLevelValueSpan(text, "edge_rules");
-  if (span === null) return text;
-  return `${text.slice(0, span[0])}${rulesText.trim()}${text.slice(span[1])}`;
+  return inlineEdgeRules(text, rulesText, file);
 }
 
 function sim(args) {

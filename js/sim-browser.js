@@ -2,4 +2,4 @@
 // copies it as an asset). Vite users: optimizeDeps: { exclude: ["sluicegate"] }.
 export * from "../pkg-sim/sluicegate.js";
 export { default } from "../pkg-sim/sluicegate.js";
-export { SimulationError, checkConfig, runSimulation, selfTest, simulate } from "./sim.js";
+export { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";

@@ -298,5 +298,18 @@ export declare function runSimulation(
 /** Check `config` without simulating: throws the `SimulationError` `simulate` would throw for it before reading any traffic. */
 export declare function checkConfig(config: SimConfig | string): void;
 
+/**
+ * The `edge_rules` path of a configuration given as JSON text, or null (no `edge_rules`, the
+ * rules object itself, or text that is not a JSON object).
+ */
+export declare function edgeRulesPath(configText: string): string | null;
+
+/**
+ * The configuration's text with its `edge_rules` value replaced by `rulesText` (the rules
+ * file's JSON text), everything else as written. Rules that are not JSON throw a
+ * SimulationError (exit status 2) naming `where`.
+ */
+export declare function inlineEdgeRules(configText: string, rulesText: string, where: string): string;
+
 /** The simulator's self-test (`sluicegate sim --self-test`): its printed lines and whether every case passed. */
 export declare function selfTest(): { output: string; ok: boolean };

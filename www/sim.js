@@ -134,72 +134,6 @@ el.clearTrace.addEventListener("click", () => {
 
 // ---------------------------------------------------------------- edge_rules paths
 
-/**
- * Where the top-level value of `key` lies in `text` (valid JSON, an object): `[start, end]`
- * of its last occurrence (the one JSON readers keep), or null. (As js/cli.mjs finds it.)
- */
-function topLevelValueSpan(text, key) {
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && " \t\n\r".includes(text[i])) i++;
-  };
-  const skipString = () => {
-    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
-    i++;
-  };
-  const skipValue = () => {
-    if (text[i] === '"') return skipString();
-    if (text[i] === "{" || text[i] === "[") {
-      let depth = 0;
-      do {
-        if (text[i] === '"') {
-          skipString();
-          continue;
-        }
-        if (text[i] === "{" || text[i] === "[") depth++;
-        else if (text[i] === "}" || text[i] === "]") depth--;
-        i++;
-      } while (depth > 0);
-      return;
-    }
-    while (i < text.length && !",}] \t\n\r".includes(text[i])) i++;
-  };
-  let span = null;
-  ws();
-  if (text[i] !== "{") return null;
-  i++;
-  for (;;) {
-    ws();
-    if (text[i] !== '"') return span;
-    const keyStart = i;
-    skipString();
-    const name = JSON.parse(text.slice(keyStart, i));
-    ws();
-    i++; // ":"
-    ws();
-    const start = i;
-    skipValue();
-    if (name === key) span = [start, i];
-    ws();
-    if (text[i] !== ",") return span;
-    i++;
-  }
-}
-
-/** Why `text` is not JSON (in the simulator's words where it can), or null. */
-function jsonProblem(text) {
-  try {
-    JSON.parse(text);
-    return null;
-  } catch (error) {
-    try {
-      sim.checkConfig(text);
-    } catch (refusal) {
-      if (refusal instanceof sim.SimulationError && refusal.message.startsWith("invalid JSON: ")) return refusal.message;
-    }
-    return `invalid JSON: ${error.message}`;
-  }
-}
 
 /**
  * The configuration's text with a string `edge_rules` (a path, resolved against `base`)
@@ -209,15 +143,8 @@ function jsonProblem(text) {
  * SimulationError naming the path (exit status 2, as the command line's).
  */
 async function withEdgeRules(text, base) {
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return { text, rules: null }; // the simulator says what is wrong with it
-  }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return { text, rules: null };
-  const rules = parsed.edge_rules;
-  if (typeof rules !== "string") return { text, rules: null };
+  const rules = sim.edgeRulesPath(text);
+  if (rules === null) return { text, rules: null };
   let url;
   try {
     url = new URL(rules, base);
@@ -233,11 +160,7 @@ async function withEdgeRules(text, base) {
   } catch (err) {
     throw new sim.SimulationError(`edge_rules: ${rules}: cannot fetch ${shown}: ${err?.message ?? err}`, 2);
   }
-  const problem = jsonProblem(rulesText);
-  if (problem !== null) throw new sim.SimulationError(`edge_rules: ${rules} (${shown}): ${problem}`, 2);
-  const span = topLevelValueSpan(text, "edge_rules");
-  if (span === null) return { text, rules: null };
-  return { text: `${text.slice(0, span[0])}${rulesText.trim()}${text.slice(span[1])}`, rules };
+  return { text: sim.inlineEdgeRules(text, rulesText, `${rules} (${shown})`), rules };
 }
 
 /** What a configuration's relative paths are resolved against: its example's URL, or /examples/. */
