@@ -262,3 +262,34 @@ fn a_trace_out_of_time_order_gives_the_same_report_as_the_sorted_trace() {
     assert_eq!(tl_a, tl_b, "the timeline restarts when the trace has to be sorted");
     assert_eq!(a.requests, 60);
 }
+
+#[test]
+fn generated_traffic_replayed_on_the_fly_equals_generated_traffic_stored_and_sorted() {
+    let configs = [
+        // Poisson clients share one generator, in config order, around other patterns
+        r#"{"duration_s": 40, "seed": 9, "policies": [{"algorithm": "fixed_window", "limit": 20, "window_s": 10},
+            {"algorithm": "sliding_log", "key": "global", "limit": 50, "window_s": 5}],
+          "clients": [{"name": "p1", "pattern": "poisson", "rps": 3, "retry": "honor"},
+                      {"name": "s", "rps": 2.5, "start": 3.3, "retry": "immediate"},
+                      {"name": "p2", "pattern": "poisson", "rps": 5, "start": 10, "duration": 7, "retry": "backoff"},
+                      {"name": "p1", "pattern": "poisson", "rps": 1, "endpoint": "/x"}]}"#,
+        // bursts that overlap (sorted in memory), an empty burst, equal names and times
+        r#"{"duration_s": 20, "policies": [{"algorithm": "token_bucket", "rate": 2, "burst": 5},
+            {"algorithm": "gcra", "key": "global", "rate": 10, "burst": 10}],
+          "clients": [{"name": "b", "pattern": "burst", "burst": 50, "every_s": 0.02, "duration": 0.1},
+                      {"name": "b", "pattern": "burst", "burst": 3, "every_s": 2, "retry": "honor"},
+                      {"name": "z", "pattern": "burst", "burst": 0.5, "every_s": 1},
+                      {"name": "a", "rps": 1, "cost": 2, "retry": "backoff"}]}"#,
+    ];
+    for text in configs {
+        let cfg = Config::from_json(text).unwrap();
+        let (mut on_the_fly, mut stored) = (Log::default(), Log::default());
+        let a = sim::report(&cfg, sim::simulate_generated(&cfg, Some(&mut on_the_fly)).unwrap()).unwrap();
+        let b =
+            sim::report(&cfg, sim::simulate_observed(&cfg, sim::generate(&cfg).unwrap(), Some(&mut stored)).unwrap())
+                .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(on_the_fly.0, stored.0, "the same attempts in the same order");
+        assert!(a.requests > 0);
+    }
+}

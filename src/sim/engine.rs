@@ -70,8 +70,54 @@ pub struct Request {
     pub cost: f64,
 }
 
-/// A run's next request while merging: its sort key, its index, the run's end.
-type Head = ((u64, u64, u64), usize, usize);
+/// The replay's order of requests: time, then client and endpoint name (as ranks), cost.
+type MergeKey = (u64, u64, u64);
+
+/// Each name's rank in the names' sorted order.
+fn name_ranks(names: &Names) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..names.len() as u32).collect();
+    ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
+    let mut rank = vec![0u32; ids.len()];
+    for (r, id) in ids.into_iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    rank
+}
+
+/// Merges runs that are each in order: `heads` holds the key of each run's first item and
+/// the run's number; `take(j)` hands on run `j`'s current item and returns the key of its
+/// next one (`None` at its end). Items of equal keys are interchangeable.
+#[inline]
+fn merge<E>(
+    mut heads: Vec<(MergeKey, usize)>,
+    mut take: impl FnMut(usize) -> Result<Option<MergeKey>, E>,
+) -> Result<(), E> {
+    if heads.len() > 16 {
+        let mut heap: BinaryHeap<Reverse<(MergeKey, usize)>> = heads.into_iter().map(Reverse).collect();
+        while let Some(Reverse((_, j))) = heap.pop() {
+            if let Some(key) = take(j)? {
+                heap.push(Reverse((key, j)));
+            }
+        }
+        return Ok(());
+    }
+    // a few runs: the smallest head by a linear scan
+    while !heads.is_empty() {
+        let mut m = 0;
+        for h in 1..heads.len() {
+            if heads[h].0 < heads[m].0 {
+                m = h;
+            }
+        }
+        match take(heads[m].1)? {
+            Some(key) => heads[m].0 = key,
+            None => {
+                heads.swap_remove(m);
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Requests held in memory (generated traffic, or a trace that is not in time order).
 #[derive(Clone, Debug, Default)]
@@ -112,16 +158,7 @@ impl Traffic {
     /// which is almost always already the case, then the runs are merged. Requests equal in
     /// all four sort keys are interchangeable.
     fn in_order<E>(&mut self, mut f: impl FnMut(Request) -> Result<(), E>) -> Result<(), E> {
-        let rank = |names: &Names| {
-            let mut ids: Vec<u32> = (0..names.len() as u32).collect();
-            ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
-            let mut rank = vec![0u32; ids.len()];
-            for (r, id) in ids.into_iter().enumerate() {
-                rank[id as usize] = r as u32;
-            }
-            rank
-        };
-        let (cr, er) = (rank(&self.clients), rank(&self.endpoints));
+        let (cr, er) = (name_ranks(&self.clients), name_ranks(&self.endpoints));
         let key = |r: &Request| {
             (
                 time_key(r.t),
@@ -133,7 +170,9 @@ impl Traffic {
         if bounds.last() != Some(&self.requests.len()) {
             bounds.push(self.requests.len());
         }
-        let mut heads: Vec<Head> = Vec::new();
+        // per run: (next index, end)
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut heads = Vec::new();
         let mut start = 0;
         for &end in &bounds {
             let slice = &mut self.requests[start..end];
@@ -141,38 +180,18 @@ impl Traffic {
                 slice.sort_by_cached_key(key);
             }
             if start < end {
-                heads.push((key(&self.requests[start]), start, end));
+                heads.push((key(&self.requests[start]), runs.len()));
+                runs.push((start, end));
             }
             start = end;
         }
         let reqs = &self.requests;
-        if heads.len() > 16 {
-            let mut heap: BinaryHeap<Reverse<Head>> = heads.into_iter().map(Reverse).collect();
-            while let Some(Reverse((_, i, end))) = heap.pop() {
-                f(reqs[i])?;
-                if i + 1 < end {
-                    heap.push(Reverse((key(&reqs[i + 1]), i + 1, end)));
-                }
-            }
-        } else {
-            // a few runs: the smallest head by a linear scan
-            while !heads.is_empty() {
-                let mut m = 0;
-                for h in 1..heads.len() {
-                    if heads[h].0 < heads[m].0 {
-                        m = h;
-                    }
-                }
-                let (_, i, end) = heads[m];
-                f(reqs[i])?;
-                if i + 1 < end {
-                    heads[m] = (key(&reqs[i + 1]), i + 1, end);
-                } else {
-                    heads.swap_remove(m);
-                }
-            }
-        }
-        Ok(())
+        merge(heads, |j| {
+            let (i, end) = &mut runs[j];
+            f(reqs[*i])?;
+            *i += 1;
+            Ok((*i < *end).then(|| key(&reqs[*i])))
+        })
     }
 
     /// The number of requests.
@@ -184,6 +203,18 @@ impl Traffic {
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
     }
+}
+
+/// The generator every Poisson client draws from in turn.
+fn seeded(cfg: &Config) -> Result<PyRandom, SimError> {
+    PyRandom::new(&cfg.seed).ok_or_else(|| {
+        SimError::Input(match &cfg.seed {
+            Seed::Unsupported(seed) => {
+                format!("seed {seed} is not supported for poisson traffic (use an integer or a float)")
+            }
+            _ => unreachable!("integer and float seeds are supported"),
+        })
+    })
 }
 
 /// The configured clients' traffic, in config order (not sorted), with the seeded generator
@@ -213,13 +244,7 @@ pub fn generate(cfg: &Config) -> Result<Traffic, SimError> {
             }
             Pattern::Poisson { rps } => {
                 if rng.is_none() {
-                    let unsupported = || match &cfg.seed {
-                        Seed::Unsupported(seed) => {
-                            format!("seed {seed} is not supported for poisson traffic (use an integer or a float)")
-                        }
-                        _ => unreachable!("integer and float seeds are supported"),
-                    };
-                    rng = Some(PyRandom::new(&cfg.seed).ok_or_else(|| SimError::Input(unsupported()))?);
+                    rng = Some(seeded(cfg)?);
                 }
                 let rng = rng.as_mut().expect("seeded above");
                 let mut t = t0 + rng.expovariate(rps);
@@ -239,6 +264,141 @@ pub fn generate(cfg: &Config) -> Result<Traffic, SimError> {
         out.runs.push(out.requests.len());
     }
     Ok(out)
+}
+
+/// One configured client's traffic, produced in time order on demand (what [`generate`]
+/// would store for it, one request at a time).
+enum Source {
+    Steady {
+        i: u64,
+        n: u64,
+        t0: f64,
+        rps: f64,
+    },
+    Poisson {
+        rng: Box<PyRandom>,
+        t: f64,
+        t1: f64,
+        rps: f64,
+    },
+    Burst {
+        t: f64,
+        k: i128,
+        burst: i128,
+        every_s: f64,
+        t1: f64,
+    },
+    /// Bursts that overlap (1 ms apart, more of them than fit between bursts): sorted here.
+    Stored {
+        times: Vec<f64>,
+        i: usize,
+    },
+}
+
+impl Source {
+    fn next(&mut self) -> Option<f64> {
+        match self {
+            Source::Steady { i, n, t0, rps } => (*i < *n).then(|| {
+                *i += 1;
+                *t0 + (*i - 1) as f64 / *rps
+            }),
+            Source::Poisson { rng, t, t1, rps } => (*t < *t1).then(|| {
+                let now = *t;
+                *t += rng.expovariate(*rps);
+                now
+            }),
+            Source::Burst { t, k, burst, every_s, t1 } => {
+                if *k == *burst {
+                    *t += *every_s;
+                    *k = 0;
+                }
+                (*t < *t1).then(|| {
+                    *k += 1;
+                    *t + (*k - 1) as f64 * 0.001
+                })
+            }
+            Source::Stored { times, i } => {
+                let t = times.get(*i).copied();
+                *i += 1;
+                t
+            }
+        }
+    }
+}
+
+/// Replays the configured clients' traffic as [`generate`] and [`simulate_observed`] would,
+/// without storing it: each client's requests are produced in time order and merged, so
+/// memory stays flat however long the simulation.
+pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> Result<Outcome, SimError> {
+    let (mut clients, mut endpoints) = (Names::default(), Names::default());
+    let mut rng: Option<PyRandom> = None;
+    let mut sources = Vec::new();
+    for c in &cfg.clients {
+        let (client, endpoint) = (clients.intern(&c.name), endpoints.intern(&c.endpoint));
+        let (t0, t1) = (c.start, c.start + c.duration);
+        let source = match c.pattern {
+            Pattern::Steady { rps } => {
+                let n = (c.duration * rps).round_ties_even();
+                Source::Steady { i: 0, n: if n > 0.0 { n as u64 } else { 0 }, t0, rps }
+            }
+            Pattern::Poisson { rps } => {
+                if rng.is_none() {
+                    rng = Some(seeded(cfg)?);
+                }
+                let shared = rng.as_mut().expect("seeded above");
+                // This client draws from here; the next Poisson client from where it stops.
+                let mut own = Box::new(shared.clone());
+                let first = t0 + own.expovariate(rps);
+                let mut t = t0 + shared.expovariate(rps);
+                while t < t1 {
+                    t += shared.expovariate(rps);
+                }
+                Source::Poisson { rng: own, t: first, t1, rps }
+            }
+            Pattern::Burst { burst, every_s } if burst >= 2 && (burst - 1) as f64 * 0.001 >= every_s / 2.0 => {
+                let mut times = Vec::new();
+                let mut t = t0;
+                while t < t1 {
+                    times.extend((0..burst).map(|k| t + k as f64 * 0.001));
+                    t += every_s;
+                }
+                times.sort_by(f64::total_cmp);
+                Source::Stored { times, i: 0 }
+            }
+            Pattern::Burst { burst, every_s } => Source::Burst {
+                t: t0,
+                k: 0,
+                burst: if burst > 0 { burst } else { 0 },
+                every_s,
+                t1: if burst > 0 { t1 } else { t0 },
+            },
+        };
+        sources.push((source, client, endpoint, c.cost));
+    }
+    let (cr, er) = (name_ranks(&clients), name_ranks(&endpoints));
+    // the merge key of a source's next request: time, then client and endpoint name, cost
+    let mut heads = Vec::new();
+    let mut order: Vec<(u64, u64)> = Vec::new();
+    let mut head_t: Vec<f64> = Vec::new();
+    for (j, (source, client, endpoint, cost)) in sources.iter_mut().enumerate() {
+        let names = u64::from(cr[*client as usize]) << 32 | u64::from(er[*endpoint as usize]);
+        order.push((names, time_key(*cost)));
+        let t = source.next();
+        head_t.push(t.unwrap_or(0.0));
+        if let Some(t) = t {
+            heads.push(((time_key(t), names, time_key(*cost)), j));
+        }
+    }
+    let mut engine = Engine::with_names(cfg, observer, clients, endpoints);
+    merge(heads, |j| {
+        let (source, client, endpoint, cost) = &mut sources[j];
+        engine.push_in_order(Request { t: head_t[j], client: *client, endpoint: *endpoint, cost: *cost })?;
+        Ok(source.next().map(|t| {
+            head_t[j] = t;
+            (time_key(t), order[j].0, order[j].1)
+        }))
+    })?;
+    engine.finish()
 }
 
 /// An attempt to decide.

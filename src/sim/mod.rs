@@ -49,8 +49,8 @@ mod trace;
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
 pub use engine::{
-    generate, simulate, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer, Outcome, Peak,
-    PolicyStats, Request, Sample, Traffic,
+    generate, simulate, simulate_generated, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer,
+    Outcome, Peak, PolicyStats, Request, Sample, Traffic,
 };
 pub use limiters::{max_in_window, Check, Limiter};
 pub use random::{py_hash_float, PyRandom, Seed};
@@ -245,13 +245,7 @@ fn outcome(
 ) -> Result<Outcome, SimError> {
     match trace {
         Some((label, text)) => simulate_trace(cfg, label, || Ok(text.as_bytes()), observer),
-        None => {
-            let traffic = generate(cfg)?;
-            if traffic.is_empty() {
-                return Ok(Outcome::default());
-            }
-            simulate_observed(cfg, traffic, observer)
-        }
+        None => simulate_generated(cfg, observer),
     }
 }
 
