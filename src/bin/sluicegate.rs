@@ -184,7 +184,8 @@ fn sim(args: &[&str]) -> ExitCode {
                 let open = || std::fs::File::open(path);
                 sim::report(&cfg, sim::simulate_trace(&cfg, path, open, None)?)?
             }
-            None => sim::analyse(&cfg, sim::generate(&cfg)?)?,
+            // generated and merged on the fly: never stored
+            None => sim::report(&cfg, sim::simulate_generated(&cfg, None)?)?,
         };
         let text = if args.json { report.to_json() } else { report.to_markdown()? };
         Ok((report.highs(), text))
