@@ -10,32 +10,26 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../worker/testing.mjs";
-import { launchChromium, watchPage } from "./support/browser.mjs";
+import { openEdgePage } from "./support/browser.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const screenshotPath = path.join(root, "test-output", "burst-tester.png");
 const TIMEOUT = 15_000;
 
 let edge;
-let browser;
 let page;
-const pageErrors = [];
-const foreignRequests = [];
+let pageErrors;
+let foreignRequests;
+let close;
 
 before(async () => {
-  edge = await startEdge({ cf: { colo: "AMS" } });
-  browser = await launchChromium(TIMEOUT);
-  page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
-  page.setDefaultTimeout(TIMEOUT);
-  watchPage(page, edge.url, { pageErrors, foreignRequests });
-  const res = await page.goto(`${edge.url}/`, { waitUntil: "load", timeout: TIMEOUT });
-  assert.equal(res.status(), 200, "GET / serves the page");
+  let response;
+  ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage(`/`, { edgeOptions: { cf: { colo: "AMS" } }, timeout: TIMEOUT }));
+  assert.equal(response.status(), 200, "GET / serves the page");
 });
 
 after(async () => {
-  await browser?.close().catch(() => {});
-  await edge?.close().catch(() => {});
+  await close?.();
 });
 
 test("25 requests show 20 OK and 5 blocked with a countdown", { timeout: 60_000 }, async (t) => {

@@ -12,8 +12,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../worker/testing.mjs";
-import { launchChromium, watchPage } from "./support/browser.mjs";
+import { openEdgePage } from "./support/browser.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = path.join(root, "test-output");
@@ -21,10 +20,10 @@ const TIMEOUT = 30_000; // the bound of every wait
 const TEST_TIMEOUT = { timeout: 90_000 };
 
 let edge;
-let browser;
 let page;
-const pageErrors = [];
-const foreignRequests = [];
+let pageErrors;
+let foreignRequests;
+let close;
 
 async function mockState() {
   const res = await fetch(`${edge.url}/mock/open-meteo/state`);
@@ -52,20 +51,15 @@ function waitForRun(n, state) {
 }
 
 before(async () => {
-  edge = await startEdge();
-  browser = await launchChromium(TIMEOUT);
-  page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
-  page.setDefaultTimeout(TIMEOUT);
-  watchPage(page, edge.url, { pageErrors, foreignRequests });
-  const res = await page.goto(`${edge.url}/fanout.html?scale=compressed`, { waitUntil: "load", timeout: TIMEOUT });
-  assert.equal(res.status(), 200, "GET /fanout.html serves the page");
+  let response;
+  ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage(`/fanout.html?scale=compressed`, { edgeOptions: {}, timeout: TIMEOUT }));
+  assert.equal(response.status(), 200, "GET /fanout.html serves the page");
   // Ready: the package is loaded and the mock is configured for the compressed scale.
   await page.waitForSelector('#fanout[data-ready="true"] #run:enabled', { timeout: TIMEOUT });
 });
 
 after(async () => {
-  await browser?.close().catch(() => {});
-  await edge?.close().catch(() => {});
+  await close?.();
 });
 
 test("the page loads with its defaults and configures the mock for the compressed scale", TEST_TIMEOUT, async () => {

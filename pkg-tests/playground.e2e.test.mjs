@@ -12,8 +12,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../worker/testing.mjs";
-import { launchChromium, watchPage } from "./support/browser.mjs";
+import { openEdgePage } from "./support/browser.mjs";
 import { runSimulation } from "sluicegate/sim";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -23,25 +22,20 @@ const golden = (name, ext) => readFileSync(path.join(root, "tests/fixtures/sim/g
 const TIMEOUT = 15_000;
 
 let edge;
-let browser;
 let page;
-const pageErrors = [];
-const foreignRequests = [];
+let pageErrors;
+let foreignRequests;
+let close;
 
 before(async () => {
-  edge = await startEdge({ cf: { colo: "AMS" } });
-  browser = await launchChromium(TIMEOUT);
-  page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
-  page.setDefaultTimeout(TIMEOUT);
-  watchPage(page, edge.url, { pageErrors, foreignRequests });
-  const res = await page.goto(`${edge.url}/sim.html`, { waitUntil: "load", timeout: TIMEOUT });
-  assert.equal(res.status(), 200, "GET /sim.html serves the page");
+  let response;
+  ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage(`/sim.html`, { edgeOptions: { cf: { colo: "AMS" } }, timeout: TIMEOUT }));
+  assert.equal(response.status(), 200, "GET /sim.html serves the page");
   await page.waitForSelector("#sim[data-ready='true']");
 });
 
 after(async () => {
-  await browser?.close().catch(() => {});
-  await edge?.close().catch(() => {});
+  await close?.();
 });
 
 /** Click Run and wait for this run to finish (done or error). */

@@ -2,6 +2,7 @@
 // playwright-core, with the flags this machine needs (no sandbox as root, no background
 // networking: the network is closed).
 import { chromium } from "playwright-core";
+import { startEdge } from "../../worker/testing.mjs";
 
 export const CHROMIUM_ARGS = [
   "--no-sandbox",
@@ -33,4 +34,22 @@ export function watchPage(page, origin, { pageErrors = [], foreignRequests = [] 
     if (!url.startsWith(origin) && !url.startsWith("data:")) foreignRequests.push(url);
   });
   return { pageErrors, foreignRequests };
+}
+
+/**
+ * The dev worker in workerd (`startEdge(edgeOptions)`) and one watched Chromium page opened
+ * on `pathname`: `{ edge, browser, page, response, pageErrors, foreignRequests, close }`.
+ */
+export async function openEdgePage(pathname, { edgeOptions = {}, timeout = 15_000 } = {}) {
+  const edge = await startEdge(edgeOptions);
+  const browser = await launchChromium(timeout);
+  const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+  page.setDefaultTimeout(timeout);
+  const watched = watchPage(page, edge.url);
+  const response = await page.goto(`${edge.url}${pathname}`, { waitUntil: "load", timeout });
+  const close = async () => {
+    await browser.close().catch(() => {});
+    await edge.close().catch(() => {});
+  };
+  return { edge, browser, page, response, ...watched, close };
 }
