@@ -5,6 +5,7 @@
 use super::py::{self, PyValue};
 use super::random::Seed;
 use super::SimError;
+use crate::limit::Limiter as _;
 use crate::rules::{self, Characteristic, PathMatch, RuleSet};
 use crate::time::Span;
 use serde_json::{Map, Value};
@@ -533,7 +534,7 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     let quota = match (algorithm, raw_limit) {
         (Algorithm::Gcra { burst, .. }, _) => PyValue::Int(burst.into()),
         (Algorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
-        (Algorithm::CountThenBlock { counting, .. }, _) => PyValue::Int(counting_quota(counting).into()),
+        (Algorithm::CountThenBlock { counting, .. }, _) => counting_quota(counting),
         (Algorithm::TokenBucket { .. }, Some(raw)) => raw,
         (Algorithm::TokenBucket { burst, .. }, None) => PyValue::Float(burst),
         (
@@ -555,14 +556,9 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     })
 }
 
-/// The units a rule's counter admits per window (its burst for a token bucket).
-fn counting_quota(counting: rules::Algorithm) -> u32 {
-    match counting {
-        rules::Algorithm::TokenBucket { burst, .. } => burst,
-        rules::Algorithm::SlidingLog { requests_per_period, .. }
-        | rules::Algorithm::FixedWindow { requests_per_period, .. }
-        | rules::Algorithm::SlidingWindow { requests_per_period, .. } => requests_per_period,
-    }
+/// The quota a rule's counter advertises (`RateLimit-Policy`'s `q`, as the worker sends it).
+fn counting_quota(counting: rules::Algorithm) -> PyValue {
+    PyValue::Int(counting.limiter().quota().limit.into())
 }
 
 /// A whole number of units from 1 to `u32::MAX`.
@@ -701,7 +697,7 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 endpoints,
                 clients: Vec::new(),
                 exclude_clients: Vec::new(),
-                quota: PyValue::Int(counting_quota(rule.algorithm).into()),
+                quota: counting_quota(rule.algorithm),
                 exact_endpoint,
                 applies: rule.matcher.methods.is_empty() || rule.matcher.methods.iter().any(|m| m == "GET"),
             }
