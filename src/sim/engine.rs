@@ -73,15 +73,31 @@ pub struct Request {
 /// The replay's order of requests: time, then client and endpoint name (as ranks), cost.
 type MergeKey = (u64, u64, u64);
 
-/// Each name's rank in the names' sorted order.
-fn name_ranks(names: &Names) -> Vec<u32> {
-    let mut ids: Vec<u32> = (0..names.len() as u32).collect();
-    ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
-    let mut rank = vec![0u32; ids.len()];
-    for (r, id) in ids.into_iter().enumerate() {
-        rank[id as usize] = r as u32;
+/// The replay's order of requests, as a [`MergeKey`]: client and endpoint names compared
+/// through their ranks in sorted order.
+struct Order {
+    clients: Vec<u32>,
+    endpoints: Vec<u32>,
+}
+
+impl Order {
+    fn new(clients: &Names, endpoints: &Names) -> Self {
+        let ranks = |names: &Names| {
+            let mut ids: Vec<u32> = (0..names.len() as u32).collect();
+            ids.sort_unstable_by(|&a, &b| names.name(a).cmp(names.name(b)));
+            let mut rank = vec![0u32; ids.len()];
+            for (r, id) in ids.into_iter().enumerate() {
+                rank[id as usize] = r as u32;
+            }
+            rank
+        };
+        Order { clients: ranks(clients), endpoints: ranks(endpoints) }
     }
-    rank
+
+    fn key(&self, r: &Request) -> MergeKey {
+        let names = u64::from(self.clients[r.client as usize]) << 32 | u64::from(self.endpoints[r.endpoint as usize]);
+        (time_key(r.t), names, time_key(r.cost))
+    }
 }
 
 /// Merges runs that are each in order: `heads` holds the key of each run's first item and
@@ -158,14 +174,8 @@ impl Traffic {
     /// which is almost always already the case, then the runs are merged. Requests equal in
     /// all four sort keys are interchangeable.
     fn in_order<E>(&mut self, mut f: impl FnMut(Request) -> Result<(), E>) -> Result<(), E> {
-        let (cr, er) = (name_ranks(&self.clients), name_ranks(&self.endpoints));
-        let key = |r: &Request| {
-            (
-                time_key(r.t),
-                u64::from(cr[r.client as usize]) << 32 | u64::from(er[r.endpoint as usize]),
-                time_key(r.cost),
-            )
-        };
+        let order = Order::new(&self.clients, &self.endpoints);
+        let key = |r: &Request| order.key(r);
         let mut bounds = self.runs.clone();
         if bounds.last() != Some(&self.requests.len()) {
             bounds.push(self.requests.len());
@@ -373,29 +383,24 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
                 t1: if burst > 0 { t1 } else { t0 },
             },
         };
-        sources.push((source, client, endpoint, c.cost));
+        sources.push((source, Request { t: 0.0, client, endpoint, cost: c.cost }));
     }
-    let (cr, er) = (name_ranks(&clients), name_ranks(&endpoints));
-    // the merge key of a source's next request: time, then client and endpoint name, cost
+    let order = Order::new(&clients, &endpoints);
+    // each source's next request, and its merge key
     let mut heads = Vec::new();
-    let mut order: Vec<(u64, u64)> = Vec::new();
-    let mut head_t: Vec<f64> = Vec::new();
-    for (j, (source, client, endpoint, cost)) in sources.iter_mut().enumerate() {
-        let names = u64::from(cr[*client as usize]) << 32 | u64::from(er[*endpoint as usize]);
-        order.push((names, time_key(*cost)));
-        let t = source.next();
-        head_t.push(t.unwrap_or(0.0));
-        if let Some(t) = t {
-            heads.push(((time_key(t), names, time_key(*cost)), j));
+    for (j, (source, next)) in sources.iter_mut().enumerate() {
+        if let Some(t) = source.next() {
+            next.t = t;
+            heads.push((order.key(next), j));
         }
     }
     let mut engine = Engine::with_names(cfg, observer, clients, endpoints);
     merge(heads, |j| {
-        let (source, client, endpoint, cost) = &mut sources[j];
-        engine.push_in_order(Request { t: head_t[j], client: *client, endpoint: *endpoint, cost: *cost })?;
+        let (source, next) = &mut sources[j];
+        engine.push_in_order(*next)?;
         Ok(source.next().map(|t| {
-            head_t[j] = t;
-            (time_key(t), order[j].0, order[j].1)
+            next.t = t;
+            order.key(next)
         }))
     })?;
     engine.finish()
