@@ -5,6 +5,7 @@ use crate::limit::{Decision, Quota};
 use crate::time::Span;
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use serde::Serialize;
 
 /// `Retry-After` in whole seconds, rounded up (a wait of 1 ms is a wait of 1 s).
@@ -39,6 +40,84 @@ pub fn ratelimit(name: &str, decision: &Decision) -> String {
         Decision::Deny { retry_after } => (0, retry_after),
     };
     format!("\"{}\";r={};t={}", name, remaining, t.as_secs_ceil())
+}
+
+/// The most bytes each of `RateLimit-Policy` and `RateLimit` may carry: HTTP clients refuse
+/// oversized headers (undici allows 16 KiB for all of a response's headers together).
+pub const MAX_RATELIMIT_FIELD_BYTES: usize = 2_048;
+
+/// The `RateLimit-Policy` and `RateLimit` fields of one response, one entry per rule that
+/// matched, in rule order, each field at most [`MAX_RATELIMIT_FIELD_BYTES`]. An entry that
+/// would not fit is left out (and counted), except the refusing rule's, which always
+/// appears: entries before it are dropped from the end until it fits.
+///
+/// # Examples
+/// ```
+/// use sluicegate::{headers::RateLimitFields, limit::Quota, Decision, Span};
+/// let mut fields = RateLimitFields::default();
+/// fields.push("api", Quota { limit: 20, window: Span::from_secs(10) }, &Decision::Allow { remaining: 19, reset: Span::from_secs(10) });
+/// assert_eq!(fields.policy(), "\"api\";q=20;w=10");
+/// assert_eq!(fields.state(), "\"api\";r=19;t=10");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct RateLimitFields {
+    entries: Vec<(String, String)>,
+    omitted: usize,
+}
+
+impl RateLimitFields {
+    /// Add the entries of rule `name`; a refusal always gets in.
+    pub fn push(&mut self, name: &str, quota: Quota, decision: &Decision) {
+        let entry = (ratelimit_policy(name, quota), ratelimit(name, decision));
+        let refusal = matches!(decision, Decision::Deny { .. });
+        while refusal && !self.fits(&entry) && self.entries.pop().is_some() {
+            self.omitted += 1;
+        }
+        if self.fits(&entry) {
+            self.entries.push(entry);
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    fn fits(&self, (policy, state): &(String, String)) -> bool {
+        let len = |pick: fn(&(String, String)) -> usize, new: usize| {
+            self.entries.iter().map(|e| pick(e) + 2).sum::<usize>() + new
+        };
+        len(|e| e.0.len(), policy.len()) <= MAX_RATELIMIT_FIELD_BYTES
+            && len(|e| e.1.len(), state.len()) <= MAX_RATELIMIT_FIELD_BYTES
+    }
+
+    /// Whether no rule matched.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many entries were left out for size.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
+    /// The `RateLimit-Policy` value.
+    pub fn policy(&self) -> String {
+        self.join(|e| &e.0)
+    }
+
+    /// The `RateLimit` value.
+    pub fn state(&self) -> String {
+        self.join(|e| &e.1)
+    }
+
+    fn join(&self, pick: fn(&(String, String)) -> &String) -> String {
+        let mut out = String::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(pick(entry));
+        }
+        out
+    }
 }
 
 /// The media type of [`problem`] bodies.
@@ -126,5 +205,44 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(&unavailable()).unwrap();
         assert_eq!(body["status"], 503);
         assert!(body.get("rule").is_none());
+    }
+
+    #[test]
+    fn ratelimit_fields_stay_within_their_budget_and_always_name_the_refusing_rule() {
+        let quota = Quota { limit: 4_294_967_295, window: Span::from_secs(31_622_400) };
+        let allow = Decision::Allow { remaining: 4_294_967_294, reset: Span::from_secs(31_622_400) };
+        let mut fields = RateLimitFields::default();
+        let names: Vec<String> = (0..64).map(|i| alloc::format!("{i:0>64}")).collect();
+        for name in &names[..63] {
+            fields.push(name, quota, &allow);
+        }
+        assert!(fields.policy().len() <= MAX_RATELIMIT_FIELD_BYTES);
+        assert!(fields.state().len() <= MAX_RATELIMIT_FIELD_BYTES);
+        assert!(fields.omitted() > 0);
+        let kept = 63 - fields.omitted();
+        fields.push(&names[63], quota, &Decision::Deny { retry_after: Span::from_secs(10) });
+        assert!(fields.policy().len() <= MAX_RATELIMIT_FIELD_BYTES);
+        assert!(fields.state().ends_with(&alloc::format!("\"{}\";r=0;t=10", names[63])));
+        assert_eq!(fields.omitted(), 63 - kept + 1, "one entry made room for the refusal");
+        assert!(fields.policy().starts_with(&alloc::format!("\"{}\"", names[0])), "rule order is kept");
+    }
+
+    #[test]
+    fn ratelimit_fields_join_entries_in_rule_order() {
+        let mut fields = RateLimitFields::default();
+        assert!(fields.is_empty());
+        fields.push(
+            "a",
+            Quota { limit: 2, window: Span::from_secs(1) },
+            &Decision::Allow { remaining: 1, reset: Span::from_secs(1) },
+        );
+        fields.push(
+            "b",
+            Quota { limit: 3, window: Span::from_secs(5) },
+            &Decision::Deny { retry_after: Span::from_millis(4_001) },
+        );
+        assert_eq!(fields.policy(), "\"a\";q=2;w=1, \"b\";q=3;w=5");
+        assert_eq!(fields.state(), "\"a\";r=1;t=1, \"b\";r=0;t=5");
+        assert_eq!(fields.omitted(), 0);
     }
 }

@@ -89,8 +89,16 @@ impl Source {
 pub struct Identity {
     /// The counting unit.
     pub ip: ClientIp,
+    /// The whole address the source gave (what a proxy appends to `X-Forwarded-For`).
+    pub address: IpAddr,
     /// Its source.
     pub source: Source,
+}
+
+impl Identity {
+    fn new(address: IpAddr, source: Source) -> Self {
+        Identity { ip: address.into(), address, source }
+    }
 }
 
 /// The request fields identity is read from; `None` for an absent header or peer.
@@ -119,17 +127,17 @@ pub struct Sources<'a> {
 /// ```
 pub fn client_identity(sources: &Sources<'_>) -> Option<Identity> {
     if let Some(ip) = sources.cf_connecting_ip.and_then(parse_ip) {
-        return Some(Identity { ip: ip.into(), source: Source::CfConnectingIp });
+        return Some(Identity::new(ip, Source::CfConnectingIp));
     }
     if let Some(ip) = sources.x_forwarded_for.and_then(rightmost_hop).and_then(parse_ip) {
-        return Some(Identity { ip: ip.into(), source: Source::ForwardedFor });
+        return Some(Identity::new(ip, Source::ForwardedFor));
     }
-    sources.peer.and_then(parse_ip).map(|ip| Identity { ip: ip.into(), source: Source::Peer })
+    sources.peer.and_then(parse_ip).map(|ip| Identity::new(ip, Source::Peer))
 }
 
 /// The rightmost non-empty hop. Only the hop our own proxy appended is trusted: when it is
 /// not an address, the hops to its left (client-typed) are not consulted.
-fn rightmost_hop(header: &str) -> Option<&str> {
+pub fn rightmost_hop(header: &str) -> Option<&str> {
     header.rsplit(',').map(str::trim).find(|hop| !hop.is_empty())
 }
 
@@ -210,6 +218,14 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.0, "2001:db8:aa:bb::/64");
         assert_ne!(a, other);
+    }
+
+    #[test]
+    fn the_whole_address_is_kept_beside_the_counting_unit() {
+        let id = client_identity(&Sources { cf_connecting_ip: Some("2001:db8:aa:bb:1:2:3:4"), ..Sources::default() })
+            .unwrap();
+        assert_eq!(id.address.to_string(), "2001:db8:aa:bb:1:2:3:4");
+        assert_eq!(id.ip.to_string(), "2001:db8:aa:bb::/64");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! and returns a [`Decision`]. The outer layers (the `wasm` bindings, the Worker crate,
 //! the `cli` binary) read the clock once per request and translate.
 //!
-//! Layers depend downward only: `wasm/`, `bin/`, the Worker → [`rules`], [`identity`],
+//! Layers depend downward only: `wasm/`, `bin/`, the Worker → [`rules`], [`forward`], [`identity`],
 //! [`headers`], [`keyed`] → [`limit`] → [`time`].
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ extern crate alloc;
 
 pub mod batch;
 pub mod cache;
+pub mod forward;
 pub mod headers;
 pub mod identity;
 pub mod keyed;

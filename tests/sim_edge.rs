@@ -185,6 +185,21 @@ fn inline_edge_rules_with_an_exact_path_and_methods() {
     assert_eq!(report.policies[1].checks, 0);
 }
 
+#[test]
+fn edge_rules_match_encoded_and_re_cased_endpoints_as_the_worker_does() {
+    let cfg = Config::from_json(
+        r#"{"duration_s": 10, "edge_rules": {"rules": [
+            {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src"],
+             "period": 10, "requests_per_period": 2}]},
+          "clients": [{"name": "a", "rps": 1, "endpoint": "/API/x"}, {"name": "b", "rps": 1, "endpoint": "/%61pi/x"},
+                      {"name": "c", "rps": 1, "endpoint": "/apix/x"}]}"#,
+    )
+    .unwrap();
+    let report = sim::analyse(&cfg, sim::generate(&cfg).unwrap()).unwrap();
+    let row = |name: &str| report.clients.iter().find(|c| c.client == name).unwrap();
+    assert_eq!((row("a").allowed, row("b").allowed, row("c").allowed), (2, 2, 10));
+}
+
 fn input_error(cfg: &str) -> String {
     match sim::run(cfg, None) {
         Err(SimError::Input(msg)) => msg,

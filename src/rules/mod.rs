@@ -15,8 +15,10 @@
 //! ```
 
 mod parse;
+mod path;
 
-pub use parse::RuleError;
+pub use parse::{RuleError, MAX_RULES};
+pub use path::{normalise_path, PathError};
 
 use crate::headers;
 use crate::identity::Identity;
@@ -59,17 +61,50 @@ pub struct Match {
     pub path: Option<PathMatch>,
     /// Upper-case methods; empty means any.
     pub methods: Vec<String>,
-    /// Lower-case host names; empty means any.
+    /// Lower-case host names without a trailing dot; empty means any.
     pub hosts: Vec<String>,
+    /// Whether the path test and the `http.request.uri.path` characteristic tell `/API`
+    /// from `/api` (default: no, as Express routes case-insensitively).
+    pub case_sensitive: bool,
 }
 
-/// A path test.
+/// A path test on the normalised path ([`normalise_path`]); the text is stored normalised,
+/// so `/café` is `/caf%C3%A9`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PathMatch {
     /// The path starts with this (`/api/` matches `/api/x`, not `/api` or `/apix`).
     StartsWith(String),
-    /// The path is exactly this.
+    /// The path is this, with or without one trailing `/` (routers treat `/a/` as `/a`).
     Equals(String),
+}
+
+impl PathMatch {
+    /// Whether the normalised `path` passes this test.
+    pub fn test(&self, path: &str, case_sensitive: bool) -> bool {
+        let same = |a: &[u8], b: &[u8]| if case_sensitive { a == b } else { a.eq_ignore_ascii_case(b) };
+        match self {
+            PathMatch::StartsWith(prefix) => {
+                path.len() >= prefix.len() && same(&path.as_bytes()[..prefix.len()], prefix.as_bytes())
+            }
+            PathMatch::Equals(exact) => {
+                same(without_trailing_slash(path).as_bytes(), without_trailing_slash(exact).as_bytes())
+            }
+        }
+    }
+}
+
+/// `path` without one trailing `/`, unless it is the root.
+fn without_trailing_slash(path: &str) -> &str {
+    match path.strip_suffix('/') {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => path,
+    }
+}
+
+/// A host name as rules compare it: without its trailing dot (`example.com.` is the fully
+/// qualified spelling of `example.com`).
+pub fn host_name(host: &str) -> &str {
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 /// A counting dimension.
@@ -213,9 +248,9 @@ impl Limiter for AnyLimiter {
 pub struct RequestFacts<'a> {
     /// The method, as sent.
     pub method: &'a str,
-    /// The host name (no port).
+    /// The host name (no port; a trailing dot is ignored).
     pub host: &'a str,
-    /// The URL path.
+    /// The URL path, normalised by [`normalise_path`]: rules never see the path as sent.
     pub path: &'a str,
     /// The Cloudflare colo, when known.
     pub colo: Option<&'a str>,
@@ -259,14 +294,9 @@ impl Rule {
     /// Whether this rule applies to the request.
     pub fn matches(&self, facts: &RequestFacts<'_>) -> bool {
         let m = &self.matcher;
-        let path_ok = match &m.path {
-            None => true,
-            Some(PathMatch::StartsWith(prefix)) => facts.path.starts_with(prefix.as_str()),
-            Some(PathMatch::Equals(path)) => facts.path == path,
-        };
-        path_ok
+        m.path.as_ref().is_none_or(|p| p.test(facts.path, m.case_sensitive))
             && (m.methods.is_empty() || m.methods.iter().any(|x| x.eq_ignore_ascii_case(facts.method)))
-            && (m.hosts.is_empty() || m.hosts.iter().any(|h| h.eq_ignore_ascii_case(facts.host)))
+            && (m.hosts.is_empty() || m.hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(facts.host))))
     }
 
     /// The counting key of a request: the rule id and the value of each characteristic,
@@ -287,9 +317,17 @@ impl Rule {
                     None => key.push_str(UNKNOWN),
                 },
                 Characteristic::ColoId => key.push_str(facts.colo.unwrap_or(UNKNOWN)),
-                Characteristic::Host => key.push_str(&facts.host.to_ascii_lowercase()),
-                Characteristic::Method => key.push_str(&facts.method.to_ascii_uppercase()),
-                Characteristic::Path => key.push_str(facts.path),
+                Characteristic::Host => key.extend(host_name(facts.host).chars().map(|c| c.to_ascii_lowercase())),
+                Characteristic::Method => key.extend(facts.method.chars().map(|c| c.to_ascii_uppercase())),
+                Characteristic::Path => {
+                    // The path as the rule matches it: one counter for every spelling.
+                    let path = without_trailing_slash(facts.path);
+                    if self.matcher.case_sensitive {
+                        key.push_str(path);
+                    } else {
+                        key.extend(path.chars().map(|c| c.to_ascii_lowercase()));
+                    }
+                }
                 Characteristic::Header(name) => key.push_str(header(name).as_deref().unwrap_or(UNKNOWN)),
             }
         }

@@ -1,12 +1,14 @@
 //! Validation of a rules file: JSON in, a [`RuleSet`] or every problem out.
 
-use super::{Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet};
+use super::{normalise_path, Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet};
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::cell::RefCell;
 use core::fmt;
-use serde_json::{Map, Value};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 /// One problem in a rules file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +33,10 @@ impl fmt::Display for RuleError {
 
 /// The longest period or timeout accepted: one year.
 const MAX_SECONDS: u64 = 366 * 86_400;
+/// The most rules a file may hold. Every rule that matches a request adds an entry to its
+/// `RateLimit-Policy` and `RateLimit` headers, and HTTP clients refuse oversized headers
+/// (undici's limit is 16 KiB for all of them).
+pub const MAX_RULES: usize = 64;
 /// The largest threshold of an exact sliding log (each counted request is remembered).
 const MAX_LOG_REQUESTS: u64 = 10_000;
 const RULE_FIELDS: &[&str] = &[
@@ -64,10 +70,10 @@ impl Errors {
 
 pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     let mut errors = Errors { rule: None, list: Vec::new() };
-    let root: Value = match serde_json::from_str(text) {
+    let root = match strict_json(text) {
         Ok(v) => v,
-        Err(e) => {
-            errors.push("", format!("not valid JSON: {e}"));
+        Err(error) => {
+            errors.list.push(error);
             return Err(errors.list);
         }
     };
@@ -86,6 +92,16 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         errors.push("rules", "must be an array of rules");
         return Err(errors.list);
     };
+    if list.len() > MAX_RULES {
+        errors.push(
+            "rules",
+            format!(
+                "{} rules; at most {MAX_RULES} are allowed (each matching rule adds to the RateLimit headers)",
+                list.len()
+            ),
+        );
+        return Err(errors.list);
+    }
     let mut rules = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
         let id = value.get("id").and_then(Value::as_str);
@@ -182,6 +198,34 @@ fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+fn is_host_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty() && label.len() <= 63 && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// A media type as `Content-Type` carries it (RFC 9110 §8.3.1): `type/subtype` tokens, then
+/// `; name=value` parameters whose value is a token or a quoted string of visible
+/// characters. Anything else (a control character, a space in a token) would make the
+/// header unsendable.
+fn is_media_type(s: &str) -> bool {
+    let mut parts = s.split(';');
+    let Some((kind, subtype)) = parts.next().and_then(|t| t.split_once('/')) else { return false };
+    is_token(kind)
+        && is_token(subtype)
+        && parts.all(|param| {
+            let param = param.trim_matches([' ', '\t']);
+            let Some((name, value)) = param.split_once('=') else { return false };
+            let quoted = value.len() >= 2
+                && value.starts_with('"')
+                && value.ends_with('"')
+                && value[1..value.len() - 1].bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
+            is_token(name) && (is_token(value) || quoted)
+        })
+}
+
 /// A whole number in `min..=max`, with a message naming the field otherwise.
 fn whole(v: &Value, min: u64, max: u64, field: &str, what: &str, errors: &mut Errors) -> Option<u64> {
     match v.as_u64() {
@@ -199,9 +243,20 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
         return None;
     };
     let before = errors.list.len();
-    for key in obj.keys().filter(|k| !["path", "methods", "hosts"].contains(&k.as_str())) {
-        errors.push(&format!("match.{key}"), "unknown field; match has \"path\", \"methods\" and \"hosts\"");
+    for key in obj.keys().filter(|k| !["path", "methods", "hosts", "case_sensitive"].contains(&k.as_str())) {
+        errors.push(
+            &format!("match.{key}"),
+            "unknown field; match has \"path\", \"methods\", \"hosts\" and \"case_sensitive\"",
+        );
     }
+    let case_sensitive = match obj.get("case_sensitive") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            errors.push("match.case_sensitive", format!("must be true or false, got {other}"));
+            false
+        }
+    };
     let path = match obj.get("path") {
         None => None,
         Some(p) => path(p, errors),
@@ -221,15 +276,19 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
     let hosts = string_list(obj.get("hosts"), "match.hosts", errors)
         .into_iter()
         .filter_map(|h| {
-            if h.is_empty() || h.contains(['/', ':', ' ']) {
-                errors.push("match.hosts", format!("\"{h}\" is not a host name (no scheme, port or path)"));
-                None
+            let name = super::host_name(&h);
+            if is_host_name(name) {
+                Some(name.to_ascii_lowercase())
             } else {
-                Some(h.to_ascii_lowercase())
+                errors.push(
+                    "match.hosts",
+                    format!("\"{h}\" is not a host name (letters, digits, '-' and '.'; no scheme, port or path)"),
+                );
+                None
             }
         })
         .collect();
-    (errors.list.len() == before).then_some(Match { path, methods, hosts })
+    (errors.list.len() == before).then_some(Match { path, methods, hosts, case_sensitive })
 }
 
 fn path(v: &Value, errors: &mut Errors) -> Option<PathMatch> {
@@ -245,7 +304,13 @@ fn path(v: &Value, errors: &mut Errors) -> Option<PathMatch> {
     let (kind, value) = obj.iter().next()?;
     let field = format!("match.path.{kind}");
     let text = match value.as_str() {
-        Some(s) if s.starts_with('/') => s.to_string(),
+        Some(s) if s.starts_with('/') => match normalise_path(s) {
+            Ok(normal) => normal.into_owned(),
+            Err(e) => {
+                errors.push(&field, format!("cannot be normalised: {e}"));
+                return None;
+            }
+        },
         _ => {
             errors.push(&field, format!("must be a path starting with \"/\", got {value}"));
             return None;
@@ -341,20 +406,40 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
     }
     if name == "token_bucket" {
         let rate = &obj["rate"];
+        // One request per year is the slowest rate: a longer interval would overflow the
+        // bucket's arithmetic and admit everything.
+        let slowest = 1.0 / MAX_SECONDS as f64;
         let interval = match rate.as_f64() {
-            Some(r) if r.is_finite() && r > 0.0 && r <= 1e9 => {
+            Some(r) if r.is_finite() && r >= slowest && r <= 1e9 => {
                 let nanos = 1e9 / r;
                 // Round the interval up so the configured rate is never exceeded.
                 let whole = nanos as u64;
                 Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
             }
             _ => {
-                errors
-                    .push("rate", format!("must be a number of requests per second above 0 (at most 1e9), got {rate}"));
+                errors.push(
+                    "rate",
+                    format!(
+                        "must be a number of requests per second from {slowest:e} (one per {MAX_SECONDS} s, \
+                         the longest period) to 1e9, got {rate}"
+                    ),
+                );
                 return None;
             }
         };
         let burst = whole(&obj["burst"], 1, u64::from(u32::MAX), "burst", "a whole number of requests", errors)?;
+        // The time an empty bucket takes to refill is its window (`w` in RateLimit-Policy).
+        let refill = interval.as_nanos().saturating_mul(burst);
+        if refill > MAX_SECONDS * 1_000_000_000 {
+            errors.push(
+                "burst",
+                format!(
+                    "burst / rate is {} s, the time an empty bucket takes to refill; it must be at most {MAX_SECONDS} s",
+                    refill / 1_000_000_000
+                ),
+            );
+            return None;
+        }
         return Some(Algorithm::TokenBucket { interval, burst: burst as u32 });
     }
     let period = whole(&obj["period"], 1, MAX_SECONDS, "period", "a whole number of seconds", errors);
@@ -396,11 +481,14 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
         }
         (Some(Value::String(body)), ct) => match ct {
             None => Some(("text/plain; charset=utf-8".to_string(), body.clone())),
-            Some(Value::String(ct)) if !ct.is_empty() && !ct.contains(['\r', '\n']) => Some((ct.clone(), body.clone())),
+            Some(Value::String(ct)) if is_media_type(ct) => Some((ct.clone(), body.clone())),
             Some(other) => {
                 errors.push(
                     "response.content_type",
-                    format!("must be a media type such as \"application/json\", got {other}"),
+                    format!(
+                        "must be a media type such as \"application/json\" or \"text/plain; charset=utf-8\" \
+                         (tokens, no control characters), got {other}"
+                    ),
                 );
                 None
             }
@@ -411,4 +499,108 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
         }
     };
     (errors.list.len() == before).then_some(Response { status: status?, body })
+}
+
+/// The JSON text as a [`Value`], refusing an object that repeats a key anywhere: a plain
+/// parse keeps the last value, so `{"rules": [...], "rules": []}` would silently mean no
+/// rules at all.
+fn strict_json(text: &str) -> Result<Value, RuleError> {
+    let duplicate = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = Strict { path: String::new(), duplicate: &duplicate }
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    parsed.map_err(|e| match duplicate.into_inner() {
+        Some((path, key)) => {
+            let (rule, field) = split_path(&path, &key);
+            RuleError {
+                rule,
+                field,
+                message: format!(
+                    "is given twice (line {}, column {}); a JSON object must not repeat a key",
+                    e.line(),
+                    e.column()
+                ),
+            }
+        }
+        None => RuleError { rule: None, field: String::new(), message: format!("not valid JSON: {e}") },
+    })
+}
+
+/// `rules[2].match` + `path` → rule `rules[2]`, field `match.path`; outside a rule, the
+/// field is the whole path.
+fn split_path(path: &str, key: &str) -> (Option<String>, String) {
+    let full = if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+    match full.strip_prefix("rules[").and_then(|rest| rest.split_once(']')) {
+        Some((index, rest)) if !rest.is_empty() => {
+            (Some(format!("rules[{index}]")), rest.trim_start_matches('.').to_string())
+        }
+        _ => (None, full),
+    }
+}
+
+/// A [`Value`] deserialiser that knows where it is (`rules[0].match`) and records the first
+/// repeated key.
+struct Strict<'a> {
+    path: String,
+    duplicate: &'a RefCell<Option<(String, String)>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            let seed = Strict { path: format!("{}[{}]", self.path, items.len()), duplicate: self.duplicate };
+            match seq.next_element_seed(seed)? {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some((self.path.clone(), key.clone()));
+                return Err(de::Error::custom(format!("the key \"{key}\" is given twice")));
+            }
+            let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
+            let value = map.next_value_seed(Strict { path, duplicate: self.duplicate })?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }

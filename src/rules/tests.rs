@@ -161,3 +161,205 @@ fn a_configured_response_replaces_the_problem_body() {
     assert_eq!((status, ct.as_str()), (429, "application/problem+json"));
     assert!(body.contains("\"rule\":\"api\""));
 }
+
+/// The request as the edge sees it: the path normalised first.
+fn normal_facts<'a>(path: &'a str, host: &'a str) -> RequestFacts<'a> {
+    RequestFacts { method: "GET", host, path, colo: Some("AMS"), identity: None }
+}
+
+#[test]
+fn encoded_and_re_cased_spellings_of_a_path_meet_the_rule() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    for spelling in
+        ["/%61pi/ping", "/ap%69/ping", "/api%2Fping", "/%2Fapi/ping", "/x/..%2fapi/ping", "/API/ping", "/Api/ping"]
+    {
+        let path = normalise_path(spelling).unwrap();
+        assert_eq!(set.matching(&normal_facts(&path, "example.com")).count(), 1, "{spelling}");
+    }
+    let path = normalise_path("/x/..%2fapix/ping").unwrap();
+    assert_eq!(set.matching(&normal_facts(&path, "example.com")).count(), 0);
+}
+
+#[test]
+fn case_sensitive_rules_tell_upper_from_lower_case() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"/api/"},"case_sensitive":true},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    assert!(set.rules()[0].matches(&normal_facts("/api/x", "h")));
+    assert!(!set.rules()[0].matches(&normal_facts("/API/x", "h")));
+    assert!(errors_of(
+        r#"{"rules":[{"id":"a","match":{"case_sensitive":"yes"},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+        .iter()
+        .any(|e| e.contains("field \"match.case_sensitive\": must be true or false")));
+}
+
+#[test]
+fn the_path_characteristic_counts_every_spelling_of_a_path_on_one_counter() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"p","match":{"path":{"starts_with":"/api/"}},"characteristics":["http.request.uri.path"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    let spellings = [
+        "/api/ping",
+        "/%61pi/ping",
+        "/ap%69/ping",
+        "/api%2Fping",
+        "/%2Fapi/ping",
+        "/x/..%2fapi/ping",
+        "/API/ping",
+        "/Api/PING",
+        "//api//ping",
+        "/api/./ping",
+        "/api/x/../ping",
+        "/api/ping/",
+        "/%41%50%49/ping",
+        "/api/%70ing",
+        "/./api/ping//",
+        "/api\\ping",
+    ];
+    let keys: Vec<String> = spellings
+        .iter()
+        .map(|s| rule.counting_key(&normal_facts(&normalise_path(s).unwrap(), "h"), |_| None))
+        .collect();
+    assert!(keys.iter().all(|k| k == "p|http.request.uri.path=/api/ping"), "{keys:?}");
+}
+
+#[test]
+fn a_non_ascii_rule_path_matches_the_percent_encoded_request() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"cafe","match":{"path":{"equals":"/café"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    assert_eq!(set.rules()[0].matcher.path, Some(PathMatch::Equals("/caf%C3%A9".into())));
+    for sent in ["/caf%C3%A9", "/caf%c3%a9", "/caf%C3%A9/", "/CAF%C3%A9"] {
+        assert!(set.rules()[0].matches(&normal_facts(&normalise_path(sent).unwrap(), "h")), "{sent}");
+    }
+    assert!(!set.rules()[0].matches(&normal_facts("/cafe", "h")));
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"/a%zz"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].contains("field \"match.path.starts_with\": cannot be normalised"), "{errs:?}");
+}
+
+#[test]
+fn an_exact_path_also_matches_it_with_a_trailing_slash() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"path":{"equals":"/api/analyze"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    assert!(rule.matches(&normal_facts("/api/analyze/", "h")));
+    assert!(!rule.matches(&normal_facts("/api/analyze/x", "h")));
+    assert!(!rule.matches(&normal_facts("/api/analyzex", "h")));
+}
+
+#[test]
+fn a_host_with_a_trailing_dot_is_the_host_without_it() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"hosts":["Example.com","api.example.org."]},"characteristics":["http.host"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    assert_eq!(rule.matcher.hosts, vec!["example.com", "api.example.org"]);
+    for host in ["example.com", "example.com.", "EXAMPLE.COM.", "api.example.org", "api.example.org."] {
+        assert!(rule.matches(&normal_facts("/", host)), "{host}");
+    }
+    assert!(!rule.matches(&normal_facts("/", "example.com..")));
+    assert_eq!(rule.counting_key(&normal_facts("/", "Example.COM."), |_| None), "a|http.host=example.com");
+    for bad in ["", ".", "a b", "http://x", "x:80", "x/y", "a..b"] {
+        let errs = errors_of(&alloc::format!(
+            r#"{{"rules":[{{"id":"a","match":{{"hosts":["{bad}"]}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}]}}"#
+        ));
+        assert!(errs[0].contains("field \"match.hosts\""), "{bad}: {errs:?}");
+    }
+}
+
+#[test]
+fn a_repeated_json_key_anywhere_is_refused_with_its_rule_and_field() {
+    let errs = errors_of(
+        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src"],"period":10,"requests_per_period":20}],"rules":[]}"#,
+    );
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].starts_with("rules file: field \"rules\": is given twice (line 1, column"), "{errs:?}");
+    let errs = errors_of(
+        "{\"rules\":[{\"id\":\"api\",\"match\":{},\"characteristics\":[\"ip.src\"],\n\"period\":10,\"period\":1,\"requests_per_period\":20}]}",
+    );
+    assert!(errs[0].starts_with("rule rules[0]: field \"period\": is given twice (line 2"), "{errs:?}");
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1},
+        {"id":"b","match":{"path":{"starts_with":"/a/","starts_with":"/b/"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].starts_with("rule rules[1]: field \"match.path.starts_with\": is given twice"), "{errs:?}");
+}
+
+#[test]
+fn a_content_type_that_is_not_a_media_type_is_refused() {
+    for ok in
+        ["application/json", "text/plain; charset=utf-8", "text/plain;charset=\"utf-8\"", "application/vnd.x+json"]
+    {
+        let rule = one_rule(&alloc::format!(
+            r#""period":1,"requests_per_period":1,"response":{{"content_type":{},"content":"x"}}"#,
+            serde_json::to_string(ok).unwrap()
+        ));
+        assert!(RuleSet::from_json(&rule).is_ok(), "{ok}");
+    }
+    for bad in [
+        "",
+        "json",
+        "text/plain\u{1}",
+        "text/pl ain",
+        "text/plain; charset",
+        "text/html\r\nx-evil: 1",
+        "a/b; c=\"\u{7f}\"",
+    ] {
+        let rule = one_rule(&alloc::format!(
+            r#""period":1,"requests_per_period":1,"response":{{"content_type":{},"content":"x"}}"#,
+            serde_json::to_string(bad).unwrap()
+        ));
+        let errs = errors_of(&rule);
+        assert!(errs[0].contains("field \"response.content_type\": must be a media type"), "{bad:?}: {errs:?}");
+    }
+}
+
+#[test]
+fn a_token_bucket_too_slow_to_count_is_refused() {
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":1e-10,"burst":5"#));
+    assert!(errs[0].contains("field \"rate\"") && errs[0].contains("one per 31622400 s"), "{errs:?}");
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":0.001,"burst":100000"#));
+    assert!(errs[0].contains("field \"burst\": burst / rate is 100000000 s"), "{errs:?}");
+    let slowest = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":3.2e-8,"burst":1"#)).unwrap();
+    assert_eq!(slowest.rules()[0].policy_header(), "\"api\";q=1;w=31250000");
+}
+
+#[test]
+fn a_slow_token_bucket_still_refuses_what_is_over_its_burst() {
+    let set = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":1e-6,"burst":2"#)).unwrap();
+    let mut limiter = set.rules()[0].limiter();
+    let now = Instant::from_millis(1_790_000_000_000);
+    assert!(limiter.check(now, 1).unwrap().is_allowed());
+    assert!(limiter.check(now, 1).unwrap().is_allowed());
+    assert!(!limiter.check(now + Span::from_secs(3600), 1).unwrap().is_allowed());
+}
+
+#[test]
+fn more_rules_than_the_cap_are_refused() {
+    let rules = |n: usize| {
+        let list: Vec<String> = (0..n)
+            .map(|i| {
+                alloc::format!(
+                    r#"{{"id":"r{i}","match":{{}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}"#
+                )
+            })
+            .collect();
+        alloc::format!(r#"{{"rules":[{}]}}"#, list.join(","))
+    };
+    assert_eq!(RuleSet::from_json(&rules(MAX_RULES)).unwrap().rules().len(), MAX_RULES);
+    let errs = errors_of(&rules(MAX_RULES + 1));
+    assert_eq!(errs, vec![alloc::format!(
+        "rules file: field \"rules\": {} rules; at most {MAX_RULES} are allowed (each matching rule adds to the RateLimit headers)",
+        MAX_RULES + 1
+    )]);
+}

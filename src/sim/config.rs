@@ -161,9 +161,10 @@ pub struct Policy {
     pub exclude_clients: Vec<String>,
     /// The sample 429's quota: the config's `limit` as written when present, else the burst.
     pub quota: PyValue,
-    /// For a rule from `edge_rules` whose path test is `equals`: the one endpoint it covers
-    /// (`endpoints` then holds it too, for the report).
-    pub exact_endpoint: Option<String>,
+    /// For a rule from `edge_rules`: its path test and whether it is case-sensitive, applied
+    /// to the endpoint normalised as the edge normalises request paths (`endpoints` holds
+    /// the test's path too, for the report).
+    pub edge_path: Option<(PathMatch, bool)>,
     /// `false` for a rule from `edge_rules` whose `methods` leave out GET, the method every
     /// simulated request has: it never applies.
     pub applies: bool,
@@ -234,8 +235,9 @@ impl Policy {
         if !self.applies {
             return None;
         }
-        if let Some(exact) = &self.exact_endpoint {
-            if endpoint != exact {
+        if let Some((test, case_sensitive)) = &self.edge_path {
+            // A path the edge cannot normalise is refused before any rule (400).
+            if !rules::normalise_path(endpoint).is_ok_and(|path| test.test(&path, *case_sensitive)) {
                 return None;
             }
         } else if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
@@ -551,7 +553,7 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         key,
         window_s,
         quota,
-        exact_endpoint: None,
+        edge_path: None,
         applies: true,
     })
 }
@@ -675,11 +677,11 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 (false, true) => KeyBy::Endpoint,
                 (false, false) => KeyBy::Global,
             };
-            let (endpoints, exact_endpoint) = match &rule.matcher.path {
-                None => (Vec::new(), None),
-                Some(PathMatch::StartsWith(prefix)) => (vec![prefix.clone()], None),
-                Some(PathMatch::Equals(path)) => (vec![path.clone()], Some(path.clone())),
+            let endpoints = match &rule.matcher.path {
+                None => Vec::new(),
+                Some(PathMatch::StartsWith(path) | PathMatch::Equals(path)) => vec![path.clone()],
             };
+            let edge_path = rule.matcher.path.clone().map(|test| (test, rule.matcher.case_sensitive));
             let window_s = match rule.algorithm {
                 rules::Algorithm::TokenBucket { .. } => 1.0,
                 rules::Algorithm::SlidingLog { period, .. }
@@ -698,7 +700,7 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 clients: Vec::new(),
                 exclude_clients: Vec::new(),
                 quota: counting_quota(rule.algorithm),
-                exact_endpoint,
+                edge_path,
                 applies: rule.matcher.methods.is_empty() || rule.matcher.methods.iter().any(|m| m == "GET"),
             }
         })

@@ -1,0 +1,284 @@
+//! The path rules match: one spelling for every way of writing the same path.
+//!
+//! Routers decode a request path before they route it: nginx and Express send
+//! `/%61pi/ping`, `/api%2Fping` and `/x/..%2fapi/ping` to the handler of `/api/ping`. A rule
+//! that compared the path as sent would let each of those spellings past it. So rules match
+//! [`normalise_path`]'s form, in this order:
+//!
+//! 1. `%XX` escapes are decoded when they stand for `/` or an unreserved character
+//!    (`A-Z a-z 0-9 - . _ ~`); every other escape stays, with upper-case hex (`%c3%a9` →
+//!    `%C3%A9`).
+//!    A raw `\` is a `/` (as the WHATWG URL parser and Cloudflare read it); any other byte
+//!    that may not appear raw in a path (a space, `"`, `<`, a control character, anything
+//!    non-ASCII) is escaped, so the raw and the escaped spelling agree.
+//! 2. Dot segments (`.`, `..`, including the decoded `%2e%2e`) are resolved, never above `/`.
+//! 3. Repeated slashes are merged (`/api//ping` → `/api/ping`).
+//!
+//! Escapes are decoded once (`%2561` stays `%2561`, as nginx leaves it). A path with a
+//! malformed escape (`%zz`, `%4`) or a NUL byte cannot be normalised: [`PathError`].
+//! Case is kept; rules compare case-insensitively unless they say otherwise.
+//!
+//! Cloudflare's own URL normalisation (type "Cloudflare", on by default for incoming URLs)
+//! does the same except that it leaves `%2F` encoded: `/api%2Fping` is not `/api/ping` to a
+//! Cloudflare rule, but it is to nginx and Express, so it is here.
+
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Why a request path cannot be normalised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathError {
+    /// A `%` not followed by two hex digits, at this byte offset.
+    BadEscape {
+        /// The offset of the `%`.
+        at: usize,
+    },
+    /// A NUL byte (raw or `%00`), at this byte offset.
+    Nul {
+        /// The offset of the NUL or of its `%`.
+        at: usize,
+    },
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::BadEscape { at } => {
+                write!(f, "the path has a '%' not followed by two hex digits at byte {at}")
+            }
+            PathError::Nul { at } => write!(f, "the path has a NUL byte at byte {at}"),
+        }
+    }
+}
+
+/// Unreserved characters (RFC 3986 §2.3): an escape of one of them is decoded.
+const fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Bytes that stand raw in a normalised path: unreserved, sub-delims, `:`, `@`, `/`.
+const fn is_raw_ok(b: u8) -> bool {
+    is_unreserved(b)
+        || matches!(b, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
+        || matches!(b, b':' | b'@' | b'/')
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The normalised form of a request path (see the module docs), borrowed when the path is
+/// already normal, which is the common case and allocates nothing.
+///
+/// # Examples
+/// ```
+/// use sluicegate::rules::normalise_path;
+/// for spelling in ["/api/ping", "/%61pi/ping", "/api%2Fping", "//api//ping", "/x/..%2fapi/ping", "/./api/./ping"] {
+///     assert_eq!(normalise_path(spelling).unwrap(), "/api/ping");
+/// }
+/// assert_eq!(normalise_path("/caf\u{e9}").unwrap(), "/caf%C3%A9");
+/// assert!(normalise_path("/api/%zz").is_err());
+/// ```
+///
+/// # Errors
+/// [`PathError`] for a malformed escape or a NUL byte.
+pub fn normalise_path(path: &str) -> Result<Cow<'_, str>, PathError> {
+    if is_normal(path.as_bytes()) {
+        return Ok(Cow::Borrowed(path));
+    }
+    let decoded = decode(path.as_bytes())?;
+    Ok(Cow::Owned(resolve(&decoded)))
+}
+
+/// Whether `path` is already in normal form: starts with `/`, no byte that must be
+/// escaped, no escape that decodes or has lower-case hex, no empty, `.` or `..` segment (a
+/// trailing `/` is kept).
+fn is_normal(path: &[u8]) -> bool {
+    if path.first() != Some(&b'/') {
+        return false;
+    }
+    let mut segment_start = 1;
+    let mut i = 1;
+    while i < path.len() {
+        match path[i] {
+            b'/' => {
+                if i == segment_start || is_dot_segment(&path[segment_start..i]) {
+                    return false;
+                }
+                segment_start = i + 1;
+            }
+            b'%' => match (path.get(i + 1), path.get(i + 2)) {
+                (Some(&hi @ (b'0'..=b'9' | b'A'..=b'F')), Some(&lo @ (b'0'..=b'9' | b'A'..=b'F'))) => {
+                    let byte = hex(hi).unwrap_or(0) << 4 | hex(lo).unwrap_or(0);
+                    if byte == 0 || byte == b'/' || is_unreserved(byte) {
+                        return false;
+                    }
+                    i += 2;
+                }
+                _ => return false,
+            },
+            b if !is_raw_ok(b) => return false,
+            _ => {}
+        }
+        i += 1;
+    }
+    !is_dot_segment(&path[segment_start..])
+}
+
+fn is_dot_segment(segment: &[u8]) -> bool {
+    segment == b"." || segment == b".."
+}
+
+/// Step 1: escapes decoded or re-cased, raw bytes escaped where they must be.
+fn decode(path: &[u8]) -> Result<Vec<u8>, PathError> {
+    let mut out = Vec::with_capacity(path.len() + 1);
+    if path.first() != Some(&b'/') {
+        out.push(b'/');
+    }
+    let mut i = 0;
+    while i < path.len() {
+        let b = path[i];
+        if b == b'%' {
+            let byte = match (path.get(i + 1).copied().and_then(hex), path.get(i + 2).copied().and_then(hex)) {
+                (Some(hi), Some(lo)) => hi << 4 | lo,
+                _ => return Err(PathError::BadEscape { at: i }),
+            };
+            if byte == 0 {
+                return Err(PathError::Nul { at: i });
+            }
+            if is_unreserved(byte) || byte == b'/' {
+                out.push(byte);
+            } else {
+                out.extend_from_slice(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+            }
+            i += 3;
+            continue;
+        }
+        if b == 0 {
+            return Err(PathError::Nul { at: i });
+        }
+        if is_raw_ok(b) {
+            out.push(b);
+        } else if b == b'\\' {
+            out.push(b'/');
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// Steps 2 and 3 on a decoded path (which starts with `/`): empty and `.` segments dropped,
+/// `..` removes the segment before it; a path that ended in a `/`, `.` or `..` segment keeps
+/// its trailing `/`.
+fn resolve(path: &[u8]) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut segments = path.split(|&b| b == b'/').skip(1).peekable();
+    let mut trailing_slash = false;
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        match segment {
+            b"" | b"." => trailing_slash = last,
+            b".." => {
+                let cut = out.rfind('/').unwrap_or(0);
+                out.truncate(cut);
+                trailing_slash = last;
+            }
+            _ => {
+                out.push('/');
+                // Only ASCII is left after `decode`: every other byte was escaped.
+                out.extend(segment.iter().map(|&b| char::from(b)));
+                trailing_slash = false;
+            }
+        }
+    }
+    if trailing_slash || out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sixteen_spellings_of_one_path_normalise_alike() {
+        for spelling in [
+            "/api/ping",
+            "/%61pi/ping",
+            "/ap%69/ping",
+            "/%61%70%69/%70%69%6e%67",
+            "/api%2Fping",
+            "/api%2fping",
+            "/%2Fapi/ping",
+            "//api/ping",
+            "/api//ping",
+            "/x/..%2fapi/ping",
+            "/x/%2e%2e/api/ping",
+            "/./api/ping",
+            "/api/./ping",
+            "/../api/ping",
+            "/api/x/../ping",
+            "/api/%2E/ping",
+        ] {
+            assert_eq!(normalise_path(spelling).unwrap(), "/api/ping", "{spelling}");
+        }
+    }
+
+    #[test]
+    fn a_path_that_is_already_normal_is_borrowed() {
+        for path in ["/", "/api/ping", "/api/", "/a;b=c/d:e@f", "/caf%C3%A9"] {
+            assert!(matches!(normalise_path(path).unwrap(), Cow::Borrowed(_)), "{path}");
+        }
+    }
+
+    #[test]
+    fn reserved_escapes_stay_escaped_with_upper_case_hex() {
+        assert_eq!(normalise_path("/a%3fb").unwrap(), "/a%3Fb");
+        assert_eq!(normalise_path("/a%25b").unwrap(), "/a%25b");
+        assert_eq!(normalise_path("/a%2561").unwrap(), "/a%2561", "decoded once only");
+        assert_eq!(normalise_path("/caf%c3%a9").unwrap(), "/caf%C3%A9");
+        assert_eq!(normalise_path("/a%5cb").unwrap(), "/a%5Cb");
+    }
+
+    #[test]
+    fn raw_bytes_that_may_not_stand_in_a_path_are_escaped() {
+        assert_eq!(normalise_path("/caf\u{e9}").unwrap(), "/caf%C3%A9");
+        assert_eq!(normalise_path("/a b").unwrap(), normalise_path("/a%20b").unwrap());
+        assert_eq!(normalise_path("/a\\b").unwrap(), "/a/b", "a raw backslash is a slash, as in a URL");
+        assert_eq!(normalise_path("/\\api\\ping").unwrap(), "/api/ping");
+    }
+
+    #[test]
+    fn dot_segments_never_climb_above_the_root_and_keep_a_trailing_slash() {
+        assert_eq!(normalise_path("/..").unwrap(), "/");
+        assert_eq!(normalise_path("/../..//").unwrap(), "/");
+        assert_eq!(normalise_path("/api/.").unwrap(), "/api/");
+        assert_eq!(normalise_path("/api/x/..").unwrap(), "/api/");
+        assert_eq!(normalise_path("/api//").unwrap(), "/api/");
+        assert_eq!(normalise_path("/a/...").unwrap(), "/a/...", "three dots are a name");
+        assert_eq!(normalise_path("").unwrap(), "/");
+        assert_eq!(normalise_path("api/x").unwrap(), "/api/x");
+    }
+
+    #[test]
+    fn malformed_escapes_and_nul_bytes_are_refused_with_their_offset() {
+        assert_eq!(normalise_path("/api/%zz"), Err(PathError::BadEscape { at: 5 }));
+        assert_eq!(normalise_path("/api/%4"), Err(PathError::BadEscape { at: 5 }));
+        assert_eq!(normalise_path("/api/%"), Err(PathError::BadEscape { at: 5 }));
+        assert_eq!(normalise_path("/a%00b"), Err(PathError::Nul { at: 2 }));
+        assert_eq!(normalise_path("/a\0b"), Err(PathError::Nul { at: 2 }));
+        assert!(normalise_path("/a%00b").unwrap_err().to_string().contains("NUL"));
+    }
+}
