@@ -23,7 +23,11 @@ export type CacheEntry<V> =
   | { state: "pending"; promise: Promise<V> }
   | { state: "miss"; resolve(value: V): void; reject(error: unknown): void };
 
-/** Per-location results for a TTL; identical requests in flight share one fetch; errors are never cached. */
+/**
+ * Per-location results for a TTL; identical requests in flight share one fetch; errors are
+ * never cached. A persisted cache is read at first use, not at construction, so it may live
+ * at a Worker's module scope.
+ */
 export declare class LocationCache<V = unknown> {
   constructor(config?: LocationCacheConfig);
   /** The normalised key: lat/lon rounded, parameters and their values sorted. */

@@ -9,6 +9,7 @@ export class LocationCache {
   #pending = new Map(); // key → { promise, resolve, reject }
   #now;
   #persist;
+  #restored = false;
 
   constructor({ ttlMs = 15 * MINUTE, maxEntries = 5_000, precision = 2, now = () => Date.now(), persist = null } = {}) {
     this.#core = new LocationCacheCore(ttlMs, maxEntries, precision);
@@ -18,20 +19,32 @@ export class LocationCache {
       const storage = (typeof persist === "object" && persist.storage) || globalThis.localStorage;
       if (typeof key !== "string" || !key || !storage) throw new TypeError("persist needs a key and a storage");
       this.#persist = { key, storage };
-      try {
-        const saved = JSON.parse(storage.getItem(key) ?? "null");
-        if (Array.isArray(saved?.entries) && typeof saved.savedAtMs === "number") {
-          // Remaining lifetimes were measured at save time: take off what has passed since.
-          const elapsed = Math.max(0, this.#now() - saved.savedAtMs);
-          const live = saved.entries
-            .filter((e) => Array.isArray(e) && e.length === 3 && e[2] - elapsed > 0)
-            .map(([k, v, left]) => [k, v, left - elapsed]);
-          this.#core.importEntries(live, this.#now());
-        }
-      } catch {
-        // A corrupt saved cache is ignored: the cache starts empty.
-      }
     }
+  }
+
+  /**
+   * The core, holding the saved results from first use on: they are read then, not at
+   * construction, so a cache can be built at a Worker's module scope, where workerd
+   * allows no I/O.
+   */
+  #loaded() {
+    if (!this.#persist || this.#restored) return this.#core;
+    this.#restored = true;
+    const { key, storage } = this.#persist;
+    try {
+      const saved = JSON.parse(storage.getItem(key) ?? "null");
+      if (Array.isArray(saved?.entries) && typeof saved.savedAtMs === "number") {
+        // Remaining lifetimes were measured at save time: take off what has passed since.
+        const elapsed = Math.max(0, this.#now() - saved.savedAtMs);
+        const live = saved.entries
+          .filter((e) => Array.isArray(e) && e.length === 3 && e[2] - elapsed > 0)
+          .map(([k, v, left]) => [k, v, left - elapsed]);
+        this.#core.importEntries(live, this.#now());
+      }
+    } catch {
+      // A corrupt saved cache is ignored: the cache starts empty.
+    }
+    return this.#core;
   }
 
   /** The normalised key of a point and its parameters (lat/lon rounded, parameters sorted). */
@@ -45,7 +58,7 @@ export class LocationCache {
    * the caller fetches, then settles; errors are never cached.
    */
   lookup(key) {
-    const found = this.#core.lookup(key, this.#now());
+    const found = this.#loaded().lookup(key, this.#now());
     if (found.state === "hit") return found;
     if (found.state === "pending") return { state: "pending", promise: this.#pending.get(key).promise };
     let resolve;
@@ -88,11 +101,11 @@ export class LocationCache {
   }
 
   get size() {
-    return this.#core.size;
+    return this.#loaded().size;
   }
 
   get inFlight() {
-    return this.#core.inFlight;
+    return this.#loaded().inFlight;
   }
 
   #save() {

@@ -53,7 +53,11 @@ export interface PacerState {
   drainsAtMs: number | null;
 }
 
-/** Paces weighted calls over several rolling windows at once, with an in-flight cap. */
+/**
+ * Paces weighted calls over several rolling windows at once, with an in-flight cap. Building
+ * one reads no clock, storage or random source (all wait for first use), so it may live at
+ * a Worker's module scope.
+ */
 export declare class Pacer {
   constructor(config?: PacerConfig);
   /**
@@ -74,10 +78,10 @@ export declare class Pacer {
   ledger(): Promise<[number, number, string, number, 0 | 1][]>;
   /**
    * Resolves once a persisted ledger has been read. `etaMs` and `snapshot` are synchronous and
-   * use the ledger as last read: at start, and at every acquire, dispatch or cancel.
+   * use the ledger as last read: at first use, and at every acquire, dispatch or cancel.
    */
   readonly ready: Promise<void>;
-  /** This pacer's owner id in the ledger. */
+  /** This pacer's owner id in the ledger (made at first use, not at construction). */
   readonly owner: string;
   /** Cancel (and refund) every queued call of this pacer. */
   close(): Promise<void>;

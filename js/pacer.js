@@ -81,28 +81,43 @@ class StorageLedger {
 
 /**
  * A ledger in IndexedDB: every update is one read-write transaction, which browsers
- * serialise across all tabs of the origin. `read()` returns the copy seen last: loaded when
- * the pacer starts, and again at every operation.
+ * serialise across all tabs of the origin. `read()` returns the copy seen last: loaded at
+ * first use, and again at every operation. Nothing is opened at construction, so a pacer
+ * can be built where I/O is not allowed yet (a Worker's module scope).
  */
 class IndexedDbLedger {
-  #db;
+  #indexedDB;
+  #db = null;
+  #loaded = null;
   #seen = [];
   constructor(key, indexedDB) {
     this.key = key;
-    this.#db = new Promise((resolve, reject) => {
-      const open = indexedDB.open("sluicegate-pacer", 1);
+    this.#indexedDB = indexedDB;
+  }
+  #open() {
+    this.#db ??= new Promise((resolve, reject) => {
+      const open = this.#indexedDB.open("sluicegate-pacer", 1);
       open.onupgradeneeded = () => open.result.createObjectStore("ledgers");
       open.onsuccess = () => resolve(open.result);
       open.onerror = () => reject(open.error);
     });
-    this.loaded = this.load().catch(() => {});
+    return this.#db;
+  }
+  /** The first read, started by whichever use comes first. */
+  #firstLoad() {
+    this.#loaded ??= this.load().catch(() => {});
+    return this.#loaded;
+  }
+  get loaded() {
+    return this.#firstLoad();
   }
   read() {
+    this.#firstLoad();
     return this.#seen;
   }
   /** Read the ledger without changing it (a read-only transaction). */
   async load() {
-    const db = await this.#db;
+    const db = await this.#open();
     return new Promise((resolve, reject) => {
       const get = db.transaction("ledgers", "readonly").objectStore("ledgers").get(this.key);
       get.onsuccess = () => {
@@ -113,7 +128,7 @@ class IndexedDbLedger {
     });
   }
   async update(fn) {
-    const db = await this.#db;
+    const db = await this.#open();
     return new Promise((resolve, reject) => {
       const tx = db.transaction("ledgers", "readwrite");
       const store = tx.objectStore("ledgers");
@@ -149,7 +164,7 @@ export class Pacer {
   #maxInFlight;
   #longestMs;
   #ledger;
-  #owner = randomId();
+  #owner = null;
   #seq = 0;
   #now;
   #waiting = new Map(); // seq → waiter
@@ -190,8 +205,14 @@ export class Pacer {
     }
   }
 
+  /** This pacer's id in the ledger, made at first use: workerd forbids random values at module scope. */
+  get #id() {
+    this.#owner ??= randomId();
+    return this.#owner;
+  }
+
   #mine(seq) {
-    return (e) => e[OWNER] === this.#owner && e[SEQ] === seq;
+    return (e) => e[OWNER] === this.#id && e[SEQ] === seq;
   }
 
   /** A placement core holding `entries` (all but `skip`), reused while the ledger only grew by our own placements. */
@@ -250,7 +271,7 @@ export class Pacer {
           const now = this.#now();
           this.#prune(entries, now);
           const at = this.#place(entries, now, weight);
-          this.#push(entries, now, [at, weight, this.#owner, seq, 0]);
+          this.#push(entries, now, [at, weight, this.#id, seq, 0]);
           return at;
         })
         .then(
@@ -321,7 +342,7 @@ export class Pacer {
       if (!entry) {
         // Gone from the ledger (cleared or pruned elsewhere): place the call again.
         const at = this.#place(entries, now, waiter.weight);
-        entry = [at, waiter.weight, this.#owner, waiter.seq, 0];
+        entry = [at, waiter.weight, this.#id, waiter.seq, 0];
         this.#push(entries, now, entry);
       } else if (now > entry[AT] + this.#slackMs) {
         // Later than the slack covers: the spend must be placed where the call goes out.
@@ -404,7 +425,7 @@ export class Pacer {
     const rejected = [];
     await this.#ledger.update((entries) => {
       const now = this.#now();
-      const mine = entries.filter((e) => e[OWNER] === this.#owner && !e[DISPATCHED]);
+      const mine = entries.filter((e) => e[OWNER] === this.#id && !e[DISPATCHED]);
       for (const e of mine) entries.splice(entries.indexOf(e), 1);
       mine.sort((a, b) => a[AT] - b[AT] || a[SEQ] - b[SEQ]);
       for (const e of mine) {
@@ -448,7 +469,7 @@ export class Pacer {
 
   /** This pacer's owner id in the ledger. */
   get owner() {
-    return this.#owner;
+    return this.#id;
   }
 
   /** Cancel every queued call of this pacer (they reject with an AbortError and are refunded). */

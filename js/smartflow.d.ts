@@ -68,11 +68,13 @@ export interface SmartFetchInit extends RequestInit {
 /**
  * Smart Flow: throttles requests per organization (default 10/s, burst 10) and globally
  * (default 100/s) before the server has to refuse them, learning which organization owns
- * each network and device from responses, a resolver, a hydrator or the saved cache.
+ * each network and device from responses, a resolver, a hydrator or the saved cache. The
+ * saved cache is loaded at first use, not at construction, so a SmartFlow may live at a
+ * Worker's module scope.
  */
 export declare class SmartFlow {
   constructor(options?: SmartFlowOptions);
-  /** Resolves once the saved cache was read (at once for a synchronous store); never rejects. */
+  /** Resolves once the saved cache was read (at once for a synchronous store); never rejects. Starts the load if nothing else has. */
   readonly ready: Promise<void>;
   /**
    * Resolves when a request to `url` may go out, with the milliseconds waited. The

@@ -156,7 +156,7 @@ const withoutQuery = (url) => {
  * See the TypeScript declarations (smartflow.d.ts) for the options.
  */
 export class SmartFlow {
-  #core;
+  #limiter;
   #store;
   #resolver;
   #hydrator;
@@ -164,6 +164,8 @@ export class SmartFlow {
   #fetch;
   #onError;
   #cacheStatus;
+  #started = false; // whether the saved cache's load has begun
+  #ready = Promise.resolve();
   #loading = null; // the store's load while it is under way
   #tasks = new Set(); // background resolves (and their hydrations)
   #saving = null; // the last save queued
@@ -179,7 +181,7 @@ export class SmartFlow {
     }
     const { orgRate, orgCapacity, globalRate, cacheTtlSeconds, storage, path, resolver, hydrator, now, fetch, onError } =
       options;
-    this.#core = new SmartFlowCore({ orgRate, orgCapacity, globalRate, cacheTtlSeconds });
+    this.#limiter = new SmartFlowCore({ orgRate, orgCapacity, globalRate, cacheTtlSeconds });
     this.#resolver = optionalFunction(resolver, "resolver");
     this.#hydrator = optionalFunction(hydrator, "hydrator");
     this.#now = optionalFunction(now, "now") ?? defaultNow;
@@ -187,8 +189,22 @@ export class SmartFlow {
     this.#onError = optionalFunction(onError, "onError") ?? defaultOnError;
     this.#store = storeFor(storage, path);
     this.smartFetch = this.smartFetch.bind(this);
-    this.ready = Promise.resolve();
     this.#cacheStatus = this.#store ? "missing" : "none";
+  }
+
+  /** The core, its saved cache loading (or loaded) from first use on. */
+  get #core() {
+    this.#start();
+    return this.#limiter;
+  }
+
+  /**
+   * Load the saved cache at first use, not at construction: a SmartFlow may be built at a
+   * Worker's module scope, where workerd allows no I/O (a store may be a KV or a fetch).
+   */
+  #start() {
+    if (this.#started) return;
+    this.#started = true;
     if (!this.#store) return;
     let loaded;
     try {
@@ -209,7 +225,13 @@ export class SmartFlow {
     this.#loading = loading.finally(() => {
       this.#loading = null;
     });
-    this.ready = this.#loading;
+    this.#ready = this.#loading;
+  }
+
+  /** Resolves once the saved cache was read; never rejects. */
+  get ready() {
+    this.#start();
+    return this.#ready;
   }
 
   #failedLoad(error) {
@@ -224,7 +246,7 @@ export class SmartFlow {
     }
     try {
       const text = typeof loaded === "string" ? loaded : JSON.stringify(loaded);
-      this.#cacheStatus = this.#core.loadCache(text, Date.now() / 1000).state;
+      this.#cacheStatus = this.#limiter.loadCache(text, Date.now() / 1000).state;
     } catch (error) {
       this.#failedLoad(error); // e.g. an object JSON cannot write; the limiter starts empty
     }
@@ -256,6 +278,7 @@ export class SmartFlow {
     const signal = options?.signal;
     try {
       checkString(url, "url");
+      this.#start();
       if (this.#loading !== null || this.#cooldowns.size > 0 || signal?.aborted) {
         return this.#acquireSlowly(url, signal);
       }
@@ -390,6 +413,7 @@ export class SmartFlow {
   }
 
   get cacheStatus() {
+    this.#start();
     return this.#cacheStatus;
   }
 
@@ -409,6 +433,7 @@ export class SmartFlow {
 
   /** Save the mappings now; resolves `false` without a storage, rejects when the save fails. */
   flush() {
+    this.#start();
     return this.#save();
   }
 
@@ -461,6 +486,7 @@ export class SmartFlow {
    * flight, then save once more. Rejects when that final save fails.
    */
   async shutdown() {
+    this.#start();
     this.#closed = true;
     if (this.#retryTimer !== null) {
       clearTimeout(this.#retryTimer);
