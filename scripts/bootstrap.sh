@@ -38,6 +38,17 @@ else
   step "rust targets" "ok (${RUST_TARGETS[*]})"
 fi
 
+# 1b. clippy and rustfmt (the test suite's first checks)
+missing=()
+cargo clippy --version >/dev/null 2>&1 || missing+=(clippy)
+cargo fmt --version >/dev/null 2>&1 || missing+=(rustfmt)
+if ((${#missing[@]})); then
+  rustup component add "${missing[@]}" >/dev/null
+  step "rust components" "installed ${missing[*]}"
+else
+  step "rust components" "ok (clippy rustfmt)"
+fi
+
 # 2–3. wasm-pack, and wasm-bindgen-cli matching the crate's wasm-bindgen exactly (else
 # wasm-pack tries to download one). No --locked: wasm-bindgen-cli's lockfile does not build here.
 cargo_tool() { # <crate> <command> <version>

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build everything JS-facing (run scripts/bootstrap.sh first, or use `npm run build`):
-#   worker/pkg/  the edge worker's wasm + JS glue (loaded by worker/entry.mjs)
+#   worker/pkg/  the edge worker's wasm + JS glue, the deploy build (loaded by worker/entry.mjs)
+#   worker/pkg-dev/ the same with the built-in development origin (feature dev-origin, loaded
+#                by worker/entry-dev.mjs: npm start and the tests)
 #   pkg/         the root npm package "sluicegate" (wasm feature)
 #   pkg-edge/    its "sluicegate/edge" entry (wasm-edge feature)
 #   pkg-smartflow/ its "sluicegate/smartflow" entry (wasm-smartflow feature)
@@ -40,10 +42,15 @@ optimize() { # <wasm file>
 echo "build: checking worker/rules.json"
 cargo run --quiet --features cli --bin sluicegate -- check-rules worker/rules.json
 
-echo "build: worker/pkg (wasm-pack)"
+echo "build: worker/pkg (wasm-pack: the deploy build)"
 wasm-pack --quiet build worker --release --no-opt --target web --out-dir pkg --out-name sluicegate_worker
 rm -f worker/pkg/.gitignore
 optimize worker/pkg/sluicegate_worker_bg.wasm
+
+echo "build: worker/pkg-dev (wasm-pack, --features dev-origin: the development build)"
+wasm-pack --quiet build worker --release --no-opt --target web --out-dir pkg-dev --out-name sluicegate_worker -- --features dev-origin
+rm -f worker/pkg-dev/.gitignore
+optimize worker/pkg-dev/sluicegate_worker_bg.wasm
 
 echo "build: pkg (wasm-pack, --features wasm: the browser client)"
 wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-name sluicegate -- --features wasm
@@ -81,7 +88,8 @@ rm -rf www/worker
 mkdir -p www/worker
 cp worker/rules.json www/worker/rules.json
 
-report worker worker/pkg/sluicegate_worker_bg.wasm
+report "worker (deploy)" worker/pkg/sluicegate_worker_bg.wasm
+report "worker (dev-origin)" worker/pkg-dev/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm
 report "package (sluicegate/edge)" pkg-edge/sluicegate_bg.wasm
 report "package (sluicegate/smartflow)" pkg-smartflow/sluicegate_bg.wasm

@@ -11,6 +11,18 @@ banner() { printf '\n==> %s\n' "$*"; }
 banner "bootstrap"
 bash scripts/bootstrap.sh test
 
+# Fast checks first: a formatting slip or a lint fails in a minute, not after the long suite.
+banner "cargo fmt --check"
+cargo fmt --all --check
+
+banner "cargo clippy (native, all targets) -D warnings"
+cargo clippy --workspace --all-targets --features sluicegate/cli -- -D warnings
+
+banner "cargo clippy (wasm32: the package builds and both worker builds) -D warnings"
+cargo clippy --workspace --target wasm32-unknown-unknown --lib --tests \
+  --features sluicegate/wasm-edge,sluicegate/wasm-sim -- -D warnings
+cargo clippy -p sluicegate-worker --target wasm32-unknown-unknown --features dev-origin -- -D warnings
+
 banner "build"
 bash scripts/build.sh
 

@@ -57,6 +57,30 @@ fn a_missing_field_is_refused() {
 }
 
 #[test]
+fn a_repeated_key_is_refused_instead_of_keeping_the_last() {
+    let (code, _, stderr) = check_rules("tests/fixtures/rules/duplicate-key.json");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("field \"rules\": is given twice (line 12"), "{stderr}");
+}
+
+#[test]
+fn a_content_type_with_a_control_character_is_refused() {
+    refused("bad-content-type.json", &["field \"response.content_type\": must be a media type"]);
+}
+
+#[test]
+fn a_token_bucket_too_slow_to_count_is_refused() {
+    refused("tiny-rate.json", &["field \"rate\"", "got 1e-10"]);
+}
+
+#[test]
+fn more_rules_than_the_cap_are_refused() {
+    let (code, _, stderr) = check_rules("tests/fixtures/rules/too-many-rules.json");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("field \"rules\": 1000 rules; at most 64 are allowed"), "{stderr}");
+}
+
+#[test]
 fn a_missing_file_and_bad_usage_exit_2() {
     let (code, _, stderr) = check_rules("tests/fixtures/rules/no-such-file.json");
     assert_eq!(code, 2);

@@ -1,25 +1,8 @@
-// The Worker's JS entry: load the Rust module and hand every call to it.
-import { DurableObject } from "cloudflare:workers";
+// The deployed Worker: admitted requests go to ORIGIN_URL (required).
 import wasm from "./pkg/sluicegate_worker_bg.wasm";
-import { initSync, handle, Counter } from "./pkg/sluicegate_worker.js";
+import * as glue from "./pkg/sluicegate_worker.js";
+import { edge } from "./edge.mjs";
 
-initSync({ module: wasm });
-
-export default {
-  fetch(request, env) {
-    return handle(request, env);
-  },
-};
-
-/** Exact counting for the counting keys routed to this object (one per key). */
-export class RateLimiter extends DurableObject {
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.counter = new Counter(env, ctx.storage);
-  }
-
-  /** RPC from the Worker: `[allowed (1|0), remaining, wait_ms]`. */
-  check(rule, key) {
-    return this.counter.check(rule, key);
-  }
-}
+const { worker, RateLimiter } = edge(glue, wasm);
+export default worker;
+export { RateLimiter };

@@ -1,6 +1,8 @@
-// Test/dev harness for the sluicegate edge worker: runs the built worker
-// (worker/entry.mjs + worker/pkg/) in Miniflare 4 (local workerd) with the
-// same bindings as worker/wrangler.toml.
+// Test/dev harness for the sluicegate edge worker: runs the built worker in Miniflare 4
+// (local workerd) with the same bindings as worker/wrangler.toml. By default the
+// development build (worker/entry-dev.mjs + worker/pkg-dev/: without an origin it serves
+// the built-in development origin); `build: "deploy"` runs what `wrangler deploy` ships
+// (worker/entry.mjs + worker/pkg/), which needs `origin`.
 //
 //   import { startEdge } from "sluicegate/worker/testing.mjs";   // or a relative path
 //   const edge = await startEdge({ rules: { ... } });
@@ -17,13 +19,14 @@ import { fileURLToPath } from "node:url";
 
 const workerDir = path.dirname(fileURLToPath(import.meta.url));
 
-/** Absolute paths the harness uses (resolved relative to this file). */
+/** Absolute paths the harness uses (resolved relative to this file), per build. */
 export const paths = Object.freeze({
   workerDir,
-  entry: path.join(workerDir, "entry.mjs"),
-  pkgDir: path.join(workerDir, "pkg"),
-  wasm: path.join(workerDir, "pkg", "sluicegate_worker_bg.wasm"),
   www: path.resolve(workerDir, "..", "www"),
+  builds: Object.freeze({
+    dev: Object.freeze({ entry: path.join(workerDir, "entry-dev.mjs"), wasm: path.join(workerDir, "pkg-dev", "sluicegate_worker_bg.wasm") }),
+    deploy: Object.freeze({ entry: path.join(workerDir, "entry.mjs"), wasm: path.join(workerDir, "pkg", "sluicegate_worker_bg.wasm") }),
+  }),
 });
 
 /** Base that relative URLs passed to `edge.fetch` are resolved against. */
@@ -42,12 +45,34 @@ function checkNode() {
 }
 
 /**
+ * The error of a Worker that refused to start, with its uncaught error's message in plain
+ * text (Miniflare reports the runtime's log lines as JSON), e.g. "the edge did not start:
+ * Uncaught Error: sluicegate: not starting: ORIGIN_URL is not set: …".
+ */
+function startFailure(err) {
+  const uncaught = String(err?.message ?? "")
+    .split("\n")
+    .flatMap((line) => {
+      try {
+        const { message } = JSON.parse(line);
+        return typeof message === "string" && message.includes("Uncaught") ? [message.split("\n")[0]] : [];
+      } catch {
+        return [];
+      }
+    })
+    .map((message) => message.slice(message.indexOf("Uncaught")));
+  return uncaught.length ? new Error(`the edge did not start: ${uncaught.join("; ")}`, { cause: err }) : err;
+}
+
+/**
  * Start the edge worker in Miniflare.
  *
  * @param {object} [options]
  * @param {object|string} [options.rules]  rules file contents (object or JSON string) → env.SLUICEGATE_RULES;
  *                                         omitted → the worker's bundled default rules
  * @param {string} [options.origin]        → env.ORIGIN_URL; omitted → the worker's built-in dev origin
+ *                                         (the deploy build then refuses to start)
+ * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
  * @param {number} [options.port]          listen on host:port (0 = random). Without it Miniflare still
  *                                         listens on a random 127.0.0.1 port (see `url`).
  * @param {string} [options.host]          listen address, default "127.0.0.1"
@@ -60,13 +85,17 @@ function checkNode() {
  * @returns {Promise<{url: string, fetch: Function, logs: Array<{level: string, message: string, timestamp: number}>,
  *           logLines: () => string[], waitForLog: Function, clearLogs: () => void, miniflare: object, close: () => Promise<void>}>}
  */
-export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist } = {}) {
+export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev" } = {}) {
   checkNode();
-  if (!existsSync(paths.entry)) {
-    throw new Error(`startEdge: worker entry ${paths.entry} is missing`);
+  const files = paths.builds[build];
+  if (!files) {
+    throw new Error(`startEdge: build must be "dev" or "deploy", got ${JSON.stringify(build)}`);
   }
-  if (!existsSync(paths.wasm)) {
-    throw new Error(`startEdge: ${paths.wasm} is missing — run npm run build first`);
+  if (!existsSync(files.entry)) {
+    throw new Error(`startEdge: worker entry ${files.entry} is missing`);
+  }
+  if (!existsSync(files.wasm)) {
+    throw new Error(`startEdge: ${files.wasm} is missing — run npm run build first`);
   }
   if (!existsSync(paths.www)) {
     throw new Error(`startEdge: static assets directory ${paths.www} is missing`);
@@ -106,7 +135,7 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
     name: "sluicegate-edge",
     compatibilityDate: COMPATIBILITY_DATE,
     modules: true,
-    scriptPath: paths.entry,
+    scriptPath: files.entry,
     modulesRoot: paths.workerDir,
     // Default rules treat *.js as CommonJS; wasm-pack's glue (pkg/*.js) is ESM.
     modulesRules: [
@@ -118,12 +147,17 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
     },
     // A directory keeps Durable Object storage across edges (a restart); default in memory.
     ...(persist ? { durableObjectsPersist: persist } : {}),
-    assets: {
-      directory: paths.www,
-      binding: "ASSETS",
-      // = wrangler.toml `run_worker_first = true`: every request reaches the worker first.
-      routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: true },
-    },
+    // The development origin serves www/ through ASSETS (the deploy build has no pages).
+    ...(build === "dev"
+      ? {
+          assets: {
+            directory: paths.www,
+            binding: "ASSETS",
+            // run_worker_first: every request reaches the worker first.
+            routerConfig: { has_user_worker: true, invoke_user_worker_ahead_of_assets: true },
+          },
+        }
+      : {}),
     bindings,
   });
 
@@ -132,7 +166,7 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
     url = (await mf.ready).origin;
   } catch (err) {
     await mf.dispose().catch(() => {});
-    throw err;
+    throw startFailure(err);
   }
 
   let closed = false;

@@ -13,6 +13,7 @@ extern "C" {
     pub fn rules(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = ORIGIN_URL)]
     pub fn origin_url(this: &Env) -> JsValue;
+    #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, getter, js_name = ASSETS)]
     pub fn assets(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = RATE_LIMITER)]
@@ -43,7 +44,9 @@ extern "C" {
     pub fn put(this: &SyncKv, key: &str, value: &JsValue) -> Result<(), JsValue>;
 
     /// A service binding such as `ASSETS`.
+    #[cfg(feature = "dev-origin")]
     pub type Fetcher;
+    #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, catch)]
     pub fn fetch(this: &Fetcher, request: &Request) -> Result<Promise, JsValue>;
 

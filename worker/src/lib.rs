@@ -5,85 +5,41 @@
 //! translates the decision into a response. An isolate-local cache remembers keys that are
 //! blocked, so a flood from a blocked key is refused without a Durable Object round trip.
 //!
-//! The JS entry (`entry.mjs`) only loads the module and forwards `fetch` and the Durable
-//! Object's `check` here.
+//! The JS entry (`entry.mjs`, or `entry-dev.mjs` for the `dev-origin` build) only loads
+//! the module, checks the configuration at start ([`start`]) and forwards `fetch` and the
+//! Durable Object's `check` here.
 
 mod blocks;
+mod config;
+mod counter;
+#[cfg(feature = "dev-origin")]
+mod dev;
 mod js;
+#[cfg(feature = "dev-origin")]
 mod mock;
+mod proxy;
 
 use blocks::BlockCache;
-use js::{Env, Fetcher};
-use sluicegate::headers;
+use config::{config, Origin, Setup};
+use js::Env;
+use sluicegate::headers::{self, RateLimitFields};
 use sluicegate::identity::{client_identity, Identity, Sources};
-use sluicegate::limit::{Blocking, Decision, Limiter};
-use sluicegate::rules::{AnyLimiter, RequestFacts, Rule, RuleSet};
+use sluicegate::limit::Decision;
+use sluicegate::rules::{normalise_path, RequestFacts, Rule};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, RequestInit, Response, ResponseInit, Url};
+use web_sys::{Headers, Request, Response, ResponseInit, Url};
 
-/// The rules used when `SLUICEGATE_RULES` is not set; checked by `sluicegate check-rules`
-/// in the build.
-const DEFAULT_RULES: &str = include_str!("../rules.json");
-
-/// The validated rules, or every problem joined into one line.
-type Config = Rc<Result<RuleSet, String>>;
+pub use counter::Counter;
 
 thread_local! {
-    /// The `SLUICEGATE_RULES` value last seen (compared with `Object.is`, so an unchanged
-    /// binding costs no copy) and what it parsed to.
-    static CONFIG: RefCell<Option<(JsValue, Config)>> = const { RefCell::new(None) };
     static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
 }
 
 fn now() -> Instant {
     Instant::from_millis(js_sys::Date::now().max(0.0) as u64)
-}
-
-/// The rules text in force: `SLUICEGATE_RULES` (a JSON string, or an object that wrangler
-/// passed already parsed), else the bundled default.
-fn rules_text(env: &Env) -> String {
-    rules_text_of(&env.rules())
-}
-
-fn rules_text_of(value: &JsValue) -> String {
-    if let Some(text) = value.as_string() {
-        if !text.trim().is_empty() {
-            return text;
-        }
-    } else if value.is_object() {
-        if let Some(text) = js_sys::JSON::stringify(value).ok().and_then(|s| s.as_string()) {
-            return text;
-        }
-    }
-    DEFAULT_RULES.to_owned()
-}
-
-/// The validated rules, parsed once per isolate (again only if the text changes). An
-/// invalid file is logged in full, naming each rule and field, the first time it is seen.
-fn config(env: &Env) -> Config {
-    let value = env.rules();
-    CONFIG.with(|cell| {
-        if let Some((seen, parsed)) = cell.borrow().as_ref() {
-            if js_sys::Object::is(seen, &value) {
-                return parsed.clone();
-            }
-        }
-        let parsed = Rc::new(RuleSet::from_json(&rules_text_of(&value)).map_err(|errors| {
-            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            let message = lines.join("; ");
-            for line in &lines {
-                log_error(&format!("sluicegate: invalid rules, refusing every request with 503: {line}"));
-            }
-            message
-        }));
-        *cell.borrow_mut() = Some((value, parsed.clone()));
-        parsed
-    })
 }
 
 fn log(line: &str) {
@@ -92,6 +48,21 @@ fn log(line: &str) {
 
 fn log_error(line: &str) {
     web_sys::console::error_1(&JsValue::from_str(line));
+}
+
+/// Check the configuration in `env` at the Worker's start (the entry calls it at module
+/// scope): a bad one throws, so workerd refuses to start the Worker and a deploy of it
+/// fails, naming every problem.
+///
+/// # Errors
+/// Every problem with the rules or `ORIGIN_URL`, in one message.
+#[wasm_bindgen]
+pub fn start(env: JsValue) -> Result<(), JsError> {
+    let env: Env = env.unchecked_into();
+    match config(&env).as_ref() {
+        Ok(_) => Ok(()),
+        Err(problems) => Err(JsError::new(&format!("sluicegate: not starting: {problems}"))),
+    }
 }
 
 /// Serve one request: the Worker's `fetch`.
@@ -110,15 +81,25 @@ pub async fn handle(request: Request, env: JsValue) -> Response {
 async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
     let now = now();
     let config = config(env);
-    let rules = match config.as_ref() {
-        Ok(rules) => rules,
-        Err(first) => {
-            log_error(&format!("sluicegate: 503 for {}: rules invalid: {first}", request.url()));
+    let setup = match config.as_ref() {
+        Ok(setup) => setup,
+        Err(problems) => {
+            log_error(&format!("sluicegate: 503 for {}: invalid configuration: {problems}", request.url()));
             return Ok(problem(503, &headers::unavailable(), None));
         }
     };
     let url = Url::new(&request.url())?;
-    let path = url.pathname();
+    let raw_path = url.pathname();
+    // Rules match the normalised path; the origin gets the path as it was sent.
+    let path = match normalise_path(&raw_path) {
+        Ok(path) => path,
+        Err(why) => {
+            log(&format!("sluicegate: 400 for {}: {why}", request.url()));
+            let body =
+                headers::problem(400, "Bad Request", &format!("The request path is malformed: {why}."), None, None);
+            return Ok(problem(400, &body, None));
+        }
+    };
     let host = url.hostname();
     let method = request.method();
     let req_headers = request.headers();
@@ -133,9 +114,8 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
     });
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
 
-    let mut policies: Vec<String> = Vec::new();
-    let mut states: Vec<String> = Vec::new();
-    for rule in rules.matching(&facts) {
+    let mut fields = RateLimitFields::default();
+    for rule in setup.rules.matching(&facts) {
         let key = rule.counting_key(&facts, header);
         let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
         let (decision, via) = match cached {
@@ -143,16 +123,17 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
             None => (ask_counter(env, rule, &key).await?, "durable-object"),
         };
         log_decision(rule, &key, identity, &decision, via);
-        policies.push(rule.policy_header());
-        states.push(headers::ratelimit(&rule.id, &decision));
+        fields.push(&rule.id, rule.quota(), &decision);
         if let Decision::Deny { retry_after } = decision {
             if cached.is_none() {
                 BLOCKS.with(|b| b.borrow_mut().insert(&key, now + retry_after, now));
             }
-            return refusal(rule, retry_after, &policies, &states);
+            log_omitted(&fields, request);
+            return refusal(rule, retry_after, &fields);
         }
     }
-    let response = match forward(request, env, &path, &url, &facts).await {
+    log_omitted(&fields, request);
+    let response = match forward(request, env, setup, &url, &facts).await {
         Ok(response) => response,
         Err(error) => {
             log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
@@ -160,10 +141,34 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
             return Ok(problem(502, &body, None));
         }
     };
-    if policies.is_empty() {
-        return Ok(response);
+    with_rate_headers(response, &fields)
+}
+
+/// Send an admitted request on: to `ORIGIN_URL`, or to the development origin.
+#[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
+async fn forward(
+    request: &Request,
+    env: &Env,
+    setup: &Setup,
+    url: &Url,
+    facts: &RequestFacts<'_>,
+) -> Result<Response, JsValue> {
+    match &setup.origin {
+        Origin::Url { origin, base_path } => proxy::to_origin(request, url, origin, base_path, facts.identity).await,
+        #[cfg(feature = "dev-origin")]
+        Origin::Dev => dev::serve(request, env, url, facts).await,
     }
-    with_rate_headers(response, &policies, &states)
+}
+
+fn log_omitted(fields: &RateLimitFields, request: &Request) {
+    if fields.omitted() > 0 {
+        log(&format!(
+            "sluicegate: {} RateLimit entries left out of the response to {} (the headers are capped at {} bytes)",
+            fields.omitted(),
+            request.url(),
+            headers::MAX_RATELIMIT_FIELD_BYTES
+        ));
+    }
 }
 
 /// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms]`.
@@ -210,13 +215,13 @@ fn json_string(s: &str) -> String {
     js_sys::JSON::stringify(&JsValue::from_str(s)).ok().and_then(|v| v.as_string()).unwrap_or_else(|| "\"\"".into())
 }
 
-fn refusal(rule: &Rule, wait: Span, policies: &[String], states: &[String]) -> Result<Response, JsValue> {
+fn refusal(rule: &Rule, wait: Span, fields: &RateLimitFields) -> Result<Response, JsValue> {
     let (status, content_type, body) = rule.refusal(wait);
     let headers = Headers::new()?;
     headers.set("content-type", &content_type)?;
     headers.set("retry-after", &headers::retry_after(wait))?;
-    headers.set("ratelimit-policy", &policies.join(", "))?;
-    headers.set("ratelimit", &states.join(", "))?;
+    headers.set("ratelimit-policy", &fields.policy())?;
+    headers.set("ratelimit", &fields.state())?;
     headers.set("cache-control", "no-store")?;
     let init = ResponseInit::new();
     init.set_status(status);
@@ -240,63 +245,25 @@ fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {
     build().unwrap_or_else(|_| Response::error())
 }
 
-fn with_rate_headers(response: Response, policies: &[String], states: &[String]) -> Result<Response, JsValue> {
+/// The origin's response with the rate headers added (none when no rule matched). A
+/// WebSocket upgrade's `101` keeps its socket.
+fn with_rate_headers(response: Response, fields: &RateLimitFields) -> Result<Response, JsValue> {
+    if fields.is_empty() {
+        return Ok(response);
+    }
     // Responses from fetch have immutable headers: copy into a fresh response.
     let init = ResponseInit::new();
     init.set_status(response.status());
     init.set_status_text(&response.status_text());
     let headers = Headers::new_with_headers(&response.headers())?;
-    headers.set("ratelimit-policy", &policies.join(", "))?;
-    headers.set("ratelimit", &states.join(", "))?;
+    headers.set("ratelimit-policy", &fields.policy())?;
+    headers.set("ratelimit", &fields.state())?;
     init.set_headers(&headers);
+    let socket = js_sys::Reflect::get(&response, &"webSocket".into())?;
+    if socket.is_object() {
+        js_sys::Reflect::set(&init, &"webSocket".into(), &socket)?;
+    }
     Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)
-}
-
-/// Send an admitted request on: to `ORIGIN_URL` when set, else to the built-in
-/// development origin (the `www/` pages and `/api/ping`).
-async fn forward(
-    request: &Request,
-    env: &Env,
-    path: &str,
-    url: &Url,
-    facts: &RequestFacts<'_>,
-) -> Result<Response, JsValue> {
-    let origin = env.origin_url();
-    if let Some(origin) = origin.as_string().filter(|o| !o.trim().is_empty()) {
-        let target = Url::new_with_base(&format!("{path}{}", url.search()), &origin)?;
-        // `new Request(url, request)`: the same method, headers and body, another URL.
-        let upstream = Request::new_with_str_and_init(&target.href(), request.unchecked_ref::<RequestInit>())?;
-        let response = JsFuture::from(js::fetch(&upstream)).await?;
-        return response.dyn_into();
-    }
-    if path.starts_with("/mock/open-meteo/") {
-        return mock::serve(request, path, url, facts.identity).await;
-    }
-    if path == "/api/ping" {
-        return ping(facts);
-    }
-    let assets = env.assets();
-    if assets.is_undefined() {
-        return Ok(problem(404, &headers::problem(404, "Not Found", "No origin is configured.", None, None), None));
-    }
-    let assets: Fetcher = assets.unchecked_into();
-    JsFuture::from(assets.fetch(request)?).await?.dyn_into()
-}
-
-fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
-    let body = format!(
-        "{{\"pong\":true,\"time_ms\":{},\"colo\":{},\"identity\":{}}}",
-        now().as_millis(),
-        json_string(facts.colo.unwrap_or("unknown")),
-        json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
-    );
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", "no-store")?;
-    let init = ResponseInit::new();
-    init.set_status(200);
-    init.set_headers(&headers);
-    Response::new_with_opt_str_and_init(Some(&body), &init)
 }
 
 fn describe(error: &JsValue) -> String {
@@ -304,96 +271,4 @@ fn describe(error: &JsValue) -> String {
         .as_string()
         .or_else(|| js_sys::Reflect::get(error, &"message".into()).ok().and_then(|m| m.as_string()))
         .unwrap_or_else(|| format!("{error:?}"))
-}
-
-/// The state behind one Durable Object: exact counts for the keys routed to it (one, as
-/// the Worker names objects by counting key).
-///
-/// Counts live in memory. Blocks are also written to the object's storage when they start,
-/// so a restart or a deploy does not lift a block: a key's first check after a restart
-/// restores its block if one is still in force.
-#[wasm_bindgen]
-pub struct Counter {
-    rules: Result<RuleSet, String>,
-    limiters: HashMap<String, (Rule, Blocking<AnyLimiter>)>,
-    kv: Option<js::SyncKv>,
-}
-
-#[wasm_bindgen]
-impl Counter {
-    /// A counter reading the same rules as the Worker, keeping blocks in `storage`
-    /// (`ctx.storage`; blocks stay in memory only when it has no synchronous `kv`).
-    #[wasm_bindgen(constructor)]
-    pub fn new(env: JsValue, storage: JsValue) -> Counter {
-        let env: Env = env.unchecked_into();
-        let rules = RuleSet::from_json(&rules_text(&env))
-            .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-        let kv = if storage.is_object() { storage.unchecked_into::<js::Storage>().kv() } else { JsValue::UNDEFINED };
-        let kv = if kv.is_object() {
-            Some(kv.unchecked_into())
-        } else {
-            log_error(
-                "sluicegate: this Durable Object has no storage.kv (not SQLite-backed): blocks are kept in memory only",
-            );
-            None
-        };
-        Counter { rules, limiters: HashMap::new(), kv }
-    }
-
-    /// Count one request of `key` under rule `rule_id`, at this object's clock:
-    /// `[allowed (1 or 0), remaining, wait_ms]`, where `wait_ms` is the reset for an allow
-    /// and the retry-after for a refusal.
-    ///
-    /// # Errors
-    /// When the rule is unknown (the Worker and this object disagree about the rules) or
-    /// the rules are invalid.
-    pub fn check(&mut self, rule_id: &str, key: &str) -> Result<Vec<f64>, JsError> {
-        let now = now();
-        let rules = self.rules.as_ref().map_err(|e| JsError::new(&format!("invalid rules: {e}")))?;
-        let rule = rules.get(rule_id).ok_or_else(|| JsError::new(&format!("unknown rule \"{rule_id}\"")))?;
-        if self.limiters.len() >= 1_000 && !self.limiters.contains_key(key) {
-            self.limiters.retain(|_, (_, l)| !l.is_idle(now));
-        }
-        let restored = match self.limiters.get(key) {
-            Some(_) => None,
-            None => self.stored_block(key),
-        };
-        let entry = self.limiters.entry(key.to_owned()).or_insert_with(|| (rule.clone(), rule.limiter()));
-        if entry.0 != *rule {
-            // The rule changed since this key was counted: start it fresh under the new one.
-            *entry = (rule.clone(), rule.limiter());
-        }
-        if let Some(until) = restored {
-            entry.1.impose_block(until);
-        }
-        let blocked_before = entry.1.blocked_until(now);
-        let decision = entry.1.check(now, 1).map_err(|e| JsError::new(&e.to_string()))?;
-        let blocked_after = entry.1.blocked_until(now);
-        if let Some(until) = blocked_after.filter(|_| blocked_before.is_none()) {
-            self.store_block(key, until);
-        }
-        Ok(match decision {
-            Decision::Allow { remaining, reset } => vec![1.0, remaining as f64, reset.as_millis_ceil() as f64],
-            Decision::Deny { retry_after } => vec![0.0, 0.0, retry_after.as_millis_ceil() as f64],
-        })
-    }
-}
-
-impl Counter {
-    /// The end of the block stored for `key`, if it is stored and readable.
-    fn stored_block(&self, key: &str) -> Option<Instant> {
-        let value = self.kv.as_ref()?.get_value(key).ok()?;
-        let ms = value.as_f64().filter(|ms| ms.is_finite() && *ms > 0.0)?;
-        Some(Instant::from_millis(ms as u64))
-    }
-
-    /// Remember that `key` is blocked until `until` (epoch milliseconds). A failed write
-    /// keeps the block in memory and is logged.
-    fn store_block(&self, key: &str, until: Instant) {
-        if let Some(kv) = &self.kv {
-            if let Err(e) = kv.put(key, &JsValue::from_f64(until.as_millis() as f64)) {
-                log_error(&format!("sluicegate: could not store the block of {key}: {}", describe(&e)));
-            }
-        }
-    }
 }

@@ -1,0 +1,120 @@
+//! The configuration in force: the rules and where admitted requests go, read from `env`
+//! and checked once per isolate, shared by the Worker and its Durable Objects.
+
+use crate::js::Env;
+use sluicegate::rules::RuleSet;
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use web_sys::Url;
+
+/// The rules used when `SLUICEGATE_RULES` is not set; checked by `sluicegate check-rules`
+/// in the build.
+const DEFAULT_RULES: &str = include_str!("../rules.json");
+
+/// A configuration the edge can serve with.
+pub struct Setup {
+    pub rules: RuleSet,
+    pub origin: Origin,
+}
+
+/// Where admitted requests go.
+pub enum Origin {
+    /// `ORIGIN_URL`: its scheme, host and port (`https://o.example`), and its base path
+    /// (`/base`, or empty).
+    Url { origin: String, base_path: String },
+    /// The built-in development origin (`ORIGIN_URL` unset in a `dev-origin` build).
+    #[cfg(feature = "dev-origin")]
+    Dev,
+}
+
+/// The checked configuration, or every problem in one message.
+pub type Config = Rc<Result<Setup, String>>;
+
+thread_local! {
+    /// The `env` values last seen (compared with `Object.is`, so unchanged bindings cost no
+    /// copy) and what they made.
+    static CONFIG: RefCell<Option<(JsValue, JsValue, Config)>> = const { RefCell::new(None) };
+}
+
+/// The configuration for `env`, checked the first time it is seen (again only when
+/// `SLUICEGATE_RULES` or `ORIGIN_URL` changes). Problems are logged once, naming each rule
+/// and field.
+pub fn config(env: &Env) -> Config {
+    let (rules, origin) = (env.rules(), env.origin_url());
+    CONFIG.with(|cell| {
+        if let Some((seen_rules, seen_origin, config)) = cell.borrow().as_ref() {
+            if js_sys::Object::is(seen_rules, &rules) && js_sys::Object::is(seen_origin, &origin) {
+                return config.clone();
+            }
+        }
+        let config = Rc::new(setup(&rules, &origin));
+        match config.as_ref() {
+            Ok(setup) => crate::log(&format!(
+                "sluicegate: configuration checked: {} rules, origin {}",
+                setup.rules.rules().len(),
+                match &setup.origin {
+                    Origin::Url { origin, base_path } => format!("{origin}{base_path}"),
+                    #[cfg(feature = "dev-origin")]
+                    Origin::Dev => "built in (development)".to_owned(),
+                }
+            )),
+            Err(problems) => crate::log_error(&format!("sluicegate: invalid configuration: {problems}")),
+        }
+        *cell.borrow_mut() = Some((rules, origin, config.clone()));
+        config
+    })
+}
+
+fn setup(rules: &JsValue, origin: &JsValue) -> Result<Setup, String> {
+    let rules = RuleSet::from_json(&rules_text(rules))
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+    let origin = origin_of(origin);
+    match (rules, origin) {
+        (Ok(rules), Ok(origin)) => Ok(Setup { rules, origin }),
+        (Err(a), Err(b)) => Err(format!("{a}; {b}")),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    }
+}
+
+/// The rules text in force: `SLUICEGATE_RULES` (a JSON string, or an object that wrangler
+/// passed already parsed), else the bundled default.
+fn rules_text(value: &JsValue) -> String {
+    if let Some(text) = value.as_string() {
+        if !text.trim().is_empty() {
+            return text;
+        }
+    } else if value.is_object() {
+        if let Some(text) = js_sys::JSON::stringify(value).ok().and_then(|s| s.as_string()) {
+            return text;
+        }
+    }
+    DEFAULT_RULES.to_owned()
+}
+
+/// `ORIGIN_URL` checked: an absolute `http:` or `https:` URL without credentials, query or
+/// fragment. Unset means the development origin in a `dev-origin` build, and is refused in
+/// the deploy build.
+fn origin_of(value: &JsValue) -> Result<Origin, String> {
+    let text = value.as_string().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    let Some(text) = text else {
+        #[cfg(feature = "dev-origin")]
+        return Ok(Origin::Dev);
+        #[cfg(not(feature = "dev-origin"))]
+        return Err("ORIGIN_URL is not set: set it to the origin that admitted requests go to \
+                    (wrangler.toml [vars] or `wrangler secret put ORIGIN_URL`)"
+            .into());
+    };
+    let bad = |why: &str| format!("ORIGIN_URL \"{text}\" {why}");
+    let url = Url::new(&text).map_err(|_| bad("is not an absolute URL (e.g. https://origin.example.com)"))?;
+    if url.protocol() != "https:" && url.protocol() != "http:" {
+        return Err(bad("must be an http: or https: URL"));
+    }
+    if !url.username().is_empty() || !url.password().is_empty() {
+        return Err(bad("must not carry credentials; send them as a header from the origin side"));
+    }
+    if !url.search().is_empty() || !url.hash().is_empty() || text.ends_with(['?', '#']) {
+        return Err(bad("must not have a query or a fragment (only a base path)"));
+    }
+    Ok(Origin::Url { origin: url.origin(), base_path: url.pathname().trim_end_matches('/').to_owned() })
+}

@@ -1,0 +1,102 @@
+//! The Durable Object behind each counting key: exact counts, and blocks that outlive a
+//! restart.
+
+use crate::config::{config, Config};
+use crate::js::{self, Env};
+use crate::{describe, log_error, now};
+use sluicegate::limit::{Blocking, Decision, Limiter};
+use sluicegate::rules::{AnyLimiter, Rule};
+use sluicegate::time::Instant;
+use std::collections::HashMap;
+use wasm_bindgen::prelude::*;
+
+/// The state behind one Durable Object: exact counts for the keys routed to it (one, as
+/// the Worker names objects by counting key).
+///
+/// Counts live in memory. Blocks are also written to the object's storage when they start,
+/// so a restart or a deploy does not lift a block: a key's first check after a restart
+/// restores its block if one is still in force.
+#[wasm_bindgen]
+pub struct Counter {
+    config: Config,
+    limiters: HashMap<String, (Rule, Blocking<AnyLimiter>)>,
+    kv: Option<js::SyncKv>,
+}
+
+#[wasm_bindgen]
+impl Counter {
+    /// A counter reading the same rules as the Worker (parsed once per isolate, shared with
+    /// every other object in it), keeping blocks in `storage` (`ctx.storage`; blocks stay in
+    /// memory only when it has no synchronous `kv`).
+    #[wasm_bindgen(constructor)]
+    pub fn new(env: JsValue, storage: JsValue) -> Counter {
+        let env: Env = env.unchecked_into();
+        let kv = if storage.is_object() { storage.unchecked_into::<js::Storage>().kv() } else { JsValue::UNDEFINED };
+        let kv = if kv.is_object() {
+            Some(kv.unchecked_into())
+        } else {
+            log_error(
+                "sluicegate: this Durable Object has no storage.kv (not SQLite-backed): blocks are kept in memory only",
+            );
+            None
+        };
+        Counter { config: config(&env), limiters: HashMap::new(), kv }
+    }
+
+    /// Count one request of `key` under rule `rule_id`, at this object's clock:
+    /// `[allowed (1 or 0), remaining, wait_ms]`, where `wait_ms` is the reset for an allow
+    /// and the retry-after for a refusal.
+    ///
+    /// # Errors
+    /// When the rule is unknown (the Worker and this object disagree about the rules) or
+    /// the configuration is invalid.
+    pub fn check(&mut self, rule_id: &str, key: &str) -> Result<Vec<f64>, JsError> {
+        let now = now();
+        let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
+        let rule = setup.rules.get(rule_id).ok_or_else(|| JsError::new(&format!("unknown rule \"{rule_id}\"")))?;
+        if self.limiters.len() >= 1_000 && !self.limiters.contains_key(key) {
+            self.limiters.retain(|_, (_, l)| !l.is_idle(now));
+        }
+        let restored = match self.limiters.get(key) {
+            Some(_) => None,
+            None => self.stored_block(key),
+        };
+        let entry = self.limiters.entry(key.to_owned()).or_insert_with(|| (rule.clone(), rule.limiter()));
+        if entry.0 != *rule {
+            // The rule changed since this key was counted: start it fresh under the new one.
+            *entry = (rule.clone(), rule.limiter());
+        }
+        if let Some(until) = restored {
+            entry.1.impose_block(until);
+        }
+        let blocked_before = entry.1.blocked_until(now);
+        let decision = entry.1.check(now, 1).map_err(|e| JsError::new(&e.to_string()))?;
+        let blocked_after = entry.1.blocked_until(now);
+        if let Some(until) = blocked_after.filter(|_| blocked_before.is_none()) {
+            self.store_block(key, until);
+        }
+        Ok(match decision {
+            Decision::Allow { remaining, reset } => vec![1.0, remaining as f64, reset.as_millis_ceil() as f64],
+            Decision::Deny { retry_after } => vec![0.0, 0.0, retry_after.as_millis_ceil() as f64],
+        })
+    }
+}
+
+impl Counter {
+    /// The end of the block stored for `key`, if it is stored and readable.
+    fn stored_block(&self, key: &str) -> Option<Instant> {
+        let value = self.kv.as_ref()?.get_value(key).ok()?;
+        let ms = value.as_f64().filter(|ms| ms.is_finite() && *ms > 0.0)?;
+        Some(Instant::from_millis(ms as u64))
+    }
+
+    /// Remember that `key` is blocked until `until` (epoch milliseconds). A failed write
+    /// keeps the block in memory and is logged.
+    fn store_block(&self, key: &str, until: Instant) {
+        if let Some(kv) = &self.kv {
+            if let Err(e) = kv.put(key, &JsValue::from_f64(until.as_millis() as f64)) {
+                log_error(&format!("sluicegate: could not store the block of {key}: {}", describe(&e)));
+            }
+        }
+    }
+}
