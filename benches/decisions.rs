@@ -1,5 +1,6 @@
-//! Nanoseconds per decision: the reference edge rule end to end (minus I/O), and keyed GCRA
-//! checks against governor's keyed limiter at 1, 1,000 and 1,000,000 keys.
+//! Nanoseconds per decision: the reference edge rule end to end (minus I/O), keyed GCRA
+//! checks against governor's keyed limiter at 1, 1,000 and 1,000,000 keys, and the path
+//! normalisation and rule matching every request pays (20 typical paths).
 //!
 //! Both keyed sides run the same quota (1000 per second, burst 1000) on a fake clock that
 //! advances 1 ms per decision (so neither reads a real clock and every decision is an
@@ -16,7 +17,7 @@ use governor::state::keyed::DashMapStateStore;
 use sluicegate::identity::{client_identity, Sources};
 use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
-use sluicegate::rules::{AnyLimiter, RequestFacts, RuleSet};
+use sluicegate::rules::{normalise_path, AnyLimiter, RequestFacts, RuleSet};
 use sluicegate::{Decision, Instant, Span};
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -58,7 +59,8 @@ impl Edge {
         self.i = self.i.wrapping_add(1);
         self.now = self.now + Span::from_millis(10);
         let identity = client_identity(&Sources { cf_connecting_ip: Some(ip), ..Sources::default() });
-        let facts = RequestFacts { method: "GET", host: "example.com", path: "/api/ping", colo: Some("AMS"), identity };
+        let path = normalise_path("/api/ping").expect("a normal path");
+        let facts = RequestFacts { method: "GET", host: "example.com", path: &path, colo: Some("AMS"), identity };
         let mut decision = None;
         for rule in self.rules.matching(&facts) {
             let key = rule.counting_key(&facts, |_| None);
@@ -66,6 +68,53 @@ impl Edge {
         }
         decision
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Path normalisation and rule matching, per request
+// ---------------------------------------------------------------------------------------
+
+/// The default rule and three app-layer rules (exact, prefix with methods, case-sensitive).
+const APP_RULES: &str = r#"{"rules":[
+  {"id":"api","match":{"path":{"starts_with":"/api/"}},"characteristics":["ip.src","cf.colo.id"],"period":10,"requests_per_period":20,"mitigation_timeout":10},
+  {"id":"analyze","match":{"path":{"equals":"/api/analyze"},"methods":["POST"]},"characteristics":["ip.src"],"algorithm":"token_bucket","rate":0.2,"burst":6},
+  {"id":"geocode","match":{"path":{"starts_with":"/api/geocode"}},"characteristics":["ip.src"],"algorithm":"token_bucket","rate":0.5,"burst":10},
+  {"id":"static","match":{"path":{"starts_with":"/Static/"},"case_sensitive":true},"characteristics":["ip.src"],"period":1,"requests_per_period":1000}
+]}"#;
+
+/// Twenty request paths as they arrive: mostly already normal, some encoded or re-cased.
+const TYPICAL_PATHS: [&str; 20] = [
+    "/",
+    "/index.html",
+    "/api/ping",
+    "/api/analyze",
+    "/api/analyze/stream",
+    "/api/destinations",
+    "/api/geocode",
+    "/api/capabilities",
+    "/assets/app.3f9c2b.js",
+    "/assets/app.3f9c2b.css",
+    "/favicon.ico",
+    "/api/v1/orders/12345/items",
+    "/Static/logo.png",
+    "/caf%C3%A9/menu",
+    "/API/Ping",
+    "/%61pi/ping",
+    "/api%2Fping",
+    "/x/..%2fapi/ping",
+    "//api//geocode",
+    "/search/a%20b%20c",
+];
+
+/// Normalise each path and count the rules it matches; the sum keeps the work observable.
+fn normalise_and_match(rules: &RuleSet) -> usize {
+    let mut matched = 0;
+    for raw in TYPICAL_PATHS {
+        let path = normalise_path(black_box(raw)).expect("typical paths normalise");
+        let facts = RequestFacts { method: "GET", host: "example.com", path: &path, colo: Some("AMS"), identity: None };
+        matched += rules.matching(&facts).count();
+    }
+    matched
 }
 
 // ---------------------------------------------------------------------------------------
@@ -210,6 +259,14 @@ fn main() {
         group.finish();
     }
 
+    let app_rules = RuleSet::from_json(APP_RULES).expect("the app rules parse");
+    assert_eq!(normalise_and_match(&app_rules), 15, "the typical paths match as expected");
+    {
+        let mut group = c.benchmark_group("paths");
+        group.bench_function("normalise_and_match_20", |b| b.iter(|| black_box(normalise_and_match(&app_rules))));
+        group.finish();
+    }
+
     // Under `cargo test --benches` (no `--bench`): one pass each, and the small tables only.
     let counts: &[u64] = if benchmarking { &KEY_COUNTS } else { &KEY_COUNTS[..2] };
     let mut sides = Vec::new();
@@ -236,6 +293,13 @@ fn main() {
         black_box(edge.decide());
     });
     println!("reference rule evaluation: {ns:.1} ns/decision ({source})");
+    let (ns, source) = ns_per_decision("paths/normalise_and_match_20", started, || {
+        black_box(normalise_and_match(&app_rules));
+    });
+    println!(
+        "path normalisation + matching 4 rules: {:.1} ns per request (mean over 20 typical paths, {source})",
+        ns / 20.0
+    );
     // governor's side includes advancing its fake clock (an atomic compare-exchange loop).
     let clock = FakeRelativeClock::default();
     let advance = time_it(2_000_000, || clock.advance(black_box(STEP)));

@@ -59,10 +59,25 @@ const fn is_unreserved(b: u8) -> bool {
 }
 
 /// Bytes that stand raw in a normalised path: unreserved, sub-delims, `:`, `@`, `/`.
-const fn is_raw_ok(b: u8) -> bool {
+const fn is_raw_ok_slow(b: u8) -> bool {
     is_unreserved(b)
         || matches!(b, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=')
         || matches!(b, b':' | b'@' | b'/')
+}
+
+/// [`is_raw_ok_slow`] as a table: one load per byte on the hot path.
+const RAW_OK: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = is_raw_ok_slow(b as u8);
+        b += 1;
+    }
+    table
+};
+
+fn is_raw_ok(b: u8) -> bool {
+    RAW_OK[usize::from(b)]
 }
 
 fn hex(b: u8) -> Option<u8> {
