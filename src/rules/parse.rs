@@ -510,21 +510,15 @@ fn strict_json(text: &str) -> Result<Value, RuleError> {
     let parsed = Strict { path: String::new(), duplicate: &duplicate }
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value));
-    parsed.map_err(|e| match duplicate.into_inner() {
+    let value =
+        parsed.map_err(|e| RuleError { rule: None, field: String::new(), message: format!("not valid JSON: {e}") })?;
+    match duplicate.into_inner() {
         Some((path, key)) => {
             let (rule, field) = split_path(&path, &key);
-            RuleError {
-                rule,
-                field,
-                message: format!(
-                    "is given twice (line {}, column {}); a JSON object must not repeat a key",
-                    e.line(),
-                    e.column()
-                ),
-            }
+            Err(RuleError { rule, field, message: "is given twice; a JSON object must not repeat a key".into() })
         }
-        None => RuleError { rule: None, field: String::new(), message: format!("not valid JSON: {e}") },
-    })
+        None => Ok(value),
+    }
 }
 
 /// `rules[2].match` + `path` → rule `rules[2]`, field `match.path`; outside a rule, the
@@ -540,7 +534,7 @@ fn split_path(path: &str, key: &str) -> (Option<String>, String) {
 }
 
 /// A [`Value`] deserialiser that knows where it is (`rules[0].match`) and records the first
-/// repeated key.
+/// repeated key (parsing goes on, so a syntax error later in the file is still reported).
 struct Strict<'a> {
     path: String,
     duplicate: &'a RefCell<Option<(String, String)>>,
@@ -593,9 +587,8 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
+            if object.contains_key(&key) && self.duplicate.borrow().is_none() {
                 *self.duplicate.borrow_mut() = Some((self.path.clone(), key.clone()));
-                return Err(de::Error::custom(format!("the key \"{key}\" is given twice")));
             }
             let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
             let value = map.next_value_seed(Strict { path, duplicate: self.duplicate })?;

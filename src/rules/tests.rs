@@ -283,16 +283,18 @@ fn a_repeated_json_key_anywhere_is_refused_with_its_rule_and_field() {
         r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src"],"period":10,"requests_per_period":20}],"rules":[]}"#,
     );
     assert_eq!(errs.len(), 1);
-    assert!(errs[0].starts_with("rules file: field \"rules\": is given twice (line 1, column"), "{errs:?}");
+    assert!(errs[0] == "rules file: field \"rules\": is given twice; a JSON object must not repeat a key", "{errs:?}");
     let errs = errors_of(
         "{\"rules\":[{\"id\":\"api\",\"match\":{},\"characteristics\":[\"ip.src\"],\n\"period\":10,\"period\":1,\"requests_per_period\":20}]}",
     );
-    assert!(errs[0].starts_with("rule rules[0]: field \"period\": is given twice (line 2"), "{errs:?}");
+    assert!(errs[0].starts_with("rule rules[0]: field \"period\": is given twice"), "{errs:?}");
     let errs = errors_of(
         r#"{"rules":[{"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1},
         {"id":"b","match":{"path":{"starts_with":"/a/","starts_with":"/b/"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
     );
     assert!(errs[0].starts_with("rule rules[1]: field \"match.path.starts_with\": is given twice"), "{errs:?}");
+    // A syntax error after a repeated key is still reported as such.
+    assert!(errors_of(r#"{"rules":[],"rules":[],}"#)[0].starts_with("rules file: not valid JSON"));
 }
 
 #[test]
