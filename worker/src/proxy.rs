@@ -35,7 +35,7 @@ pub async fn to_origin(
     JsFuture::from(js::fetch(&upstream)).await?.dyn_into()
 }
 
-/// The request's headers without the hop-by-hop ones, with the counted client appended to
+/// The request's headers without the hop-by-hop ones and `Host`, with the counted client appended to
 /// `X-Forwarded-For` and `X-Forwarded-Proto` / `X-Forwarded-Host` set to what the edge
 /// received.
 fn upstream_headers(request: &Request, url: &Url, client: Option<Identity>) -> Result<Headers, JsValue> {
@@ -48,7 +48,8 @@ fn upstream_headers(request: &Request, url: &Url, client: Option<Identity>) -> R
         for entry in entries {
             let entry: js_sys::Array = entry?.unchecked_into();
             let (name, value) = (entry.get(0).as_string().unwrap_or_default(), entry.get(1));
-            if !is_hop_by_hop(&name, connection.as_deref(), websocket) {
+            // `Host` names the edge; the upstream request's own comes from its URL.
+            if !is_hop_by_hop(&name, connection.as_deref(), websocket) && name != "host" {
                 headers.append(&name, &value.as_string().unwrap_or_default())?;
             }
         }

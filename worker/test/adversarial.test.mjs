@@ -127,6 +127,8 @@ describe("the deploy build in front of an origin with a base path", () => {
     const res = await raw(edge.url, `GET /api/via-host HTTP/1.1\r\nHost: 127.0.0.1:${trap.port}`);
     assert.equal(res.status, 200);
     assert.equal(origin.seen.at(-1).url, "/base/api/via-host");
+    assert.equal(origin.seen.at(-1).headers.host, `127.0.0.1:${origin.port}`, "the origin's own Host");
+    assert.equal(origin.seen.at(-1).headers["x-forwarded-host"], `127.0.0.1:${trap.port}`);
     assert.equal(trap.seen.length, 0, "the second server was never reached");
   });
 
