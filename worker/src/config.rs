@@ -51,8 +51,9 @@ pub fn config(env: &Env) -> Config {
         let config = Rc::new(setup(&rules, &origin));
         match config.as_ref() {
             Ok(setup) => crate::log(&format!(
-                "sluicegate: configuration checked: {} rules, origin {}",
+                "sluicegate: configuration checked: {} rule{}, origin {}",
                 setup.rules.rules().len(),
+                if setup.rules.rules().len() == 1 { "" } else { "s" },
                 match &setup.origin {
                     Origin::Url { origin, base_path } => format!("{origin}{base_path}"),
                     #[cfg(feature = "dev-origin")]
