@@ -32,6 +32,12 @@ after(async () => {
   await close?.();
 });
 
+test("the page lists the active limits from /api/capabilities, without spending them", async () => {
+  await page.waitForFunction(() => document.getElementById("limits").dataset.state === "done", null, { timeout: TIMEOUT });
+  const items = await page.$$eval("#limits-list li", (lis) => lis.map((li) => [li.dataset.id, li.textContent]));
+  assert.deepEqual(items, [["api", "api: /api/*: 20 per 10 s per ip.src + cf.colo.id, then block 10 s"]]);
+});
+
 test("25 requests show 20 OK and 5 blocked with a countdown", { timeout: 60_000 }, async (t) => {
   assert.equal(await page.locator("h1").textContent(), "sluicegate edge burst tester");
   assert.equal(await page.inputValue("#count"), "25", "N defaults to 25");

@@ -133,13 +133,50 @@ struct Problem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     rule: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    upstream: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     retry_after: Option<u64>,
 }
 
 /// An RFC 9457 problem body (`type` is `about:blank`, so `title` is the status phrase).
 pub fn problem(status: u16, title: &str, detail: &str, rule: Option<&str>, retry_after: Option<Span>) -> String {
-    let body =
-        Problem { kind: "about:blank", title, status, detail, rule, retry_after: retry_after.map(Span::as_secs_ceil) };
+    let body = Problem {
+        kind: "about:blank",
+        title,
+        status,
+        detail,
+        rule,
+        upstream: None,
+        retry_after: retry_after.map(Span::as_secs_ceil),
+    };
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+/// The `503` body of a request that found no free slot of upstream `upstream` within
+/// `waited`, to retry after `retry_after`.
+///
+/// # Examples
+/// ```
+/// use sluicegate::{headers, Span};
+/// let body = headers::upstream_busy("overpass", Span::from_secs(1), Span::from_secs(1));
+/// assert!(body.contains("\"upstream\":\"overpass\""));
+/// assert!(body.contains("\"status\":503"));
+/// ```
+pub fn upstream_busy(upstream: &str, waited: Span, retry_after: Span) -> String {
+    let detail = format!(
+        "The upstream \"{upstream}\" is busy: no request slot freed within {} ms. Retry in {} s.",
+        waited.as_millis_ceil(),
+        retry_after.as_secs_ceil()
+    );
+    let body = Problem {
+        kind: "about:blank",
+        title: "Service Unavailable",
+        status: 503,
+        detail: &detail,
+        rule: None,
+        upstream: Some(upstream),
+        retry_after: Some(retry_after.as_secs_ceil()),
+    };
     serde_json::to_string(&body).unwrap_or_default()
 }
 

@@ -13,6 +13,7 @@
 extern crate alloc;
 
 pub mod batch;
+pub mod budget;
 pub mod cache;
 pub mod forward;
 pub mod headers;

@@ -57,6 +57,48 @@ fn a_missing_field_is_refused() {
 }
 
 #[test]
+fn the_traffic_example_with_its_route_buckets_and_upstream_budgets_is_valid() {
+    let (code, stdout, stderr) = check_rules("worker/examples/traffic.json");
+    assert_eq!(code, 0, "{stderr}");
+    for want in [
+        "4 rule(s) valid",
+        "analyze: token bucket, burst 6, one token every 5000 ms per ip.src",
+        "upstream overpass: at most 2 in flight per isolate, waiting up to 30000 ms",
+        "upstream nominatim: at most 1 in flight per isolate",
+        "capabilities: GET /api/capabilities",
+    ] {
+        assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    }
+}
+
+#[test]
+fn the_simulator_reads_the_traffic_example_as_edge_rules() {
+    let dir = std::env::temp_dir().join(format!("sluicegate-traffic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("traffic-sim.json");
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("worker/examples/traffic.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"duration_s": 30, "edge_rules": {:?}, "clients": [
+                {{"name": "page", "kind": "legit", "rps": 3, "endpoint": "/api/geocode"}}]}}"#,
+            rules.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+        .args(["sim", config.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(out.status.success() || out.status.code() == Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let policies: Vec<&str> =
+        report["policies"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["api", "analyze", "destinations", "geocode"]);
+}
+
+#[test]
 fn a_repeated_key_is_refused_instead_of_keeping_the_last() {
     let (code, _, stderr) = check_rules("tests/fixtures/rules/duplicate-key.json");
     assert_eq!(code, 1, "{stderr}");

@@ -686,3 +686,75 @@ proptest! {
         prop_assert_eq!(t.as_nanos() >= start, true);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Upstream budget slots
+// ---------------------------------------------------------------------------------------
+
+/// One step of a budget's life: a request arrives, a holder is answered, a waiter leaves.
+#[derive(Clone, Debug)]
+enum SlotStep {
+    Arrive,
+    Answer(usize),
+    Leave(usize),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Over any sequence of arrivals, answers and departures: never more than
+    /// `max_in_flight` hold a slot, slots are handed out in arrival order, and a request
+    /// waits only while every slot is held.
+    #[test]
+    fn an_upstream_budget_never_exceeds_its_slots_and_serves_waiters_in_arrival_order(
+        max in 1u32..5,
+        steps in prop::collection::vec(prop_oneof![
+            3 => Just(SlotStep::Arrive),
+            2 => (0usize..8).prop_map(SlotStep::Answer),
+            1 => (0usize..8).prop_map(SlotStep::Leave),
+        ], 1..200),
+    ) {
+        use sluicegate::budget::{Acquire, Slots};
+        let mut slots = Slots::new(max, 1_000);
+        let mut holders: Vec<u64> = Vec::new(); // arrival numbers holding a slot
+        let mut waiting: Vec<(u64, u64)> = Vec::new(); // (ticket, arrival number), in order
+        let mut granted_order: Vec<u64> = Vec::new();
+        for (arrival, step) in (0u64..).zip(steps) {
+            match step {
+                SlotStep::Arrive => match slots.acquire() {
+                    Acquire::Granted => {
+                        prop_assert!(waiting.is_empty(), "a new arrival never overtakes a waiter");
+                        holders.push(arrival);
+                        granted_order.push(arrival);
+                    }
+                    Acquire::Queued(ticket) => {
+                        prop_assert_eq!(holders.len() as u32, max, "waits only while every slot is held");
+                        waiting.push((ticket, arrival));
+                    }
+                    Acquire::Refused => prop_assert!(false, "the queue has room"),
+                },
+                SlotStep::Answer(i) if !holders.is_empty() => {
+                    holders.remove(i % holders.len());
+                    match slots.release() {
+                        Some(ticket) => {
+                            let (first, arrival) = waiting.remove(0);
+                            prop_assert_eq!(ticket, first, "the first waiter gets the slot");
+                            holders.push(arrival);
+                            granted_order.push(arrival);
+                        }
+                        None => prop_assert!(waiting.is_empty()),
+                    }
+                }
+                SlotStep::Leave(i) if !waiting.is_empty() => {
+                    let (ticket, _) = waiting.remove(i % waiting.len());
+                    prop_assert!(slots.leave(ticket));
+                }
+                _ => {}
+            }
+            prop_assert!(holders.len() as u32 <= max);
+            prop_assert_eq!(slots.in_flight() as usize, holders.len());
+            prop_assert_eq!(slots.waiting(), waiting.len());
+        }
+        prop_assert!(granted_order.windows(2).all(|w| w[0] < w[1]), "slots go out in arrival order");
+    }
+}

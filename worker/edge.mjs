@@ -3,8 +3,12 @@
 // hand every call to the module.
 import { DurableObject, env } from "cloudflare:workers";
 
-/** The Worker's default export and Durable Object class over a built `glue` module. */
-export function edge(glue, wasm) {
+/**
+ * The Worker's default export and Durable Object class over a built `glue` module.
+ * `adaptEnv` may change what the Worker's requests see of `env` (the development build
+ * injects faults with it).
+ */
+export function edge(glue, wasm, adaptEnv = (env) => env) {
   glue.initSync({ module: wasm });
   glue.start(env);
 
@@ -24,7 +28,7 @@ export function edge(glue, wasm) {
   return {
     worker: {
       fetch(request, env) {
-        return glue.handle(request, env);
+        return glue.handle(request, adaptEnv(env));
       },
     },
     RateLimiter,

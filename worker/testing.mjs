@@ -34,6 +34,8 @@ export const BASE_URL = "http://edge.test";
 
 /** Must match worker/wrangler.toml. */
 export const COMPATIBILITY_DATE = "2025-09-01";
+/** Must match worker/wrangler.toml. */
+export const COMPATIBILITY_FLAGS = Object.freeze(["enable_request_signal"]);
 
 function checkNode() {
   const [major, minor] = process.versions.node.split(".").map(Number);
@@ -73,6 +75,8 @@ function startFailure(err) {
  * @param {string} [options.origin]        → env.ORIGIN_URL; omitted → the worker's built-in dev origin
  *                                         (the deploy build then refuses to start)
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
+ * @param {{store?: "unavailable"|"slow"}} [options.faults] dev build only: make every rule's Durable
+ *                                         Object call fail, or answer after 5 s (past the edge's 1 s timeout)
  * @param {number} [options.port]          listen on host:port (0 = random). Without it Miniflare still
  *                                         listens on a random 127.0.0.1 port (see `url`).
  * @param {string} [options.host]          listen address, default "127.0.0.1"
@@ -85,7 +89,7 @@ function startFailure(err) {
  * @returns {Promise<{url: string, fetch: Function, logs: Array<{level: string, message: string, timestamp: number}>,
  *           logLines: () => string[], waitForLog: Function, clearLogs: () => void, miniflare: object, close: () => Promise<void>}>}
  */
-export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev" } = {}) {
+export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev", faults } = {}) {
   checkNode();
   const files = paths.builds[build];
   if (!files) {
@@ -111,6 +115,10 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
   if (origin !== undefined && origin !== null) {
     bindings.ORIGIN_URL = String(origin);
   }
+  if (faults) {
+    if (build !== "dev") throw new Error("startEdge: faults are injected by the dev build only");
+    bindings.SLUICEGATE_FAULTS = JSON.stringify(faults);
+  }
 
   echoLogs ??= process.env.SLUICEGATE_EDGE_LOGS === "1";
   const logs = [];
@@ -134,6 +142,7 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
 
     name: "sluicegate-edge",
     compatibilityDate: COMPATIBILITY_DATE,
+    compatibilityFlags: [...COMPATIBILITY_FLAGS],
     modules: true,
     scriptPath: files.entry,
     modulesRoot: paths.workerDir,

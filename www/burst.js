@@ -178,3 +178,53 @@ form.addEventListener("submit", async (event) => {
     fireButton.textContent = "Fire";
   }
 });
+
+// The active limits, as the edge publishes them (GET /api/capabilities, not counted).
+const limits = $("limits");
+const limitsStatus = $("limits-status");
+const limitsList = $("limits-list");
+
+/** One line for a published rule or upstream budget. */
+function describeLimit(entry, kind) {
+  if (kind === "upstream") {
+    return `${entry.id}: at most ${entry.max_in_flight} in flight per ${entry.scope}, waiting up to ${entry.max_wait_s} s`;
+  }
+  const amount =
+    entry.algorithm === "token_bucket"
+      ? `${+(entry.rate_per_s * 60).toFixed(3)} per minute, bursts of ${entry.burst}`
+      : `${entry.limit} per ${entry.period_s} s`;
+  const paths = (entry.matches.paths ?? []).map((p) => ("starts_with" in p ? `${p.starts_with}*` : p.equals));
+  const where = [(entry.matches.methods ?? []).join("|"), paths.join(", ") || "every path"].filter(Boolean).join(" ");
+  const block = entry.block_s ? `, then block ${entry.block_s} s` : "";
+  return `${entry.id}: ${where}: ${amount} per ${entry.counted_by.join(" + ")}${block}`;
+}
+
+async function showLimits() {
+  try {
+    const res = await fetch("/api/capabilities", { headers: { accept: "application/json" } });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const answer = await res.json();
+    const items = [
+      ...answer.rules.map((r) => [r, "rule"]),
+      ...answer.upstreams.map((u) => [u, "upstream"]),
+    ];
+    limitsList.replaceChildren(
+      ...items.map(([entry, kind]) => {
+        const li = document.createElement("li");
+        li.dataset.id = entry.id;
+        li.dataset.kind = kind;
+        li.textContent = describeLimit(entry, kind);
+        if (entry.description) li.title = entry.description;
+        return li;
+      }),
+    );
+    limitsStatus.textContent = items.length ? "" : "No public limits.";
+    limitsStatus.hidden = items.length > 0;
+    limits.dataset.state = "done";
+  } catch (err) {
+    limitsStatus.textContent = `The limits could not be read: ${err?.message || err}`;
+    limits.dataset.state = "error";
+  }
+}
+
+showLimits();

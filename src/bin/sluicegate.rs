@@ -51,6 +51,19 @@ fn check_rules(file: &str) -> ExitCode {
             for rule in set.rules() {
                 println!("  {}: {}", rule.id, summary(rule));
             }
+            for upstream in set.upstreams() {
+                println!(
+                    "  upstream {}: at most {} in flight per {}, waiting up to {} ms for a slot",
+                    upstream.id,
+                    upstream.max_in_flight,
+                    upstream.scope.name(),
+                    upstream.max_wait.as_millis_ceil()
+                );
+            }
+            match set.capabilities_path() {
+                Some(path) => println!("  capabilities: GET {path}"),
+                None => println!("  capabilities: off"),
+            }
             ExitCode::SUCCESS
         }
         Err(errors) => {

@@ -17,7 +17,7 @@
 mod parse;
 mod path;
 
-pub use parse::{RuleError, MAX_RULES};
+pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_UPSTREAMS};
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
@@ -29,10 +29,84 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-/// A validated set of rules, in evaluation order.
+/// A validated rules file: the rules in evaluation order, the upstream budgets, and where
+/// the capabilities answer is served.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    upstreams: Vec<Upstream>,
+    capabilities: Option<String>,
+}
+
+/// A budget on what may be in flight at once against one upstream: requests it matches
+/// wait for one of `max_in_flight` slots, first come first served, at most `max_wait`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Upstream {
+    /// Its identifier, named in headers, bodies and logs.
+    pub id: String,
+    /// Free text.
+    pub description: Option<String>,
+    /// Which requests go to this upstream.
+    pub matcher: Match,
+    /// How many requests may be at the upstream at once.
+    pub max_in_flight: u32,
+    /// How long a request may wait for a slot before it is answered 503.
+    pub max_wait: Span,
+    /// Where the count is kept.
+    pub scope: Scope,
+    /// Whether the capabilities answer lists it.
+    pub public: bool,
+}
+
+/// Where an upstream budget's count is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// In each isolate (like a per-pod budget): N isolates admit up to N × `max_in_flight`.
+    Isolate,
+    /// One count across every isolate, held by a Durable Object.
+    Fleet,
+}
+
+impl Scope {
+    /// The name in the rules file.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scope::Isolate => "isolate",
+            Scope::Fleet => "fleet",
+        }
+    }
+}
+
+/// What a rule does when its count cannot be read (its Durable Object is unreachable or
+/// answers an error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// Admit the request, marked as degraded.
+    Open,
+    /// Refuse it with 503.
+    Closed,
+}
+
+impl StoreFailure {
+    /// The default: open for a rule counted by `ip.src` (a per-client flood guard: failing
+    /// closed would turn a store outage into a full outage for every client), closed
+    /// otherwise (a rule keyed by an API key, a tenant or a route guards a budget that must
+    /// not be overspent).
+    pub fn default_for(characteristics: &[Characteristic]) -> Self {
+        if characteristics.contains(&Characteristic::IpSrc) {
+            StoreFailure::Open
+        } else {
+            StoreFailure::Closed
+        }
+    }
+
+    /// The name in the rules file.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StoreFailure::Open => "open",
+            StoreFailure::Closed => "closed",
+        }
+    }
 }
 
 /// One validated rule.
@@ -52,13 +126,17 @@ pub struct Rule {
     pub mitigation_timeout: Span,
     /// What a refusal answers.
     pub response: Response,
+    /// What happens when its count cannot be read.
+    pub on_store_failure: StoreFailure,
+    /// Whether the capabilities answer lists it.
+    pub public: bool,
 }
 
 /// Which requests a rule applies to; every given part must match.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Match {
-    /// The path test, if any.
-    pub path: Option<PathMatch>,
+    /// The path tests (any may match); empty means any path.
+    pub paths: Vec<PathMatch>,
     /// Upper-case methods; empty means any.
     pub methods: Vec<String>,
     /// Lower-case host names without a trailing dot; empty means any.
@@ -90,6 +168,15 @@ impl PathMatch {
                 same(without_trailing_slash(path).as_bytes(), without_trailing_slash(exact).as_bytes())
             }
         }
+    }
+}
+
+impl Match {
+    /// Whether a request passes every part of this match.
+    pub fn matches(&self, facts: &RequestFacts<'_>) -> bool {
+        (self.paths.is_empty() || self.paths.iter().any(|p| p.test(facts.path, self.case_sensitive)))
+            && (self.methods.is_empty() || self.methods.iter().any(|x| x.eq_ignore_ascii_case(facts.method)))
+            && (self.hosts.is_empty() || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(facts.host))))
     }
 }
 
@@ -272,6 +359,21 @@ impl RuleSet {
         &self.rules
     }
 
+    /// The upstream budgets, in file order.
+    pub fn upstreams(&self) -> &[Upstream] {
+        &self.upstreams
+    }
+
+    /// The first upstream budget a request goes to, if any.
+    pub fn upstream_for(&self, facts: &RequestFacts<'_>) -> Option<&Upstream> {
+        self.upstreams.iter().find(|u| u.matcher.matches(facts))
+    }
+
+    /// The (normalised) path of the capabilities answer, unless it is turned off.
+    pub fn capabilities_path(&self) -> Option<&str> {
+        self.capabilities.as_deref()
+    }
+
     /// The rule with this id.
     pub fn get(&self, id: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.id == id)
@@ -293,10 +395,7 @@ pub const UNKNOWN: &str = "unknown";
 impl Rule {
     /// Whether this rule applies to the request.
     pub fn matches(&self, facts: &RequestFacts<'_>) -> bool {
-        let m = &self.matcher;
-        m.path.as_ref().is_none_or(|p| p.test(facts.path, m.case_sensitive))
-            && (m.methods.is_empty() || m.methods.iter().any(|x| x.eq_ignore_ascii_case(facts.method)))
-            && (m.hosts.is_empty() || m.hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(facts.host))))
+        self.matcher.matches(facts)
     }
 
     /// The counting key of a request: the rule id and the value of each characteristic,
@@ -364,3 +463,157 @@ impl Rule {
 
 #[cfg(test)]
 mod tests;
+
+/// The capabilities answer: every public rule and budget, so that clients can pace
+/// themselves (`GET /api/capabilities`).
+mod capabilities {
+    use super::{Algorithm, Match, PathMatch, RuleSet};
+    use alloc::string::String;
+    use alloc::vec::Vec;
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    struct Answer<'a> {
+        rules: Vec<RuleEntry<'a>>,
+        upstreams: Vec<UpstreamEntry<'a>>,
+        /// Fail-open decisions per rule since this isolate started.
+        degraded: Vec<Degraded<'a>>,
+    }
+
+    #[derive(Serialize)]
+    struct RuleEntry<'a> {
+        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<&'a str>,
+        matches: MatchEntry<'a>,
+        algorithm: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        period_s: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rate_per_s: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        burst: Option<u32>,
+        block_s: u64,
+        counted_by: Vec<String>,
+        /// Rules are counted exactly per key across every isolate (a Durable Object per key).
+        scope: &'static str,
+        on_store_failure: &'static str,
+    }
+
+    #[derive(Serialize)]
+    struct UpstreamEntry<'a> {
+        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<&'a str>,
+        matches: MatchEntry<'a>,
+        max_in_flight: u32,
+        max_wait_s: f64,
+        scope: &'static str,
+    }
+
+    #[derive(Serialize)]
+    struct MatchEntry<'a> {
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        paths: Vec<PathEntry<'a>>,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        methods: &'a [String],
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        hosts: &'a [String],
+        case_sensitive: bool,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum PathEntry<'a> {
+        StartsWith(&'a str),
+        Equals(&'a str),
+    }
+
+    #[derive(Serialize)]
+    struct Degraded<'a> {
+        rule: &'a str,
+        fail_open_decisions: u64,
+    }
+
+    fn matches(m: &Match) -> MatchEntry<'_> {
+        MatchEntry {
+            paths: m
+                .paths
+                .iter()
+                .map(|p| match p {
+                    PathMatch::StartsWith(p) => PathEntry::StartsWith(p),
+                    PathMatch::Equals(p) => PathEntry::Equals(p),
+                })
+                .collect(),
+            methods: &m.methods,
+            hosts: &m.hosts,
+            case_sensitive: m.case_sensitive,
+        }
+    }
+
+    impl RuleSet {
+        /// The capabilities answer as JSON: every public rule and upstream budget (id,
+        /// description, what it matches, algorithm, limit and period or rate and burst,
+        /// block time, what it counts by, scope), and `degraded(rule id)`, the fail-open
+        /// decisions of each rule that has had any.
+        pub fn capabilities_json(&self, degraded: impl Fn(&str) -> u64) -> String {
+            let rules = self
+                .rules
+                .iter()
+                .filter(|r| r.public)
+                .map(|r| {
+                    let (algorithm, limit, period_s, rate_per_s, burst) = match r.algorithm {
+                        Algorithm::SlidingLog { requests_per_period, period } => {
+                            ("sliding_log", Some(requests_per_period), Some(period.as_secs_ceil()), None, None)
+                        }
+                        Algorithm::FixedWindow { requests_per_period, period } => {
+                            ("fixed_window", Some(requests_per_period), Some(period.as_secs_ceil()), None, None)
+                        }
+                        Algorithm::SlidingWindow { requests_per_period, period } => {
+                            ("sliding_window", Some(requests_per_period), Some(period.as_secs_ceil()), None, None)
+                        }
+                        Algorithm::TokenBucket { interval, burst } => {
+                            ("token_bucket", None, None, Some(1e9 / interval.as_nanos() as f64), Some(burst))
+                        }
+                    };
+                    RuleEntry {
+                        id: &r.id,
+                        description: r.description.as_deref(),
+                        matches: matches(&r.matcher),
+                        algorithm,
+                        limit,
+                        period_s,
+                        rate_per_s,
+                        burst,
+                        block_s: r.mitigation_timeout.as_secs_ceil(),
+                        counted_by: r.characteristics.iter().map(|c| c.name().into_owned()).collect(),
+                        scope: "fleet",
+                        on_store_failure: r.on_store_failure.name(),
+                    }
+                })
+                .collect();
+            let upstreams = self
+                .upstreams
+                .iter()
+                .filter(|u| u.public)
+                .map(|u| UpstreamEntry {
+                    id: &u.id,
+                    description: u.description.as_deref(),
+                    matches: matches(&u.matcher),
+                    max_in_flight: u.max_in_flight,
+                    max_wait_s: u.max_wait.as_nanos() as f64 / 1e9,
+                    scope: u.scope.name(),
+                })
+                .collect();
+            let degraded = self
+                .rules
+                .iter()
+                .map(|r| Degraded { rule: &r.id, fail_open_decisions: degraded(&r.id) })
+                .filter(|d| d.fail_open_decisions > 0)
+                .collect();
+            serde_json::to_string(&Answer { rules, upstreams, degraded }).unwrap_or_default()
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! Validation of a rules file: JSON in, a [`RuleSet`] or every problem out.
 
-use super::{normalise_path, Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet};
+use super::{
+    normalise_path, Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet, Scope, StoreFailure, Upstream,
+};
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -24,6 +26,9 @@ pub struct RuleError {
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.rule {
+            Some(item) if item.starts_with("upstreams[") => {
+                write!(f, "upstream {}: field \"{}\": {}", item, self.field, self.message)
+            }
             Some(rule) => write!(f, "rule {}: field \"{}\": {}", rule, self.field, self.message),
             None if self.field.is_empty() => write!(f, "rules file: {}", self.message),
             None => write!(f, "rules file: field \"{}\": {}", self.field, self.message),
@@ -51,7 +56,16 @@ const RULE_FIELDS: &[&str] = &[
     "rate",
     "burst",
     "response",
+    "on_store_failure",
+    "public",
 ];
+const UPSTREAM_FIELDS: &[&str] = &["id", "description", "match", "max_in_flight", "max_wait", "scope", "public"];
+/// The longest an upstream's waiting request may wait for a slot.
+const MAX_WAIT_SECONDS: u32 = 300;
+/// The most upstream budgets a file may hold.
+pub const MAX_UPSTREAMS: usize = 32;
+/// Where the capabilities answer is served unless the file says otherwise.
+pub const DEFAULT_CAPABILITIES_PATH: &str = "/api/capabilities";
 const ALGORITHMS: &str = "\"sliding_log\" (the default), \"fixed_window\", \"sliding_window\" or \"token_bucket\"";
 const CHARACTERISTICS: &str = "\"ip.src\", \"cf.colo.id\", \"http.host\", \"http.request.method\", \
 \"http.request.uri.path\" or http.request.headers[\"<name>\"]";
@@ -81,8 +95,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         errors.push("", "must be an object with a \"rules\" array");
         return Err(errors.list);
     };
-    for key in root.keys().filter(|k| k.as_str() != "rules") {
-        errors.push(key, "unknown field; the file has only \"rules\"");
+    for key in root.keys().filter(|k| !["rules", "upstreams", "capabilities"].contains(&k.as_str())) {
+        errors.push(key, "unknown field; the file has \"rules\", \"upstreams\" and \"capabilities\"");
     }
     let Some(list) = root.get("rules") else {
         errors.push("rules", "missing; it must be an array of rules");
@@ -102,6 +116,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         );
         return Err(errors.list);
     }
+    let capabilities = capabilities(root.get("capabilities"), &mut errors);
+    let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let mut rules = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
         let id = value.get("id").and_then(Value::as_str);
@@ -117,9 +133,155 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         }
     }
     if errors.list.is_empty() {
-        Ok(RuleSet { rules })
+        Ok(RuleSet { rules, upstreams, capabilities })
     } else {
         Err(errors.list)
+    }
+}
+
+/// `"capabilities": {"path": "/p"}` moves the answer, `false` turns it off; absent, it is
+/// served at [`DEFAULT_CAPABILITIES_PATH`].
+fn capabilities(v: Option<&Value>, errors: &mut Errors) -> Option<String> {
+    const HOW: &str = "must be {\"path\": \"/path\"} or false";
+    match v {
+        None => Some(DEFAULT_CAPABILITIES_PATH.into()),
+        Some(Value::Bool(false)) => None,
+        Some(Value::Object(obj)) if obj.len() == 1 && obj.contains_key("path") => {
+            match obj["path"].as_str().filter(|p| p.starts_with('/')).map(normalise_path) {
+                Some(Ok(path)) => Some(path.into_owned()),
+                _ => {
+                    errors
+                        .push("capabilities.path", format!("must be a path starting with \"/\", got {}", obj["path"]));
+                    None
+                }
+            }
+        }
+        Some(other) => {
+            errors.push("capabilities", format!("{HOW}, got {other}"));
+            None
+        }
+    }
+}
+
+fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {
+    let Some(v) = v else { return Vec::new() };
+    let Some(list) = v.as_array() else {
+        errors.push("upstreams", format!("must be an array of upstream budgets, got {v}"));
+        return Vec::new();
+    };
+    if list.len() > MAX_UPSTREAMS {
+        errors.push("upstreams", format!("{} upstreams; at most {MAX_UPSTREAMS} are allowed", list.len()));
+        return Vec::new();
+    }
+    let mut out: Vec<Upstream> = Vec::with_capacity(list.len());
+    for (index, value) in list.iter().enumerate() {
+        let id = value.get("id").and_then(Value::as_str);
+        errors.rule = Some(match id {
+            Some(id) => format!("upstreams[{index}] (\"{id}\")"),
+            None => format!("upstreams[{index}]"),
+        });
+        if let Some(upstream) = upstream(value, errors) {
+            if out.iter().any(|u| u.id == upstream.id) {
+                errors.push("id", format!("\"{}\" is used by an earlier upstream; ids must be unique", upstream.id));
+            }
+            out.push(upstream);
+        }
+    }
+    errors.rule = None;
+    out
+}
+
+fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
+    let Some(obj) = value.as_object() else {
+        errors.push("", "must be an object");
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !UPSTREAM_FIELDS.contains(&k.as_str())) {
+        errors.push(key, format!("unknown field; an upstream has {}", UPSTREAM_FIELDS.join(", ")));
+    }
+    let id = name_field(obj.get("id"), "upstream", errors);
+    let description = description(obj.get("description"), errors);
+    let matcher = match obj.get("match") {
+        None => {
+            errors.push("match", "missing; e.g. {\"path\": {\"starts_with\": \"/api/forecast\"}}");
+            None
+        }
+        Some(m) => matcher(m, errors),
+    };
+    let max_in_flight = match obj.get("max_in_flight") {
+        None => {
+            errors.push("max_in_flight", "missing; how many requests may be at the upstream at once (1 or more)");
+            None
+        }
+        Some(v) => whole(v, 1, 100_000, "max_in_flight", "a whole number of requests", errors),
+    };
+    let max_wait = match obj.get("max_wait").map(|v| (v, v.as_f64())) {
+        None => Some(Span::ZERO),
+        Some((_, Some(s))) if s.is_finite() && (0.0..=f64::from(MAX_WAIT_SECONDS)).contains(&s) => {
+            Some(Span::from_nanos((s * 1e9) as u64))
+        }
+        Some((v, _)) => {
+            errors.push("max_wait", format!("must be a number of seconds from 0 to {MAX_WAIT_SECONDS}, got {v}"));
+            None
+        }
+    };
+    let scope = match obj.get("scope").map(|v| (v, v.as_str())) {
+        None | Some((_, Some("isolate"))) => Some(Scope::Isolate),
+        Some((_, Some("fleet"))) => Some(Scope::Fleet),
+        Some((v, _)) => {
+            errors.push("scope", format!("must be \"isolate\" (the default) or \"fleet\", got {v}"));
+            None
+        }
+    };
+    let public = flag(obj.get("public"), "public", true, errors);
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(Upstream {
+        id: id?,
+        description,
+        matcher: matcher?,
+        max_in_flight: max_in_flight? as u32,
+        max_wait: max_wait?,
+        scope: scope?,
+        public,
+    })
+}
+
+fn name_field(v: Option<&Value>, what: &str, errors: &mut Errors) -> Option<String> {
+    match v {
+        None => {
+            errors.push("id", format!("missing; give the {what} a name of letters, digits, '_', '-' or '.'"));
+            None
+        }
+        Some(Value::String(id)) if is_name(id) => Some(id.clone()),
+        Some(other) => {
+            errors.push("id", format!("must be 1–64 letters, digits, '_', '-' or '.', got {other}"));
+            None
+        }
+    }
+}
+
+fn description(v: Option<&Value>, errors: &mut Errors) -> Option<String> {
+    match v {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            errors.push("description", format!("must be a string, got {other}"));
+            None
+        }
+    }
+}
+
+fn flag(v: Option<&Value>, field: &str, default: bool, errors: &mut Errors) -> bool {
+    match v {
+        None => default,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            errors.push(field, format!("must be true or false, got {other}"));
+            default
+        }
     }
 }
 
@@ -132,25 +294,8 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
     for key in obj.keys().filter(|k| !RULE_FIELDS.contains(&k.as_str())) {
         errors.push(key, format!("unknown field; a rule has {}", RULE_FIELDS.join(", ")));
     }
-    let id = match obj.get("id") {
-        None => {
-            errors.push("id", "missing; give the rule a name of letters, digits, '_', '-' or '.'");
-            None
-        }
-        Some(Value::String(id)) if is_name(id) => Some(id.clone()),
-        Some(other) => {
-            errors.push("id", format!("must be 1–64 letters, digits, '_', '-' or '.', got {other}"));
-            None
-        }
-    };
-    let description = match obj.get("description") {
-        None => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            errors.push("description", format!("must be a string, got {other}"));
-            None
-        }
-    };
+    let id = name_field(obj.get("id"), "rule", errors);
+    let description = description(obj.get("description"), errors);
     let matcher = match obj.get("match") {
         None => {
             errors.push("match", "missing; e.g. {\"path\": {\"starts_with\": \"/api/\"}} ({} matches every request)");
@@ -176,6 +321,19 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
         None => Some(Response { status: 429, body: None }),
         Some(r) => response(r, errors),
     };
+    let on_store_failure = match obj.get("on_store_failure").map(|v| (v, v.as_str())) {
+        None => characteristics.as_ref().map(|c| StoreFailure::default_for(c)),
+        Some((_, Some("open"))) => Some(StoreFailure::Open),
+        Some((_, Some("closed"))) => Some(StoreFailure::Closed),
+        Some((v, _)) => {
+            errors.push(
+                "on_store_failure",
+                format!("must be \"open\" or \"closed\" (default: open when counted by ip.src), got {v}"),
+            );
+            None
+        }
+    };
+    let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
         return None;
     }
@@ -187,6 +345,8 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
         algorithm: algorithm?,
         mitigation_timeout: mitigation_timeout?,
         response: response?,
+        on_store_failure: on_store_failure?,
+        public,
     })
 }
 
@@ -257,9 +417,14 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
             false
         }
     };
-    let path = match obj.get("path") {
-        None => None,
-        Some(p) => path(p, errors),
+    let paths = match obj.get("path") {
+        None => Vec::new(),
+        Some(Value::Array(tests)) if !tests.is_empty() => tests.iter().filter_map(|p| path(p, errors)).collect(),
+        Some(Value::Array(_)) => {
+            errors.push("match.path", "an empty list matches nothing; leave \"path\" out to match every path");
+            Vec::new()
+        }
+        Some(p) => path(p, errors).into_iter().collect(),
     };
     let methods = string_list(obj.get("methods"), "match.methods", errors)
         .into_iter()
@@ -288,11 +453,12 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
             }
         })
         .collect();
-    (errors.list.len() == before).then_some(Match { path, methods, hosts, case_sensitive })
+    (errors.list.len() == before).then_some(Match { paths, methods, hosts, case_sensitive })
 }
 
 fn path(v: &Value, errors: &mut Errors) -> Option<PathMatch> {
-    const HOW: &str = "must be {\"starts_with\": \"/prefix\"} or {\"equals\": \"/path\"}";
+    const HOW: &str =
+        "must be {\"starts_with\": \"/prefix\"} or {\"equals\": \"/path\"}, or a list of them (any matches)";
     let Some(obj) = v.as_object() else {
         errors.push("match.path", format!("{HOW}, got {v}"));
         return None;

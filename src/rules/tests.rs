@@ -233,7 +233,7 @@ fn a_non_ascii_rule_path_matches_the_percent_encoded_request() {
         r#"{"rules":[{"id":"cafe","match":{"path":{"equals":"/café"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
     )
     .unwrap();
-    assert_eq!(set.rules()[0].matcher.path, Some(PathMatch::Equals("/caf%C3%A9".into())));
+    assert_eq!(set.rules()[0].matcher.paths, vec![PathMatch::Equals("/caf%C3%A9".into())]);
     for sent in ["/caf%C3%A9", "/caf%c3%a9", "/caf%C3%A9/", "/CAF%C3%A9"] {
         assert!(set.rules()[0].matches(&normal_facts(&normalise_path(sent).unwrap(), "h")), "{sent}");
     }
@@ -364,4 +364,109 @@ fn more_rules_than_the_cap_are_refused() {
         "rules file: field \"rules\": {} rules; at most {MAX_RULES} are allowed (each matching rule adds to the RateLimit headers)",
         MAX_RULES + 1
     )]);
+}
+
+const TRAFFIC: &str = r#"{
+  "rules": [
+    {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "cf.colo.id"],
+     "period": 10, "requests_per_period": 20, "mitigation_timeout": 10},
+    {"id": "analyze", "description": "analyses", "match": {"path": [{"equals": "/api/analyze"}, {"equals": "/api/analyze/stream"}], "methods": ["POST"]},
+     "characteristics": ["ip.src"], "algorithm": "token_bucket", "rate": 0.2, "burst": 6},
+    {"id": "by-key", "match": {}, "characteristics": ["http.request.headers[\"x-api-key\"]"], "period": 60, "requests_per_period": 100, "public": false}
+  ],
+  "upstreams": [
+    {"id": "overpass", "match": {"path": {"starts_with": "/api/destinations"}}, "max_in_flight": 2, "max_wait": 1.5},
+    {"id": "secret", "match": {"path": {"starts_with": "/internal/"}}, "max_in_flight": 1, "public": false}
+  ]
+}"#;
+
+#[test]
+fn a_path_list_matches_when_any_test_does() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let analyze = &set.rules()[1];
+    let post = |path| RequestFacts { method: "POST", ..normal_facts(path, "h") };
+    assert!(analyze.matches(&post("/api/analyze")));
+    assert!(analyze.matches(&post("/api/analyze/stream")));
+    assert!(!analyze.matches(&post("/api/analyze/other")));
+    assert!(!analyze.matches(&normal_facts("/api/analyze", "h")), "GET is not in the rule");
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{"path":[]},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].contains("field \"match.path\": an empty list matches nothing"), "{errs:?}");
+}
+
+#[test]
+fn store_failure_defaults_to_open_for_ip_rules_and_closed_otherwise() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    assert_eq!(set.rules()[0].on_store_failure, StoreFailure::Open);
+    assert_eq!(set.rules()[2].on_store_failure, StoreFailure::Closed);
+    let closed =
+        RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"closed""#)).unwrap();
+    assert_eq!(closed.rules()[0].on_store_failure, StoreFailure::Closed);
+    let errs = errors_of(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"maybe""#));
+    assert!(errs[0].contains("field \"on_store_failure\": must be \"open\" or \"closed\""), "{errs:?}");
+}
+
+#[test]
+fn upstream_budgets_are_validated_naming_the_upstream_and_field() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let overpass = &set.upstreams()[0];
+    assert_eq!(
+        (overpass.max_in_flight, overpass.max_wait, overpass.scope),
+        (2, Span::from_millis(1_500), Scope::Isolate)
+    );
+    let post = RequestFacts { method: "POST", ..normal_facts("/api/destinations", "h") };
+    assert_eq!(set.upstream_for(&post).map(|u| u.id.as_str()), Some("overpass"));
+    assert!(set.upstream_for(&normal_facts("/api/x", "h")).is_none());
+    let errs = errors_of(
+        r#"{"rules":[],"upstreams":[{"id":"u","match":{},"max_in_flight":0,"max_wait":-1,"scope":"moon","extra":1},{"match":{}}]}"#,
+    );
+    let text = errs.join("\n");
+    for want in [
+        "upstream upstreams[0] (\"u\"): field \"extra\": unknown field",
+        "upstream upstreams[0] (\"u\"): field \"max_in_flight\": must be a whole number of requests from 1",
+        "upstream upstreams[0] (\"u\"): field \"max_wait\": must be a number of seconds from 0 to 300",
+        "upstream upstreams[0] (\"u\"): field \"scope\": must be \"isolate\" (the default) or \"fleet\"",
+        "upstream upstreams[1]: field \"id\": missing",
+        "upstream upstreams[1]: field \"max_in_flight\": missing",
+    ] {
+        assert!(text.contains(want), "expected {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn the_capabilities_path_is_configurable_or_off() {
+    assert_eq!(RuleSet::from_json(REFERENCE).unwrap().capabilities_path(), Some("/api/capabilities"));
+    let moved = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/limits"}}"#).unwrap();
+    assert_eq!(moved.capabilities_path(), Some("/limits"));
+    assert_eq!(RuleSet::from_json(r#"{"rules":[],"capabilities":false}"#).unwrap().capabilities_path(), None);
+    assert!(errors_of(r#"{"rules":[],"capabilities":{"path":"limits"}}"#)[0].contains("field \"capabilities.path\""));
+}
+
+#[test]
+fn the_capabilities_answer_lists_every_public_rule_and_budget() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&set.capabilities_json(|id| if id == "api" { 3 } else { 0 })).unwrap();
+    let ids = |key: &str| -> Vec<&str> {
+        answer[key].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect()
+    };
+    assert_eq!(ids("rules"), vec!["api", "analyze"], "by-key is not public");
+    assert_eq!(ids("upstreams"), vec!["overpass"], "secret is not public");
+    let api = &answer["rules"][0];
+    assert_eq!(api["algorithm"], "sliding_log");
+    assert_eq!(
+        (api["limit"].as_u64(), api["period_s"].as_u64(), api["block_s"].as_u64()),
+        (Some(20), Some(10), Some(10))
+    );
+    assert_eq!(api["counted_by"], serde_json::json!(["ip.src", "cf.colo.id"]));
+    assert_eq!(api["matches"]["paths"], serde_json::json!([{"starts_with": "/api/"}]));
+    assert_eq!(api["on_store_failure"], "open");
+    let analyze = &answer["rules"][1];
+    assert_eq!((analyze["rate_per_s"].as_f64(), analyze["burst"].as_u64()), (Some(0.2), Some(6)));
+    assert_eq!(analyze["description"], "analyses");
+    assert_eq!(analyze["matches"]["methods"], serde_json::json!(["POST"]));
+    assert_eq!(answer["upstreams"][0]["max_wait_s"].as_f64(), Some(1.5));
+    assert_eq!(answer["upstreams"][0]["scope"], "isolate");
+    assert_eq!(answer["degraded"], serde_json::json!([{"rule": "api", "fail_open_decisions": 3}]));
 }

@@ -6,7 +6,7 @@ use super::py::{self, PyValue};
 use super::random::Seed;
 use super::SimError;
 use crate::limit::Limiter as _;
-use crate::rules::{self, Characteristic, PathMatch, RuleSet};
+use crate::rules::{self, Characteristic, Match, PathMatch, RuleSet};
 use crate::time::Span;
 use serde_json::{Map, Value};
 
@@ -161,10 +161,10 @@ pub struct Policy {
     pub exclude_clients: Vec<String>,
     /// The sample 429's quota: the config's `limit` as written when present, else the burst.
     pub quota: PyValue,
-    /// For a rule from `edge_rules`: its path test and whether it is case-sensitive, applied
-    /// to the endpoint normalised as the edge normalises request paths (`endpoints` holds
-    /// the test's path too, for the report).
-    pub edge_path: Option<(PathMatch, bool)>,
+    /// For a rule from `edge_rules`: its match, applied to the endpoint normalised as the
+    /// edge normalises request paths (`endpoints` holds the tests' paths too, for the
+    /// report). Simulated requests are GETs to any host, so methods and hosts are not read.
+    pub edge_path: Option<Match>,
     /// `false` for a rule from `edge_rules` whose `methods` leave out GET, the method every
     /// simulated request has: it never applies.
     pub applies: bool,
@@ -235,9 +235,11 @@ impl Policy {
         if !self.applies {
             return None;
         }
-        if let Some((test, case_sensitive)) = &self.edge_path {
+        if let Some(m) = &self.edge_path {
             // A path the edge cannot normalise is refused before any rule (400).
-            if !rules::normalise_path(endpoint).is_ok_and(|path| test.test(&path, *case_sensitive)) {
+            let tested = rules::normalise_path(endpoint)
+                .is_ok_and(|path| m.paths.is_empty() || m.paths.iter().any(|t| t.test(&path, m.case_sensitive)));
+            if !tested {
                 return None;
             }
         } else if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
@@ -677,11 +679,13 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 (false, true) => KeyBy::Endpoint,
                 (false, false) => KeyBy::Global,
             };
-            let endpoints = match &rule.matcher.path {
-                None => Vec::new(),
-                Some(PathMatch::StartsWith(path) | PathMatch::Equals(path)) => vec![path.clone()],
-            };
-            let edge_path = rule.matcher.path.clone().map(|test| (test, rule.matcher.case_sensitive));
+            let endpoints = rule
+                .matcher
+                .paths
+                .iter()
+                .map(|(PathMatch::StartsWith(path) | PathMatch::Equals(path))| path.clone())
+                .collect();
+            let edge_path = Some(rule.matcher.clone());
             let window_s = match rule.algorithm {
                 rules::Algorithm::TokenBucket { .. } => 1.0,
                 rules::Algorithm::SlidingLog { period, .. }

@@ -55,6 +55,12 @@ extern "C" {
     pub fn fetch(request: &Request) -> Promise;
 }
 
+/// `request.signal`: aborted when the client goes away (compatibility flag
+/// `enable_request_signal`); undefined where the runtime has none.
+pub fn signal(request: &Request) -> JsValue {
+    js_sys::Reflect::get(request, &"signal".into()).unwrap_or(JsValue::UNDEFINED)
+}
+
 /// `request.cf.colo`, when the runtime provides it.
 pub fn colo(request: &Request) -> Option<String> {
     let cf = js_sys::Reflect::get(request, &"cf".into()).ok()?;
@@ -62,4 +68,15 @@ pub fn colo(request: &Request) -> Option<String> {
         return None;
     }
     js_sys::Reflect::get(&cf, &"colo".into()).ok()?.as_string().filter(|c| !c.is_empty())
+}
+
+#[wasm_bindgen(module = "/js/streams.mjs")]
+extern "C" {
+    /// `response` with a body that calls `done` once, when it has been read to the end, has
+    /// failed, or was cancelled by the client (at once when there is no body).
+    #[wasm_bindgen(js_name = whenBodyDone)]
+    pub fn when_body_done(response: &web_sys::Response, done: &JsValue, signal: &JsValue) -> web_sys::Response;
+
+    /// `promise`'s value, or `late` if it has not settled after `ms` milliseconds.
+    pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Promise;
 }

@@ -10,6 +10,7 @@
 //! Durable Object's `check` here.
 
 mod blocks;
+mod budgets;
 mod config;
 mod counter;
 #[cfg(feature = "dev-origin")]
@@ -25,17 +26,24 @@ use js::Env;
 use sluicegate::headers::{self, RateLimitFields};
 use sluicegate::identity::{client_identity, Identity, Sources};
 use sluicegate::limit::Decision;
-use sluicegate::rules::{normalise_path, RequestFacts, Rule};
+use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure, Upstream};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, Response, ResponseInit, Url};
 
 pub use counter::Counter;
 
+/// How long a rule's Durable Object may take to answer before the rule's store counts as
+/// failed (and the rule fails open or closed as it says).
+const STORE_TIMEOUT_MS: u32 = 1_000;
+
 thread_local! {
     static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
+    /// Fail-open decisions per rule id since this isolate started (the capabilities answer).
+    static DEGRADED: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
 }
 
 fn now() -> Instant {
@@ -114,25 +122,23 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
     });
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
 
-    let mut fields = RateLimitFields::default();
-    for rule in setup.rules.matching(&facts) {
-        let key = rule.counting_key(&facts, header);
-        let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
-        let (decision, via) = match cached {
-            Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache"),
-            None => (ask_counter(env, rule, &key).await?, "durable-object"),
-        };
-        log_decision(rule, &key, identity, &decision, via);
-        fields.push(&rule.id, rule.quota(), &decision);
-        if let Decision::Deny { retry_after } = decision {
-            if cached.is_none() {
-                BLOCKS.with(|b| b.borrow_mut().insert(&key, now + retry_after, now));
-            }
-            log_omitted(&fields, request);
-            return refusal(rule, retry_after, &fields);
-        }
+    // The edge's own answer, cheap and cacheable: not counted, so reading the limits never
+    // spends them.
+    if let Some(answer) = capabilities(setup, &facts)? {
+        return Ok(answer);
     }
-    log_omitted(&fields, request);
+    let checked = match check_rules(request, env, setup, &facts, header, now).await? {
+        Ok(checked) => checked,
+        Err(refusal) => return Ok(refusal),
+    };
+    // The budget is charged only once the rules have admitted the request.
+    let slot = match setup.rules.upstream_for(&facts) {
+        None => None,
+        Some(upstream) => match budgets::acquire(upstream).await? {
+            Some(slot) => Some(slot),
+            None => return checked.finish(busy(request, upstream)?),
+        },
+    };
     let response = match forward(request, env, setup, &url, &facts).await {
         Ok(response) => response,
         Err(error) => {
@@ -141,7 +147,148 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
             return Ok(problem(502, &body, None));
         }
     };
-    with_rate_headers(response, &fields)
+    let response = checked.finish(response)?;
+    // The slot is held until the body has gone to the client (or the client went away).
+    Ok(match slot {
+        Some(slot) => slot.release_when_done(request, &response),
+        None => response,
+    })
+}
+
+/// What the rules decided about an admitted request: its RateLimit entries and the rules
+/// that failed open.
+#[derive(Default)]
+struct Checked {
+    fields: RateLimitFields,
+    degraded: Vec<String>,
+}
+
+impl Checked {
+    /// `response` with the RateLimit headers and `Sluicegate-Degraded` added.
+    fn finish(&self, response: Response) -> Result<Response, JsValue> {
+        if self.fields.is_empty() && self.degraded.is_empty() {
+            return Ok(response);
+        }
+        // Responses from fetch have immutable headers: copy into a fresh response.
+        let init = ResponseInit::new();
+        init.set_status(response.status());
+        init.set_status_text(&response.status_text());
+        let headers = Headers::new_with_headers(&response.headers())?;
+        self.decorate(&headers)?;
+        init.set_headers(&headers);
+        let socket = js_sys::Reflect::get(&response, &"webSocket".into())?;
+        if socket.is_object() {
+            js_sys::Reflect::set(&init, &"webSocket".into(), &socket)?;
+        }
+        Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)
+    }
+
+    fn decorate(&self, headers: &Headers) -> Result<(), JsValue> {
+        if !self.fields.is_empty() {
+            headers.set("ratelimit-policy", &self.fields.policy())?;
+            headers.set("ratelimit", &self.fields.state())?;
+        }
+        if !self.degraded.is_empty() {
+            headers.set("sluicegate-degraded", &self.degraded.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Count the request under every rule that matches it, in file order: the checked request,
+/// or the response of the first refusal (a 429, or a 503 from a rule that fails closed).
+async fn check_rules(
+    request: &Request,
+    env: &Env,
+    setup: &Setup,
+    facts: &RequestFacts<'_>,
+    header: impl Fn(&str) -> Option<String>,
+    now: Instant,
+) -> Result<Result<Checked, Response>, JsValue> {
+    let mut checked = Checked::default();
+    for rule in setup.rules.matching(facts) {
+        let key = rule.counting_key(facts, &header);
+        let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
+        let (decision, via) = match cached {
+            Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache"),
+            None => match ask_counter(env, rule, &key).await {
+                Ok(decision) => (decision, "durable-object"),
+                Err(error) => {
+                    log_store_failure(rule, &key, &error);
+                    if rule.on_store_failure == StoreFailure::Closed {
+                        let refusal = store_unavailable(rule)?;
+                        checked.decorate(&refusal.headers())?;
+                        return Ok(Err(refusal));
+                    }
+                    DEGRADED.with(|d| *d.borrow_mut().entry(rule.id.clone()).or_insert(0) += 1);
+                    checked.degraded.push(rule.id.clone());
+                    continue;
+                }
+            },
+        };
+        log_decision(rule, &key, facts.identity, &decision, via);
+        checked.fields.push(&rule.id, rule.quota(), &decision);
+        if let Decision::Deny { retry_after } = decision {
+            if cached.is_none() {
+                BLOCKS.with(|b| b.borrow_mut().insert(&key, now + retry_after, now));
+            }
+            log_omitted(&checked.fields, request);
+            return Ok(Err(refusal(rule, retry_after, &checked)?));
+        }
+    }
+    log_omitted(&checked.fields, request);
+    Ok(Ok(checked))
+}
+
+/// The capabilities answer, when this is a `GET` or `HEAD` of its path.
+fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Response>, JsValue> {
+    let asked = setup.rules.capabilities_path().is_some_and(|path| facts.path.eq_ignore_ascii_case(path))
+        && (facts.method.eq_ignore_ascii_case("GET") || facts.method.eq_ignore_ascii_case("HEAD"));
+    if !asked {
+        return Ok(None);
+    }
+    let body = DEGRADED.with(|d| {
+        let d = d.borrow();
+        setup.rules.capabilities_json(|id| d.get(id).copied().unwrap_or(0))
+    });
+    let headers = Headers::new()?;
+    headers.set("content-type", "application/json")?;
+    headers.set("cache-control", "public, max-age=60")?;
+    let init = ResponseInit::new();
+    init.set_status(200);
+    init.set_headers(&headers);
+    let body = (!facts.method.eq_ignore_ascii_case("HEAD")).then_some(body);
+    Response::new_with_opt_str_and_init(body.as_deref(), &init).map(Some)
+}
+
+/// `503` for a request that found no slot of `upstream` within its `max_wait`.
+fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
+    let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
+    log(&format!(
+        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"url\":{}}}",
+        json_string(&upstream.id),
+        json_string(&request.url())
+    ));
+    let response = problem(503, &headers::upstream_busy(&upstream.id, upstream.max_wait, retry), Some(retry));
+    Ok(response)
+}
+
+/// `503` from a rule that fails closed when its count cannot be read.
+fn store_unavailable(rule: &Rule) -> Result<Response, JsValue> {
+    let detail = format!("The rate limit \"{}\" cannot be checked right now.", rule.id);
+    let body = headers::problem(503, "Service Unavailable", &detail, Some(&rule.id), Some(Span::from_secs(1)));
+    Ok(problem(503, &body, Some(Span::from_secs(1))))
+}
+
+fn log_store_failure(rule: &Rule, key: &str, error: &JsValue) {
+    let line = format!(
+        "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\",\"error\":{}}}",
+        json_string(&rule.id),
+        json_string(key),
+        rule.on_store_failure.name(),
+        json_string(&describe(error))
+    );
+    log_error(&line);
 }
 
 /// Send an admitted request on: to `ORIGIN_URL`, or to the development origin.
@@ -178,7 +325,11 @@ async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<Decision, JsVa
         return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
     }
     let stub = namespace.get(&namespace.id_from_name(key)?)?;
-    let answer = JsFuture::from(js_sys::Promise::resolve(&stub.check(&rule.id, key)?)).await?;
+    let call = js_sys::Promise::resolve(&stub.check(&rule.id, key)?);
+    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    if answer.is_undefined() {
+        return Err(JsValue::from_str(&format!("the counter did not answer within {STORE_TIMEOUT_MS} ms")));
+    }
     let answer = js_sys::Array::from(&answer);
     let number = |i: u32| answer.get(i).as_f64().filter(|n| n.is_finite() && *n >= 0.0);
     match (number(0), number(1), number(2)) {
@@ -215,13 +366,12 @@ fn json_string(s: &str) -> String {
     js_sys::JSON::stringify(&JsValue::from_str(s)).ok().and_then(|v| v.as_string()).unwrap_or_else(|| "\"\"".into())
 }
 
-fn refusal(rule: &Rule, wait: Span, fields: &RateLimitFields) -> Result<Response, JsValue> {
+fn refusal(rule: &Rule, wait: Span, checked: &Checked) -> Result<Response, JsValue> {
     let (status, content_type, body) = rule.refusal(wait);
     let headers = Headers::new()?;
     headers.set("content-type", &content_type)?;
     headers.set("retry-after", &headers::retry_after(wait))?;
-    headers.set("ratelimit-policy", &fields.policy())?;
-    headers.set("ratelimit", &fields.state())?;
+    checked.decorate(&headers)?;
     headers.set("cache-control", "no-store")?;
     let init = ResponseInit::new();
     init.set_status(status);
@@ -243,27 +393,6 @@ fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {
         Response::new_with_opt_str_and_init(Some(body), &init)
     };
     build().unwrap_or_else(|_| Response::error())
-}
-
-/// The origin's response with the rate headers added (none when no rule matched). A
-/// WebSocket upgrade's `101` keeps its socket.
-fn with_rate_headers(response: Response, fields: &RateLimitFields) -> Result<Response, JsValue> {
-    if fields.is_empty() {
-        return Ok(response);
-    }
-    // Responses from fetch have immutable headers: copy into a fresh response.
-    let init = ResponseInit::new();
-    init.set_status(response.status());
-    init.set_status_text(&response.status_text());
-    let headers = Headers::new_with_headers(&response.headers())?;
-    headers.set("ratelimit-policy", &fields.policy())?;
-    headers.set("ratelimit", &fields.state())?;
-    init.set_headers(&headers);
-    let socket = js_sys::Reflect::get(&response, &"webSocket".into())?;
-    if socket.is_object() {
-        js_sys::Reflect::set(&init, &"webSocket".into(), &socket)?;
-    }
-    Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)
 }
 
 fn describe(error: &JsValue) -> String {

@@ -26,6 +26,11 @@ pub async fn to_origin(
     init.set_method(&method);
     init.set_headers(upstream_headers(request, url, client)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
+    // A client that goes away cancels the origin request too.
+    let signal = js::signal(request);
+    if signal.is_object() {
+        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
+    }
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
             init.set_body(&body);

@@ -1,0 +1,55 @@
+// What the Rust module needs from JavaScript that has no binding worth writing by hand:
+// a response body that reports when it is done, and a promise with a deadline.
+
+/**
+ * `response` with a body that calls `done()` once: when the body has been read to its end,
+ * when reading it fails, when the stream is cancelled, or when `signal` (the incoming
+ * request's, aborted when the client goes away) aborts. A response without a body (a 204,
+ * a WebSocket 101) calls it at once.
+ */
+export function whenBodyDone(response, done, signal) {
+  let called = false;
+  const finish = () => {
+    if (!called) {
+      called = true;
+      signal?.removeEventListener("abort", finish);
+      done();
+    }
+  };
+  if (!response.body || signal?.aborted) {
+    finish();
+    return response;
+  }
+  signal?.addEventListener("abort", finish);
+  const reader = response.body.getReader();
+  const body = new ReadableStream({
+    async pull(controller) {
+      try {
+        const { value, done: end } = await reader.read();
+        if (end) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        finish();
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      finish();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/** `promise`'s value, or `late` if it has not settled after `ms` milliseconds. */
+export function within(promise, ms, late) {
+  let timer;
+  const deadline = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(late), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
