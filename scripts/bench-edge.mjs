@@ -1,0 +1,86 @@
+// The edge's added latency (`npm run bench`): p50/p99 of 2,000 sequential requests through
+// the deploy build in workerd, against a plain pass-through Worker in front of the same
+// origin, measured in the same run. Run with Node 22 after `npm run build`.
+import { createServer } from "node:http";
+import { Miniflare, Log, LogLevel } from "miniflare";
+import { COMPATIBILITY_DATE, startEdge } from "../worker/testing.mjs";
+
+const N = Number(process.env.SLUICEGATE_BENCH_EDGE_N || 2_000);
+const WARMUP = 200;
+
+// Limits that admit every request of the run, so each one walks the admit path.
+const RULES = {
+  rules: [
+    {
+      id: "analyze",
+      match: { path: [{ equals: "/api/analyze" }, { equals: "/api/analyze/stream" }], methods: ["POST"] },
+      characteristics: ["ip.src"],
+      algorithm: "token_bucket",
+      rate: 100_000,
+      burst: 100_000,
+    },
+  ],
+  upstreams: [{ id: "nominatim", match: { path: { equals: "/api/geocode" } }, max_in_flight: 4, max_wait: 30 }],
+};
+
+const PASS_THROUGH = `export default {
+  fetch(request, env) {
+    const url = new URL(request.url);
+    return fetch(env.ORIGIN_URL + url.pathname + url.search, request);
+  },
+};`;
+
+const origin = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => res.end("ok"));
+});
+await new Promise((r) => origin.listen(0, "127.0.0.1", r));
+const originUrl = `http://127.0.0.1:${origin.address().port}`;
+
+const edge = await startEdge({ build: "deploy", rules: RULES, origin: originUrl });
+const plain = new Miniflare({
+  modules: true,
+  script: PASS_THROUGH,
+  compatibilityDate: COMPATIBILITY_DATE,
+  bindings: { ORIGIN_URL: originUrl },
+  cf: false,
+  log: new Log(LogLevel.WARN),
+});
+const plainUrl = (await plain.ready).origin;
+
+/** Milliseconds of each of `n` sequential requests. */
+async function timings(base, method, path, n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.200" } });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status}`);
+    out.push(performance.now() - started);
+  }
+  return out.sort((a, b) => a - b);
+}
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const ms = (x) => `${x.toFixed(2)} ms`;
+
+console.log(`${N} sequential requests each (after ${WARMUP} to warm up); origin answers "ok" at once`);
+console.log(`${"request".padEnd(46)} ${"sluicegate p50/p99".padEnd(22)} ${"pass-through p50/p99".padEnd(22)} added p50/p99`);
+for (const [label, method, path] of [
+  ["route bucket, admitted (POST /api/analyze)", "POST", "/api/analyze"],
+  ["upstream budget, free slots (GET /api/geocode)", "GET", "/api/geocode"],
+  ["capabilities (GET /api/capabilities)", "GET", "/api/capabilities"],
+]) {
+  await timings(edge.url, method, path, WARMUP);
+  await timings(plainUrl, method, path, WARMUP);
+  const ours = await timings(edge.url, method, path, N);
+  const theirs = await timings(plainUrl, method, path, N);
+  const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(theirs, 50), pct(theirs, 99)];
+  console.log(
+    `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(b50)} / ${ms(b99)}`.padEnd(22)} ${ms(a50 - b50)} / ${ms(a99 - b99)}`,
+  );
+}
+console.log("(the capabilities answer comes from the edge itself; its pass-through row is the origin's answer)");
+
+await edge.close();
+await plain.dispose();
+await new Promise((r) => origin.close(r));
