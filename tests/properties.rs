@@ -758,3 +758,47 @@ proptest! {
         prop_assert!(granted_order.windows(2).all(|w| w[0] < w[1]), "slots go out in arrival order");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Saved counters
+// ---------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A counter saved and restored into a fresh one (a Durable Object evicted and recreated)
+    /// decides every later request exactly as the counter that was never saved.
+    #[test]
+    fn a_restored_counter_decides_as_the_one_that_was_saved(
+        limiter in any_limiter(),
+        before in schedule(60),
+        after in schedule(60),
+    ) {
+        use sluicegate::rules::{restore_counter, save_counter};
+        let cap = limiter.quota().limit.min(u64::from(u32::MAX)) as u32;
+        let mut kept = limiter.clone();
+        let start = 1_700_000_000 * SEC;
+        let times = arrivals(start, 50 * MS, &before);
+        for (t, &(_, c)) in times.iter().zip(&before) {
+            let _ = kept.check(at(*t), 1 + c % cap.max(1));
+        }
+        let mut restored = limiter.clone();
+        prop_assert!(restore_counter(&mut restored, &save_counter(&kept)));
+        let later = arrivals(times.last().copied().unwrap_or(start), 50 * MS, &after);
+        for (t, &(_, c)) in later.iter().zip(&after) {
+            let cost = 1 + c % cap.max(1);
+            prop_assert_eq!(restored.check(at(*t), cost), kept.check(at(*t), cost));
+        }
+    }
+}
+
+#[test]
+fn a_saved_counter_of_another_kind_is_not_restored() {
+    use sluicegate::rules::{restore_counter, save_counter};
+    let gcra = Blocking::new(AnyLimiter::Gcra(Gcra::new(3, Span::from_secs(3), 3).unwrap()), Span::ZERO);
+    let mut log = Blocking::new(AnyLimiter::SlidingLog(SlidingLog::new(3, Span::from_secs(3)).unwrap()), Span::ZERO);
+    let before = log.clone();
+    assert!(!restore_counter(&mut log, &save_counter(&gcra)));
+    assert!(!restore_counter(&mut log, &[1, 2, 3]));
+    assert_eq!(log, before);
+}

@@ -68,6 +68,20 @@ impl<L: Limiter + Clone> Blocking<L> {
     }
 }
 
+impl<L: super::SaveState> super::SaveState for Blocking<L> {
+    /// The end of the block (0 for none), then the inner limiter's state.
+    fn save(&self, out: &mut alloc::vec::Vec<u64>) {
+        out.push(self.blocked_until.map_or(0, Instant::as_nanos));
+        self.inner.save(out);
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        let until = words.next()?;
+        self.inner.restore(words)?;
+        self.blocked_until = (until != 0).then(|| Instant::from_nanos(until));
+        Some(())
+    }
+}
+
 impl<L: Limiter + Clone> Limiter for Blocking<L> {
     fn check(&mut self, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         match self.blocked_until {

@@ -62,6 +62,17 @@ impl FixedWindow {
     }
 }
 
+impl super::SaveState for FixedWindow {
+    fn save(&self, out: &mut alloc::vec::Vec<u64>) {
+        out.extend([self.start.as_nanos(), self.count]);
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        let (start, count) = (words.next()?, words.next()?);
+        (self.start, self.count) = (Instant::from_nanos(start), count);
+        Some(())
+    }
+}
+
 impl Limiter for FixedWindow {
     fn check(&mut self, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         let (decision, start, count) = self.evaluate(now, cost)?;

@@ -92,6 +92,16 @@ impl Gcra {
     }
 }
 
+impl super::SaveState for Gcra {
+    fn save(&self, out: &mut alloc::vec::Vec<u64>) {
+        out.push(self.tat.as_nanos());
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        self.tat = Instant::from_nanos(words.next()?);
+        Some(())
+    }
+}
+
 impl Limiter for Gcra {
     fn check(&mut self, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         let (decision, tat) = self.evaluate(now, cost)?;

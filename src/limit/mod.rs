@@ -204,3 +204,14 @@ pub(crate) fn validate(limit: u64, period: Span) -> Result<(), ConfigError> {
     }
     Ok(())
 }
+
+/// A limiter's counting state as plain words, so that a process that restarts (a Durable
+/// Object evicted while idle) goes on counting exactly where it left off. The quota is not
+/// part of it: it comes from the configuration.
+pub trait SaveState {
+    /// Append the state to `out`.
+    fn save(&self, out: &mut alloc::vec::Vec<u64>);
+    /// Take back a state that [`SaveState::save`] wrote; `None` (and nothing changed) when
+    /// the words do not describe this kind of limiter.
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()>;
+}

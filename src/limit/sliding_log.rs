@@ -61,6 +61,26 @@ impl SlidingLog {
     }
 }
 
+impl super::SaveState for SlidingLog {
+    /// The number of entries, then each entry's instant and cost.
+    fn save(&self, out: &mut alloc::vec::Vec<u64>) {
+        out.push(self.log.len() as u64);
+        for (at, cost) in &self.log {
+            out.extend([at.as_nanos(), u64::from(*cost)]);
+        }
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        let n = usize::try_from(words.next()?).ok().filter(|n| *n as u64 <= self.limit)?;
+        let mut log = VecDeque::with_capacity(n);
+        for _ in 0..n {
+            let (at, cost) = (words.next()?, u32::try_from(words.next()?).ok()?);
+            log.push_back((Instant::from_nanos(at), cost));
+        }
+        self.log = log;
+        Some(())
+    }
+}
+
 impl Limiter for SlidingLog {
     fn check(&mut self, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         while let Some((at, _)) = self.log.front() {

@@ -87,6 +87,17 @@ impl SlidingWindow {
     }
 }
 
+impl super::SaveState for SlidingWindow {
+    fn save(&self, out: &mut alloc::vec::Vec<u64>) {
+        out.extend([self.start.as_nanos(), self.previous, self.current]);
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        let (start, previous, current) = (words.next()?, words.next()?, words.next()?);
+        (self.start, self.previous, self.current) = (Instant::from_nanos(start), previous, current);
+        Some(())
+    }
+}
+
 impl Limiter for SlidingWindow {
     fn check(&mut self, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         let (decision, (start, previous, current)) = self.evaluate(now, cost)?;

@@ -22,7 +22,9 @@ pub use path::{normalise_path, PathError};
 
 use crate::headers;
 use crate::identity::Identity;
-use crate::limit::{Blocking, CostTooHigh, Decision, FixedWindow, Gcra, Limiter, Quota, SlidingLog, SlidingWindow};
+use crate::limit::{
+    Blocking, CostTooHigh, Decision, FixedWindow, Gcra, Limiter, Quota, SaveState, SlidingLog, SlidingWindow,
+};
 use crate::time::{Instant, Span};
 use alloc::borrow::Cow;
 use alloc::string::String;
@@ -330,6 +332,54 @@ impl Limiter for AnyLimiter {
     }
 }
 
+impl AnyLimiter {
+    fn tag(&self) -> u64 {
+        match self {
+            AnyLimiter::SlidingLog(_) => 1,
+            AnyLimiter::FixedWindow(_) => 2,
+            AnyLimiter::SlidingWindow(_) => 3,
+            AnyLimiter::Gcra(_) => 4,
+        }
+    }
+}
+
+impl SaveState for AnyLimiter {
+    /// Which algorithm, then its state.
+    fn save(&self, out: &mut Vec<u64>) {
+        out.push(self.tag());
+        dispatch!(self, l => l.save(out))
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        if words.next()? != self.tag() {
+            return None;
+        }
+        dispatch!(self, l => l.restore(words))
+    }
+}
+
+/// A rule's counter for one key as bytes (little-endian words), for storage.
+pub fn save_counter(counter: &Blocking<AnyLimiter>) -> Vec<u8> {
+    let mut words = Vec::new();
+    counter.save(&mut words);
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// Take a counter's state back from `bytes` (as [`save_counter`] wrote them); `false`, and
+/// the counter unchanged, when they do not describe this rule's kind of counter.
+pub fn restore_counter(counter: &mut Blocking<AnyLimiter>, bytes: &[u8]) -> bool {
+    if bytes.len() % 8 != 0 {
+        return false;
+    }
+    let mut words = bytes.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+    let mut trial = counter.clone();
+    if trial.restore(&mut words).is_some() && words.next().is_none() {
+        *counter = trial;
+        true
+    } else {
+        false
+    }
+}
+
 /// The facts about a request that rules read.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestFacts<'a> {
@@ -436,6 +486,21 @@ impl Rule {
     /// A fresh limiter for one counting key of this rule.
     pub fn limiter(&self) -> Blocking<AnyLimiter> {
         Blocking::new(self.algorithm.limiter(), self.mitigation_timeout)
+    }
+
+    /// Whether a key's count must survive its Durable Object being evicted while idle: the
+    /// rule's period (or its bucket's refill time) is longer than a minute, longer than an
+    /// idle object is kept in memory.
+    pub fn keeps_state(&self) -> bool {
+        let window = match self.algorithm {
+            Algorithm::SlidingLog { period, .. }
+            | Algorithm::FixedWindow { period, .. }
+            | Algorithm::SlidingWindow { period, .. } => period,
+            Algorithm::TokenBucket { interval, burst } => {
+                Span::from_nanos(interval.as_nanos().saturating_mul(u64::from(burst)))
+            }
+        };
+        window > Span::from_secs(60)
     }
 
     /// The quota this rule advertises.

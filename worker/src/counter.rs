@@ -5,7 +5,7 @@ use crate::config::{config, Config};
 use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
-use sluicegate::rules::{AnyLimiter, Rule};
+use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule};
 use sluicegate::time::Instant;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -15,7 +15,9 @@ use wasm_bindgen::prelude::*;
 ///
 /// Counts live in memory. Blocks are also written to the object's storage when they start,
 /// so a restart or a deploy does not lift a block: a key's first check after a restart
-/// restores its block if one is still in force.
+/// restores its block if one is still in force. A rule whose period (or bucket refill) is
+/// longer than a minute ([`Rule::keeps_state`]) also writes its whole count after every
+/// check, so an object evicted while idle and recreated goes on counting where it was.
 #[wasm_bindgen]
 pub struct Counter {
     config: Config,
@@ -57,14 +59,16 @@ impl Counter {
         if self.limiters.len() >= 1_000 && !self.limiters.contains_key(key) {
             self.limiters.retain(|_, (_, l)| !l.is_idle(now));
         }
-        let restored = match self.limiters.get(key) {
-            Some(_) => None,
-            None => self.stored_block(key),
-        };
+        let fresh = !self.limiters.contains_key(key);
+        let restored = if fresh { self.stored_block(key) } else { None };
+        let saved = if fresh && rule.keeps_state() { self.stored_count(key) } else { None };
         let entry = self.limiters.entry(key.to_owned()).or_insert_with(|| (rule.clone(), rule.limiter()));
         if entry.0 != *rule {
             // The rule changed since this key was counted: start it fresh under the new one.
             *entry = (rule.clone(), rule.limiter());
+        }
+        if let Some(bytes) = saved {
+            restore_counter(&mut entry.1, &bytes);
         }
         if let Some(until) = restored {
             entry.1.impose_block(until);
@@ -72,8 +76,12 @@ impl Counter {
         let blocked_before = entry.1.blocked_until(now);
         let decision = entry.1.check(now, 1).map_err(|e| JsError::new(&e.to_string()))?;
         let blocked_after = entry.1.blocked_until(now);
+        let count = rule.keeps_state().then(|| save_counter(&entry.1));
         if let Some(until) = blocked_after.filter(|_| blocked_before.is_none()) {
             self.store_block(key, until);
+        }
+        if let Some(count) = count {
+            self.store_count(key, &count);
         }
         Ok(match decision {
             Decision::Allow { remaining, reset } => vec![1.0, remaining as f64, reset.as_millis_ceil() as f64],
@@ -90,6 +98,21 @@ impl Counter {
         Some(Instant::from_millis(ms as u64))
     }
 
+    /// The count stored for `key` (a long rule's, see [`Rule::keeps_state`]).
+    fn stored_count(&self, key: &str) -> Option<Vec<u8>> {
+        let value = self.kv.as_ref()?.get_value(&count_key(key)).ok()?;
+        value.is_object().then(|| js_sys::Uint8Array::new(&value).to_vec())
+    }
+
+    /// Write `key`'s count; a failed write keeps it in memory and is logged.
+    fn store_count(&self, key: &str, bytes: &[u8]) {
+        if let Some(kv) = &self.kv {
+            if let Err(e) = kv.put(&count_key(key), &js_sys::Uint8Array::from(bytes).into()) {
+                log_error(&format!("sluicegate: could not store the count of {key}: {}", describe(&e)));
+            }
+        }
+    }
+
     /// Remember that `key` is blocked until `until` (epoch milliseconds). A failed write
     /// keeps the block in memory and is logged.
     fn store_block(&self, key: &str, until: Instant) {
@@ -99,4 +122,9 @@ impl Counter {
             }
         }
     }
+}
+
+/// Where a key's count is stored, beside its block (stored under the key itself).
+fn count_key(key: &str) -> String {
+    format!("count\u{1f}{key}")
 }

@@ -1,7 +1,9 @@
 // The app layer behind the /api/ rule (worker/examples/traffic.json): route buckets,
 // upstream budgets, the capabilities answer and explicit fail modes, in workerd.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
@@ -325,6 +327,44 @@ describe("explicit fail modes when a rule's store fails", () => {
       assert.equal((await call(edge, "GET", "/api/x", "192.0.2.91")).status, 503);
     } finally {
       await edge.close();
+    }
+  });
+});
+
+describe("no count lost to eviction", () => {
+  test("a rule longer than a minute keeps its count across a restart; a short one counts in memory", async () => {
+    const origin = await server((req, res) => res.end("ok"));
+    const dir = mkdtempSync(path.join(tmpdir(), "sluicegate-count-"));
+    const rules = {
+      rules: [
+        { id: "hourly", match: { path: { starts_with: "/api/hourly" } }, characteristics: ["ip.src"], period: 3600, requests_per_period: 3 },
+        { id: "bucket", match: { path: { starts_with: "/api/bucket" } }, characteristics: ["ip.src"], algorithm: "token_bucket", rate: 0.01, burst: 2 },
+        { id: "short", match: { path: { starts_with: "/api/short" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 3 },
+      ],
+    };
+    const start = () => startEdge({ build: "deploy", rules, origin: origin.url, persist: dir });
+    try {
+      const first = await start();
+      for (const p of ["/api/hourly", "/api/hourly", "/api/bucket", "/api/short", "/api/short"]) {
+        assert.equal((await call(first, "GET", p, "192.0.2.99")).status, 200, p);
+      }
+      await first.close();
+
+      const second = await start();
+      try {
+        const hourly = await call(second, "GET", "/api/hourly", "192.0.2.99");
+        assert.equal(hourly.headers.get("ratelimit").split(";")[1], "r=0", "the third of three, counted across the restart");
+        assert.equal((await call(second, "GET", "/api/hourly", "192.0.2.99")).status, 429);
+        assert.equal((await call(second, "GET", "/api/bucket", "192.0.2.99")).status, 200);
+        assert.equal((await call(second, "GET", "/api/bucket", "192.0.2.99")).status, 429, "the bucket's 2 tokens spanned the restart");
+        const short = await call(second, "GET", "/api/short", "192.0.2.99");
+        assert.equal(short.headers.get("ratelimit"), '"short";r=2;t=10', "a 10 s rule counts in memory only");
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await origin.close();
     }
   });
 });
