@@ -23,12 +23,27 @@ export function edge(glue, wasm, adaptEnv = (env) => env) {
     check(rule, key) {
       return this.counter.check(rule, key);
     }
+
+    /** RPC from the Worker: a lease on a slot of fleet budget `upstream`, or 0 (busy). */
+    acquireSlot(upstream) {
+      return this.counter.acquireSlot(upstream);
+    }
+
+    /** RPC: keep `lease` for another lease length; false when it already ended. */
+    renewSlot(upstream, lease) {
+      return this.counter.renewSlot(upstream, lease);
+    }
+
+    /** RPC: give `lease` back. */
+    releaseSlot(upstream, lease) {
+      return this.counter.releaseSlot(upstream, lease);
+    }
   }
 
   return {
     worker: {
-      fetch(request, env) {
-        return glue.handle(request, adaptEnv(env));
+      fetch(request, env, ctx) {
+        return glue.handle(request, adaptEnv(env), ctx);
       },
     },
     RateLimiter,

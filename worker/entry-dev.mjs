@@ -5,27 +5,33 @@ import * as glue from "./pkg-dev/sluicegate_worker.js";
 import { edge } from "./edge.mjs";
 
 /**
- * Faults for tests (`SLUICEGATE_FAULTS`, set by startEdge's `faults`): `{"store": "unavailable"}`
- * makes every rule's Durable Object call fail, `{"store": "slow"}` answer after 5 s.
+ * Faults for tests (`SLUICEGATE_FAULTS`, set by startEdge's `faults`):
+ * - `{"store": "unavailable"}`: every rule's Durable Object call fails;
+ * - `{"store": "slow"}`: every rule's Durable Object call answers after 5 s;
+ * - `{"lease": "leak"}`: fleet budget leases are taken but never renewed nor given back, as
+ *   by an isolate that died holding them.
  */
 function withFaults(env) {
   if (!env.SLUICEGATE_FAULTS) return env;
-  const { store } = JSON.parse(env.SLUICEGATE_FAULTS);
-  if (store !== "unavailable" && store !== "slow") return env;
+  const { store, lease } = JSON.parse(env.SLUICEGATE_FAULTS);
   const namespace = env.RATE_LIMITER;
-  const failing = {
+  const faulty = {
     idFromName: (name) => namespace.idFromName(name),
     get: (id) => {
       const stub = namespace.get(id);
       return {
-        check: (rule, key) =>
-          store === "unavailable"
-            ? Promise.reject(new Error("the store is unavailable (injected fault)"))
-            : new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key)),
+        check(rule, key) {
+          if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
+          if (store === "slow") return new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key));
+          return stub.check(rule, key);
+        },
+        acquireSlot: (upstream) => stub.acquireSlot(upstream),
+        renewSlot: (upstream, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewSlot(upstream, id)),
+        releaseSlot: (upstream, id) => (lease === "leak" ? Promise.resolve() : stub.releaseSlot(upstream, id)),
       };
     },
   };
-  return Object.create(env, { RATE_LIMITER: { value: failing } });
+  return Object.create(env, { RATE_LIMITER: { value: faulty } });
 }
 
 const { worker, RateLimiter } = edge(glue, wasm, withFaults);

@@ -75,8 +75,10 @@ function startFailure(err) {
  * @param {string} [options.origin]        → env.ORIGIN_URL; omitted → the worker's built-in dev origin
  *                                         (the deploy build then refuses to start)
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
- * @param {{store?: "unavailable"|"slow"}} [options.faults] dev build only: make every rule's Durable
- *                                         Object call fail, or answer after 5 s (past the edge's 1 s timeout)
+ * @param {{store?: "unavailable"|"slow", lease?: "leak"}} [options.faults] dev build only: make every
+ *                                         rule's Durable Object call fail, or answer after 5 s (past the
+ *                                         edge's 1 s timeout); leak fleet budget leases (never renewed nor
+ *                                         given back, as by an isolate that died holding them)
  * @param {number} [options.port]          listen on host:port (0 = random). Without it Miniflare still
  *                                         listens on a random 127.0.0.1 port (see `url`).
  * @param {string} [options.host]          listen address, default "127.0.0.1"

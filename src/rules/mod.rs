@@ -56,6 +56,9 @@ pub struct Upstream {
     pub max_wait: Span,
     /// Where the count is kept.
     pub scope: Scope,
+    /// For `fleet` scope: how long a slot is held without being renewed, so that a slot of
+    /// an isolate that died holding it comes back.
+    pub lease: Span,
     /// Whether the capabilities answer lists it.
     pub public: bool,
 }

@@ -59,7 +59,8 @@ const RULE_FIELDS: &[&str] = &[
     "on_store_failure",
     "public",
 ];
-const UPSTREAM_FIELDS: &[&str] = &["id", "description", "match", "max_in_flight", "max_wait", "scope", "public"];
+const UPSTREAM_FIELDS: &[&str] =
+    &["id", "description", "match", "max_in_flight", "max_wait", "scope", "lease", "public"];
 /// The longest an upstream's waiting request may wait for a slot.
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
@@ -234,6 +235,12 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
             None
         }
     };
+    let lease = match obj.get("lease") {
+        None => Some(Span::from_secs(30)),
+        Some(v) => {
+            whole(v, 1, u64::from(MAX_WAIT_SECONDS), "lease", "a whole number of seconds", errors).map(Span::from_secs)
+        }
+    };
     let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
         return None;
@@ -245,6 +252,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         max_in_flight: max_in_flight? as u32,
         max_wait: max_wait?,
         scope: scope?,
+        lease: lease?,
         public,
     })
 }

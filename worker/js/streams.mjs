@@ -53,3 +53,22 @@ export function within(promise, ms, late) {
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * Hold a fleet budget's `lease` (from `stub.acquireSlot(upstream)`): renew it every third
+ * of `leaseMs` until the returned function is called, which gives the slot back. The
+ * release outlives the response through `ctx.waitUntil`.
+ */
+export function keepLease(stub, upstream, lease, leaseMs, ctx) {
+  const renewal = setInterval(() => {
+    Promise.resolve(stub.renewSlot(upstream, lease)).catch(() => {});
+  }, Math.max(100, leaseMs / 3));
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    clearInterval(renewal);
+    const done = Promise.resolve(stub.releaseSlot(upstream, lease)).catch(() => {});
+    ctx?.waitUntil?.(done);
+  };
+}

@@ -2,7 +2,7 @@
 //! and checked once per isolate, shared by the Worker and its Durable Objects.
 
 use crate::js::Env;
-use sluicegate::rules::{RuleSet, Scope};
+use sluicegate::rules::RuleSet;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -70,13 +70,6 @@ pub fn config(env: &Env) -> Config {
 fn setup(rules: &JsValue, origin: &JsValue) -> Result<Setup, String> {
     let rules = RuleSet::from_json(&rules_text(rules))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-    let rules = rules.and_then(|rules| match rules.upstreams().iter().find(|u| u.scope == Scope::Fleet) {
-        Some(u) => Err(format!(
-            "upstream \"{}\": field \"scope\": \"fleet\" budgets are not served by this build; use \"isolate\"",
-            u.id
-        )),
-        None => Ok(rules),
-    });
     let origin = origin_of(origin);
     match (rules, origin) {
         (Ok(rules), Ok(origin)) => Ok(Setup { rules, origin }),

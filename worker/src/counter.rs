@@ -2,10 +2,11 @@
 //! restart.
 
 use crate::config::{config, Config};
+use crate::fleet;
 use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
-use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule};
+use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule, Scope, Upstream};
 use sluicegate::time::Instant;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -23,6 +24,8 @@ pub struct Counter {
     config: Config,
     limiters: HashMap<String, (Rule, Blocking<AnyLimiter>)>,
     kv: Option<js::SyncKv>,
+    /// The fleet-wide upstream budgets this object keeps (one upstream per object).
+    fleet: fleet::Shared,
 }
 
 #[wasm_bindgen]
@@ -42,7 +45,42 @@ impl Counter {
             );
             None
         };
-        Counter { config: config(&env), limiters: HashMap::new(), kv }
+        Counter { config: config(&env), limiters: HashMap::new(), kv, fleet: fleet::Shared::default() }
+    }
+
+    /// A lease on a slot of fleet budget `upstream` (a positive number), or 0 when none came
+    /// free within its `max_wait`. The promise holds no borrow of this object, so calls wait
+    /// side by side.
+    ///
+    /// # Errors
+    /// When `upstream` is not a fleet budget of the rules in force.
+    #[wasm_bindgen(js_name = acquireSlot)]
+    pub fn acquire_slot(&self, upstream: &str) -> Result<js_sys::Promise, JsError> {
+        let budget = self.fleet_budget(upstream)?;
+        let fleet = self.fleet.clone();
+        let future = fleet::acquire(fleet, budget.id, budget.max_in_flight, budget.max_wait, budget.lease);
+        Ok(wasm_bindgen_futures::future_to_promise(future))
+    }
+
+    /// Keep `lease` of `upstream` for another lease length; `false` when it already ended.
+    ///
+    /// # Errors
+    /// When `upstream` is not a fleet budget of the rules in force.
+    #[wasm_bindgen(js_name = renewSlot)]
+    pub fn renew_slot(&self, upstream: &str, lease: f64) -> Result<bool, JsError> {
+        let budget = self.fleet_budget(upstream)?;
+        Ok(fleet::renew(&self.fleet, &budget.id, budget.max_in_flight, lease as u64, budget.lease))
+    }
+
+    /// Give `lease` of `upstream` back.
+    ///
+    /// # Errors
+    /// When `upstream` is not a fleet budget of the rules in force.
+    #[wasm_bindgen(js_name = releaseSlot)]
+    pub fn release_slot(&self, upstream: &str, lease: f64) -> Result<(), JsError> {
+        let budget = self.fleet_budget(upstream)?;
+        fleet::release(&self.fleet, &budget.id, budget.max_in_flight, lease as u64);
+        Ok(())
     }
 
     /// Count one request of `key` under rule `rule_id`, at this object's clock:
@@ -91,6 +129,17 @@ impl Counter {
 }
 
 impl Counter {
+    fn fleet_budget(&self, upstream: &str) -> Result<Upstream, JsError> {
+        let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
+        setup
+            .rules
+            .upstreams()
+            .iter()
+            .find(|u| u.id == upstream && u.scope == Scope::Fleet)
+            .cloned()
+            .ok_or_else(|| JsError::new(&format!("no fleet upstream budget \"{upstream}\"")))
+    }
+
     /// The end of the block stored for `key`, if it is stored and readable.
     fn stored_block(&self, key: &str) -> Option<Instant> {
         let value = self.kv.as_ref()?.get_value(key).ok()?;

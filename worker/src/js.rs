@@ -26,10 +26,12 @@ extern "C" {
     #[wasm_bindgen(method, catch)]
     pub fn get(this: &Namespace, id: &JsValue) -> Result<Stub, JsValue>;
 
-    /// A Durable Object stub; `check` is the object's RPC method (see `entry.mjs`).
+    /// A Durable Object stub; its methods are the object's RPC methods (see `edge.mjs`).
     pub type Stub;
     #[wasm_bindgen(method, catch)]
     pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = acquireSlot)]
+    pub fn acquire_slot(this: &Stub, upstream: &str) -> Result<JsValue, JsValue>;
 
     /// A Durable Object's `ctx.storage`.
     pub type Storage;
@@ -79,4 +81,8 @@ extern "C" {
 
     /// `promise`'s value, or `late` if it has not settled after `ms` milliseconds.
     pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Promise;
+
+    /// Renew a fleet lease until the returned function is called, which releases it.
+    #[wasm_bindgen(js_name = keepLease)]
+    pub fn keep_lease(stub: &Stub, upstream: &str, lease: f64, lease_ms: f64, ctx: &JsValue) -> js_sys::Function;
 }

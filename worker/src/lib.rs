@@ -15,6 +15,7 @@ mod config;
 mod counter;
 #[cfg(feature = "dev-origin")]
 mod dev;
+mod fleet;
 mod js;
 #[cfg(feature = "dev-origin")]
 mod mock;
@@ -73,11 +74,12 @@ pub fn start(env: JsValue) -> Result<(), JsError> {
     }
 }
 
-/// Serve one request: the Worker's `fetch`.
+/// Serve one request: the Worker's `fetch` (`ctx` is its execution context, for
+/// `waitUntil`).
 #[wasm_bindgen]
-pub async fn handle(request: Request, env: JsValue) -> Response {
+pub async fn handle(request: Request, env: JsValue, ctx: JsValue) -> Response {
     let env: Env = env.unchecked_into();
-    match serve(&request, &env).await {
+    match serve(&request, &env, &ctx).await {
         Ok(response) => response,
         Err(error) => {
             log_error(&format!("sluicegate: refusing with 503: {}", describe(&error)));
@@ -86,7 +88,7 @@ pub async fn handle(request: Request, env: JsValue) -> Response {
     }
 }
 
-async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
+async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, JsValue> {
     let now = now();
     let config = config(env);
     let setup = match config.as_ref() {
@@ -134,7 +136,7 @@ async fn serve(request: &Request, env: &Env) -> Result<Response, JsValue> {
     // The budget is charged only once the rules have admitted the request.
     let slot = match setup.rules.upstream_for(&facts) {
         None => None,
-        Some(upstream) => match budgets::acquire(upstream).await? {
+        Some(upstream) => match budgets::acquire(upstream, env, ctx).await? {
             Some(slot) => Some(slot),
             None => return checked.finish(busy(request, upstream)?),
         },

@@ -368,3 +368,78 @@ describe("no count lost to eviction", () => {
     }
   });
 });
+
+describe("fleet upstream budgets (one count in a Durable Object)", () => {
+  const fleet = (extra = {}) => ({
+    rules: [],
+    upstreams: [{ id: "shared", match: { path: { starts_with: "/api/slow" } }, max_in_flight: 2, max_wait: 1, scope: "fleet", ...extra }],
+  });
+
+  test("10 concurrent requests: never more than 2 at the origin, the rest 503 after max_wait", async () => {
+    let now = 0;
+    let max = 0;
+    const origin = await server((req, res) => {
+      max = Math.max(max, ++now);
+      setTimeout(() => {
+        now--;
+        res.end("done");
+      }, 400);
+    });
+    const edge = await startEdge({ build: "deploy", rules: fleet(), origin: origin.url });
+    try {
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => call(edge, "GET", `/api/slow/${i}`, `192.0.2.${i + 1}`)));
+      assert.deepEqual(results.map((r) => r.status).sort(), [...Array(6).fill(200), ...Array(4).fill(503)]);
+      assert.equal(max, 2);
+      for (const r of results.filter((r) => r.status === 503)) assert.equal(JSON.parse(r.body).upstream, "shared");
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+
+  test("a lease its holder stops renewing (the isolate died) gives its slot back when it ends", async () => {
+    const origin = await server((req, res) => res.end("done"));
+    const edge = await startEdge({ rules: fleet({ max_in_flight: 1, max_wait: 3, lease: 1 }), origin: origin.url, faults: { lease: "leak" } });
+    try {
+      assert.equal((await call(edge, "GET", "/api/slow/a", "192.0.2.20")).status, 200, "its lease leaks");
+      const started = Date.now();
+      const next = await call(edge, "GET", "/api/slow/b", "192.0.2.21");
+      const waited = Date.now() - started;
+      assert.equal(next.status, 200);
+      assert.ok(waited >= 700 && waited < 2_500, `waited for the 1 s lease to run out (${waited} ms)`);
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+
+  test("a stream longer than the lease keeps its slot: the holder renews it", async () => {
+    const arrivals = [];
+    const origin = await server((req, res) => {
+      arrivals.push({ path: req.url, at: Date.now() });
+      if (!req.url.endsWith("/sse")) return res.end("quick");
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      let n = 0;
+      const timer = setInterval(() => {
+        res.write(`data: ${n}\n\n`);
+        if (++n === 25) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, 100);
+    });
+    const edge = await startEdge({ build: "deploy", rules: fleet({ max_in_flight: 1, max_wait: 5, lease: 1 }), origin: origin.url });
+    try {
+      const sse = await fetch(`${edge.url}/api/slow/sse`);
+      const started = Date.now();
+      const next = call(edge, "GET", "/api/slow/after", "192.0.2.30");
+      await sse.text();
+      assert.equal((await next).status, 200);
+      const after = arrivals.find((a) => a.path === "/api/slow/after");
+      assert.ok(after.at - started >= 2_000, `the 2.5 s stream kept its slot past the 1 s lease (next arrived after ${after.at - started} ms)`);
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+});
