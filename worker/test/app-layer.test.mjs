@@ -76,16 +76,21 @@ describe("route buckets (traffic.json)", () => {
     });
   }
 
-  test("one more request is admitted per refill interval (buckets refilling 1 per second)", async () => {
-    const ip = "198.51.100.40";
-    for (let i = 0; i < 6; i++) assert.equal((await call(fast, "POST", "/api/analyze", ip)).status, 200);
-    const refused = await call(fast, "POST", "/api/analyze", ip);
-    assert.equal(refused.status, 429);
-    assert.equal(refused.headers.get("retry-after"), "1");
-    await sleep(1_050);
-    assert.equal((await call(fast, "POST", "/api/analyze", ip)).status, 200, "one token back after 1 s");
-    assert.equal((await call(fast, "POST", "/api/analyze", ip)).status, 429, "and only one");
-  });
+  for (const [bucket, method, path, burst, ip] of [
+    ["analyze", "POST", "/api/analyze", 6, "198.51.100.40"],
+    ["destinations", "POST", "/api/destinations", 10, "198.51.100.43"],
+    ["geocode", "GET", "/api/geocode", 10, "198.51.100.44"],
+  ]) {
+    test(`${bucket}: one more request is admitted per refill interval (refilling 1 per second)`, async () => {
+      for (let i = 0; i < burst; i++) assert.equal((await call(fast, method, path, ip)).status, 200);
+      const refused = await call(fast, method, path, ip);
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers.get("retry-after"), "1");
+      await sleep(1_050);
+      assert.equal((await call(fast, method, path, ip)).status, 200, "one token back after 1 s");
+      assert.equal((await call(fast, method, path, ip)).status, 429, "and only one");
+    });
+  }
 
   test("the two analyze paths share one bucket", async () => {
     const ip = "198.51.100.41";
