@@ -14,7 +14,8 @@ use governor::clock::FakeRelativeClock;
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::keyed::DashMapStateStore;
-use sluicegate::identity::{client_identity, Sources};
+use sluicegate::admission::IpTable;
+use sluicegate::identity::{client_identity, ClientIp, Sources};
 use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
 use sluicegate::rules::{normalise_path, AnyLimiter, RequestFacts, RuleSet};
@@ -115,6 +116,40 @@ fn normalise_and_match(rules: &RuleSet) -> usize {
         matched += rules.matching(&facts).count();
     }
     matched
+}
+
+// ---------------------------------------------------------------------------------------
+// The per-address table checked before a body is read (2^20 salted slots)
+// ---------------------------------------------------------------------------------------
+
+struct IpFlood {
+    table: IpTable,
+    keys: Rc<[u64]>,
+    i: usize,
+    now: Instant,
+    step: Span,
+}
+
+impl IpFlood {
+    fn new(keys: Rc<[u64]>) -> Self {
+        let quota = Gcra::new(RATE, Span::from_secs(1), RATE).expect("valid quota");
+        IpFlood {
+            table: IpTable::new(quota, 0x5eed),
+            keys,
+            i: 0,
+            now: Instant::from_secs(1),
+            step: Span::from_nanos(STEP.as_nanos() as u64),
+        }
+    }
+
+    #[inline]
+    fn decide(&mut self) -> Decision {
+        let key = self.keys[self.i & (self.keys.len() - 1)];
+        self.i = self.i.wrapping_add(1);
+        self.now = self.now + self.step;
+        let ip = ClientIp::from_ip(std::net::IpAddr::from((key as u32).to_be_bytes()));
+        self.table.check(ip, self.now)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -267,6 +302,17 @@ fn main() {
         group.finish();
     }
 
+    let mut floods = Vec::new();
+    {
+        let mut group = c.benchmark_group("ip_table");
+        for &n in if benchmarking { &KEY_COUNTS[1..] } else { &KEY_COUNTS[1..2] } {
+            let mut flood = IpFlood::new(key_sequence(n));
+            group.bench_with_input(BenchmarkId::new("sluicegate", n), &n, |b, _| b.iter(|| black_box(flood.decide())));
+            floods.push((n, flood));
+        }
+        group.finish();
+    }
+
     // Under `cargo test --benches` (no `--bench`): one pass each, and the small tables only.
     let counts: &[u64] = if benchmarking { &KEY_COUNTS } else { &KEY_COUNTS[..2] };
     let mut sides = Vec::new();
@@ -304,6 +350,12 @@ fn main() {
     let clock = FakeRelativeClock::default();
     let advance = time_it(2_000_000, || clock.advance(black_box(STEP)));
     println!("governor FakeRelativeClock::advance alone: {advance:.1} ns (included in governor's figures)");
+    for (n, flood) in &mut floods {
+        let (ns, source) = ns_per_decision(&format!("ip_table/sluicegate/{n}"), started, || {
+            black_box(flood.decide());
+        });
+        println!("per-address table (2^20 salted slots), {n} addresses: {ns:.1} ns ({source})");
+    }
     for (n, ours, theirs) in &mut sides {
         let (s, source) = ns_per_decision(&format!("keyed_gcra/sluicegate/{n}"), started, || {
             black_box(ours.decide());

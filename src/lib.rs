@@ -12,6 +12,7 @@
 
 extern crate alloc;
 
+pub mod admission;
 pub mod batch;
 pub mod budget;
 pub mod cache;

@@ -17,7 +17,7 @@
 mod parse;
 mod path;
 
-pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_UPSTREAMS};
+pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS};
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
@@ -38,6 +38,43 @@ pub struct RuleSet {
     rules: Vec<Rule>,
     upstreams: Vec<Upstream>,
     capabilities: Option<String>,
+    pre_read: PreRead,
+}
+
+/// The checks made before a request's body is read (`"pre_read"`), in this order; they
+/// protect the edge itself, not a quota (see [`crate::admission`]).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PreRead {
+    /// Requests per client address (IPv6 by /64), in a fixed table of salted slots.
+    pub per_ip: Option<Gcra>,
+    /// Requests for the whole isolate.
+    pub node: Option<Gcra>,
+    /// Body bytes per second per source, up to one second's worth back to back.
+    pub source_bytes_per_second: Option<u64>,
+    /// Named groups of requests, each a source; a request in none is its host's.
+    pub sources: Vec<Source>,
+}
+
+/// A named group of requests whose body bytes are counted together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    /// The source's name, in headers and logs.
+    pub id: String,
+    /// Which requests belong to it.
+    pub matcher: Match,
+}
+
+impl PreRead {
+    /// Whether any check is configured.
+    pub fn is_empty(&self) -> bool {
+        self.per_ip.is_none() && self.node.is_none() && self.source_bytes_per_second.is_none()
+    }
+
+    /// The source a request's bytes are counted under: the first named source that matches,
+    /// else the host (without a trailing dot).
+    pub fn source_of<'a>(&'a self, facts: &RequestFacts<'a>) -> &'a str {
+        self.sources.iter().find(|s| s.matcher.matches(facts)).map_or(host_name(facts.host), |s| s.id.as_str())
+    }
 }
 
 /// A budget on what may be in flight at once against one upstream: requests it matches
@@ -422,6 +459,11 @@ impl RuleSet {
         self.upstreams.iter().find(|u| u.matcher.matches(facts))
     }
 
+    /// The checks made before the body is read.
+    pub fn pre_read(&self) -> &PreRead {
+        &self.pre_read
+    }
+
     /// The (normalised) path of the capabilities answer, unless it is turned off.
     pub fn capabilities_path(&self) -> Option<&str> {
         self.capabilities.as_deref()
@@ -544,6 +586,8 @@ mod capabilities {
     struct Answer<'a> {
         rules: Vec<RuleEntry<'a>>,
         upstreams: Vec<UpstreamEntry<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pre_read: Option<PreReadEntry>,
         /// Fail-open decisions per rule since this isolate started.
         degraded: Vec<Degraded<'a>>,
     }
@@ -597,6 +641,27 @@ mod capabilities {
     enum PathEntry<'a> {
         StartsWith(&'a str),
         Equals(&'a str),
+    }
+
+    /// The checks made before the body is read (per address, per isolate, per source).
+    #[derive(Serialize)]
+    struct PreReadEntry {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        per_ip: Option<Bucket>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node: Option<Bucket>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source_bytes_per_second: Option<u64>,
+    }
+
+    #[derive(Serialize)]
+    struct Bucket {
+        rate_per_s: f64,
+        burst: u32,
+    }
+
+    fn bucket(g: &crate::limit::Gcra) -> Bucket {
+        Bucket { rate_per_s: 1e9 / g.interval().as_nanos() as f64, burst: g.burst() }
     }
 
     #[derive(Serialize)]
@@ -681,7 +746,13 @@ mod capabilities {
                 .map(|r| Degraded { rule: &r.id, fail_open_decisions: degraded(&r.id) })
                 .filter(|d| d.fail_open_decisions > 0)
                 .collect();
-            serde_json::to_string(&Answer { rules, upstreams, degraded }).unwrap_or_default()
+            let pre = &self.pre_read;
+            let pre_read = (!pre.is_empty()).then(|| PreReadEntry {
+                per_ip: pre.per_ip.as_ref().map(bucket),
+                node: pre.node.as_ref().map(bucket),
+                source_bytes_per_second: pre.source_bytes_per_second,
+            });
+            serde_json::to_string(&Answer { rules, upstreams, pre_read, degraded }).unwrap_or_default()
         }
     }
 }

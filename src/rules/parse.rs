@@ -1,8 +1,10 @@
 //! Validation of a rules file: JSON in, a [`RuleSet`] or every problem out.
 
 use super::{
-    normalise_path, Algorithm, Characteristic, Match, PathMatch, Response, Rule, RuleSet, Scope, StoreFailure, Upstream,
+    normalise_path, Algorithm, Characteristic, Match, PathMatch, PreRead, Response, Rule, RuleSet, Scope, Source,
+    StoreFailure, Upstream,
 };
+use crate::limit::Gcra;
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -28,6 +30,9 @@ impl fmt::Display for RuleError {
         match &self.rule {
             Some(item) if item.starts_with("upstreams[") => {
                 write!(f, "upstream {}: field \"{}\": {}", item, self.field, self.message)
+            }
+            Some(item) if item.starts_with("pre_read") => {
+                write!(f, "{}: field \"{}\": {}", item, self.field, self.message)
             }
             Some(rule) => write!(f, "rule {}: field \"{}\": {}", rule, self.field, self.message),
             None if self.field.is_empty() => write!(f, "rules file: {}", self.message),
@@ -65,6 +70,8 @@ const UPSTREAM_FIELDS: &[&str] =
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
+/// The most named sources `pre_read` may hold.
+pub const MAX_SOURCES: usize = 64;
 /// Where the capabilities answer is served unless the file says otherwise.
 pub const DEFAULT_CAPABILITIES_PATH: &str = "/api/capabilities";
 const ALGORITHMS: &str = "\"sliding_log\" (the default), \"fixed_window\", \"sliding_window\" or \"token_bucket\"";
@@ -96,8 +103,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         errors.push("", "must be an object with a \"rules\" array");
         return Err(errors.list);
     };
-    for key in root.keys().filter(|k| !["rules", "upstreams", "capabilities"].contains(&k.as_str())) {
-        errors.push(key, "unknown field; the file has \"rules\", \"upstreams\" and \"capabilities\"");
+    for key in root.keys().filter(|k| !["rules", "upstreams", "capabilities", "pre_read"].contains(&k.as_str())) {
+        errors.push(key, "unknown field; the file has \"rules\", \"upstreams\", \"capabilities\" and \"pre_read\"");
     }
     let Some(list) = root.get("rules") else {
         errors.push("rules", "missing; it must be an array of rules");
@@ -118,6 +125,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         return Err(errors.list);
     }
     let capabilities = capabilities(root.get("capabilities"), &mut errors);
+    let pre_read = pre_read(root.get("pre_read"), &mut errors);
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let mut rules = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
@@ -134,7 +142,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         }
     }
     if errors.list.is_empty() {
-        Ok(RuleSet { rules, upstreams, capabilities })
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read })
     } else {
         Err(errors.list)
     }
@@ -162,6 +170,80 @@ fn capabilities(v: Option<&Value>, errors: &mut Errors) -> Option<String> {
             None
         }
     }
+}
+
+/// `"pre_read": {"per_ip": {"rate", "burst"}, "node": {"rate", "burst"},
+/// "source_bytes_per_second": n, "sources": [{"id", "match"}]}`, every part optional.
+fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
+    const FIELDS: &[&str] = &["per_ip", "node", "source_bytes_per_second", "sources"];
+    let Some(v) = v else { return PreRead::default() };
+    let Some(obj) = v.as_object() else {
+        errors.push("pre_read", format!("must be an object with {}, got {v}", FIELDS.join(", ")));
+        return PreRead::default();
+    };
+    for key in obj.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        errors.push(&format!("pre_read.{key}"), format!("unknown field; pre_read has {}", FIELDS.join(", ")));
+    }
+    let bucket = |name: &str, errors: &mut Errors| -> Option<Gcra> {
+        let v = obj.get(name)?;
+        let field = format!("pre_read.{name}");
+        match v.as_object() {
+            Some(b) if b.len() == 2 && b.contains_key("rate") && b.contains_key("burst") => {
+                rate_and_burst(&b["rate"], &b["burst"], &format!("{field}."), errors)
+                    .map(|(interval, burst)| Gcra::with_interval(burst, interval))
+            }
+            _ => {
+                errors.push(&field, format!("must be {{\"rate\": per second, \"burst\": n}}, got {v}"));
+                None
+            }
+        }
+    };
+    let per_ip = bucket("per_ip", errors);
+    let node = bucket("node", errors);
+    let source_bytes_per_second = obj.get("source_bytes_per_second").and_then(|v| {
+        whole(v, 1, 1 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
+    });
+    let mut sources: Vec<Source> = Vec::new();
+    match obj.get("sources") {
+        None => {}
+        Some(_) if source_bytes_per_second.is_none() => {
+            errors.push("pre_read.sources", "names sources for source_bytes_per_second, which is not set");
+        }
+        Some(Value::Array(list)) if list.len() <= MAX_SOURCES => {
+            for (i, item) in list.iter().enumerate() {
+                let field = format!("pre_read.sources[{i}]");
+                let Some(item) = item.as_object().filter(|o| o.keys().all(|k| k == "id" || k == "match")) else {
+                    errors.push(&field, format!("must be {{\"id\": name, \"match\": {{...}}}}, got {item}"));
+                    continue;
+                };
+                let id = match item.get("id").and_then(Value::as_str) {
+                    Some(id) if is_name(id) && !sources.iter().any(|s| s.id == id) => id.to_string(),
+                    _ => {
+                        errors.push(
+                            &format!("{field}.id"),
+                            "must be a unique name of 1–64 letters, digits, '_', '-' or '.'",
+                        );
+                        continue;
+                    }
+                };
+                match item.get("match") {
+                    Some(m) => {
+                        errors.rule = Some(field);
+                        if let Some(matcher) = matcher(m, errors) {
+                            sources.push(Source { id, matcher });
+                        }
+                        errors.rule = None;
+                    }
+                    None => errors.push(&format!("{field}.match"), "missing; which requests belong to the source"),
+                }
+            }
+        }
+        Some(other) => errors.push(
+            "pre_read.sources",
+            format!("must be an array of at most {MAX_SOURCES} {{\"id\", \"match\"}} objects, got {other}"),
+        ),
+    }
+    PreRead { per_ip, node, source_bytes_per_second, sources }
 }
 
 fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {
@@ -579,42 +661,8 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
         return None;
     }
     if name == "token_bucket" {
-        let rate = &obj["rate"];
-        // One request per year is the slowest rate: a longer interval would overflow the
-        // bucket's arithmetic and admit everything.
-        let slowest = 1.0 / MAX_SECONDS as f64;
-        let interval = match rate.as_f64() {
-            Some(r) if r.is_finite() && r >= slowest && r <= 1e9 => {
-                let nanos = 1e9 / r;
-                // Round the interval up so the configured rate is never exceeded.
-                let whole = nanos as u64;
-                Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
-            }
-            _ => {
-                errors.push(
-                    "rate",
-                    format!(
-                        "must be a number of requests per second from one per {MAX_SECONDS} s (the longest \
-                         period) to 1e9, got {rate}"
-                    ),
-                );
-                return None;
-            }
-        };
-        let burst = whole(&obj["burst"], 1, u64::from(u32::MAX), "burst", "a whole number of requests", errors)?;
-        // The time an empty bucket takes to refill is its window (`w` in RateLimit-Policy).
-        let refill = interval.as_nanos().saturating_mul(burst);
-        if refill > MAX_SECONDS * 1_000_000_000 {
-            errors.push(
-                "burst",
-                format!(
-                    "burst / rate is {} s, the time an empty bucket takes to refill; it must be at most {MAX_SECONDS} s",
-                    refill / 1_000_000_000
-                ),
-            );
-            return None;
-        }
-        return Some(Algorithm::TokenBucket { interval, burst: burst as u32 });
+        let (interval, burst) = rate_and_burst(&obj["rate"], &obj["burst"], "", errors)?;
+        return Some(Algorithm::TokenBucket { interval, burst });
     }
     let period = whole(&obj["period"], 1, MAX_SECONDS, "period", "a whole number of seconds", errors);
     let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u64::from(u32::MAX) };
@@ -630,6 +678,47 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
         "sliding_window" => Algorithm::SlidingWindow { requests_per_period, period },
         _ => Algorithm::SlidingLog { requests_per_period, period },
     })
+}
+
+/// A token bucket's `rate` (per second) and `burst`, as its emission interval and burst;
+/// fields are named with `prefix` (e.g. `pre_read.per_ip.`).
+fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors) -> Option<(Span, u32)> {
+    // One request per year is the slowest rate: a longer interval would overflow the
+    // bucket's arithmetic and admit everything.
+    let slowest = 1.0 / MAX_SECONDS as f64;
+    let interval = match rate.as_f64() {
+        Some(r) if r.is_finite() && r >= slowest && r <= 1e9 => {
+            let nanos = 1e9 / r;
+            // Round the interval up so the configured rate is never exceeded.
+            let whole = nanos as u64;
+            Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
+        }
+        _ => {
+            errors.push(
+                &format!("{prefix}rate"),
+                format!(
+                    "must be a number of requests per second from one per {MAX_SECONDS} s (the longest \
+                     period) to 1e9, got {rate}"
+                ),
+            );
+            return None;
+        }
+    };
+    let field = format!("{prefix}burst");
+    let burst = whole(burst, 1, u64::from(u32::MAX), &field, "a whole number of requests", errors)?;
+    // The time an empty bucket takes to refill is its window (`w` in RateLimit-Policy).
+    let refill = interval.as_nanos().saturating_mul(burst);
+    if refill > MAX_SECONDS * 1_000_000_000 {
+        errors.push(
+            &field,
+            format!(
+                "burst / rate is {} s, the time an empty bucket takes to refill; it must be at most {MAX_SECONDS} s",
+                refill / 1_000_000_000
+            ),
+        );
+        return None;
+    }
+    Some((interval, burst as u32))
 }
 
 fn response(v: &Value, errors: &mut Errors) -> Option<Response> {

@@ -470,3 +470,42 @@ fn the_capabilities_answer_lists_every_public_rule_and_budget() {
     assert_eq!(answer["upstreams"][0]["scope"], "isolate");
     assert_eq!(answer["degraded"], serde_json::json!([{"rule": "api", "fail_open_decisions": 3}]));
 }
+
+#[test]
+fn pre_read_checks_are_validated_and_name_their_field() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3},"node":{"rate":100,"burst":200},
+            "source_bytes_per_second":1000000,"sources":[{"id":"hooks","match":{"path":{"starts_with":"/hooks/"}}}]}}"#,
+    )
+    .unwrap();
+    let pre = set.pre_read();
+    assert_eq!(pre.per_ip, Some(crate::limit::Gcra::with_interval(3, Span::from_millis(500))));
+    assert_eq!(pre.source_bytes_per_second, Some(1_000_000));
+    assert_eq!(pre.source_of(&normal_facts("/hooks/github", "in.example")), "hooks");
+    assert_eq!(pre.source_of(&normal_facts("/other", "In.example.")), "In.example", "else the host");
+    assert!(RuleSet::from_json(REFERENCE).unwrap().pre_read().is_empty());
+    let answer: serde_json::Value = serde_json::from_str(&set.capabilities_json(|_| 0)).unwrap();
+    assert_eq!(
+        answer["pre_read"],
+        serde_json::json!({"per_ip": {"rate_per_s": 2.0, "burst": 3}, "node": {"rate_per_s": 100.0, "burst": 200}, "source_bytes_per_second": 1000000})
+    );
+    let none: serde_json::Value =
+        serde_json::from_str(&RuleSet::from_json(REFERENCE).unwrap().capabilities_json(|_| 0)).unwrap();
+    assert!(none.get("pre_read").is_none());
+    let errs = errors_of(
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1}}"#,
+    )
+    .join("\n");
+    for want in [
+        "rules file: field \"pre_read.per_ip.rate\": must be a number of requests per second",
+        "rules file: field \"pre_read.node\": must be {\"rate\": per second, \"burst\": n}",
+        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is not set",
+        "rules file: field \"pre_read.extra\": unknown field",
+    ] {
+        assert!(errs.contains(want), "expected {want:?} in:\n{errs}");
+    }
+    let errs = errors_of(
+        r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[{"id":"a","match":{"path":{"starts_with":"x"}}}]}}"#,
+    );
+    assert!(errs[0].starts_with("pre_read.sources[0]: field \"match.path.starts_with\""), "{errs:?}");
+}

@@ -72,3 +72,24 @@ export function keepLease(stub, upstream, lease, leaseMs, ctx) {
     ctx?.waitUntil?.(done);
   };
 }
+
+/**
+ * An upload of `body` that is cut once `charge(chunk size)` returns false: `{ body, signal }`
+ * for the upstream request, whose `signal` aborts it then (so the origin sees an
+ * unfinished upload, not a short one), or when `clientSignal` aborts.
+ */
+export function metered(body, charge, clientSignal) {
+  const cut = new AbortController();
+  const stream = body.pipeThrough(
+    new TransformStream({
+      transform(chunk, controller) {
+        if (charge(chunk.byteLength)) return controller.enqueue(chunk);
+        const error = new Error("the source is over its body bytes per second");
+        cut.abort(error);
+        controller.error(error);
+      },
+    }),
+  );
+  const signal = clientSignal ? AbortSignal.any([clientSignal, cut.signal]) : cut.signal;
+  return { body: stream, signal };
+}

@@ -82,7 +82,25 @@ extern "C" {
     /// `promise`'s value, or `late` if it has not settled after `ms` milliseconds.
     pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Promise;
 
+    /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true, and a
+    /// signal that aborts the upload when it is cut or `client` aborts.
+    pub fn metered(body: &web_sys::ReadableStream, charge: &JsValue, client: &JsValue) -> JsValue;
+
     /// Renew a fleet lease until the returned function is called, which releases it.
     #[wasm_bindgen(js_name = keepLease)]
     pub fn keep_lease(stub: &Stub, upstream: &str, lease: f64, lease_ms: f64, ctx: &JsValue) -> js_sys::Function;
+}
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(array: &js_sys::Uint32Array);
+}
+
+/// 64 random bits from `crypto.getRandomValues` (only ever called while serving a request:
+/// workerd refuses random values at module scope).
+pub fn random_u64() -> u64 {
+    let words = js_sys::Uint32Array::new_with_length(2);
+    get_random_values(&words);
+    u64::from(words.get_index(0)) << 32 | u64::from(words.get_index(1))
 }

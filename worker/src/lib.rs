@@ -19,6 +19,7 @@ mod fleet;
 mod js;
 #[cfg(feature = "dev-origin")]
 mod mock;
+mod preread;
 mod proxy;
 
 use blocks::BlockCache;
@@ -29,8 +30,9 @@ use sluicegate::identity::{client_identity, Identity, Sources};
 use sluicegate::limit::Decision;
 use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure, Upstream};
 use sluicegate::time::{Instant, Span};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, Response, ResponseInit, Url};
@@ -124,6 +126,20 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
     });
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
 
+    // Before anything reads the body or asks a Durable Object: the address, the isolate,
+    // the source's declared bytes.
+    let source = setup.rules.pre_read().source_of(&facts);
+    let declared = header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
+    if let Err((scope, wait)) = preread::check(&setup.rules, identity, source, declared, now) {
+        return Ok(pre_read_refusal(request, scope, wait, identity));
+    }
+    // A body of no declared length is charged to its source as it streams, and cut if over.
+    let over = Rc::new(Cell::new(false));
+    let meter = (declared.is_none() && setup.rules.pre_read().source_bytes_per_second.is_some()).then(|| {
+        let charge = preread::streamed_charge(&config, source.to_owned(), Rc::clone(&over));
+        Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value()
+    });
+
     // The edge's own answer, cheap and cacheable: not counted, so reading the limits never
     // spends them.
     if let Some(answer) = capabilities(setup, &facts)? {
@@ -141,7 +157,9 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
             None => return checked.finish(busy(request, upstream)?),
         },
     };
-    let response = match forward(request, env, setup, &url, &facts).await {
+    let response = match forward(request, env, setup, &url, &facts, meter.as_ref()).await {
+        // An upload cut for its source's bytes is answered as such, whatever came back.
+        _ if over.get() => return Ok(pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity)),
         Ok(response) => response,
         Err(error) => {
             log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
@@ -263,6 +281,27 @@ fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Respon
     Response::new_with_opt_str_and_init(body.as_deref(), &init).map(Some)
 }
 
+/// `429` from a check made before the body is read, naming the check in `Sluicegate-Scope`
+/// (and in the log line).
+fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identity: Option<Identity>) -> Response {
+    log(&format!(
+        "{{\"sluicegate\":\"pre-read\",\"scope\":\"{}\",\"identity\":{},\"retry_after_ms\":{},\"url\":{}}}",
+        scope.name(),
+        json_string(&identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string())),
+        wait.as_millis_ceil(),
+        json_string(&request.url())
+    ));
+    let detail = match scope {
+        preread::Scope::Ip => "Too many requests from this address.",
+        preread::Scope::Node => "This edge is receiving too many requests.",
+        preread::Scope::Source => "Too many body bytes for this endpoint.",
+    };
+    let wait = Span::from_secs(wait.as_secs_ceil().max(1));
+    let response = problem(429, &headers::problem(429, "Too Many Requests", detail, None, Some(wait)), Some(wait));
+    let _ = response.headers().set("sluicegate-scope", scope.name());
+    response
+}
+
 /// `503` for a request that found no slot of `upstream` within its `max_wait`.
 fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
     let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
@@ -301,9 +340,12 @@ async fn forward(
     setup: &Setup,
     url: &Url,
     facts: &RequestFacts<'_>,
+    meter: Option<&JsValue>,
 ) -> Result<Response, JsValue> {
     match &setup.origin {
-        Origin::Url { origin, base_path } => proxy::to_origin(request, url, origin, base_path, facts.identity).await,
+        Origin::Url { origin, base_path } => {
+            proxy::to_origin(request, url, origin, base_path, facts.identity, meter).await
+        }
         #[cfg(feature = "dev-origin")]
         Origin::Dev => dev::serve(request, env, url, facts).await,
     }

@@ -8,13 +8,15 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Url};
 
 /// The origin's answer to `request`, sent to `origin` + `base_path` + the request's path
-/// and query as they were received. Redirects are passed back, not followed.
+/// and query as they were received. Redirects are passed back, not followed. `meter`, when
+/// given, is charged with each chunk of the body as it streams.
 pub async fn to_origin(
     request: &Request,
     url: &Url,
     origin: &str,
     base_path: &str,
     client: Option<Identity>,
+    meter: Option<&JsValue>,
 ) -> Result<Response, JsValue> {
     let target = upstream_url(origin, base_path, &format!("{}{}", url.pathname(), url.search()));
     // The join above cannot leave the origin; this keeps it so whatever changes around it.
@@ -27,14 +29,23 @@ pub async fn to_origin(
     init.set_headers(upstream_headers(request, url, client)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
     // A client that goes away cancels the origin request too.
-    let signal = js::signal(request);
-    if signal.is_object() {
-        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
-    }
+    let mut signal = js::signal(request);
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
-            init.set_body(&body);
+            match meter {
+                // A body of no declared length is charged as it streams; over its source's
+                // bytes, the upload is aborted.
+                Some(charge) => {
+                    let upload = js::metered(&body, charge, &signal);
+                    init.set_body(&js_sys::Reflect::get(&upload, &"body".into())?);
+                    signal = js_sys::Reflect::get(&upload, &"signal".into())?;
+                }
+                None => init.set_body(&body),
+            }
         }
+    }
+    if signal.is_object() {
+        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
     }
     let upstream = Request::new_with_str_and_init(&target, &init)?;
     JsFuture::from(js::fetch(&upstream)).await?.dyn_into()
