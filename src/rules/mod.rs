@@ -39,6 +39,7 @@ pub struct RuleSet {
     upstreams: Vec<Upstream>,
     capabilities: Option<String>,
     pre_read: PreRead,
+    tenants: Option<crate::tenants::Tenants>,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
@@ -462,6 +463,11 @@ impl RuleSet {
     /// The checks made before the body is read.
     pub fn pre_read(&self) -> &PreRead {
         &self.pre_read
+    }
+
+    /// The tenant quotas, if the file has them.
+    pub fn tenants(&self) -> Option<&crate::tenants::Tenants> {
+        self.tenants.as_ref()
     }
 
     /// The (normalised) path of the capabilities answer, unless it is turned off.

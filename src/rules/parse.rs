@@ -5,6 +5,7 @@ use super::{
     StoreFailure, Upstream,
 };
 use crate::limit::Gcra;
+use crate::tenants::{Identify, TenantLimit, TenantScope, Tenants};
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -31,7 +32,7 @@ impl fmt::Display for RuleError {
             Some(item) if item.starts_with("upstreams[") => {
                 write!(f, "upstream {}: field \"{}\": {}", item, self.field, self.message)
             }
-            Some(item) if item.starts_with("pre_read") => {
+            Some(item) if item.starts_with("pre_read") || item == "tenants" => {
                 write!(f, "{}: field \"{}\": {}", item, self.field, self.message)
             }
             Some(rule) => write!(f, "rule {}: field \"{}\": {}", rule, self.field, self.message),
@@ -70,6 +71,8 @@ const UPSTREAM_FIELDS: &[&str] =
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
+const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read", "tenants"];
+
 /// The most named sources `pre_read` may hold.
 pub const MAX_SOURCES: usize = 64;
 /// Where the capabilities answer is served unless the file says otherwise.
@@ -103,8 +106,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         errors.push("", "must be an object with a \"rules\" array");
         return Err(errors.list);
     };
-    for key in root.keys().filter(|k| !["rules", "upstreams", "capabilities", "pre_read"].contains(&k.as_str())) {
-        errors.push(key, "unknown field; the file has \"rules\", \"upstreams\", \"capabilities\" and \"pre_read\"");
+    for key in root.keys().filter(|k| !ROOT_FIELDS.contains(&k.as_str())) {
+        errors.push(key, format!("unknown field; the file has {}", ROOT_FIELDS.join(", ")));
     }
     let Some(list) = root.get("rules") else {
         errors.push("rules", "missing; it must be an array of rules");
@@ -126,6 +129,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     let capabilities = capabilities(root.get("capabilities"), &mut errors);
     let pre_read = pre_read(root.get("pre_read"), &mut errors);
+    let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let mut rules = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
@@ -142,7 +146,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         }
     }
     if errors.list.is_empty() {
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read })
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants })
     } else {
         Err(errors.list)
     }
@@ -244,6 +248,111 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
         ),
     }
     PreRead { per_ip, node, source_bytes_per_second, sources }
+}
+
+/// The `tenants` section (see [`Tenants`]).
+fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
+    const FIELDS: &[&str] =
+        &["match", "key_header", "tenant_header", "keys", "limits", "default", "max_body_bytes", "scope"];
+    let Some(obj) = v.as_object() else {
+        errors.push("tenants", format!("must be an object with {}, got {v}", FIELDS.join(", ")));
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        errors.push(&format!("tenants.{key}"), format!("unknown field; tenants has {}", FIELDS.join(", ")));
+    }
+    errors.rule = Some("tenants".into());
+    let matcher = match obj.get("match") {
+        Some(m) => matcher(m, errors),
+        None => {
+            errors.push(
+                "match",
+                "missing; which requests carry a tenant, e.g. {\"path\": {\"starts_with\": \"/hooks/\"}}",
+            );
+            None
+        }
+    };
+    errors.rule = None;
+    let header = |field: &str, errors: &mut Errors| match obj.get(field) {
+        None => None,
+        Some(Value::String(h)) if is_token(h) => Some(h.to_ascii_lowercase()),
+        Some(other) => {
+            errors.push(&format!("tenants.{field}"), format!("must be a header name, got {other}"));
+            None
+        }
+    };
+    let identify = match (header("key_header", errors), header("tenant_header", errors)) {
+        (Some(h), None) => Some(Identify::Key(h)),
+        (None, Some(h)) => Some(Identify::Named(h)),
+        _ => {
+            errors.push(
+                "tenants",
+                "needs exactly one of key_header (API keys, verified) and tenant_header (named by the sender)",
+            );
+            None
+        }
+    };
+    let max_body_bytes = obj
+        .get("max_body_bytes")
+        .and_then(|v| whole(v, 1, 1 << 40, "tenants.max_body_bytes", "a whole number of bytes", errors));
+    let limit = |field: &str, v: &Value, errors: &mut Errors| match TenantLimit::from_json(v, max_body_bytes) {
+        Ok(limit) => Some(limit),
+        Err(e) => {
+            let at = if e.field.is_empty() { field.to_string() } else { format!("{field}.{}", e.field) };
+            errors.push(&at, e.message);
+            None
+        }
+    };
+    let default = obj.get("default").and_then(|v| limit("tenants.default", v, errors));
+    let mut limits = alloc::collections::BTreeMap::new();
+    match obj.get("limits") {
+        None => {}
+        Some(Value::Object(list)) => {
+            for (tenant, v) in list {
+                if let Some(l) = limit(&format!("tenants.limits.{tenant}"), v, errors) {
+                    limits.insert(tenant.clone(), l);
+                }
+            }
+        }
+        Some(other) => errors.push("tenants.limits", format!("must be an object of tenant → limit, got {other}")),
+    }
+    let mut keys = alloc::collections::BTreeMap::new();
+    match obj.get("keys") {
+        None => {}
+        Some(Value::Object(list)) => {
+            for (hash, tenant) in list {
+                match tenant.as_str() {
+                    Some(t) if Tenants::is_hash(hash) && !t.is_empty() => {
+                        keys.insert(hash.to_ascii_lowercase(), t.to_string());
+                    }
+                    _ => errors.push(
+                        "tenants.keys",
+                        format!("each entry is the SHA-256 of an API key in hex → its tenant, got {hash:?}: {tenant}"),
+                    ),
+                }
+            }
+        }
+        Some(other) => errors.push("tenants.keys", format!("must be an object of SHA-256 (hex) → tenant, got {other}")),
+    }
+    if matches!(identify, Some(Identify::Named(_))) && default.is_none() && errors.list.len() == before {
+        errors.push(
+            "tenants.default",
+            "missing: with tenant_header the sender names its tenant, so every invented name would be unlimited",
+        );
+    }
+    let scope = match obj.get("scope").map(|v| (v, v.as_str())) {
+        None | Some((_, Some("colo"))) => Some(TenantScope::Colo),
+        Some((_, Some("fleet"))) => Some(TenantScope::Fleet),
+        Some((v, _)) => {
+            errors.push("tenants.scope", format!("must be \"colo\" (the default) or \"fleet\", got {v}"));
+            None
+        }
+    };
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(Tenants { matcher: matcher?, identify: identify?, keys, limits, default, max_body_bytes, scope: scope? })
 }
 
 fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {

@@ -509,3 +509,29 @@ fn pre_read_checks_are_validated_and_name_their_field() {
     );
     assert!(errs[0].starts_with("pre_read.sources[0]: field \"match.path.starts_with\""), "{errs:?}");
 }
+
+#[test]
+fn tenants_are_validated_naming_the_field() {
+    use crate::tenants::{Identify, TenantScope};
+    let hash = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+    let set = RuleSet::from_json(&alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{"path":{{"starts_with":"/hooks/"}}}},"key_header":"X-Api-Key",
+            "keys":{{"{hash}":"acme"}},"limits":{{"acme":{{"rate":0.5,"burst":2}}}},"max_body_bytes":1000,"scope":"fleet"}}}}"#
+    ))
+    .unwrap();
+    let t = set.tenants().unwrap();
+    assert_eq!(t.identify, Identify::Key("x-api-key".into()));
+    assert_eq!(t.tenant_of_hash(&hash.to_ascii_lowercase()), Some("acme"));
+    assert_eq!((t.limits["acme"].burst, t.default.is_none(), t.scope), (2, true, TenantScope::Fleet));
+    let errs = errors_of(
+        r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant","limits":{"a":{"rate":1,"burst":1,"max_body_bytes":5000}},"max_body_bytes":1000}}"#,
+    );
+    assert!(errs[0].contains("field \"tenants.limits.a.max_body_bytes\": 5000 is above the instance's"), "{errs:?}");
+    let errs = errors_of(r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant"}}"#);
+    assert!(errs[0].contains("field \"tenants.default\": missing: with tenant_header"), "{errs:?}");
+    let errs =
+        errors_of(r#"{"rules":[],"tenants":{"match":{},"key_header":"k","tenant_header":"t","keys":{"nothex":"a"}}}"#);
+    let text = errs.join("\n");
+    assert!(text.contains("needs exactly one of key_header"), "{text}");
+    assert!(text.contains("field \"tenants.keys\""), "{text}");
+}

@@ -1,0 +1,384 @@
+//! Tenant quotas, charged after the sender is verified: a limit per tenant (from a runtime
+//! override, the rules file, or the default, the first found applying whole), its buckets,
+//! and its share of what may be in flight to the origin at once.
+//!
+//! A limit is `{rate, burst}` (rate per second, fractions allowed: 0.5 is one request
+//! every 2 s), optionally with body bytes (`bytes_per_second`, `burst_bytes`, which
+//! defaults to one second's worth), the biggest body (`max_body_bytes`) and what the
+//! tenant may have in flight (`max_queue` requests, `max_queue_bytes` body bytes).
+
+use crate::admission::ByteBucket;
+use crate::limit::{Decision, Gcra, Limiter};
+use crate::time::{Instant, Span};
+use alloc::format;
+use alloc::string::{String, ToString};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// One tenant's limit, validated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantLimit {
+    /// Requests per second, as configured.
+    pub rate: f64,
+    /// Requests admitted back to back.
+    pub burst: u32,
+    /// Body bytes per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<u64>,
+    /// Body bytes admitted back to back (one second's worth unless given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst_bytes: Option<u64>,
+    /// The biggest body, at most the instance's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    /// Requests in flight to the origin at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<u32>,
+    /// Body bytes in flight to the origin at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue_bytes: Option<u64>,
+    #[serde(skip)]
+    interval: Span,
+}
+
+/// What is wrong with a limit: the field and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitError {
+    /// The field, e.g. `burst_bytes`.
+    pub field: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+/// The slowest rate: one request per 366 days (the longest period rules allow).
+const MAX_SECONDS: u64 = 366 * 86_400;
+const FIELDS: &[&str] =
+    &["rate", "burst", "bytes_per_second", "burst_bytes", "max_body_bytes", "max_queue", "max_queue_bytes"];
+
+impl TenantLimit {
+    /// Parse a limit from its JSON object. `instance_max_body` is the ceiling a tenant's
+    /// `max_body_bytes` may not pass.
+    ///
+    /// # Errors
+    /// The first problem, naming the field.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::tenants::TenantLimit;
+    /// let limit = TenantLimit::from_json(&serde_json::json!({"rate": 0.5, "burst": 2}), None).unwrap();
+    /// assert_eq!(limit.burst, 2);
+    /// let err = TenantLimit::from_json(&serde_json::json!({"rate": 1, "burst": 1, "burst_bytes": 10}), None).unwrap_err();
+    /// assert_eq!(err.field, "burst_bytes");
+    /// ```
+    pub fn from_json(v: &Value, instance_max_body: Option<u64>) -> Result<Self, LimitError> {
+        let err = |field: &str, message: String| LimitError { field: field.into(), message };
+        let obj =
+            v.as_object().ok_or_else(|| err("", format!("a limit must be an object with rate and burst, got {v}")))?;
+        if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(err(key, format!("unknown field; a limit has {}", FIELDS.join(", "))));
+        }
+        let rate = match obj.get("rate").and_then(Value::as_f64) {
+            Some(r) if r.is_finite() && r >= 1.0 / MAX_SECONDS as f64 && r <= 1e9 => r,
+            _ => {
+                let got = obj.get("rate").map_or_else(|| "nothing".to_string(), ToString::to_string);
+                return Err(err(
+                    "rate",
+                    format!("must be requests per second above 0 (0.5 is one every 2 s), got {got}"),
+                ));
+            }
+        };
+        let burst = whole(obj, "burst", 1, u64::from(u32::MAX))?
+            .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?
+            as u32;
+        let nanos = 1e9 / rate;
+        let interval = Span::from_nanos((nanos.ceil() as u64).max(1));
+        if interval.as_nanos().saturating_mul(u64::from(burst)) > MAX_SECONDS * 1_000_000_000 {
+            return Err(err("burst", format!("burst / rate must be at most {MAX_SECONDS} s (the time to refill)")));
+        }
+        let bytes_per_second = whole(obj, "bytes_per_second", 1, 1 << 40)?;
+        let burst_bytes = whole(obj, "burst_bytes", 1, 1 << 40)?;
+        if burst_bytes.is_some() && bytes_per_second.is_none() {
+            return Err(err("burst_bytes", "needs bytes_per_second".into()));
+        }
+        let max_body_bytes = whole(obj, "max_body_bytes", 1, 1 << 40)?;
+        if let (Some(own), Some(instance)) = (max_body_bytes, instance_max_body) {
+            if own > instance {
+                return Err(err("max_body_bytes", format!("{own} is above the instance's max_body_bytes, {instance}")));
+            }
+        }
+        let max_queue = whole(obj, "max_queue", 1, u64::from(u32::MAX))?.map(|q| q as u32);
+        let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1 << 40)?;
+        Ok(TenantLimit {
+            rate,
+            burst,
+            bytes_per_second,
+            burst_bytes: bytes_per_second.map(|bps| burst_bytes.unwrap_or(bps)),
+            max_body_bytes,
+            max_queue,
+            max_queue_bytes,
+            interval,
+        })
+    }
+
+    /// The limit as JSON (the shape [`TenantLimit::from_json`] reads).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Fresh buckets of this limit (full).
+    pub fn buckets(&self) -> TenantBuckets {
+        TenantBuckets {
+            count: Gcra::with_interval(self.burst, self.interval),
+            bytes: self.bytes_per_second.and_then(|bps| ByteBucket::new(bps, self.burst_bytes.unwrap_or(bps))),
+        }
+    }
+}
+
+fn whole(obj: &Map<String, Value>, field: &str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
+    match obj.get(field) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(LimitError {
+                field: field.into(),
+                message: format!("must be a whole number from {min} to {max}, got {v}"),
+            }),
+        },
+    }
+}
+
+/// Where a tenant's limit came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitSource {
+    /// A runtime override (the admin API).
+    Override,
+    /// The tenant's entry in the rules file.
+    Config,
+    /// The rules file's default.
+    Default,
+}
+
+/// The limit that applies: the first of `overridden`, `configured` and `default` that
+/// exists, whole (its keys never merge with the next one's); `None` means unlimited.
+pub fn effective<'a>(
+    overridden: Option<&'a TenantLimit>,
+    configured: Option<&'a TenantLimit>,
+    default: Option<&'a TenantLimit>,
+) -> Option<(&'a TenantLimit, LimitSource)> {
+    overridden
+        .map(|l| (l, LimitSource::Override))
+        .or_else(|| configured.map(|l| (l, LimitSource::Config)))
+        .or_else(|| default.map(|l| (l, LimitSource::Default)))
+}
+
+/// A tenant's buckets: requests, and body bytes when its limit has them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantBuckets {
+    count: Gcra,
+    bytes: Option<ByteBucket>,
+}
+
+impl TenantBuckets {
+    /// Charge one request of `body_bytes`. The request count is charged first; a request
+    /// that passes it and is refused on bytes has spent its count token (as the seed's
+    /// hook does), so that a tenant cannot probe its byte budget for free.
+    pub fn charge(&mut self, now: Instant, body_bytes: u64) -> Decision {
+        let count = self.count.check(now, 1).unwrap_or(Decision::Deny { retry_after: Span::ZERO });
+        if !count.is_allowed() {
+            return count;
+        }
+        match &mut self.bytes {
+            Some(bytes) if body_bytes > 0 => match bytes.check(body_bytes, now) {
+                Decision::Allow { .. } => count,
+                refused => refused,
+            },
+            _ => count,
+        }
+    }
+}
+
+/// What a tenant has in flight to the origin: requests and body bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueShare {
+    requests: u32,
+    bytes: u64,
+}
+
+impl QueueShare {
+    /// Count one request of `bytes` against the limit's `max_queue` / `max_queue_bytes`;
+    /// `false`, counting nothing, past either. A request bigger than `max_queue_bytes` on
+    /// its own is admitted when the tenant holds nothing else.
+    pub fn acquire(&mut self, limit: &TenantLimit, bytes: u64) -> bool {
+        let requests_ok = limit.max_queue.is_none_or(|max| self.requests < max);
+        let bytes_ok = limit
+            .max_queue_bytes
+            .is_none_or(|max| self.bytes.saturating_add(bytes) <= max || (self.requests == 0 && self.bytes == 0));
+        if !(requests_ok && bytes_ok) {
+            return false;
+        }
+        self.requests += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        true
+    }
+
+    /// Give back one request of `bytes`.
+    pub fn release(&mut self, bytes: u64) {
+        self.requests = self.requests.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
+
+    /// Whether nothing is held (the share can be forgotten).
+    pub fn is_empty(&self) -> bool {
+        self.requests == 0 && self.bytes == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn limit(v: Value) -> TenantLimit {
+        TenantLimit::from_json(&v, Some(10_000_000)).unwrap()
+    }
+
+    #[test]
+    fn half_a_request_per_second_is_one_every_two_seconds() {
+        let mut b = limit(json!({"rate": 0.5, "burst": 1})).buckets();
+        let t = Instant::from_secs(100);
+        assert!(b.charge(t, 0).is_allowed());
+        assert_eq!(b.charge(t + Span::from_secs(1), 0), Decision::Deny { retry_after: Span::from_secs(1) });
+        assert!(b.charge(t + Span::from_secs(2), 0).is_allowed());
+    }
+
+    #[test]
+    fn burst_bytes_default_to_one_second_and_a_byte_refusal_spends_the_count_token() {
+        let l = limit(json!({"rate": 1, "burst": 2, "bytes_per_second": 1000}));
+        assert_eq!(l.burst_bytes, Some(1000));
+        let mut b = l.buckets();
+        let t = Instant::from_secs(100);
+        assert!(b.charge(t, 900).is_allowed());
+        assert!(!b.charge(t, 900).is_allowed(), "over on bytes");
+        assert!(!b.charge(t, 0).is_allowed(), "the byte refusal spent the second count token");
+    }
+
+    #[test]
+    fn a_body_bigger_than_burst_bytes_goes_only_into_a_full_bucket() {
+        let mut b = limit(json!({"rate": 100, "burst": 100, "bytes_per_second": 1000, "burst_bytes": 1000})).buckets();
+        let t = Instant::from_secs(100);
+        assert!(b.charge(t, 5_000).is_allowed(), "full: admitted, and emptied");
+        assert!(!b.charge(t + Span::from_millis(500), 5_000).is_allowed());
+        assert!(!b.charge(t + Span::from_millis(500), 600).is_allowed(), "emptied: 500 B back after 0.5 s");
+        assert!(b.charge(t + Span::from_secs(1), 5_000).is_allowed());
+    }
+
+    #[test]
+    fn limits_are_validated_naming_the_field() {
+        let e = |v: Value| TenantLimit::from_json(&v, Some(1_000)).unwrap_err().field;
+        assert_eq!(e(json!({"burst": 1})), "rate");
+        assert_eq!(e(json!({"rate": 0, "burst": 1})), "rate");
+        assert_eq!(e(json!({"rate": 1})), "burst");
+        assert_eq!(e(json!({"rate": 1, "burst": 0})), "burst");
+        assert_eq!(e(json!({"rate": 1, "burst": 1, "burst_bytes": 5})), "burst_bytes");
+        assert_eq!(e(json!({"rate": 1, "burst": 1, "max_body_bytes": 2_000})), "max_body_bytes");
+        assert_eq!(e(json!({"rate": 1, "burst": 1, "max_queue": -1})), "max_queue");
+        assert_eq!(e(json!({"rate": 1, "burst": 1, "extra": 1})), "extra");
+        let round = limit(json!({"rate": 0.5, "burst": 2, "bytes_per_second": 10, "max_queue": 3}));
+        assert_eq!(limit(serde_json::from_str(&round.to_json()).unwrap()), round);
+    }
+
+    #[test]
+    fn the_first_limit_found_applies_whole() {
+        let (o, c, d) = (
+            limit(json!({"rate": 1, "burst": 1})),
+            limit(json!({"rate": 2, "burst": 2, "max_queue": 5})),
+            limit(json!({"rate": 3, "burst": 3})),
+        );
+        assert_eq!(effective(Some(&o), Some(&c), Some(&d)), Some((&o, LimitSource::Override)));
+        assert_eq!(effective(None, Some(&c), Some(&d)), Some((&c, LimitSource::Config)));
+        assert_eq!(effective(None, None, Some(&d)), Some((&d, LimitSource::Default)));
+        assert_eq!(effective(None, None, None), None, "no limit at all: unlimited");
+        assert_eq!(effective(Some(&o), Some(&c), None).unwrap().0.max_queue, None, "the override's keys do not merge");
+    }
+
+    #[test]
+    fn a_queue_share_bounds_requests_and_bytes_and_admits_one_oversized_request_alone() {
+        let l = limit(json!({"rate": 1, "burst": 1, "max_queue": 2, "max_queue_bytes": 1000}));
+        let mut q = QueueShare::default();
+        assert!(q.acquire(&l, 5_000), "alone: admitted although bigger than max_queue_bytes");
+        assert!(!q.acquire(&l, 1), "nothing more while it is held");
+        q.release(5_000);
+        assert!(q.acquire(&l, 400));
+        assert!(q.acquire(&l, 400));
+        assert!(!q.acquire(&l, 0), "max_queue");
+        q.release(400);
+        assert!(!q.acquire(&l, 700), "max_queue_bytes");
+        assert!(q.acquire(&l, 600));
+        q.release(400);
+        q.release(600);
+        assert!(q.is_empty());
+    }
+}
+
+/// How a request names its tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identify {
+    /// An API key in this header (lower-case name), verified against the SHA-256 hashes of
+    /// [`Tenants::keys`]: an unknown key is refused with 401.
+    Key(String),
+    /// The sender names the tenant in this header, unverified (the rules then need a
+    /// default limit, or every invented tenant would be unlimited).
+    Named(String),
+}
+
+/// Where tenant buckets are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantScope {
+    /// One count per tenant per data centre.
+    Colo,
+    /// One count per tenant across the fleet (each data centre's own count answers when
+    /// the fleet's store cannot).
+    Fleet,
+}
+
+impl TenantScope {
+    /// The name in the rules file.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TenantScope::Colo => "colo",
+            TenantScope::Fleet => "fleet",
+        }
+    }
+}
+
+/// The `tenants` section of a rules file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tenants {
+    /// Which requests carry a tenant.
+    pub matcher: crate::rules::Match,
+    /// How the tenant is named.
+    pub identify: Identify,
+    /// Lower-case hex SHA-256 of each API key → its tenant.
+    pub keys: alloc::collections::BTreeMap<String, String>,
+    /// Each configured tenant's limit.
+    pub limits: alloc::collections::BTreeMap<String, TenantLimit>,
+    /// The limit of a tenant with no entry (none: unlimited).
+    pub default: Option<TenantLimit>,
+    /// The biggest body any tenant may send.
+    pub max_body_bytes: Option<u64>,
+    /// Where buckets are counted.
+    pub scope: TenantScope,
+}
+
+impl Tenants {
+    /// The tenant of an API key's SHA-256 (lower-case hex), when it is known.
+    pub fn tenant_of_hash(&self, hash: &str) -> Option<&str> {
+        self.keys.get(hash).map(String::as_str)
+    }
+
+    /// Whether `text` is a SHA-256 in lower- or upper-case hex.
+    pub fn is_hash(text: &str) -> bool {
+        text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+}
