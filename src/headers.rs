@@ -135,6 +135,10 @@ struct Problem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     upstream: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     retry_after: Option<u64>,
 }
 
@@ -147,6 +151,8 @@ pub fn problem(status: u16, title: &str, detail: &str, rule: Option<&str>, retry
         detail,
         rule,
         upstream: None,
+        tenant: None,
+        code: None,
         retry_after: retry_after.map(Span::as_secs_ceil),
     };
     serde_json::to_string(&body).unwrap_or_default()
@@ -175,6 +181,8 @@ pub fn upstream_busy(upstream: &str, waited: Span, retry_after: Span) -> String 
         detail: &detail,
         rule: None,
         upstream: Some(upstream),
+        tenant: None,
+        code: None,
         retry_after: Some(retry_after.as_secs_ceil()),
     };
     serde_json::to_string(&body).unwrap_or_default()
@@ -192,6 +200,35 @@ pub fn rate_limited(status: u16, rule: &str, quota: Quota, wait: Span) -> String
     problem(status, status_title(status), &detail, Some(rule), Some(wait))
 }
 
+/// The `429` body of a tenant over its limit (`code` `tenant_rate_limited`) or over its
+/// share in flight (`code` `tenant_overload`).
+///
+/// # Examples
+/// ```
+/// use sluicegate::{headers, Span};
+/// let body = headers::tenant_limited("acme", "tenant_overload", Span::from_secs(1));
+/// assert!(body.contains("\"code\":\"tenant_overload\"") && body.contains("\"tenant\":\"acme\""));
+/// ```
+pub fn tenant_limited(tenant: &str, code: &str, retry_after: Span) -> String {
+    let detail = if code == "tenant_overload" {
+        format!("Tenant \"{tenant}\" has as much in flight as it may. Retry in {} s.", retry_after.as_secs_ceil())
+    } else {
+        format!("Tenant \"{tenant}\" is over its rate limit. Retry in {} s.", retry_after.as_secs_ceil())
+    };
+    let body = Problem {
+        kind: "about:blank",
+        title: "Too Many Requests",
+        status: 429,
+        detail: &detail,
+        rule: None,
+        upstream: None,
+        tenant: Some(tenant),
+        code: Some(code),
+        retry_after: Some(retry_after.as_secs_ceil()),
+    };
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
 /// The body answered while the configuration is invalid: it names nothing internal.
 pub fn unavailable() -> String {
     problem(503, "Service Unavailable", "The service is not available right now. Try again later.", None, None)
@@ -204,6 +241,7 @@ pub fn status_title(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         409 => "Conflict",
+        413 => "Content Too Large",
         420 => "Enhance Your Calm",
         429 => "Too Many Requests",
         500 => "Internal Server Error",

@@ -120,6 +120,16 @@ impl TenantLimit {
         })
     }
 
+    /// [`TenantLimit::from_json`] of JSON text.
+    ///
+    /// # Errors
+    /// Text that is not JSON, or the first problem of the limit, naming the field.
+    pub fn from_json_text(text: &str, instance_max_body: Option<u64>) -> Result<Self, LimitError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| LimitError { field: String::new(), message: format!("not valid JSON: {e}") })?;
+        Self::from_json(&value, instance_max_body)
+    }
+
     /// The limit as JSON (the shape [`TenantLimit::from_json`] reads).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()

@@ -34,6 +34,11 @@ export function edge(glue, wasm, adaptEnv = (env) => env) {
       return this.counter.renewSlot(upstream, lease);
     }
 
+    /** RPC from the Worker: charge `tenant` one request of `bytes`; 0 admits, else ms to wait. */
+    chargeTenant(tenant, limit, bytes) {
+      return this.counter.chargeTenant(tenant, limit, bytes);
+    }
+
     /** RPC: give `lease` back. */
     releaseSlot(upstream, lease) {
       return this.counter.releaseSlot(upstream, lease);

@@ -75,6 +75,7 @@ function startFailure(err) {
  * @param {string} [options.origin]        → env.ORIGIN_URL; omitted → the worker's built-in dev origin
  *                                         (the deploy build then refuses to start)
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
+ * @param {object} [options.tenantKeys]   → secret SLUICEGATE_TENANT_KEYS: API key SHA-256 (hex) → tenant
  * @param {{store?: "unavailable"|"slow", lease?: "leak"}} [options.faults] dev build only: make every
  *                                         rule's Durable Object call fail, or answer after 5 s (past the
  *                                         edge's 1 s timeout); leak fleet budget leases (never renewed nor
@@ -91,7 +92,7 @@ function startFailure(err) {
  * @returns {Promise<{url: string, fetch: Function, logs: Array<{level: string, message: string, timestamp: number}>,
  *           logLines: () => string[], waitForLog: Function, clearLogs: () => void, miniflare: object, close: () => Promise<void>}>}
  */
-export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev", faults } = {}) {
+export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev", faults, tenantKeys } = {}) {
   checkNode();
   const files = paths.builds[build];
   if (!files) {
@@ -116,6 +117,9 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
   }
   if (origin !== undefined && origin !== null) {
     bindings.ORIGIN_URL = String(origin);
+  }
+  if (tenantKeys) {
+    bindings.SLUICEGATE_TENANT_KEYS = JSON.stringify(tenantKeys);
   }
   if (faults) {
     if (build !== "dev") throw new Error("startEdge: faults are injected by the dev build only");

@@ -93,3 +93,9 @@ export function metered(body, charge, clientSignal) {
   const signal = clientSignal ? AbortSignal.any([clientSignal, cut.signal]) : cut.signal;
   return { body: stream, signal };
 }
+
+/** The SHA-256 of `text` (UTF-8) in lower-case hex. */
+export async function sha256Hex(text) {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -3,7 +3,9 @@
 
 use crate::js::Env;
 use sluicegate::rules::RuleSet;
+use sluicegate::tenants::Tenants;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use web_sys::Url;
@@ -16,6 +18,19 @@ const DEFAULT_RULES: &str = include_str!("../rules.json");
 pub struct Setup {
     pub rules: RuleSet,
     pub origin: Origin,
+    /// API keys from the secret `SLUICEGATE_TENANT_KEYS` (SHA-256 hex → tenant), beside
+    /// those in the rules file.
+    pub tenant_keys: BTreeMap<String, String>,
+}
+
+impl Setup {
+    /// The tenant of an API key's SHA-256 (lower-case hex).
+    pub fn tenant_of_hash(&self, hash: &str) -> Option<&str> {
+        self.rules
+            .tenants()
+            .and_then(|t| t.tenant_of_hash(hash))
+            .or_else(|| self.tenant_keys.get(hash).map(String::as_str))
+    }
 }
 
 /// Where admitted requests go.
@@ -34,21 +49,21 @@ pub type Config = Rc<Result<Setup, String>>;
 thread_local! {
     /// The `env` values last seen (compared with `Object.is`, so unchanged bindings cost no
     /// copy) and what they made.
-    static CONFIG: RefCell<Option<(JsValue, JsValue, Config)>> = const { RefCell::new(None) };
+    static CONFIG: RefCell<Option<([JsValue; 3], Config)>> = const { RefCell::new(None) };
 }
 
 /// The configuration for `env`, checked the first time it is seen (again only when
 /// `SLUICEGATE_RULES` or `ORIGIN_URL` changes). Problems are logged once, naming each rule
 /// and field.
 pub fn config(env: &Env) -> Config {
-    let (rules, origin) = (env.rules(), env.origin_url());
+    let values = [env.rules(), env.origin_url(), env.tenant_keys()];
     CONFIG.with(|cell| {
-        if let Some((seen_rules, seen_origin, config)) = cell.borrow().as_ref() {
-            if js_sys::Object::is(seen_rules, &rules) && js_sys::Object::is(seen_origin, &origin) {
+        if let Some((seen, config)) = cell.borrow().as_ref() {
+            if seen.iter().zip(&values).all(|(a, b)| js_sys::Object::is(a, b)) {
                 return config.clone();
             }
         }
-        let config = Rc::new(setup(&rules, &origin));
+        let config = Rc::new(setup(&values[0], &values[1], &values[2]));
         match config.as_ref() {
             Ok(setup) => crate::log(&format!(
                 "sluicegate: configuration checked: {} rule{}, origin {}",
@@ -62,20 +77,42 @@ pub fn config(env: &Env) -> Config {
             )),
             Err(problems) => crate::log_error(&format!("sluicegate: invalid configuration: {problems}")),
         }
-        *cell.borrow_mut() = Some((rules, origin, config.clone()));
+        *cell.borrow_mut() = Some((values, config.clone()));
         config
     })
 }
 
-fn setup(rules: &JsValue, origin: &JsValue) -> Result<Setup, String> {
+fn setup(rules: &JsValue, origin: &JsValue, keys: &JsValue) -> Result<Setup, String> {
     let rules = RuleSet::from_json(&rules_text(rules))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-    let origin = origin_of(origin);
-    match (rules, origin) {
-        (Ok(rules), Ok(origin)) => Ok(Setup { rules, origin }),
-        (Err(a), Err(b)) => Err(format!("{a}; {b}")),
-        (Err(e), _) | (_, Err(e)) => Err(e),
+    let problems: Vec<String> = [rules.as_ref().err().cloned(), origin_of(origin).err(), tenant_keys(keys).err()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
     }
+    Ok(Setup { rules: rules?, origin: origin_of(origin)?, tenant_keys: tenant_keys(keys)? })
+}
+
+/// `SLUICEGATE_TENANT_KEYS`: a JSON object of API key SHA-256 (hex) → tenant, or unset.
+fn tenant_keys(value: &JsValue) -> Result<BTreeMap<String, String>, String> {
+    let Some(text) = value.as_string().filter(|t| !t.trim().is_empty()) else { return Ok(BTreeMap::new()) };
+    let bad = || "SLUICEGATE_TENANT_KEYS must be a JSON object of API key SHA-256 (64 hex digits) → tenant".to_owned();
+    let parsed = js_sys::JSON::parse(&text).map_err(|_| bad())?;
+    if !parsed.is_object() || js_sys::Array::is_array(&parsed) {
+        return Err(bad());
+    }
+    js_sys::Object::entries(parsed.unchecked_ref())
+        .iter()
+        .map(|entry| {
+            let entry: js_sys::Array = entry.unchecked_into();
+            match (entry.get(0).as_string(), entry.get(1).as_string()) {
+                (Some(hash), Some(t)) if Tenants::is_hash(&hash) && !t.is_empty() => Ok((hash.to_ascii_lowercase(), t)),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
 }
 
 /// The rules text in force: `SLUICEGATE_RULES` (a JSON string, or an object that wrangler

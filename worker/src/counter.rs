@@ -7,6 +7,7 @@ use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule, Scope, Upstream};
+use sluicegate::tenants::{TenantBuckets, TenantLimit};
 use sluicegate::time::Instant;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -26,6 +27,9 @@ pub struct Counter {
     kv: Option<js::SyncKv>,
     /// The fleet-wide upstream budgets this object keeps (one upstream per object).
     fleet: fleet::Shared,
+    /// Tenant buckets (one tenant per object, per colo or for the fleet), with the limit
+    /// (as JSON) they are of.
+    tenants: HashMap<String, (String, TenantBuckets)>,
 }
 
 #[wasm_bindgen]
@@ -45,7 +49,39 @@ impl Counter {
             );
             None
         };
-        Counter { config: config(&env), limiters: HashMap::new(), kv, fleet: fleet::Shared::default() }
+        Counter {
+            config: config(&env),
+            limiters: HashMap::new(),
+            kv,
+            fleet: fleet::Shared::default(),
+            tenants: HashMap::new(),
+        }
+    }
+
+    /// Charge `tenant`'s buckets of `limit` (JSON, as the Worker resolved it) with one
+    /// request of `bytes`: 0 admits, otherwise the milliseconds to wait. The buckets start
+    /// afresh when the limit changes, so a new override is not held back by the old debt.
+    ///
+    /// # Errors
+    /// When `limit` is not a valid limit.
+    #[wasm_bindgen(js_name = chargeTenant)]
+    pub fn charge_tenant(&mut self, tenant: &str, limit: &str, bytes: f64) -> Result<f64, JsError> {
+        let now = now();
+        let fresh = match self.tenants.get(tenant) {
+            Some((seen, _)) if seen == limit => None,
+            _ => Some(
+                TenantLimit::from_json_text(limit, None)
+                    .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?,
+            ),
+        };
+        if let Some(parsed) = fresh {
+            self.tenants.insert(tenant.to_owned(), (limit.to_owned(), parsed.buckets()));
+        }
+        let (_, buckets) = self.tenants.get_mut(tenant).expect("just inserted");
+        Ok(match buckets.charge(now, bytes.max(0.0) as u64) {
+            Decision::Allow { .. } => 0.0,
+            Decision::Deny { retry_after } => retry_after.as_millis_ceil().max(1) as f64,
+        })
     }
 
     /// A lease on a slot of fleet budget `upstream` (a positive number), or 0 when none came

@@ -13,6 +13,8 @@ extern "C" {
     pub fn rules(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = ORIGIN_URL)]
     pub fn origin_url(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = SLUICEGATE_TENANT_KEYS)]
+    pub fn tenant_keys(this: &Env) -> JsValue;
     #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, getter, js_name = ASSETS)]
     pub fn assets(this: &Env) -> JsValue;
@@ -32,6 +34,8 @@ extern "C" {
     pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = acquireSlot)]
     pub fn acquire_slot(this: &Stub, upstream: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = chargeTenant)]
+    pub fn charge_tenant(this: &Stub, tenant: &str, limit: &str, bytes: f64) -> Result<JsValue, JsValue>;
 
     /// A Durable Object's `ctx.storage`.
     pub type Storage;
@@ -85,6 +89,10 @@ extern "C" {
     /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true, and a
     /// signal that aborts the upload when it is cut or `client` aborts.
     pub fn metered(body: &web_sys::ReadableStream, charge: &JsValue, client: &JsValue) -> JsValue;
+
+    /// The SHA-256 of `text` in lower-case hex (a promise of a string).
+    #[wasm_bindgen(js_name = sha256Hex)]
+    pub fn sha256_hex(text: &str) -> Promise;
 
     /// Renew a fleet lease until the returned function is called, which releases it.
     #[wasm_bindgen(js_name = keepLease)]

@@ -21,6 +21,7 @@ mod js;
 mod mock;
 mod preread;
 mod proxy;
+mod tenancy;
 
 use blocks::BlockCache;
 use config::{config, Origin, Setup};
@@ -145,9 +146,15 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
     if let Some(answer) = capabilities(setup, &facts)? {
         return Ok(answer);
     }
-    let checked = match check_rules(request, env, setup, &facts, header, now).await? {
+    let checked = match check_rules(request, env, setup, &facts, &header, now).await? {
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
+    };
+    // The tenant is charged after the rules: a request they refuse spends none of its quota.
+    // Its place in flight is held until the origin has answered.
+    let _in_flight = match tenancy::admit(setup, env, &facts, &header, declared, now).await? {
+        Ok(held) => held,
+        Err(refusal) => return checked.finish(tenant_refusal(request, refusal)),
     };
     // The budget is charged only once the rules have admitted the request.
     let slot = match setup.rules.upstream_for(&facts) {
@@ -222,12 +229,12 @@ async fn check_rules(
     env: &Env,
     setup: &Setup,
     facts: &RequestFacts<'_>,
-    header: impl Fn(&str) -> Option<String>,
+    header: &impl Fn(&str) -> Option<String>,
     now: Instant,
 ) -> Result<Result<Checked, Response>, JsValue> {
     let mut checked = Checked::default();
     for rule in setup.rules.matching(facts) {
-        let key = rule.counting_key(facts, &header);
+        let key = rule.counting_key(facts, header);
         let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
         let (decision, via) = match cached {
             Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache"),
@@ -299,6 +306,43 @@ fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identi
     let wait = Span::from_secs(wait.as_secs_ceil().max(1));
     let response = problem(429, &headers::problem(429, "Too Many Requests", detail, None, Some(wait)), Some(wait));
     let _ = response.headers().set("sluicegate-scope", scope.name());
+    response
+}
+
+/// The answer to a tenant request that is refused: 401 (no hint of why), 413, or 429.
+fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
+    let (status, body, wait, scope) = match &refusal {
+        tenancy::Refusal::Unknown => {
+            let body = headers::problem(401, "Unauthorized", "A valid API key is required.", None, None);
+            (401, body, None, None)
+        }
+        tenancy::Refusal::TooLarge { max } => {
+            let detail = format!("The body is larger than the {max} bytes this tenant may send.");
+            (413, headers::problem(413, "Content Too Large", &detail, None, None), None, None)
+        }
+        tenancy::Refusal::Limited { tenant, wait } => {
+            let wait = Span::from_secs(wait.as_secs_ceil().max(1));
+            (429, headers::tenant_limited(tenant, "tenant_rate_limited", wait), Some(wait), Some("tenant"))
+        }
+        tenancy::Refusal::Overloaded { tenant } => {
+            let wait = Span::from_secs(1);
+            (429, headers::tenant_limited(tenant, "tenant_overload", wait), Some(wait), Some("tenant"))
+        }
+    };
+    log(&format!(
+        "{{\"sluicegate\":\"tenant\",\"status\":{status},\"refusal\":{},\"url\":{}}}",
+        json_string(match refusal {
+            tenancy::Refusal::Unknown => "unknown",
+            tenancy::Refusal::TooLarge { .. } => "too_large",
+            tenancy::Refusal::Limited { .. } => "tenant_rate_limited",
+            tenancy::Refusal::Overloaded { .. } => "tenant_overload",
+        }),
+        json_string(&request.url())
+    ));
+    let response = problem(status, &body, wait);
+    if let Some(scope) = scope {
+        let _ = response.headers().set("sluicegate-scope", scope);
+    }
     response
 }
 

@@ -1,0 +1,173 @@
+//! Tenant quotas at the edge (`tenants` in the rules file): who the tenant is, the limit
+//! that applies, its buckets (in a Durable Object per tenant and colo, or per tenant for
+//! the fleet, with this isolate's own buckets when the store cannot answer), and its share
+//! of what may be in flight to the origin.
+
+use crate::config::Setup;
+use crate::js::{self, Env};
+use sluicegate::limit::Decision;
+use sluicegate::rules::RequestFacts;
+use sluicegate::tenants::{effective, Identify, QueueShare, TenantBuckets, TenantLimit, TenantScope, Tenants};
+use sluicegate::time::{Instant, Span};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+/// Tenants whose buckets this isolate keeps for when the store cannot answer.
+const MAX_LOCAL_TENANTS: usize = 10_000;
+
+thread_local! {
+    /// This isolate's buckets per tenant (the store's stand-in), with the limit they are of.
+    static LOCAL: RefCell<HashMap<String, (TenantLimit, TenantBuckets)>> = RefCell::new(HashMap::new());
+    /// What each tenant has in flight from this isolate.
+    static QUEUES: RefCell<HashMap<String, QueueShare>> = RefCell::new(HashMap::new());
+}
+
+/// Why a tenant request is refused.
+pub enum Refusal {
+    /// No key, or one that names no tenant (401; nothing was charged).
+    Unknown,
+    /// The body is bigger than the tenant may send (413).
+    TooLarge { max: u64 },
+    /// Over the tenant's rate or bytes (429).
+    Limited { tenant: String, wait: Span },
+    /// Over the tenant's share of requests or bytes in flight (429 `tenant_overload`).
+    Overloaded { tenant: String },
+}
+
+/// A tenant's place in flight, given back when dropped (when the origin has answered).
+pub struct Held {
+    tenant: String,
+    bytes: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        QUEUES.with(|q| {
+            let mut q = q.borrow_mut();
+            if let Some(share) = q.get_mut(&self.tenant) {
+                share.release(self.bytes);
+                if share.is_empty() {
+                    q.remove(&self.tenant);
+                }
+            }
+        });
+    }
+}
+
+/// Admit a tenant request, or say why not. `Ok(None)`: the request carries no tenant (the
+/// section does not match it) or its tenant is unlimited.
+pub async fn admit(
+    setup: &Setup,
+    env: &Env,
+    facts: &RequestFacts<'_>,
+    header: impl Fn(&str) -> Option<String>,
+    declared: Option<u64>,
+    now: Instant,
+) -> Result<Result<Option<Held>, Refusal>, JsValue> {
+    let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else { return Ok(Ok(None)) };
+    let Some(tenant) = identify(setup, tenants, &header).await? else { return Ok(Err(Refusal::Unknown)) };
+    let Some((limit, _)) = effective(None, tenants.limits.get(&tenant), tenants.default.as_ref()) else {
+        return Ok(Ok(None));
+    };
+    let bytes = declared.unwrap_or(0);
+    if let Some(max) = limit.max_body_bytes.or(tenants.max_body_bytes).filter(|max| bytes > *max) {
+        return Ok(Err(Refusal::TooLarge { max }));
+    }
+    let decision = charge(env, tenants, &tenant, facts.colo, limit, bytes, now).await;
+    if let Decision::Deny { retry_after } = decision {
+        return Ok(Err(Refusal::Limited { tenant, wait: retry_after }));
+    }
+    if limit.max_queue.is_none() && limit.max_queue_bytes.is_none() {
+        return Ok(Ok(None));
+    }
+    let admitted = QUEUES.with(|q| q.borrow_mut().entry(tenant.clone()).or_default().acquire(limit, bytes));
+    if !admitted {
+        return Ok(Err(Refusal::Overloaded { tenant }));
+    }
+    Ok(Ok(Some(Held { tenant, bytes })))
+}
+
+/// The tenant a request names: by its API key's hash, or by the sender's header.
+async fn identify(
+    setup: &Setup,
+    tenants: &Tenants,
+    header: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, JsValue> {
+    match &tenants.identify {
+        Identify::Named(name) => Ok(header(name).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())),
+        Identify::Key(name) => {
+            let Some(key) = header(name).filter(|k| !k.is_empty()) else { return Ok(None) };
+            let hash = JsFuture::from(js::sha256_hex(&key)).await?.as_string().unwrap_or_default();
+            Ok(setup.tenant_of_hash(&hash).map(str::to_owned))
+        }
+    }
+}
+
+/// Charge one request of `bytes` to the tenant's buckets in its Durable Object (per colo or
+/// for the fleet), or, when the store cannot answer, to this isolate's own.
+async fn charge(
+    env: &Env,
+    tenants: &Tenants,
+    tenant: &str,
+    colo: Option<&str>,
+    limit: &TenantLimit,
+    bytes: u64,
+    now: Instant,
+) -> Decision {
+    let name = match tenants.scope {
+        TenantScope::Colo => format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown")),
+        TenantScope::Fleet => format!("tenant\u{1f}{tenant}"),
+    };
+    match charge_in_store(env, &name, tenant, limit, bytes).await {
+        Ok(decision) => decision,
+        Err(error) => {
+            crate::log_error(&format!(
+                "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"fails\":\"to the isolate's buckets\",\"error\":{}}}",
+                crate::json_string(tenant),
+                crate::json_string(&crate::describe(&error))
+            ));
+            charge_here(tenant, limit, bytes, now)
+        }
+    }
+}
+
+async fn charge_in_store(
+    env: &Env,
+    name: &str,
+    tenant: &str,
+    limit: &TenantLimit,
+    bytes: u64,
+) -> Result<Decision, JsValue> {
+    let namespace = env.rate_limiter();
+    if namespace.is_undefined() {
+        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
+    }
+    let stub = namespace.get(&namespace.id_from_name(name)?)?;
+    let call = js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), bytes as f64)?);
+    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    let wait_ms = answer
+        .as_f64()
+        .filter(|w| w.is_finite() && *w >= 0.0)
+        .ok_or_else(|| JsValue::from_str("the tenant's store did not answer in time"))?;
+    Ok(if wait_ms == 0.0 {
+        Decision::Allow { remaining: 0, reset: Span::ZERO }
+    } else {
+        Decision::Deny { retry_after: Span::from_millis(wait_ms as u64) }
+    })
+}
+
+fn charge_here(tenant: &str, limit: &TenantLimit, bytes: u64, now: Instant) -> Decision {
+    LOCAL.with(|local| {
+        let mut local = local.borrow_mut();
+        if local.len() >= MAX_LOCAL_TENANTS && !local.contains_key(tenant) {
+            local.clear();
+        }
+        let entry = local.entry(tenant.to_owned()).or_insert_with(|| (limit.clone(), limit.buckets()));
+        if entry.0 != *limit {
+            *entry = (limit.clone(), limit.buckets());
+        }
+        entry.1.charge(now, bytes)
+    })
+}

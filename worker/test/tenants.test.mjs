@@ -1,0 +1,181 @@
+// Tenant quotas (ingest-admission.md's semantics), in workerd.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { startEdge } from "../testing.mjs";
+
+const sha256 = (key) => createHash("sha256").update(key).digest("hex");
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function server(holdMs = 0) {
+  const sockets = new Set();
+  const seen = [];
+  const srv = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      seen.push(req.url);
+      setTimeout(() => res.end("ok"), holdMs);
+    });
+  });
+  srv.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    seen,
+    close: () =>
+      new Promise((r) => {
+        srv.close(r);
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+const KEYS = { acme: "key-acme-1", slow: "key-slow-1", bytes: "key-bytes-1", small: "key-small-1", queue: "key-queue-1", free: "key-free-1" };
+
+function tenantsConfig(extra = {}) {
+  return {
+    rules: [],
+    tenants: {
+      match: { path: { starts_with: "/hooks/" } },
+      key_header: "x-api-key",
+      keys: Object.fromEntries(Object.entries(KEYS).filter(([t]) => t !== "free").map(([t, k]) => [sha256(k), t])),
+      limits: {
+        acme: { rate: 1, burst: 3 },
+        slow: { rate: 0.5, burst: 1 },
+        bytes: { rate: 100, burst: 100, bytes_per_second: 1000, burst_bytes: 1000 },
+        small: { rate: 100, burst: 100, max_body_bytes: 2000 },
+        queue: { rate: 100, burst: 100, max_queue: 1, max_queue_bytes: 1000 },
+      },
+      max_body_bytes: 1_000_000,
+      ...extra,
+    },
+  };
+}
+
+async function post(edge, tenant, { body = "", key = KEYS[tenant], colo = "AMS", path = "/hooks/in" } = {}) {
+  const headers = { "cf-connecting-ip": "192.0.2.1", ...(key === null ? {} : { "x-api-key": key }) };
+  const res = await fetch(`${edge.url}${path}`, { method: "POST", body, headers, cf: { colo } });
+  return { status: res.status, headers: res.headers, body: await res.text() };
+}
+
+describe("tenant quotas (colo scope)", () => {
+  let origin;
+  let edge;
+  before(async () => {
+    origin = await server();
+    // `free` is known by the secret only, and has no limit of its own and there is no default.
+    edge = await startEdge({ build: "deploy", rules: tenantsConfig(), origin: origin.url, tenantKeys: { [sha256(KEYS.free)]: "free" } });
+  });
+  after(async () => {
+    await edge?.close();
+    await origin?.close();
+  });
+
+  test("an unknown or missing key is 401 and charges nothing", async () => {
+    for (const key of ["wrong", null, ""]) {
+      const r = await post(edge, "acme", { key });
+      assert.equal(r.status, 401);
+      assert.doesNotMatch(r.body, /acme|key-/, "no hint");
+    }
+    const burst = [];
+    for (let i = 0; i < 4; i++) burst.push((await post(edge, "acme")).status);
+    assert.deepEqual(burst, [200, 200, 200, 429], "acme's full burst of 3 was still there");
+  });
+
+  test("a tenant over its rate gets 429 tenant_rate_limited with Retry-After", async () => {
+    const r = await post(edge, "acme");
+    assert.equal(r.status, 429);
+    const problem = JSON.parse(r.body);
+    assert.deepEqual([problem.tenant, problem.code], ["acme", "tenant_rate_limited"]);
+    assert.equal(r.headers.get("sluicegate-scope"), "tenant");
+    assert.ok(Number(r.headers.get("retry-after")) >= 1);
+  });
+
+  test("0.5 per second is one request every 2 s", async () => {
+    assert.equal((await post(edge, "slow")).status, 200);
+    const refused = await post(edge, "slow");
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get("retry-after"), "2");
+    await sleep(2_050);
+    assert.equal((await post(edge, "slow")).status, 200);
+  });
+
+  test("body bytes: burst_bytes back to back, a bigger body only into a full bucket", async () => {
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(600) })).status, 200);
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(600) })).status, 429, "over 1,000 bytes");
+    await sleep(1_050);
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(5_000) })).status, 200, "full: admitted, and emptied");
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(10) })).status, 429, "empty now");
+  });
+
+  test("a body over the tenant's max_body_bytes is 413", async () => {
+    assert.equal((await post(edge, "small", { body: "x".repeat(2_000) })).status, 200);
+    const r = await post(edge, "small", { body: "x".repeat(2_001) });
+    assert.equal(r.status, 413);
+    assert.match(JSON.parse(r.body).detail, /2000 bytes/);
+  });
+
+  test("no limit at all is unlimited (a tenant known by the secret, with no entry and no default)", async () => {
+    const statuses = [];
+    for (let i = 0; i < 30; i++) statuses.push((await post(edge, "free")).status);
+    assert.deepEqual(new Set(statuses), new Set([200]));
+  });
+
+  test("requests outside the tenants' match carry no tenant", async () => {
+    const r = await fetch(`${edge.url}/elsewhere`, { method: "POST" });
+    assert.equal(r.status, 200);
+  });
+
+  test("colo scope: each data centre counts its own buckets", async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await post(edge, "acme", { colo: "DFW" })).status, 200, `DFW ${i + 1}`);
+    assert.equal((await post(edge, "acme", { colo: "DFW" })).status, 429);
+  });
+});
+
+describe("a tenant's share in flight", () => {
+  test("max_queue: past it 429 tenant_overload, given back when the origin answers; one big body alone is admitted", async () => {
+    const origin = await server(400);
+    const edge = await startEdge({ build: "deploy", rules: tenantsConfig(), origin: origin.url });
+    try {
+      const [a, b] = await Promise.all([post(edge, "queue"), sleep(100).then(() => post(edge, "queue"))]);
+      assert.equal(a.status, 200);
+      assert.equal(b.status, 429);
+      assert.equal(JSON.parse(b.body).code, "tenant_overload");
+      assert.equal(b.headers.get("retry-after"), "1");
+      assert.equal((await post(edge, "queue")).status, 200, "given back once the origin answered");
+      assert.equal((await post(edge, "queue", { body: "x".repeat(5_000) })).status, 200, "bigger than max_queue_bytes, but alone");
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+});
+
+describe("fleet scope and the store", () => {
+  test("fleet: one count across data centres; when the store fails, the isolate's own buckets still limit", async () => {
+    const origin = await server();
+    const edge = await startEdge({ build: "deploy", rules: tenantsConfig({ scope: "fleet" }), origin: origin.url });
+    try {
+      assert.equal((await post(edge, "acme", { colo: "AMS" })).status, 200);
+      assert.equal((await post(edge, "acme", { colo: "DFW" })).status, 200);
+      assert.equal((await post(edge, "acme", { colo: "SIN" })).status, 200);
+      assert.equal((await post(edge, "acme", { colo: "LHR" })).status, 429, "one burst of 3 for the fleet");
+    } finally {
+      await edge.close();
+    }
+    const failing = await startEdge({ rules: tenantsConfig({ scope: "fleet" }), origin: origin.url, faults: { store: "unavailable" } });
+    try {
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await post(failing, "acme")).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      await failing.waitForLog(/"store-failure","tenant":"acme"/);
+    } finally {
+      await failing.close();
+      await origin.close();
+    }
+  });
+});
