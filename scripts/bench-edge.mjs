@@ -1,6 +1,9 @@
 // The edge's added latency (`npm run bench`): p50/p99 of 2,000 sequential requests through
 // the deploy build in workerd, against a plain pass-through Worker in front of the same
-// origin, measured in the same run. Run with Node 22 after `npm run build`.
+// origin, measured in the same run; then requests per second (16 at a time, 3 s) for the
+// admission layer: a refusal before the body is read, and a tenant request admitted in
+// colo and in fleet scope. Run with Node 22 after `npm run build`.
+import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { Miniflare, Log, LogLevel } from "miniflare";
 import { COMPATIBILITY_DATE, startEdge } from "../worker/testing.mjs";
@@ -9,6 +12,20 @@ const N = Number(process.env.SLUICEGATE_BENCH_EDGE_N || 2_000);
 const WARMUP = 200;
 
 // Limits that admit every request of the run, so each one walks the admit path.
+const TENANT_KEY = "bench-tenant-key";
+const tenantRules = (scope) => ({
+  rules: [],
+  pre_read: { per_ip: { rate: 1_000_000, burst: 1_000_000 } },
+  tenants: {
+    match: { path: { starts_with: "/hooks/" } },
+    key_header: "x-api-key",
+    keys: { [createHash("sha256").update(TENANT_KEY).digest("hex")]: "bench" },
+    limits: { bench: { rate: 1_000_000, burst: 1_000_000 } },
+    scope,
+  },
+});
+const REFUSING = { rules: [], pre_read: { per_ip: { rate: 0.01, burst: 1 } } };
+
 const RULES = {
   rules: [
     {
@@ -48,17 +65,33 @@ const plain = new Miniflare({
 });
 const plainUrl = (await plain.ready).origin;
 
-/** Milliseconds of each of `n` sequential requests. */
-async function timings(base, method, path, n) {
+/** Milliseconds of each of `n` sequential requests (each answered `expect`). */
+async function timings(base, method, path, n, { headers = {}, expect = 200 } = {}) {
   const out = [];
   for (let i = 0; i < n; i++) {
     const started = performance.now();
-    const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.200" } });
+    const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.200", ...headers } });
     await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status}`);
+    if (res.status !== expect) throw new Error(`${method} ${path}: ${res.status}`);
     out.push(performance.now() - started);
   }
   return out.sort((a, b) => a - b);
+}
+
+/** Requests per second with `concurrency` requests in flight for `seconds`. */
+async function throughput(base, method, path, { headers = {}, concurrency = 16, seconds = 3 } = {}) {
+  const until = performance.now() + seconds * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.201", ...headers } });
+        await res.arrayBuffer();
+        done++;
+      }
+    }),
+  );
+  return done / seconds;
 }
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const ms = (x) => `${x.toFixed(2)} ms`;
@@ -80,6 +113,31 @@ for (const [label, method, path] of [
   );
 }
 console.log("(the capabilities answer comes from the edge itself; its pass-through row is the origin's answer)");
+
+// The admission layer: each case in its own edge, against the same pass-through Worker.
+console.log();
+console.log(`${"admission".padEnd(46)} ${"p50/p99".padEnd(22)} ${"added p50/p99".padEnd(22)} requests/s (pass-through)`);
+const plainLatency = await timings(plainUrl, "POST", "/hooks/in", N);
+const plainRps = await throughput(plainUrl, "POST", "/hooks/in");
+for (const [label, rules, expect, headers] of [
+  ["refused before the body is read (per_ip)", REFUSING, 429, {}],
+  ["tenant admitted, colo scope", tenantRules("colo"), 200, { "x-api-key": TENANT_KEY }],
+  ["tenant admitted, fleet scope", tenantRules("fleet"), 200, { "x-api-key": TENANT_KEY }],
+]) {
+  const admission = await startEdge({ build: "deploy", rules, origin: originUrl });
+  try {
+    if (expect === 429) await fetch(`${admission.url}/hooks/in`, { method: "POST", headers: { "cf-connecting-ip": "198.51.100.200" } });
+    await timings(admission.url, "POST", "/hooks/in", WARMUP, { headers, expect });
+    const ours = await timings(admission.url, "POST", "/hooks/in", N, { headers, expect });
+    const rps = await throughput(admission.url, "POST", "/hooks/in", { headers });
+    const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(plainLatency, 50), pct(plainLatency, 99)];
+    console.log(
+      `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(a50 - b50)} / ${ms(a99 - b99)}`.padEnd(22)} ${Math.round(rps)} (${Math.round(plainRps)})`,
+    );
+  } finally {
+    await admission.close();
+  }
+}
 
 await edge.close();
 await plain.dispose();

@@ -125,8 +125,8 @@ impl TenantLimit {
     /// # Errors
     /// Text that is not JSON, or the first problem of the limit, naming the field.
     pub fn from_json_text(text: &str, instance_max_body: Option<u64>) -> Result<Self, LimitError> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| LimitError { field: String::new(), message: format!("not valid JSON: {e}") })?;
+        // The rules file's reader: a key given twice is refused here too, naming it.
+        let value = crate::rules::strict_json(text).map_err(|e| LimitError { field: e.field, message: e.message })?;
         Self::from_json(&value, instance_max_body)
     }
 
@@ -390,5 +390,124 @@ impl Tenants {
     /// Whether `text` is a SHA-256 in lower- or upper-case hex.
     pub fn is_hash(text: &str) -> bool {
         text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+}
+
+/// A runtime override of a tenant's limit (set through the admin API), with when it was set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    /// The limit that replaces the tenant's whole.
+    pub limit: TenantLimit,
+    /// When it was set (ms since the epoch): a new override starts fresh buckets.
+    pub set_at: u64,
+}
+
+/// Every runtime override, by tenant, as stored: `{"tenant": {"limit": {...}, "set_at": ms}}`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    by_tenant: alloc::collections::BTreeMap<String, Override>,
+}
+
+impl Overrides {
+    /// The most overrides kept.
+    pub const MAX: usize = 10_000;
+
+    /// Read stored overrides; entries that no longer validate are left out (and named).
+    ///
+    /// # Errors
+    /// Text that is not such a JSON object.
+    pub fn from_json(text: &str) -> Result<(Self, alloc::vec::Vec<String>), String> {
+        let value = crate::rules::strict_json(text).map_err(|e| format!("overrides are not JSON: {}", e.message))?;
+        let obj = value.as_object().ok_or("overrides must be a JSON object")?;
+        let mut by_tenant = alloc::collections::BTreeMap::new();
+        let mut dropped = alloc::vec::Vec::new();
+        for (tenant, entry) in obj {
+            let limit = entry.get("limit").ok_or(()).and_then(|l| TenantLimit::from_json(l, None).map_err(|_| ()));
+            match (limit, entry.get("set_at").and_then(Value::as_u64)) {
+                (Ok(limit), Some(set_at)) => {
+                    by_tenant.insert(tenant.clone(), Override { limit, set_at });
+                }
+                _ => dropped.push(tenant.clone()),
+            }
+        }
+        Ok((Overrides { by_tenant }, dropped))
+    }
+
+    /// The overrides as stored.
+    pub fn to_json(&self) -> String {
+        let mut obj = Map::new();
+        for (tenant, o) in &self.by_tenant {
+            let limit: Value = serde_json::from_str(&o.limit.to_json()).unwrap_or(Value::Null);
+            obj.insert(tenant.clone(), serde_json::json!({ "limit": limit, "set_at": o.set_at }));
+        }
+        Value::Object(obj).to_string()
+    }
+
+    /// The override of `tenant`.
+    pub fn get(&self, tenant: &str) -> Option<&Override> {
+        self.by_tenant.get(tenant)
+    }
+
+    /// Set `tenant`'s override; the one it replaces, if any. `Err` when full.
+    ///
+    /// # Errors
+    /// [`Overrides::MAX`] overrides are held already and `tenant` has none.
+    pub fn set(&mut self, tenant: &str, o: Override) -> Result<Option<Override>, String> {
+        if self.by_tenant.len() >= Self::MAX && !self.by_tenant.contains_key(tenant) {
+            return Err(format!("at most {} overrides are kept", Self::MAX));
+        }
+        Ok(self.by_tenant.insert(tenant.to_string(), o))
+    }
+
+    /// Remove `tenant`'s override; the one removed, if any.
+    pub fn remove(&mut self, tenant: &str) -> Option<Override> {
+        self.by_tenant.remove(tenant)
+    }
+
+    /// The tenants with an override, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Override)> {
+        self.by_tenant.iter()
+    }
+}
+
+/// Whether `given` equals `secret`, in time that depends only on their lengths (a
+/// credential check that leaks nothing about how much of it matched).
+///
+/// # Examples
+/// ```
+/// use sluicegate::tenants::same_secret;
+/// assert!(same_secret("s3cret", "s3cret"));
+/// assert!(!same_secret("s3cret", "s3cres"));
+/// assert!(!same_secret("s3cret", "s3cret-and-more"));
+/// ```
+pub fn same_secret(given: &str, secret: &str) -> bool {
+    let (a, b) = (given.as_bytes(), secret.as_bytes());
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0xff);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod override_tests {
+    use super::*;
+
+    #[test]
+    fn overrides_round_trip_through_their_stored_form_and_bad_entries_are_named() {
+        let limit =
+            TenantLimit::from_json(&serde_json::json!({"rate": 0.5, "burst": 2, "max_queue": 3}), None).unwrap();
+        let mut o = Overrides::default();
+        assert_eq!(o.set("acme", Override { limit: limit.clone(), set_at: 42 }).unwrap(), None);
+        let (back, dropped) = Overrides::from_json(&o.to_json()).unwrap();
+        assert_eq!((back, dropped.len()), (o.clone(), 0));
+        let (partial, dropped) = Overrides::from_json(
+            r#"{"ok":{"limit":{"rate":1,"burst":1},"set_at":1},"bad":{"limit":{"rate":-1},"set_at":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(dropped, ["bad"]);
+        assert!(partial.get("ok").is_some());
+        assert_eq!(o.remove("acme").map(|x| x.set_at), Some(42));
+        assert!(Overrides::from_json("[]").is_err());
     }
 }

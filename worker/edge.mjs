@@ -35,8 +35,23 @@ export function edge(glue, wasm, adaptEnv = (env) => env) {
     }
 
     /** RPC from the Worker: charge `tenant` one request of `bytes`; 0 admits, else ms to wait. */
-    chargeTenant(tenant, limit, bytes) {
-      return this.counter.chargeTenant(tenant, limit, bytes);
+    chargeTenant(tenant, limit, generation, bytes) {
+      return this.counter.chargeTenant(tenant, limit, generation, bytes);
+    }
+
+    /** RPC (the overrides object): every runtime override, as stored JSON. */
+    getOverrides() {
+      return this.counter.getOverrides();
+    }
+
+    /** RPC (the overrides object): set `tenant`'s override; the replaced one's JSON or "". */
+    putOverride(tenant, limit, at) {
+      return this.counter.putOverride(tenant, limit, at);
+    }
+
+    /** RPC (the overrides object): remove `tenant`'s override; its JSON or "". */
+    deleteOverride(tenant) {
+      return this.counter.deleteOverride(tenant);
     }
 
     /** RPC: give `lease` back. */

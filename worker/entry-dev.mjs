@@ -25,11 +25,14 @@ function withFaults(env) {
           if (store === "slow") return new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key));
           return stub.check(rule, key);
         },
-        chargeTenant(tenant, limit, bytes) {
+        chargeTenant(tenant, limit, generation, bytes) {
           if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
-          return stub.chargeTenant(tenant, limit, bytes);
+          return stub.chargeTenant(tenant, limit, generation, bytes);
         },
         acquireSlot: (upstream) => stub.acquireSlot(upstream),
+        getOverrides: () => stub.getOverrides(),
+        putOverride: (tenant, limit, at) => stub.putOverride(tenant, limit, at),
+        deleteOverride: (tenant) => stub.deleteOverride(tenant),
         renewSlot: (upstream, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewSlot(upstream, id)),
         releaseSlot: (upstream, id) => (lease === "leak" ? Promise.resolve() : stub.releaseSlot(upstream, id)),
       };

@@ -76,6 +76,7 @@ function startFailure(err) {
  *                                         (the deploy build then refuses to start)
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
  * @param {object} [options.tenantKeys]   → secret SLUICEGATE_TENANT_KEYS: API key SHA-256 (hex) → tenant
+ * @param {string} [options.adminToken]   → secret SLUICEGATE_ADMIN_TOKEN: turns the admin API on
  * @param {{store?: "unavailable"|"slow", lease?: "leak"}} [options.faults] dev build only: make every
  *                                         rule's Durable Object call fail, or answer after 5 s (past the
  *                                         edge's 1 s timeout); leak fleet budget leases (never renewed nor
@@ -92,7 +93,19 @@ function startFailure(err) {
  * @returns {Promise<{url: string, fetch: Function, logs: Array<{level: string, message: string, timestamp: number}>,
  *           logLines: () => string[], waitForLog: Function, clearLogs: () => void, miniflare: object, close: () => Promise<void>}>}
  */
-export async function startEdge({ rules, origin, port, host, cf, echoLogs, persist, build = "dev", faults, tenantKeys } = {}) {
+export async function startEdge({
+  rules,
+  origin,
+  port,
+  host,
+  cf,
+  echoLogs,
+  persist,
+  build = "dev",
+  faults,
+  tenantKeys,
+  adminToken,
+} = {}) {
   checkNode();
   const files = paths.builds[build];
   if (!files) {
@@ -117,6 +130,9 @@ export async function startEdge({ rules, origin, port, host, cf, echoLogs, persi
   }
   if (origin !== undefined && origin !== null) {
     bindings.ORIGIN_URL = String(origin);
+  }
+  if (adminToken) {
+    bindings.SLUICEGATE_ADMIN_TOKEN = String(adminToken);
   }
   if (tenantKeys) {
     bindings.SLUICEGATE_TENANT_KEYS = JSON.stringify(tenantKeys);

@@ -17,6 +17,8 @@
 mod parse;
 mod path;
 
+pub(crate) use parse::strict_json;
+
 pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS};
 pub use path::{normalise_path, PathError};
 

@@ -876,7 +876,7 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
 /// The JSON text as a [`Value`], refusing an object that repeats a key anywhere: a plain
 /// parse keeps the last value, so `{"rules": [...], "rules": []}` would silently mean no
 /// rules at all.
-fn strict_json(text: &str) -> Result<Value, RuleError> {
+pub(crate) fn strict_json(text: &str) -> Result<Value, RuleError> {
     let duplicate = RefCell::new(None);
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let parsed = Strict { path: String::new(), duplicate: &duplicate }

@@ -7,7 +7,7 @@ use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule, Scope, Upstream};
-use sluicegate::tenants::{TenantBuckets, TenantLimit};
+use sluicegate::tenants::{Override, Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::Instant;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -30,7 +30,15 @@ pub struct Counter {
     /// Tenant buckets (one tenant per object, per colo or for the fleet), with the limit
     /// (as JSON) they are of.
     tenants: HashMap<String, (String, TenantBuckets)>,
+    /// The runtime overrides of tenant limits (kept by the one object named
+    /// [`OVERRIDES_OBJECT`]), read from storage on first use.
+    overrides: Option<Overrides>,
 }
+
+/// The name of the object that keeps the runtime overrides.
+pub const OVERRIDES_OBJECT: &str = "tenant-overrides";
+/// Where that object stores them.
+const OVERRIDES_KEY: &str = "tenant-overrides";
 
 #[wasm_bindgen]
 impl Counter {
@@ -55,27 +63,60 @@ impl Counter {
             kv,
             fleet: fleet::Shared::default(),
             tenants: HashMap::new(),
+            overrides: None,
         }
+    }
+
+    /// Every runtime override, as stored (`{"tenant": {"limit": {...}, "set_at": ms}}`).
+    #[wasm_bindgen(js_name = getOverrides)]
+    pub fn get_overrides(&mut self) -> String {
+        self.overrides().to_json()
+    }
+
+    /// Set `tenant`'s override to `limit` (JSON), as of `at` (ms): the override it replaces
+    /// as JSON, or an empty string.
+    ///
+    /// # Errors
+    /// A limit that does not validate, too many overrides, or storage that refused the
+    /// write (nothing is changed then).
+    #[wasm_bindgen(js_name = putOverride)]
+    pub fn put_override(&mut self, tenant: &str, limit: &str, at: f64) -> Result<String, JsError> {
+        let limit = TenantLimit::from_json_text(limit, None)
+            .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?;
+        let mut next = self.overrides().clone();
+        let before = next.set(tenant, Override { limit, set_at: at.max(0.0) as u64 }).map_err(|e| JsError::new(&e))?;
+        self.keep_overrides(next)?;
+        Ok(before.map(|o| o.limit.to_json()).unwrap_or_default())
+    }
+
+    /// Remove `tenant`'s override: the one removed as JSON, or an empty string when there
+    /// was none.
+    ///
+    /// # Errors
+    /// Storage that refused the write (nothing is changed then).
+    #[wasm_bindgen(js_name = deleteOverride)]
+    pub fn delete_override(&mut self, tenant: &str) -> Result<String, JsError> {
+        let mut next = self.overrides().clone();
+        let Some(before) = next.remove(tenant) else { return Ok(String::new()) };
+        self.keep_overrides(next)?;
+        Ok(before.limit.to_json())
     }
 
     /// Charge `tenant`'s buckets of `limit` (JSON, as the Worker resolved it) with one
     /// request of `bytes`: 0 admits, otherwise the milliseconds to wait. The buckets start
-    /// afresh when the limit changes, so a new override is not held back by the old debt.
+    /// afresh when the limit or its `generation` (when its override was set) changes, so a
+    /// new override is not held back by the old limit's debt.
     ///
     /// # Errors
     /// When `limit` is not a valid limit.
     #[wasm_bindgen(js_name = chargeTenant)]
-    pub fn charge_tenant(&mut self, tenant: &str, limit: &str, bytes: f64) -> Result<f64, JsError> {
+    pub fn charge_tenant(&mut self, tenant: &str, limit: &str, generation: f64, bytes: f64) -> Result<f64, JsError> {
         let now = now();
-        let fresh = match self.tenants.get(tenant) {
-            Some((seen, _)) if seen == limit => None,
-            _ => Some(
-                TenantLimit::from_json_text(limit, None)
-                    .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?,
-            ),
-        };
-        if let Some(parsed) = fresh {
-            self.tenants.insert(tenant.to_owned(), (limit.to_owned(), parsed.buckets()));
+        let seen = format!("{}\u{1f}{limit}", generation as u64);
+        if self.tenants.get(tenant).is_none_or(|(was, _)| *was != seen) {
+            let parsed = TenantLimit::from_json_text(limit, None)
+                .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?;
+            self.tenants.insert(tenant.to_owned(), (seen, parsed.buckets()));
         }
         let (_, buckets) = self.tenants.get_mut(tenant).expect("just inserted");
         Ok(match buckets.charge(now, bytes.max(0.0) as u64) {
@@ -165,6 +206,39 @@ impl Counter {
 }
 
 impl Counter {
+    fn overrides(&mut self) -> &Overrides {
+        if self.overrides.is_none() {
+            let stored = self.kv.as_ref().and_then(|kv| kv.get_value(OVERRIDES_KEY).ok()).and_then(|v| v.as_string());
+            let loaded = match stored.map(|text| Overrides::from_json(&text)) {
+                Some(Ok((overrides, dropped))) => {
+                    if !dropped.is_empty() {
+                        log_error(&format!(
+                            "sluicegate: stored overrides no longer valid, left out: {}",
+                            dropped.join(", ")
+                        ));
+                    }
+                    overrides
+                }
+                Some(Err(e)) => {
+                    log_error(&format!("sluicegate: the stored overrides cannot be read: {e}"));
+                    Overrides::default()
+                }
+                None => Overrides::default(),
+            };
+            self.overrides = Some(loaded);
+        }
+        self.overrides.get_or_insert_with(Overrides::default)
+    }
+
+    /// Store `next` and keep it; a refused write keeps what was there.
+    fn keep_overrides(&mut self, next: Overrides) -> Result<(), JsError> {
+        let kv = self.kv.as_ref().ok_or_else(|| JsError::new("this object has no storage for overrides"))?;
+        kv.put(OVERRIDES_KEY, &JsValue::from_str(&next.to_json()))
+            .map_err(|e| JsError::new(&format!("the overrides could not be stored: {}", describe(&e))))?;
+        self.overrides = Some(next);
+        Ok(())
+    }
+
     fn fleet_budget(&self, upstream: &str) -> Result<Upstream, JsError> {
         let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
         setup

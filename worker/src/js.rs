@@ -15,6 +15,8 @@ extern "C" {
     pub fn origin_url(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = SLUICEGATE_TENANT_KEYS)]
     pub fn tenant_keys(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = SLUICEGATE_ADMIN_TOKEN)]
+    pub fn admin_token(this: &Env) -> JsValue;
     #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, getter, js_name = ASSETS)]
     pub fn assets(this: &Env) -> JsValue;
@@ -35,7 +37,19 @@ extern "C" {
     #[wasm_bindgen(method, catch, js_name = acquireSlot)]
     pub fn acquire_slot(this: &Stub, upstream: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = chargeTenant)]
-    pub fn charge_tenant(this: &Stub, tenant: &str, limit: &str, bytes: f64) -> Result<JsValue, JsValue>;
+    pub fn charge_tenant(
+        this: &Stub,
+        tenant: &str,
+        limit: &str,
+        generation: f64,
+        bytes: f64,
+    ) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = getOverrides)]
+    pub fn get_overrides(this: &Stub) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = putOverride)]
+    pub fn put_override(this: &Stub, tenant: &str, limit: &str, at: f64) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = deleteOverride)]
+    pub fn delete_override(this: &Stub, tenant: &str) -> Result<JsValue, JsValue>;
 
     /// A Durable Object's `ctx.storage`.
     pub type Storage;

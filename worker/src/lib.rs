@@ -9,6 +9,7 @@
 //! the module, checks the configuration at start ([`start`]) and forwards `fetch` and the
 //! Durable Object's `check` here.
 
+mod admin;
 mod blocks;
 mod budgets;
 mod config;
@@ -141,6 +142,10 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
         Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value()
     });
 
+    // The admin API of tenant limits (only when its token is set).
+    if let Some(answer) = admin::serve(request, env, setup, &path, identity).await? {
+        return Ok(answer);
+    }
     // The edge's own answer, cheap and cacheable: not counted, so reading the limits never
     // spends them.
     if let Some(answer) = capabilities(setup, &facts)? {

@@ -7,19 +7,29 @@ use crate::config::Setup;
 use crate::js::{self, Env};
 use sluicegate::limit::Decision;
 use sluicegate::rules::RequestFacts;
-use sluicegate::tenants::{effective, Identify, QueueShare, TenantBuckets, TenantLimit, TenantScope, Tenants};
+use sluicegate::tenants::{
+    effective, Identify, Overrides, QueueShare, TenantBuckets, TenantLimit, TenantScope, Tenants,
+};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 /// Tenants whose buckets this isolate keeps for when the store cannot answer.
 const MAX_LOCAL_TENANTS: usize = 10_000;
 
+/// How long an isolate trusts its copy of the runtime overrides: a change reaches every
+/// isolate within this.
+const OVERRIDES_FRESH: Span = Span::from_secs(1);
+
 thread_local! {
-    /// This isolate's buckets per tenant (the store's stand-in), with the limit they are of.
-    static LOCAL: RefCell<HashMap<String, (TenantLimit, TenantBuckets)>> = RefCell::new(HashMap::new());
+    /// This isolate's copy of the runtime overrides, and when it was read.
+    static OVERRIDES: RefCell<Option<(Instant, Rc<Overrides>)>> = const { RefCell::new(None) };
+    /// This isolate's buckets per tenant (the store's stand-in), with the limit (and its
+    /// generation) they are of.
+    static LOCAL: RefCell<HashMap<String, (TenantLimit, u64, TenantBuckets)>> = RefCell::new(HashMap::new());
     /// What each tenant has in flight from this isolate.
     static QUEUES: RefCell<HashMap<String, QueueShare>> = RefCell::new(HashMap::new());
 }
@@ -68,14 +78,19 @@ pub async fn admit(
 ) -> Result<Result<Option<Held>, Refusal>, JsValue> {
     let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else { return Ok(Ok(None)) };
     let Some(tenant) = identify(setup, tenants, &header).await? else { return Ok(Err(Refusal::Unknown)) };
-    let Some((limit, _)) = effective(None, tenants.limits.get(&tenant), tenants.default.as_ref()) else {
+    let overrides = overrides(env, now).await;
+    let overridden = overrides.get(&tenant);
+    let Some((limit, _)) =
+        effective(overridden.map(|o| &o.limit), tenants.limits.get(&tenant), tenants.default.as_ref())
+    else {
         return Ok(Ok(None));
     };
+    let generation = overridden.map_or(0, |o| o.set_at);
     let bytes = declared.unwrap_or(0);
     if let Some(max) = limit.max_body_bytes.or(tenants.max_body_bytes).filter(|max| bytes > *max) {
         return Ok(Err(Refusal::TooLarge { max }));
     }
-    let decision = charge(env, tenants, &tenant, facts.colo, limit, bytes, now).await;
+    let decision = charge(env, tenants, &tenant, facts.colo, (limit, generation), bytes, now).await;
     if let Decision::Deny { retry_after } = decision {
         return Ok(Err(Refusal::Limited { tenant, wait: retry_after }));
     }
@@ -112,7 +127,7 @@ async fn charge(
     tenants: &Tenants,
     tenant: &str,
     colo: Option<&str>,
-    limit: &TenantLimit,
+    (limit, generation): (&TenantLimit, u64),
     bytes: u64,
     now: Instant,
 ) -> Decision {
@@ -120,7 +135,7 @@ async fn charge(
         TenantScope::Colo => format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown")),
         TenantScope::Fleet => format!("tenant\u{1f}{tenant}"),
     };
-    match charge_in_store(env, &name, tenant, limit, bytes).await {
+    match charge_in_store(env, &name, tenant, (limit, generation), bytes).await {
         Ok(decision) => decision,
         Err(error) => {
             crate::log_error(&format!(
@@ -128,7 +143,7 @@ async fn charge(
                 crate::json_string(tenant),
                 crate::json_string(&crate::describe(&error))
             ));
-            charge_here(tenant, limit, bytes, now)
+            charge_here(tenant, (limit, generation), bytes, now)
         }
     }
 }
@@ -137,7 +152,7 @@ async fn charge_in_store(
     env: &Env,
     name: &str,
     tenant: &str,
-    limit: &TenantLimit,
+    (limit, generation): (&TenantLimit, u64),
     bytes: u64,
 ) -> Result<Decision, JsValue> {
     let namespace = env.rate_limiter();
@@ -145,7 +160,8 @@ async fn charge_in_store(
         return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
     }
     let stub = namespace.get(&namespace.id_from_name(name)?)?;
-    let call = js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), bytes as f64)?);
+    let call =
+        js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes as f64)?);
     let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
     let wait_ms = answer
         .as_f64()
@@ -158,16 +174,59 @@ async fn charge_in_store(
     })
 }
 
-fn charge_here(tenant: &str, limit: &TenantLimit, bytes: u64, now: Instant) -> Decision {
+fn charge_here(tenant: &str, (limit, generation): (&TenantLimit, u64), bytes: u64, now: Instant) -> Decision {
     LOCAL.with(|local| {
         let mut local = local.borrow_mut();
         if local.len() >= MAX_LOCAL_TENANTS && !local.contains_key(tenant) {
             local.clear();
         }
-        let entry = local.entry(tenant.to_owned()).or_insert_with(|| (limit.clone(), limit.buckets()));
-        if entry.0 != *limit {
-            *entry = (limit.clone(), limit.buckets());
+        let entry = local.entry(tenant.to_owned()).or_insert_with(|| (limit.clone(), generation, limit.buckets()));
+        if entry.0 != *limit || entry.1 != generation {
+            *entry = (limit.clone(), generation, limit.buckets());
         }
-        entry.1.charge(now, bytes)
+        entry.2.charge(now, bytes)
     })
+}
+
+/// The stub of the object that keeps the runtime overrides.
+pub fn overrides_object(env: &Env) -> Result<js::Stub, JsValue> {
+    let namespace = env.rate_limiter();
+    if namespace.is_undefined() {
+        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
+    }
+    namespace.get(&namespace.id_from_name(crate::counter::OVERRIDES_OBJECT)?)
+}
+
+/// The runtime overrides, as this isolate last read them (at most [`OVERRIDES_FRESH`] ago).
+/// When they cannot be read, the copy in hand serves (none at first), logged.
+pub async fn overrides(env: &Env, now: Instant) -> Rc<Overrides> {
+    let cached = OVERRIDES.with(|c| c.borrow().clone());
+    if let Some((read_at, overrides)) = &cached {
+        if now < *read_at + OVERRIDES_FRESH {
+            return Rc::clone(overrides);
+        }
+    }
+    match read_overrides(env).await {
+        Ok(fresh) => {
+            let fresh = Rc::new(fresh);
+            OVERRIDES.with(|c| *c.borrow_mut() = Some((now, Rc::clone(&fresh))));
+            fresh
+        }
+        Err(error) => {
+            crate::log_error(&format!("sluicegate: the tenant overrides cannot be read: {}", crate::describe(&error)));
+            cached.map_or_else(|| Rc::new(Overrides::default()), |(_, o)| o)
+        }
+    }
+}
+
+async fn read_overrides(env: &Env) -> Result<Overrides, JsValue> {
+    let call = js_sys::Promise::resolve(&overrides_object(env)?.get_overrides()?);
+    let text = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    let text = text.as_string().ok_or_else(|| JsValue::from_str("no answer in time"))?;
+    Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
+}
+
+/// Forget this isolate's copy of the overrides (after a change made through it).
+pub fn forget_overrides() {
+    OVERRIDES.with(|c| *c.borrow_mut() = None);
 }
