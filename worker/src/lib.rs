@@ -157,7 +157,8 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
     };
     // The tenant is charged after the rules: a request they refuse spends none of its quota.
     // Its place in flight is held until the origin has answered.
-    let _in_flight = match tenancy::admit(setup, env, &facts, &header, declared, now).await? {
+    let has_body = request.body().is_some();
+    let _in_flight = match tenancy::admit(setup, env, &facts, &header, declared, has_body, now).await? {
         Ok(held) => held,
         Err(refusal) => return checked.finish(tenant_refusal(request, refusal)),
     };
@@ -325,6 +326,10 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
             let detail = format!("The body is larger than the {max} bytes this tenant may send.");
             (413, headers::problem(413, "Content Too Large", &detail, None, None), None, None)
         }
+        tenancy::Refusal::LengthRequired => {
+            let detail = "This tenant's limit counts body bytes: send Content-Length.";
+            (411, headers::problem(411, "Length Required", detail, None, None), None, None)
+        }
         tenancy::Refusal::Limited { tenant, wait } => {
             let wait = Span::from_secs(wait.as_secs_ceil().max(1));
             (429, headers::tenant_limited(tenant, "tenant_rate_limited", wait), Some(wait), Some("tenant"))
@@ -339,6 +344,7 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
         json_string(match refusal {
             tenancy::Refusal::Unknown => "unknown",
             tenancy::Refusal::TooLarge { .. } => "too_large",
+            tenancy::Refusal::LengthRequired => "length_required",
             tenancy::Refusal::Limited { .. } => "tenant_rate_limited",
             tenancy::Refusal::Overloaded { .. } => "tenant_overload",
         }),

@@ -40,6 +40,8 @@ pub enum Refusal {
     Unknown,
     /// The body is bigger than the tenant may send (413).
     TooLarge { max: u64 },
+    /// A body without `Content-Length` for a tenant whose limit counts bytes (411).
+    LengthRequired,
     /// Over the tenant's rate or bytes (429).
     Limited { tenant: String, wait: Span },
     /// Over the tenant's share of requests or bytes in flight (429 `tenant_overload`).
@@ -74,6 +76,7 @@ pub async fn admit(
     facts: &RequestFacts<'_>,
     header: impl Fn(&str) -> Option<String>,
     declared: Option<u64>,
+    has_body: bool,
     now: Instant,
 ) -> Result<Result<Option<Held>, Refusal>, JsValue> {
     let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else { return Ok(Ok(None)) };
@@ -86,8 +89,14 @@ pub async fn admit(
         return Ok(Ok(None));
     };
     let generation = overridden.map_or(0, |o| o.set_at);
+    let max_body = limit.max_body_bytes.or(tenants.max_body_bytes);
+    // Bytes are counted before the body is read: a body of unknown length cannot be.
+    let counts_bytes = max_body.is_some() || limit.bytes_per_second.is_some() || limit.max_queue_bytes.is_some();
+    if has_body && declared.is_none() && counts_bytes {
+        return Ok(Err(Refusal::LengthRequired));
+    }
     let bytes = declared.unwrap_or(0);
-    if let Some(max) = limit.max_body_bytes.or(tenants.max_body_bytes).filter(|max| bytes > *max) {
+    if let Some(max) = max_body.filter(|max| bytes > *max) {
         return Ok(Err(Refusal::TooLarge { max }));
     }
     let decision = charge(env, tenants, &tenant, facts.colo, (limit, generation), bytes, now).await;
