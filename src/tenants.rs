@@ -90,8 +90,10 @@ impl TenantLimit {
         let burst = whole(obj, "burst", 1, u64::from(u32::MAX))?
             .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?
             as u32;
+        // The interval rounded up (no `f64::ceil` without std): the rate is never exceeded.
         let nanos = 1e9 / rate;
-        let interval = Span::from_nanos((nanos.ceil() as u64).max(1));
+        let truncated = nanos as u64;
+        let interval = Span::from_nanos(if (truncated as f64) < nanos { truncated + 1 } else { truncated }.max(1));
         if interval.as_nanos().saturating_mul(u64::from(burst)) > MAX_SECONDS * 1_000_000_000 {
             return Err(err("burst", format!("burst / rate must be at most {MAX_SECONDS} s (the time to refill)")));
         }

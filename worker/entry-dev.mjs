@@ -8,6 +8,7 @@ import { edge } from "./edge.mjs";
  * Faults for tests (`SLUICEGATE_FAULTS`, set by startEdge's `faults`):
  * - `{"store": "unavailable"}`: every rule's Durable Object call fails;
  * - `{"store": "slow"}`: every rule's Durable Object call answers after 5 s;
+ * - `{"store": "fleet-tenants"}`: only the fleet-wide tenant objects fail (a colo's do not);
  * - `{"lease": "leak"}`: fleet budget leases are taken but never renewed nor given back, as
  *   by an isolate that died holding them.
  */
@@ -15,10 +16,16 @@ function withFaults(env) {
   if (!env.SLUICEGATE_FAULTS) return env;
   const { store, lease } = JSON.parse(env.SLUICEGATE_FAULTS);
   const namespace = env.RATE_LIMITER;
+  const names = new WeakMap();
   const faulty = {
-    idFromName: (name) => namespace.idFromName(name),
+    idFromName(name) {
+      const id = namespace.idFromName(name);
+      names.set(id, name);
+      return id;
+    },
     get: (id) => {
       const stub = namespace.get(id);
+      const fleetTenant = /^tenant\u001f[^\u001f]*$/.test(names.get(id) ?? "");
       return {
         check(rule, key) {
           if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
@@ -26,7 +33,9 @@ function withFaults(env) {
           return stub.check(rule, key);
         },
         chargeTenant(tenant, limit, generation, bytes) {
-          if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
+          if (store === "unavailable" || (store === "fleet-tenants" && fleetTenant)) {
+            return Promise.reject(new Error("the store is unavailable (injected fault)"));
+          }
           return stub.chargeTenant(tenant, limit, generation, bytes);
         },
         acquireSlot: (upstream) => stub.acquireSlot(upstream),

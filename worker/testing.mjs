@@ -77,10 +77,11 @@ function startFailure(err) {
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
  * @param {object} [options.tenantKeys]   → secret SLUICEGATE_TENANT_KEYS: API key SHA-256 (hex) → tenant
  * @param {string} [options.adminToken]   → secret SLUICEGATE_ADMIN_TOKEN: turns the admin API on
- * @param {{store?: "unavailable"|"slow", lease?: "leak"}} [options.faults] dev build only: make every
- *                                         rule's Durable Object call fail, or answer after 5 s (past the
- *                                         edge's 1 s timeout); leak fleet budget leases (never renewed nor
- *                                         given back, as by an isolate that died holding them)
+ * @param {{store?: "unavailable"|"slow"|"fleet-tenants", lease?: "leak"}} [options.faults] dev build
+ *                                         only: make every Durable Object call fail, answer after 5 s (past
+ *                                         the edge's 1 s timeout), or fail for the fleet-wide tenant objects
+ *                                         only; leak fleet budget leases (never renewed nor given back, as by
+ *                                         an isolate that died holding them)
  * @param {number} [options.port]          listen on host:port (0 = random). Without it Miniflare still
  *                                         listens on a random 127.0.0.1 port (see `url`).
  * @param {string} [options.host]          listen address, default "127.0.0.1"

@@ -1,6 +1,6 @@
 //! Tenant quotas at the edge (`tenants` in the rules file): who the tenant is, the limit
 //! that applies, its buckets (in a Durable Object per tenant and colo, or per tenant for
-//! the fleet, with this isolate's own buckets when the store cannot answer), and its share
+//! the fleet; when that cannot answer, the colo's, then this isolate's own), and its share
 //! of what may be in flight to the origin.
 
 use crate::config::Setup;
@@ -140,21 +140,26 @@ async fn charge(
     bytes: u64,
     now: Instant,
 ) -> Decision {
-    let name = match tenants.scope {
-        TenantScope::Colo => format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown")),
-        TenantScope::Fleet => format!("tenant\u{1f}{tenant}"),
-    };
-    match charge_in_store(env, &name, tenant, (limit, generation), bytes).await {
-        Ok(decision) => decision,
-        Err(error) => {
-            crate::log_error(&format!(
-                "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"fails\":\"to the isolate's buckets\",\"error\":{}}}",
+    let colo_name = format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown"));
+    // Fleet scope asks the tenant's one object; when it cannot answer, the colo's own
+    // buckets (colo scope's object) do; when no store answers, this isolate's.
+    let mut stores = vec![];
+    if tenants.scope == TenantScope::Fleet {
+        stores.push(format!("tenant\u{1f}{tenant}"));
+    }
+    stores.push(colo_name);
+    for name in &stores {
+        match charge_in_store(env, name, tenant, (limit, generation), bytes).await {
+            Ok(decision) => return decision,
+            Err(error) => crate::log_error(&format!(
+                "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"store\":{},\"error\":{}}}",
                 crate::json_string(tenant),
+                crate::json_string(name),
                 crate::json_string(&crate::describe(&error))
-            ));
-            charge_here(tenant, (limit, generation), bytes, now)
+            )),
         }
     }
+    charge_here(tenant, (limit, generation), bytes, now)
 }
 
 async fn charge_in_store(

@@ -57,8 +57,14 @@ function tenantsConfig(extra = {}) {
 }
 
 async function post(edge, tenant, { body = "", key = KEYS[tenant], colo = "AMS", path = "/hooks/in" } = {}) {
-  const headers = { "cf-connecting-ip": "192.0.2.1", ...(key === null ? {} : { "x-api-key": key }) };
-  const res = await fetch(`${edge.url}${path}`, { method: "POST", body, headers, cf: { colo } });
+  const headers = {
+    "cf-connecting-ip": "192.0.2.1",
+    ...(key === null ? {} : { "x-api-key": key }),
+    // dispatchFetch streams the body: declare its length, as an HTTP client would.
+    ...(body ? { "content-length": String(Buffer.byteLength(body)) } : {}),
+  };
+  // edge.fetch (Miniflare's dispatchFetch) carries request.cf, so the colo is the one given.
+  const res = await edge.fetch(path, { method: "POST", body: body || undefined, headers, cf: { colo } });
   return { status: res.status, headers: res.headers, body: await res.text() };
 }
 
@@ -140,8 +146,10 @@ describe("tenant quotas (colo scope)", () => {
   });
 
   test("colo scope: each data centre counts its own buckets", async () => {
-    for (let i = 0; i < 3; i++) assert.equal((await post(edge, "acme", { colo: "DFW" })).status, 200, `DFW ${i + 1}`);
-    assert.equal((await post(edge, "acme", { colo: "DFW" })).status, 429);
+    for (let i = 0; i < 3; i++) assert.equal((await post(edge, "acme", { colo: "SIN" })).status, 200, `SIN ${i + 1}`);
+    assert.equal((await post(edge, "acme", { colo: "SIN" })).status, 429);
+    for (let i = 0; i < 3; i++) assert.equal((await post(edge, "acme", { colo: "GRU" })).status, 200, `GRU ${i + 1}`);
+    assert.equal((await post(edge, "acme", { colo: "SIN" })).status, 429, "SIN still spent");
   });
 });
 
@@ -176,6 +184,17 @@ describe("fleet scope and the store", () => {
     } finally {
       await edge.close();
     }
+    // The fleet's object fails: each colo's own buckets answer.
+    const fleetDown = await startEdge({ rules: tenantsConfig({ scope: "fleet" }), origin: origin.url, faults: { store: "fleet-tenants" } });
+    try {
+      const ams = [];
+      for (let i = 0; i < 4; i++) ams.push((await post(fleetDown, "acme", { colo: "AMS" })).status);
+      assert.deepEqual(ams, [200, 200, 200, 429]);
+      assert.equal((await post(fleetDown, "acme", { colo: "DFW" })).status, 200, "DFW's own buckets");
+    } finally {
+      await fleetDown.close();
+    }
+    // No store answers: this isolate's buckets still limit.
     const failing = await startEdge({ rules: tenantsConfig({ scope: "fleet" }), origin: origin.url, faults: { store: "unavailable" } });
     try {
       const statuses = [];
