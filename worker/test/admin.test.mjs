@@ -2,11 +2,11 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
+import { originServer } from "./support/origin.mjs";
 
 const TOKEN = "admin-token-0123456789";
 const sha256 = (key) => createHash("sha256").update(key).digest("hex");
@@ -23,14 +23,7 @@ const RULES = {
   },
 };
 
-async function origin() {
-  const srv = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => res.end(`origin ${req.method} ${req.url}`));
-  });
-  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, close: () => new Promise((r) => srv.close(r)) };
-}
+const origin = () => originServer((req, res) => res.end(`origin ${req.method} ${req.url}`));
 
 const admin = async (edge, method, path, { token = TOKEN, body } = {}) => {
   const headers = token === null ? {} : { authorization: `Bearer ${token}` };

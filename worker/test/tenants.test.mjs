@@ -1,38 +1,15 @@
 // Tenant quotas (ingest-admission.md's semantics), in workerd.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
+import { originServer } from "./support/origin.mjs";
 
 const sha256 = (key) => createHash("sha256").update(key).digest("hex");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function server(holdMs = 0) {
-  const sockets = new Set();
-  const seen = [];
-  const srv = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      seen.push(req.url);
-      setTimeout(() => res.end("ok"), holdMs);
-    });
-  });
-  srv.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${srv.address().port}`,
-    seen,
-    close: () =>
-      new Promise((r) => {
-        srv.close(r);
-        for (const s of sockets) s.destroy();
-      }),
-  };
-}
+/** An origin that answers "ok" after `holdMs`. */
+const server = (holdMs = 0) => originServer((req, res) => setTimeout(() => res.end("ok"), holdMs));
 
 const KEYS = { acme: "key-acme-1", slow: "key-slow-1", bytes: "key-bytes-1", small: "key-small-1", queue: "key-queue-1", free: "key-free-1" };
 
@@ -111,11 +88,11 @@ describe("tenant quotas (colo scope)", () => {
   });
 
   test("body bytes: burst_bytes back to back, a bigger body only into a full bucket", async () => {
-    assert.equal((await post(edge, "bytes", { body: "x".repeat(600) })).status, 200);
-    assert.equal((await post(edge, "bytes", { body: "x".repeat(600) })).status, 429, "over 1,000 bytes");
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(900) })).status, 200);
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(900) })).status, 429, "over 1,000 bytes");
     await sleep(1_050);
     assert.equal((await post(edge, "bytes", { body: "x".repeat(5_000) })).status, 200, "full: admitted, and emptied");
-    assert.equal((await post(edge, "bytes", { body: "x".repeat(10) })).status, 429, "empty now");
+    assert.equal((await post(edge, "bytes", { body: "x".repeat(500) })).status, 429, "empty now: 500 bytes take half a second to come back");
   });
 
   test("a body over the tenant's max_body_bytes is 413", async () => {
