@@ -18,7 +18,7 @@ use sluicegate::identity::Identity;
 use sluicegate::tenants::{effective, same_secret, LimitSource, TenantLimit, Tenants};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, Response, ResponseInit};
+use web_sys::{Request, Response};
 
 const PREFIX: &str = "/v1/tenants";
 /// The largest limit document a PUT may send.
@@ -176,16 +176,7 @@ fn audit(action: &str, tenant: &str, before: &str, after: &str, caller: Option<I
 }
 
 fn json(status: u16, body: &str) -> Response {
-    let build = || -> Result<Response, JsValue> {
-        let headers = Headers::new()?;
-        headers.set("content-type", "application/json")?;
-        headers.set("cache-control", "no-store")?;
-        let init = ResponseInit::new();
-        init.set_status(status);
-        init.set_headers(&headers);
-        Response::new_with_opt_str_and_init(Some(body), &init)
-    };
-    build().unwrap_or_else(|_| Response::error())
+    crate::answer(status, "application/json", "no-store", Some(body), &[]).unwrap_or_else(|_| Response::error())
 }
 
 fn bad_request(field: &str, message: &str) -> Response {

@@ -7,7 +7,7 @@ use sluicegate::headers;
 use sluicegate::rules::RequestFacts;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Headers, Request, Response, ResponseInit, Url};
+use web_sys::{Request, Response, Url};
 
 /// Answer an admitted request as the development origin.
 pub async fn serve(request: &Request, env: &Env, url: &Url, facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
@@ -33,11 +33,5 @@ fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
         json_string(facts.colo.unwrap_or("unknown")),
         json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
     );
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", "no-store")?;
-    let init = ResponseInit::new();
-    init.set_status(200);
-    init.set_headers(&headers);
-    Response::new_with_opt_str_and_init(Some(&body), &init)
+    crate::answer(200, "application/json", "no-store", Some(&body), &[])
 }

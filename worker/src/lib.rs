@@ -284,14 +284,8 @@ fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Respon
         let d = d.borrow();
         setup.rules.capabilities_json(|id| d.get(id).copied().unwrap_or(0))
     });
-    let headers = Headers::new()?;
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", "public, max-age=60")?;
-    let init = ResponseInit::new();
-    init.set_status(200);
-    init.set_headers(&headers);
     let body = (!facts.method.eq_ignore_ascii_case("HEAD")).then_some(body);
-    Response::new_with_opt_str_and_init(body.as_deref(), &init).map(Some)
+    answer(200, "application/json", "public, max-age=60", body.as_deref(), &[]).map(Some)
 }
 
 /// `429` from a check made before the body is read, naming the check in `Sluicegate-Scope`
@@ -479,19 +473,33 @@ fn refusal(rule: &Rule, wait: Span, checked: &Checked) -> Result<Response, JsVal
 }
 
 fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {
-    let build = || -> Result<Response, JsValue> {
-        let headers = Headers::new()?;
-        headers.set("content-type", headers::PROBLEM_JSON)?;
-        headers.set("cache-control", "no-store")?;
-        if let Some(wait) = retry_after {
-            headers.set("retry-after", &headers::retry_after(wait))?;
-        }
-        let init = ResponseInit::new();
-        init.set_status(status);
-        init.set_headers(&headers);
-        Response::new_with_opt_str_and_init(Some(body), &init)
+    let retry = retry_after.map(headers::retry_after);
+    let extra: &[(&str, &str)] = match &retry {
+        Some(wait) => &[("retry-after", wait)],
+        None => &[],
     };
-    build().unwrap_or_else(|_| Response::error())
+    answer(status, headers::PROBLEM_JSON, "no-store", Some(body), extra).unwrap_or_else(|_| Response::error())
+}
+
+/// One of the edge's own answers: `status`, `content_type`, `cache_control` and any
+/// `extra` headers, with `body` (none for a `HEAD`).
+fn answer(
+    status: u16,
+    content_type: &str,
+    cache_control: &str,
+    body: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Result<Response, JsValue> {
+    let headers = Headers::new()?;
+    headers.set("content-type", content_type)?;
+    headers.set("cache-control", cache_control)?;
+    for (name, value) in extra {
+        headers.set(name, value)?;
+    }
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(&headers);
+    Response::new_with_opt_str_and_init(body, &init)
 }
 
 fn describe(error: &JsValue) -> String {
