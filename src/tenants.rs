@@ -77,8 +77,13 @@ impl TenantLimit {
         if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(err(key, format!("unknown field; a limit has {}", FIELDS.join(", "))));
         }
-        let rate = match obj.get("rate").and_then(Value::as_f64) {
-            Some(r) if r.is_finite() && r >= 1.0 / MAX_SECONDS as f64 && r <= 1e9 => r,
+        let slowest = Span::from_secs(MAX_SECONDS);
+        let rate_and_interval = obj
+            .get("rate")
+            .and_then(Value::as_f64)
+            .and_then(|r| Gcra::interval_of_rate(r, slowest).map(|interval| (r, interval)));
+        let (rate, interval) = match rate_and_interval {
+            Some(found) => found,
             _ => {
                 let got = obj.get("rate").map_or_else(|| "nothing".to_string(), ToString::to_string);
                 return Err(err(
@@ -90,10 +95,6 @@ impl TenantLimit {
         let burst = whole(obj, "burst", 1, u64::from(u32::MAX))?
             .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?
             as u32;
-        // The interval rounded up (no `f64::ceil` without std): the rate is never exceeded.
-        let nanos = 1e9 / rate;
-        let truncated = nanos as u64;
-        let interval = Span::from_nanos(if (truncated as f64) < nanos { truncated + 1 } else { truncated }.max(1));
         if interval.as_nanos().saturating_mul(u64::from(burst)) > MAX_SECONDS * 1_000_000_000 {
             return Err(err("burst", format!("burst / rate must be at most {MAX_SECONDS} s (the time to refill)")));
         }

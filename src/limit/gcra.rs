@@ -73,6 +73,31 @@ impl Gcra {
         Ok(decision)
     }
 
+    /// The emission interval of `per_second` requests per second, rounded up to whole
+    /// nanoseconds so the rate is never exceeded; `None` outside one per `slowest` to 1e9
+    /// per second (a longer interval would overflow the bucket's arithmetic).
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::limit::Gcra;
+    /// use sluicegate::Span;
+    /// let year = Span::from_secs(366 * 86_400);
+    /// assert_eq!(Gcra::interval_of_rate(0.5, year), Some(Span::from_secs(2)));
+    /// assert_eq!(Gcra::interval_of_rate(3.0, year), Some(Span::from_nanos(333_333_334)));
+    /// assert_eq!(Gcra::interval_of_rate(1e-10, year), None);
+    /// ```
+    pub fn interval_of_rate(per_second: f64, slowest: Span) -> Option<Span> {
+        let fastest = 1e9;
+        if !(per_second.is_finite() && per_second > 0.0 && per_second <= fastest) {
+            return None;
+        }
+        // No `f64::ceil` without std: round up by hand.
+        let nanos = 1e9 / per_second;
+        let truncated = nanos as u64;
+        let interval = Span::from_nanos(if (truncated as f64) < nanos { truncated + 1 } else { truncated }.max(1));
+        (interval <= slowest).then_some(interval)
+    }
+
     /// The emission interval `T`.
     pub fn interval(&self) -> Span {
         Span::from_nanos(self.interval)

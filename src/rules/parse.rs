@@ -794,14 +794,8 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
 fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors) -> Option<(Span, u32)> {
     // One request per year is the slowest rate: a longer interval would overflow the
     // bucket's arithmetic and admit everything.
-    let slowest = 1.0 / MAX_SECONDS as f64;
-    let interval = match rate.as_f64() {
-        Some(r) if r.is_finite() && r >= slowest && r <= 1e9 => {
-            let nanos = 1e9 / r;
-            // Round the interval up so the configured rate is never exceeded.
-            let whole = nanos as u64;
-            Span::from_nanos(if (whole as f64) < nanos { whole + 1 } else { whole }.max(1))
-        }
+    let interval = match rate.as_f64().and_then(|r| Gcra::interval_of_rate(r, Span::from_secs(MAX_SECONDS))) {
+        Some(interval) => interval,
         _ => {
             errors.push(
                 &format!("{prefix}rate"),
