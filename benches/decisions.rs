@@ -18,6 +18,7 @@ use sluicegate::admission::IpTable;
 use sluicegate::identity::{client_identity, ClientIp, Sources};
 use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
+use sluicegate::pacer::{open_meteo_windows, PacerCore};
 use sluicegate::rules::{normalise_path, AnyLimiter, RequestFacts, RuleSet};
 use sluicegate::{Decision, Instant, Span};
 use std::hint::black_box;
@@ -226,6 +227,39 @@ impl GovKeyed {
 }
 
 // ---------------------------------------------------------------------------------------
+// The client pacer: placing a call behind a deep queue (Open-Meteo's three windows)
+// ---------------------------------------------------------------------------------------
+
+/// Weights of a fan-out: mostly 1, some 1.5 and 2 (thousandths).
+const FANOUT_WEIGHTS: [u64; 5] = [1_000, 1_500, 1_000, 2_000, 1_000];
+
+/// A pacer with `depth` calls queued at `now`, as a page that fans out `depth` calls at once.
+fn queued_pacer(depth: usize, now: Instant) -> PacerCore {
+    let mut p = PacerCore::new(open_meteo_windows(), Some(5_000_000)).expect("the windows are valid");
+    for i in 0..depth {
+        p.reserve(now, FANOUT_WEIGHTS[i % FANOUT_WEIGHTS.len()]).expect("admissible");
+    }
+    p
+}
+
+/// Mean ns per `reserve` for the next 1,000 calls behind `depth` queued ones.
+fn reserve_ns(depth: usize) -> f64 {
+    let now = Instant::from_secs(1_000_000);
+    (0..3)
+        .map(|_| {
+            let mut p = queued_pacer(depth, now);
+            let start = std::time::Instant::now();
+            for i in 0..1_000 {
+                black_box(p.reserve(now, FANOUT_WEIGHTS[i % FANOUT_WEIGHTS.len()]).expect("admissible"));
+            }
+            start.elapsed().as_nanos() as f64 / 1_000.0
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+const PACER_DEPTHS: [usize; 3] = [1_000, 4_000, 10_000];
+
+// ---------------------------------------------------------------------------------------
 // Summary
 // ---------------------------------------------------------------------------------------
 
@@ -328,6 +362,22 @@ fn main() {
         }
         group.finish();
     }
+    {
+        let mut group = c.benchmark_group("pacer");
+        let depths: &[usize] = if benchmarking { &PACER_DEPTHS } else { &PACER_DEPTHS[..1] };
+        for &depth in depths {
+            let now = Instant::from_secs(1_000_000);
+            let mut p = queued_pacer(depth, now);
+            // One more call placed and refunded: the queue stays `depth` deep.
+            group.bench_with_input(BenchmarkId::new("reserve_and_cancel", depth), &depth, |b, _| {
+                b.iter(|| {
+                    let r = p.reserve(now, 1_500).expect("admissible");
+                    black_box(p.cancel(r.id))
+                })
+            });
+        }
+        group.finish();
+    }
     c.final_summary();
 
     if !benchmarking {
@@ -355,6 +405,14 @@ fn main() {
             black_box(flood.decide());
         });
         println!("per-address table (2^20 salted slots), {n} addresses: {ns:.1} ns ({source})");
+    }
+    for depth in PACER_DEPTHS {
+        let pair = criterion_mean(&format!("pacer/reserve_and_cancel/{depth}"), started).unwrap_or(f64::NAN);
+        println!(
+            "pacer, Open-Meteo windows, {depth} calls queued: reserve {:.0} ns (mean of the next 1,000), \
+             reserve + cancel {pair:.0} ns (criterion mean)",
+            reserve_ns(depth)
+        );
     }
     for (n, ours, theirs) in &mut sides {
         let (s, source) = ns_per_decision(&format!("keyed_gcra/sluicegate/{n}"), started, || {

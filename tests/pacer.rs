@@ -2,7 +2,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::pacer::{PacerCore, Window};
+use sluicegate::pacer::{Busy, Due, LedgerEntry, Limits, PacerCore, PacerError, Window};
 use sluicegate::{Instant, Span};
 
 const SEC: u64 = 1_000_000_000;
@@ -127,4 +127,280 @@ proptest! {
         let still = p.export().into_iter().any(|(at, w, _)| at == heavy.at && w == 114_000);
         prop_assert!(still);
     }
+}
+
+/// The earliest instant ≥ `from` at which `weight` fits every window, by trying every
+/// instant where a window's load can drop: a slow, obviously right placement.
+fn naive_fit(spends: &[(Instant, u64)], windows: &[Window], from: Instant, weight: u64) -> Instant {
+    let fits = |t: Instant| {
+        windows.iter().all(|w| {
+            // Every window (x − L, x] with x ∈ [t, t + L) that a spend at t falls in.
+            let mut xs: Vec<Instant> = vec![t];
+            xs.extend(spends.iter().map(|(at, _)| *at).filter(|at| *at > t && *at < t + w.length));
+            xs.iter().all(|&x| {
+                let load: u64 = spends.iter().filter(|(at, _)| *at <= x && *at + w.length > x).map(|(_, w)| *w).sum();
+                load + weight <= w.budget
+            })
+        })
+    };
+    let mut candidates = vec![from];
+    for w in windows {
+        candidates.extend(spends.iter().map(|(at, _)| *at + w.length).filter(|t| *t > from));
+    }
+    candidates.sort();
+    candidates.into_iter().find(|t| fits(*t)).unwrap()
+}
+
+/// Each window's largest load over calls that went out at the given instants.
+fn overspent(sent: &[(Instant, u64)], windows: &[Window]) -> Option<String> {
+    for w in windows {
+        for &(x, _) in sent {
+            let load: u64 = sent.iter().filter(|(at, _)| *at <= x && *at + w.length > x).map(|(_, w)| *w).sum();
+            if load > w.budget {
+                return Some(format!("{load} in the window of {:?} ending at {x:?} (budget {})", w.length, w.budget));
+            }
+        }
+    }
+    None
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Wait(u64),
+    Reserve(u64),
+    Cancel(usize),
+    /// The oldest queued call of the tab becomes due this many ms after its instant.
+    Due(u64),
+    Release(usize),
+    Reschedule(usize),
+    SetSlots(usize),
+    Switch,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u64..20_000).prop_map(Op::Wait),
+        5 => (1u64..=4_000).prop_map(Op::Reserve),
+        1 => (0usize..8).prop_map(Op::Cancel),
+        5 => (0u64..400).prop_map(Op::Due),
+        3 => (0usize..4).prop_map(Op::Release),
+        1 => (0usize..8).prop_map(Op::Reschedule),
+        1 => (1usize..4).prop_map(Op::SetSlots),
+        2 => Just(Op::Switch),
+    ]
+}
+
+type Stored = Vec<(Instant, u64, String, u64, bool)>;
+
+fn store(p: &PacerCore) -> Stored {
+    p.entries().map(|e| (e.at, e.weight, e.owner.to_string(), e.seq, e.dispatched)).collect()
+}
+
+fn load(p: &mut PacerCore, now: Instant, stored: &Stored) {
+    p.sync(
+        now,
+        stored.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
+            at: *at,
+            weight: *weight,
+            owner,
+            seq: *seq,
+            dispatched: *dispatched,
+        }),
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Two pacers (two tabs) sharing one ledger, each syncing before and storing after every
+    /// operation: whatever they do, and however late within the slack their timers fire, the
+    /// calls that went out never overspend a window.
+    #[test]
+    fn no_window_is_ever_over_budget_across_any_sequence_of_operations(
+        ops in prop::collection::vec(op(), 1..160),
+    ) {
+        let windows = vec![
+            Window { length: Span::from_secs(10), budget: 10_000 },
+            Window { length: Span::from_secs(60), budget: 30_000 },
+        ];
+        let limits = Limits { slack: Span::from_millis(400), max_in_flight: 2, ..Limits::default() };
+        let mut tabs = [
+            PacerCore::with_limits(windows.clone(), limits).unwrap(),
+            PacerCore::with_limits(windows.clone(), limits).unwrap(),
+        ];
+        tabs[0].set_owner("a");
+        tabs[1].set_owner("b");
+        let mut queued: [Vec<(u64, Instant)>; 2] = [Vec::new(), Vec::new()];
+        let mut out: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        let mut sent: Vec<(Instant, u64)> = Vec::new();
+        let mut weights = std::collections::HashMap::new();
+        let mut stored: Stored = Vec::new();
+        let mut tab = 0;
+        let mut now = Instant::from_secs(100);
+        for op in ops {
+            let acting = tab;
+            let p = &mut tabs[tab];
+            load(p, now, &stored);
+            match op {
+                Op::Wait(ms) => now = now + Span::from_millis(ms),
+                Op::Reserve(w) => {
+                    let r = p.reserve(now, w).unwrap();
+                    prop_assert!(r.at >= now);
+                    queued[tab].push((r.id, r.at));
+                    weights.insert((tab, r.id), w);
+                }
+                Op::Cancel(i) if !queued[tab].is_empty() => {
+                    let (id, _) = queued[tab].remove(i % queued[tab].len());
+                    prop_assert!(p.cancel(id), "a queued call is refunded");
+                }
+                Op::Due(late_ms) if !queued[tab].is_empty() => {
+                    queued[tab].sort_by_key(|(id, at)| (*at, *id));
+                    let (id, at) = queued[tab][0];
+                    now = now.max(at + Span::from_millis(late_ms));
+                    match p.due(now, id) {
+                        Due::Go => {
+                            queued[tab].remove(0);
+                            out[tab].push(id);
+                            sent.push((now, weights[&(tab, id)]));
+                        }
+                        Due::Wait(next) => {
+                            prop_assert!(next > now);
+                            queued[tab][0].1 = next;
+                        }
+                        Due::NoSlot => prop_assert!(p.snapshot(now).in_flight >= p.limits().max_in_flight),
+                        Due::Unknown => prop_assert!(false, "a queued call is known"),
+                    }
+                }
+                Op::Release(i) if !out[tab].is_empty() => {
+                    let id = out[tab].remove(i % out[tab].len());
+                    prop_assert!(p.release(id));
+                    prop_assert!(!p.release(id), "a second release does nothing");
+                }
+                Op::Reschedule(i) if !queued[tab].is_empty() => {
+                    let k = i % queued[tab].len();
+                    let r = p.reschedule(now, queued[tab][k].0).unwrap();
+                    prop_assert!(r.at >= now);
+                    queued[tab][k].1 = r.at;
+                }
+                Op::SetSlots(n) => {
+                    let limits = Limits { max_in_flight: n, ..p.limits() };
+                    let replan = p.set_limits(now, windows.clone(), limits).unwrap();
+                    prop_assert!(replan.refused.is_empty());
+                    for r in replan.moved {
+                        if let Some(q) = queued[tab].iter_mut().find(|(id, _)| *id == r.id) {
+                            q.1 = r.at;
+                        }
+                    }
+                }
+                Op::Switch => tab = 1 - tab,
+                _ => {}
+            }
+            stored = store(&tabs[acting]);
+            // A pacer's own count of its queue agrees with the test's.
+            let snap = tabs[acting].snapshot(now);
+            prop_assert_eq!(snap.queued, queued[acting].len());
+        }
+        sent.sort();
+        if let Some(what) = overspent(&sent, &windows) {
+            prop_assert!(false, "overspent: {}", what);
+        }
+    }
+
+    /// Placement in O(log n) finds exactly the instant a brute-force search over every
+    /// candidate finds, over several windows, with gaps to fill.
+    #[test]
+    fn placement_agrees_with_a_brute_force_search(
+        asks in prop::collection::vec((0u64..30, 1u64..=10_000), 1..80),
+    ) {
+        let windows = vec![
+            Window { length: Span::from_secs(10), budget: 12_000 },
+            Window { length: Span::from_secs(60), budget: 40_000 },
+        ];
+        let mut p = PacerCore::new(windows.clone(), None).unwrap();
+        let mut spends = Vec::new();
+        let t0 = Instant::from_secs(1_000);
+        for (offset, w) in asks {
+            let from = t0 + Span::from_secs(offset);
+            let expected = naive_fit(&spends, &windows, from, w);
+            let r = p.reserve(from, w).unwrap();
+            prop_assert_eq!(r.at, expected);
+            spends.push((r.at, w));
+        }
+    }
+
+    /// A queue full by count or by weight refuses with a typed error, and a refund makes room.
+    #[test]
+    fn a_full_queue_refuses_and_a_refund_makes_room(max in 1usize..20, weight in 1u64..=1_000) {
+        let windows = vec![Window { length: Span::from_secs(60), budget: 1_000 }];
+        let limits = Limits { max_queued: max, ..Limits::default() };
+        let mut p = PacerCore::with_limits(windows, limits).unwrap();
+        let ids: Vec<u64> = (0..max).map(|_| p.reserve(Instant::ZERO, weight).unwrap().id).collect();
+        prop_assert_eq!(p.reserve(Instant::ZERO, weight), Err(PacerError::QueueFull { limit: max as u64, weight: false }));
+        prop_assert!(p.cancel(ids[0]));
+        prop_assert!(p.reserve(Instant::ZERO, weight).is_ok());
+    }
+}
+
+#[test]
+fn a_call_late_beyond_the_slack_is_placed_again_where_it_goes_out() {
+    let windows = vec![Window { length: Span::from_secs(10), budget: 2 }];
+    let limits = Limits { slack: Span::from_millis(100), ..Limits::default() };
+    let mut p = PacerCore::with_limits(windows, limits).unwrap();
+    let t = Instant::from_secs(5);
+    let a = p.reserve(t, 1).unwrap();
+    let b = p.reserve(t, 1).unwrap();
+    assert_eq!(p.due(t + Span::from_millis(50), a.id), Due::Go, "within the slack it goes at once");
+    // b's timer fires 3 s late: a's spend still holds one unit, so b fits at once, counted now.
+    let late = t + Span::from_secs(3);
+    assert_eq!(p.due(late, b.id), Due::Go);
+    let entry = p.entries().find(|e| e.seq == b.id).unwrap();
+    assert_eq!(entry.at, late, "the ledger counts b where it went out");
+}
+
+#[test]
+fn a_free_slot_goes_to_the_call_that_waited_longest() {
+    let windows = vec![Window { length: Span::from_secs(10), budget: 100 }];
+    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let mut p = PacerCore::with_limits(windows, limits).unwrap();
+    let t = Instant::ZERO;
+    let ids: Vec<u64> = (0..3).map(|_| p.reserve(t, 1).unwrap().id).collect();
+    assert_eq!(p.due(t, ids[0]), Due::Go);
+    assert_eq!(p.due(t, ids[2]), Due::NoSlot);
+    assert_eq!(p.due(t, ids[1]), Due::NoSlot);
+    assert_eq!(p.next_in_line(), None, "no slot is free yet");
+    assert!(p.release(ids[0]));
+    assert_eq!(p.next_in_line(), Some(ids[2]));
+    assert_eq!(p.due(t, ids[2]), Due::Go);
+}
+
+#[test]
+fn try_acquire_gives_a_permit_now_or_says_when() {
+    let windows = vec![Window { length: Span::from_secs(10), budget: 2 }];
+    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let mut p = PacerCore::with_limits(windows, limits).unwrap();
+    let t = Instant::from_secs(1);
+    let first = p.try_acquire(t, 1).unwrap().unwrap();
+    assert_eq!(p.try_acquire(t, 1).unwrap(), Err(Busy::InFlight));
+    assert!(p.release(first));
+    p.try_acquire(t, 1).unwrap().unwrap();
+    assert_eq!(p.try_acquire(t, 1).unwrap(), Err(Busy::Budget(t + Span::from_secs(10))));
+    assert_eq!(p.snapshot(t).queued, 0, "nothing is ever queued");
+}
+
+#[test]
+fn another_tabs_calls_count_and_a_dropped_entry_is_placed_again() {
+    let windows = vec![Window { length: Span::from_secs(10), budget: 3 }];
+    let mut a = PacerCore::new(windows.clone(), None).unwrap();
+    let mut b = PacerCore::new(windows, None).unwrap();
+    a.set_owner("a");
+    b.set_owner("b");
+    let t = Instant::ZERO;
+    let ra = a.reserve(t, 2).unwrap();
+    let shared = store(&a);
+    load(&mut b, t, &shared);
+    assert_eq!(b.reserve(t, 2).unwrap().at, t + Span::from_secs(10), "a's 2 leave room for 1 only");
+    // The store is cleared (another tab reset it): a's queued call is placed again when due.
+    load(&mut a, t, &Vec::new());
+    assert_eq!(a.due(t, ra.id), Due::Go);
+    assert_eq!(a.entries().count(), 1);
 }

@@ -208,7 +208,7 @@ impl PacerCoreJs {
         let now = instant(now_ms, "nowMs")?;
         let windows = windows_from(&Reflect::get(&options, &"windows".into()).unwrap_or(JsValue::UNDEFINED))?;
         let cap = cap_from(&options)?;
-        let (moved, refused) = self.core.set_windows(now, windows, cap).map_err(plain_error)?;
+        let pacer::Replan { moved, refused } = self.core.set_windows(now, windows, cap).map_err(plain_error)?;
         let out = Object::new();
         set_prop(&out, "moved", &moved.into_iter().map(|r| reservation(r, now)).collect::<Array>());
         let refused: Array = refused
