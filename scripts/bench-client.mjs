@@ -67,6 +67,18 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
   const perReserve = ((performance.now() - t1) * 1000) / n;
   line("Pacer.acquire + release from JS (in-memory ledger)", `${perAcquire.toFixed(1)} µs per call (${n} calls, ledger growing to ${n})`);
   line("PacerCore.reserve + dispatch from JS", `${perReserve.toFixed(1)} µs per call`);
+  // Placement behind a deep queue: a page fanning out N calls at once against the Open-Meteo
+  // windows (550/min, 4,800/h, 9,500/day), then the mean cost of the next 1,000 reserves.
+  const weights = [1, 1.5, 1, 2, 1];
+  for (const depth of [1_000, 4_000, 10_000]) {
+    const deep = new PacerCore();
+    for (let i = 0; i < depth; i++) deep.reserve(0, weights[i % 5]);
+    const t = performance.now();
+    for (let i = 0; i < 1_000; i++) deep.reserve(0, weights[i % 5]);
+    const mean = ((performance.now() - t) * 1000) / 1_000;
+    deep.free();
+    line(`PacerCore.reserve from JS, ${depth.toLocaleString("en")} calls queued`, `${mean.toFixed(2)} µs per call (mean of the next 1,000)`);
+  }
 }
 
 // 3. The 1,500-location × 16-day analysis against the mock, a "minute" compressed to 1 s.

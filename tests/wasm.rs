@@ -130,11 +130,11 @@ mod client {
         let options = Object::new();
         Reflect::set(&options, &"windows".into(), &windows).unwrap();
         let mut p = PacerCoreJs::new(options.into()).unwrap();
-        let a = p.reserve(0.0, 6.0).unwrap();
-        assert_eq!(get(&p.reserve(0.0, 6.0).unwrap(), "delayMs").as_f64(), Some(10_000.0));
+        let a = p.reserve(0.0, 6.0, None).unwrap();
+        assert_eq!(get(&p.reserve(0.0, 6.0, None).unwrap(), "delayMs").as_f64(), Some(10_000.0));
         assert!(p.cancel(get(&a, "id").as_f64().unwrap()));
         assert_eq!(p.eta_ms(0.0, 4.0).unwrap(), 0.0);
-        let err = p.reserve(0.0, 11.0).unwrap_err();
+        let err = p.reserve(0.0, 11.0, None).unwrap_err();
         assert_eq!(get(&err, "name").as_string().unwrap(), "PacerWeightError");
     }
 

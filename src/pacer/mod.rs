@@ -209,6 +209,8 @@ struct Call {
     /// tab; it is placed again when it is due).
     at: Option<Instant>,
     dispatched: bool,
+    /// Orders the calls waiting for a slot (higher first); never moves a reservation.
+    priority: i32,
 }
 
 /// A committed reservation: its id and the instant it may go out.
@@ -297,8 +299,8 @@ pub struct PacerCore {
     calls: BTreeMap<u64, Call>,
     owners: Vec<String>,
     in_flight: usize,
-    /// Queued calls that were due while every slot was taken, first come first served.
-    slot_line: VecDeque<u64>,
+    /// Queued calls that were due while every slot was taken: by priority, then first come.
+    slot_line: VecDeque<(i32, u64)>,
     queued: usize,
     queued_weight: u64,
     next_id: u64,
@@ -374,6 +376,20 @@ impl PacerCore {
     /// When the call could never go out ([`PacerCore::admissible`]) or the queue is full;
     /// nothing is committed.
     pub fn reserve(&mut self, now: Instant, weight: u64) -> Result<Reservation, PacerError> {
+        self.reserve_with_priority(now, weight, 0)
+    }
+
+    /// [`PacerCore::reserve`] for a call that, once due, goes before calls of lower
+    /// `priority` waiting for a slot. Priority never moves a committed reservation.
+    ///
+    /// # Errors
+    /// As for [`PacerCore::reserve`].
+    pub fn reserve_with_priority(
+        &mut self,
+        now: Instant,
+        weight: u64,
+        priority: i32,
+    ) -> Result<Reservation, PacerError> {
         self.admissible(weight)?;
         if self.queued >= self.limits.max_queued {
             return Err(PacerError::QueueFull { limit: self.limits.max_queued as u64, weight: false });
@@ -386,7 +402,7 @@ impl PacerCore {
         let id = self.next_id;
         self.next_id += 1;
         self.put((at, ME, id), Spend { weight, dispatched: false });
-        self.calls.insert(id, Call { weight, at: Some(at), dispatched: false });
+        self.calls.insert(id, Call { weight, at: Some(at), dispatched: false, priority });
         self.queued += 1;
         self.queued_weight += weight;
         Ok(Reservation { id, at })
@@ -410,7 +426,7 @@ impl PacerCore {
         let id = self.next_id;
         self.next_id += 1;
         self.put((now, ME, id), Spend { weight, dispatched: true });
-        self.calls.insert(id, Call { weight, at: Some(now), dispatched: true });
+        self.calls.insert(id, Call { weight, at: Some(now), dispatched: true, priority: 0 });
         self.in_flight += 1;
         Ok(Ok(id))
     }
@@ -449,12 +465,13 @@ impl PacerCore {
             return Due::Wait(at);
         }
         if self.in_flight >= self.limits.max_in_flight {
-            if !self.slot_line.contains(&id) {
-                self.slot_line.push_back(id);
+            if !self.slot_line.iter().any(|(_, x)| *x == id) {
+                let i = self.slot_line.partition_point(|(p, _)| *p >= call.priority);
+                self.slot_line.insert(i, (call.priority, id));
             }
             return Due::NoSlot;
         }
-        self.slot_line.retain(|x| *x != id);
+        self.slot_line.retain(|(_, x)| *x != id);
         if let Some(spend) = self.ledger.get_mut(&(at, ME, id)) {
             spend.dispatched = true;
         }
@@ -501,7 +518,7 @@ impl PacerCore {
         if self.in_flight >= self.limits.max_in_flight {
             return None;
         }
-        self.slot_line.pop_front()
+        self.slot_line.pop_front().map(|(_, id)| id)
     }
 
     /// Cancel call `id`: refunded if it had not gone out (returns `true`); a call that went
@@ -516,7 +533,7 @@ impl PacerCore {
         if let Some(at) = call.at {
             self.take((at, ME, id));
         }
-        self.slot_line.retain(|x| *x != id);
+        self.slot_line.retain(|(_, x)| *x != id);
         self.queued -= 1;
         self.queued_weight -= call.weight;
         true
@@ -567,7 +584,7 @@ impl PacerCore {
             let call = self.calls[&id];
             if let Err(e) = self.admissible(call.weight) {
                 self.calls.remove(&id);
-                self.slot_line.retain(|x| *x != id);
+                self.slot_line.retain(|(_, x)| *x != id);
                 self.queued -= 1;
                 self.queued_weight -= call.weight;
                 replan.refused.push((id, e));

@@ -1,13 +1,21 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
 use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
-use crate::pacer::{self, PacerError, Reservation, Window};
+use crate::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::time::{Instant, Span};
 use alloc::format;
-use alloc::string::ToString;
+use alloc::rc::Rc;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use js_sys::{Array, Object, Reflect};
+use core::cell::{Cell, RefCell};
+use core::future::{poll_fn, Future};
+use core::pin::Pin;
+use core::task::{Poll, Waker};
+use gloo_timers::future::TimeoutFuture;
+use js_sys::{Array, Object, Promise, Reflect};
+use serde::Deserialize;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_PACER: &str = r#"
@@ -21,6 +29,14 @@ export interface PacerOptions {
   windows?: PacerWindow[];
   /** The most one call may weigh; default 5,000 (the upstream's cap); `null` for none. */
   maxWeight?: number | null;
+  /** At most this many calls out at once (PacerCore default: no cap). */
+  maxInFlight?: number;
+  /** How late a call may go out after its instant and still count there; every window is reserved this much longer (PacerCore default 0). */
+  slackMs?: number;
+  /** At most this many calls queued; beyond, a `PacerQueueFullError` (default: no cap). */
+  maxQueued?: number;
+  /** At most this much weight queued; beyond, a `PacerQueueFullError` (default: no cap). */
+  maxQueuedWeight?: number;
 }
 /** A committed reservation: the call may go out at `atMs` (`delayMs` after the asking time). */
 export interface PacerReservation {
@@ -33,8 +49,18 @@ export interface PacerSnapshot {
   queued: number;
   queuedWeight: number;
   inFlight: number;
+  /** The in-flight cap (Infinity: none). */
+  maxInFlight: number;
+  slackMs: number;
   /** When the last queued call may go out, or null when nothing is queued. */
   drainsAtMs: number | null;
+}
+/** Thrown beyond `maxQueued` or `maxQueuedWeight`: `name` is "PacerQueueFullError". */
+export interface PacerQueueFullError extends Error {
+  name: "PacerQueueFullError";
+  /** Which limit was reached. */
+  option: "maxQueued" | "maxQueuedWeight";
+  limit: number;
 }
 /** Thrown for a call that could never go out: `name` is "PacerWeightError". */
 export interface PacerWeightError extends Error {
@@ -67,6 +93,13 @@ fn milli(weight: f64) -> Result<u64, JsError> {
 
 fn weight_error(e: PacerError) -> JsValue {
     let error = js_sys::Error::new(&e.to_string());
+    if let PacerError::QueueFull { limit, weight } = e {
+        error.set_name("PacerQueueFullError");
+        let (limit, key) = if weight { (limit as f64 / MILLI, "maxQueuedWeight") } else { (limit as f64, "maxQueued") };
+        set_prop(&error, "limit", &limit.into());
+        set_prop(&error, "option", &key.into());
+        return error.into();
+    }
     let (weight, window, limit) = match e {
         PacerError::ExceedsBudget { weight, window, budget } => (weight, Some(window), budget),
         PacerError::ExceedsCallCap { weight, cap } => (weight, None, cap),
@@ -93,76 +126,234 @@ fn reservation(r: Reservation, now: Instant) -> JsValue {
     out.into()
 }
 
-fn number(obj: &JsValue, key: &str) -> Result<Option<f64>, JsError> {
-    let v = Reflect::get(obj, &key.into()).map_err(|_| JsError::new(&format!("cannot read {key}")))?;
-    if v.is_undefined() {
-        return Ok(None);
-    }
-    v.as_f64().map(Some).ok_or_else(|| JsError::new(&format!("{key} must be a number")))
+/// The options of `new PacerCore(…)` and `setLimits(…)`, as JS gives them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Options {
+    #[serde(default)]
+    windows: Option<Vec<WindowOption>>,
+    /// Missing: the default (or, in `setLimits`, unchanged); `null`: no cap.
+    #[serde(default, deserialize_with = "present")]
+    max_weight: Option<Option<f64>>,
+    #[serde(default)]
+    max_in_flight: Option<f64>,
+    #[serde(default)]
+    slack_ms: Option<f64>,
+    #[serde(default)]
+    max_queued: Option<f64>,
+    #[serde(default)]
+    max_queued_weight: Option<f64>,
 }
 
-fn windows_from(value: &JsValue) -> Result<Vec<Window>, JsError> {
-    if value.is_undefined() || value.is_null() {
-        return Ok(pacer::open_meteo_windows());
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WindowOption {
+    length_ms: f64,
+    budget: f64,
+}
+
+/// A field that is present, possibly `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
+    Option::<f64>::deserialize(d).map(Some)
+}
+
+const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
+
+fn deny_unknown(value: &JsValue, path: &str, known: &[&str]) -> Result<(), JsError> {
+    if !value.is_object() {
+        return Ok(()); // the deserializer names the wrong type
     }
-    let list: &Array =
-        value.dyn_ref().ok_or_else(|| JsError::new("windows must be an array of { lengthMs, budget }"))?;
-    let mut out = Vec::with_capacity(list.length() as usize);
-    for (i, w) in list.iter().enumerate() {
-        let length =
-            number(&w, "lengthMs")?.ok_or_else(|| JsError::new(&format!("windows[{i}].lengthMs is missing")))?;
-        let budget = number(&w, "budget")?.ok_or_else(|| JsError::new(&format!("windows[{i}].budget is missing")))?;
-        if !(length.is_finite() && length > 0.0) {
-            return Err(JsError::new(&format!("windows[{i}].lengthMs must be above 0, got {}", num(length))));
+    for key in Object::keys(value.unchecked_ref::<Object>()).iter() {
+        let key = key.as_string().unwrap_or_default();
+        if !known.contains(&key.as_str()) {
+            let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+            return Err(JsError::new(&format!(
+                "pacer options: {at}unknown field `{key}`, expected one of {}",
+                known.join(", ")
+            )));
         }
-        if !(budget.is_finite() && budget > 0.0) {
-            return Err(JsError::new(&format!("windows[{i}].budget must be above 0, got {}", num(budget))));
+    }
+    Ok(())
+}
+
+/// Options from JS through serde-wasm-bindgen; an error names the field (`windows[0].budget`).
+fn options_from(value: JsValue) -> Result<Options, JsError> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(Options::default());
+    }
+    // serde-wasm-bindgen reads a struct's own fields only, so unknown ones are looked for here.
+    deny_unknown(&value, "", OPTION_FIELDS)?;
+    if let Ok(windows) = Reflect::get(&value, &"windows".into()) {
+        if let Some(list) = windows.dyn_ref::<Array>() {
+            for (i, w) in list.iter().enumerate() {
+                deny_unknown(&w, &format!("windows[{i}]"), &["lengthMs", "budget"])?;
+            }
         }
+    }
+    serde_path_to_error::deserialize(serde_wasm_bindgen::Deserializer::from(value)).map_err(|e| {
+        let inner = e.inner().to_string();
+        let inner = inner.strip_prefix("Error: ").unwrap_or(&inner);
+        JsError::new(&format!("pacer options: {}: {inner}", e.path()))
+    })
+}
+
+fn positive(value: f64, what: &str) -> Result<f64, JsError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(JsError::new(&format!("pacer options: {what} must be a finite number above 0, got {}", num(value))))
+    }
+}
+
+fn count(value: f64, what: &str) -> Result<usize, JsError> {
+    if value.is_finite() && value >= 1.0 && value.fract() == 0.0 {
+        Ok(value as usize)
+    } else {
+        Err(JsError::new(&format!("pacer options: {what} must be a whole number ≥ 1, got {}", num(value))))
+    }
+}
+
+fn windows_from(list: Vec<WindowOption>) -> Result<Vec<Window>, JsError> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, w) in list.into_iter().enumerate() {
+        let length = positive(w.length_ms, &format!("windows[{i}].lengthMs"))?;
+        let budget = positive(w.budget, &format!("windows[{i}].budget"))?;
         out.push(Window { length: Span::from_nanos(ms_to_nanos(length)), budget: (budget * MILLI).floor() as u64 });
     }
     Ok(out)
 }
 
-fn cap_from(options: &JsValue) -> Result<Option<u64>, JsError> {
-    let v = Reflect::get(options, &"maxWeight".into()).unwrap_or(JsValue::UNDEFINED);
-    if v.is_null() {
-        return Ok(None);
+/// The windows and limits `options` give, over `windows` and `limits` for what they leave out.
+fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(Vec<Window>, Limits), JsError> {
+    let windows = match options.windows {
+        Some(list) => windows_from(list)?,
+        None => windows,
+    };
+    if let Some(cap) = options.max_weight {
+        limits.call_cap = match cap {
+            Some(cap) => Some((positive(cap, "maxWeight")? * MILLI).floor() as u64),
+            None => None,
+        };
     }
-    match v.as_f64() {
-        None if v.is_undefined() => Ok(Some(5_000_000)),
-        Some(cap) if cap.is_finite() && cap > 0.0 => Ok(Some((cap * MILLI).floor() as u64)),
-        _ => Err(JsError::new("maxWeight must be a number above 0, or null for no cap")),
+    if let Some(n) = options.max_in_flight {
+        limits.max_in_flight = count(n, "maxInFlight")?;
+    }
+    if let Some(ms) = options.slack_ms {
+        limits.slack = Span::from_nanos(ms_to_nanos(non_negative(ms, "pacer options: slackMs")?));
+    }
+    if let Some(n) = options.max_queued {
+        limits.max_queued = count(n, "maxQueued")?;
+    }
+    if let Some(w) = options.max_queued_weight {
+        limits.max_queued_weight = (positive(w, "maxQueuedWeight")? * MILLI).floor() as u64;
+    }
+    Ok((windows, limits))
+}
+
+/// A wait on a timer (gloo-timers' futures API) that can be cancelled: `new Wait(ms)`,
+/// `await wait.done` (true when it ran its time, false when cancelled), `wait.cancel()`
+/// (clears the timer at once, so nothing keeps a process alive).
+#[wasm_bindgen]
+pub struct Wait {
+    state: Rc<WaitState>,
+    done: Promise,
+}
+
+#[derive(Default)]
+struct WaitState {
+    cancelled: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+/// The longest single timer (setTimeout fires at once beyond 2^31 − 1 ms): a longer wait
+/// ends early and the pacer, asked again, waits the rest.
+const MAX_TIMER_MS: f64 = 2_147_483_647.0;
+
+#[wasm_bindgen]
+impl Wait {
+    /// Starts a timer of `ms` milliseconds (at most 2^31 − 1).
+    #[wasm_bindgen(constructor)]
+    pub fn new(ms: f64) -> Result<Wait, JsError> {
+        let ms = non_negative(ms, "ms")?.min(MAX_TIMER_MS).ceil() as u32;
+        let state = Rc::new(WaitState::default());
+        let shared = state.clone();
+        let done = future_to_promise(async move {
+            let mut timer = TimeoutFuture::new(ms);
+            let ran = poll_fn(|cx| {
+                if shared.cancelled.get() {
+                    return Poll::Ready(false);
+                }
+                *shared.waker.borrow_mut() = Some(cx.waker().clone());
+                Pin::new(&mut timer).poll(cx).map(|()| true)
+            })
+            .await;
+            Ok(JsValue::from_bool(ran))
+        });
+        Ok(Wait { state, done })
+    }
+
+    /// Resolves to `true` when the time has passed, `false` when cancelled first.
+    #[wasm_bindgen(getter, unchecked_return_type = "Promise<boolean>")]
+    pub fn done(&self) -> Promise {
+        self.done.clone()
+    }
+
+    /// Stops the timer; `done` resolves to `false`.
+    pub fn cancel(&self) {
+        self.state.cancelled.set(true);
+        if let Some(waker) = self.state.waker.borrow_mut().take() {
+            waker.wake();
+        }
     }
 }
 
-/// The pure pacer with time passed in (milliseconds on any clock): reservations over
-/// several rolling windows; a reservation is committed at `atMs`.
+/// The pacer's state machine with time passed in (milliseconds on any clock): reservations
+/// over several rolling windows, slots for calls in flight, and the shared ledger.
 #[wasm_bindgen(js_name = PacerCore)]
 pub struct PacerCoreJs {
     core: pacer::PacerCore,
 }
 
+/// `due` answers: the call went out; every slot is taken; no such queued call. Any other
+/// answer is the instant (ms) to wait for.
+const GO: f64 = -1.0;
+const NO_SLOT: f64 = -2.0;
+const UNKNOWN: f64 = -3.0;
+
 #[wasm_bindgen(js_class = PacerCore)]
 impl PacerCoreJs {
-    /// `new PacerCore({ windows?, maxWeight? })`.
+    /// `new PacerCore({ windows?, maxWeight?, maxInFlight?, slackMs?, maxQueued?, maxQueuedWeight? })`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> Result<PacerCoreJs, JsError> {
-        let options = if options.is_undefined() { Object::new().into() } else { options };
-        let windows = windows_from(&Reflect::get(&options, &"windows".into()).unwrap_or(JsValue::UNDEFINED))?;
-        let cap = cap_from(&options)?;
-        let core = pacer::PacerCore::new(windows, cap).map_err(|e| JsError::new(&e.to_string()))?;
+        let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
+        let (windows, limits) = apply(options_from(options)?, pacer::open_meteo_windows(), defaults)?;
+        let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(PacerCoreJs { core })
     }
 
     /// Commit a call of `weight` at the earliest instant from `nowMs` at which it fits
-    /// every window. Throws a `PacerWeightError` for a call that could never go out.
+    /// every window; once due it goes before calls of lower `priority` waiting for a slot.
+    /// Throws a `PacerWeightError` for a call that could never go out, a `PacerQueueFullError`
+    /// beyond `maxQueued`/`maxQueuedWeight`.
     #[wasm_bindgen(unchecked_return_type = "PacerReservation")]
-    pub fn reserve(&mut self, now_ms: f64, weight: f64) -> Result<JsValue, JsValue> {
+    pub fn reserve(&mut self, now_ms: f64, weight: f64, priority: Option<i32>) -> Result<JsValue, JsValue> {
         let now = instant(now_ms, "nowMs")?;
-        let r = self.core.reserve(now, milli(weight)?).map_err(weight_error)?;
+        let r = self.core.reserve_with_priority(now, milli(weight)?, priority.unwrap_or(0)).map_err(weight_error)?;
         Ok(reservation(r, now))
+    }
+
+    /// A permit now or never: the id of a call in flight (release it when it has answered),
+    /// `0` when every slot is taken, or minus the milliseconds until the budget has room.
+    #[wasm_bindgen(js_name = tryAcquire)]
+    pub fn try_acquire(&mut self, now_ms: f64, weight: f64) -> Result<f64, JsValue> {
+        let now = instant(now_ms, "nowMs")?;
+        Ok(match self.core.try_acquire(now, milli(weight)?).map_err(weight_error)? {
+            Ok(id) => id as f64,
+            Err(Busy::InFlight) => 0.0,
+            Err(Busy::Budget(at)) => -nanos_to_ms((at - now).as_nanos()),
+        })
     }
 
     /// How long a call of `weight` asked at `nowMs` would wait, committing nothing.
@@ -173,14 +364,32 @@ impl PacerCoreJs {
         Ok(nanos_to_ms((at - now).as_nanos()))
     }
 
-    /// The call went out: no refund from now on; it is in flight until `release`.
+    /// The queued call `id` is due at `nowMs`: `-1` it went out (in flight until `release`),
+    /// `-2` every slot is taken (`nextInLine` hands it one), `-3` no such queued call; any
+    /// other value is the instant (ms) to wait for before asking again.
+    pub fn due(&mut self, now_ms: f64, id: f64) -> Result<f64, JsError> {
+        Ok(match self.core.due(instant(now_ms, "nowMs")?, id as u64) {
+            Due::Go => GO,
+            Due::NoSlot => NO_SLOT,
+            Due::Unknown => UNKNOWN,
+            Due::Wait(at) => ms(at),
+        })
+    }
+
+    /// The call went out at its planned instant (ignoring slots): no refund from now on.
     pub fn dispatch(&mut self, id: f64) -> Result<(), JsValue> {
         self.core.dispatch(id as u64).map_err(plain_error)
     }
 
-    /// The dispatched call answered. Returns whether it was in flight.
+    /// The dispatched call answered; its slot is free. Returns whether it was in flight.
     pub fn release(&mut self, id: f64) -> bool {
         self.core.release(id as u64)
+    }
+
+    /// The call that waited longest for a slot, once a slot is free (pass it to `due`).
+    #[wasm_bindgen(js_name = nextInLine)]
+    pub fn next_in_line(&mut self) -> Option<f64> {
+        self.core.next_in_line().map(|id| id as f64)
     }
 
     /// Cancel: `true` if refunded (not yet dispatched), `false` if it stays spent.
@@ -197,8 +406,8 @@ impl PacerCoreJs {
         Ok(reservation(r, now))
     }
 
-    /// Replace the windows (and cap), keeping everything spent; queued reservations are
-    /// planned again. Returns `{ moved: PacerReservation[], refused: { id, error }[] }`.
+    /// Change any of the options, keeping everything spent; queued reservations are planned
+    /// again. Returns `{ moved: PacerReservation[], refused: { id, error }[] }`.
     #[wasm_bindgen(js_name = setLimits, unchecked_return_type = "{ moved: PacerReservation[]; refused: { id: number; error: PacerWeightError }[] }")]
     pub fn set_limits(
         &mut self,
@@ -206,9 +415,8 @@ impl PacerCoreJs {
         #[wasm_bindgen(unchecked_param_type = "PacerOptions")] options: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = instant(now_ms, "nowMs")?;
-        let windows = windows_from(&Reflect::get(&options, &"windows".into()).unwrap_or(JsValue::UNDEFINED))?;
-        let cap = cap_from(&options)?;
-        let pacer::Replan { moved, refused } = self.core.set_windows(now, windows, cap).map_err(plain_error)?;
+        let (windows, limits) = apply(options_from(options)?, self.core.windows().to_vec(), self.core.limits())?;
+        let pacer::Replan { moved, refused } = self.core.set_limits(now, windows, limits).map_err(plain_error)?;
         let out = Object::new();
         set_prop(&out, "moved", &moved.into_iter().map(|r| reservation(r, now)).collect::<Array>());
         let refused: Array = refused
@@ -239,13 +447,68 @@ impl PacerCoreJs {
                 JsValue::from(item)
             })
             .collect();
+        let limits = self.core.limits();
         let out = Object::new();
         set_prop(&out, "windows", &windows);
         set_prop(&out, "queued", &(snap.queued as f64).into());
         set_prop(&out, "queuedWeight", &(snap.queued_weight as f64 / MILLI).into());
         set_prop(&out, "inFlight", &(snap.in_flight as f64).into());
+        let max = if limits.max_in_flight == usize::MAX { f64::INFINITY } else { limits.max_in_flight as f64 };
+        set_prop(&out, "maxInFlight", &max.into());
+        set_prop(&out, "slackMs", &nanos_to_ms(limits.slack.as_nanos()).into());
         set_prop(&out, "drainsAtMs", &snap.drains_at.map_or(JsValue::NULL, |t| ms(t).into()));
         Ok(out.into())
+    }
+
+    /// Name this pacer in a shared ledger.
+    #[wasm_bindgen(js_name = setOwner)]
+    pub fn set_owner(&mut self, name: &str) {
+        self.core.set_owner(name);
+    }
+
+    /// The ledger as stored: `[atMs, weight, owner, seq, dispatched (0|1)]` per entry.
+    #[wasm_bindgen(unchecked_return_type = "[number, number, string, number, 0 | 1][]")]
+    pub fn entries(&self) -> Array {
+        self.core
+            .entries()
+            .map(|e| {
+                let row = Array::of3(&ms(e.at).into(), &(e.weight as f64 / MILLI).into(), &e.owner.into());
+                row.push(&(e.seq as f64).into());
+                row.push(&(e.dispatched as u8).into());
+                JsValue::from(row)
+            })
+            .collect()
+    }
+
+    /// Take a stored ledger (as `entries()` writes it, shared with other pacers) as the
+    /// truth. Malformed rows are skipped.
+    pub fn sync(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "[number, number, string, number, 0 | 1][]")] stored: Array,
+    ) -> Result<(), JsError> {
+        let now = instant(now_ms, "nowMs")?;
+        let mut rows: Vec<(Instant, u64, String, u64, bool)> = Vec::with_capacity(stored.length() as usize);
+        for row in stored.iter() {
+            let Some(row) = row.dyn_ref::<Array>() else { continue };
+            let (at, weight, seq) = (row.get(0).as_f64(), row.get(1).as_f64(), row.get(3).as_f64());
+            let (Some(at), Some(weight), Some(owner), Some(seq)) = (at, weight, row.get(2).as_string(), seq) else {
+                continue;
+            };
+            let (Ok(at), Ok(weight)) = (instant(at, "atMs"), milli(weight)) else { continue };
+            rows.push((at, weight, owner, seq as u64, row.get(4).is_truthy()));
+        }
+        self.core.sync(
+            now,
+            rows.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
+                at: *at,
+                weight: *weight,
+                owner,
+                seq: *seq,
+                dispatched: *dispatched,
+            }),
+        );
+        Ok(())
     }
 
     /// Every spend still inside a window as `[atMs, weight, dispatched]`, for persistence.
