@@ -125,7 +125,11 @@ export declare class SmartFlow {
  */
 export declare function smartFetch(input: RequestInfo | URL, init?: SmartFetchInit): Promise<Response>;
 
-/** Milliseconds a Retry-After asks for (delay-seconds or HTTP-date, from `nowMs`), or `null`. */
+/**
+ * Milliseconds a Retry-After asks for: delay-seconds (a number is seconds too), or an HTTP-date
+ * (IMF-fixdate, or the obsolete RFC 850 and asctime forms) measured from `nowMs` (Unix ms; a
+ * date past is 0). `null` when absent or in any other form.
+ */
 export declare function parseRetryAfter(value: string | number | null | undefined, nowMs?: number): number | null;
 
 /** Node entry only (elsewhere it throws): a `{ load, save }` over a file, written atomically. */

@@ -1,7 +1,8 @@
 // SmartFlow: the async face of SmartFlowCore (the Smart Flow specification's async path,
-// §4). Every number (which bucket, how long to wait, which rate, which mapping, the cache
-// file) comes from the wasm core; this file keeps the timers, the resolver and hydrator
-// callbacks, the cooldowns a Retry-After asks for, and the storage.
+// §4). Every decision (which bucket, how long to wait, which rate, which mapping, the cache
+// file, what a response means, how long a Retry-After holds a scope back, when a failed
+// save is tried again) comes from the wasm core; this file keeps the clocks, the timers,
+// the resolver and hydrator callbacks, and the storage.
 //
 // acquire(url) reserves synchronously inside the core (tokens may go negative: the deficit
 // is the reservation) and then sleeps outside it, so concurrent callers each get their own
@@ -10,9 +11,6 @@
 // No node:fs here: the Node entry (smartflow-node.js) installs the file store.
 import { SmartFlowCore } from "../pkg-smartflow/sluicegate.js";
 
-const GLOBAL = "global";
-const FIRST_RETRY_MS = 1_000;
-const MAX_RETRY_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once beyond this
 
 let fileStoreFactory = null;
@@ -82,23 +80,14 @@ function defaultOnError(error, context) {
 
 const isThenable = (v) => v !== null && (typeof v === "object" || typeof v === "function") && typeof v.then === "function";
 
-const ASCTIME = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$/;
-
 /**
  * How long a `Retry-After` asks to wait, in milliseconds: delay-seconds ("120"), or an
- * HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT") measured from `nowMs` (Unix ms). A number
- * is taken as seconds. `null` when absent or unreadable; a date in the past is 0.
+ * HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT", or the obsolete RFC 850 and asctime forms)
+ * measured from `nowMs` (Unix ms). A number is taken as seconds. `null` when absent or
+ * unreadable; a date in the past is 0.
  */
 export function parseRetryAfter(value, nowMs = Date.now()) {
-  if (value === null || value === undefined) return null;
-  if (typeof value === "number") return Number.isFinite(value) && value >= 0 ? value * 1000 : null;
-  if (typeof value !== "string") return null;
-  const text = value.trim();
-  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
-  if (!/[A-Za-z]/.test(text)) return null; // dates name a month; "-5" or "1e3" are not delays
-  const at = Date.parse(ASCTIME.test(text) ? `${text} GMT` : text); // asctime dates are GMT
-  if (Number.isNaN(at)) return null;
-  return Math.max(0, at - nowMs);
+  return SmartFlowCore.retryAfterMs(value, nowMs) ?? null;
 }
 
 function localStorageStore(key) {
@@ -144,12 +133,6 @@ function requestUrl(input) {
   throw new TypeError(`input must be a URL string, a URL or a Request, got ${describe(input)}`);
 }
 
-/** The URL without its query and fragment: `/networks/N_1?perPage=5` names N_1. */
-const withoutQuery = (url) => {
-  const cut = url.search(/[?#]/);
-  return cut < 0 ? url : url.slice(0, cut);
-};
-
 /**
  * Smart Flow: throttles requests per organization (and globally per source IP) before the
  * server has to refuse them, learning which organization owns each network and device.
@@ -171,8 +154,6 @@ export class SmartFlow {
   #saving = null; // the last save queued
   #autoSaving = false;
   #retryTimer = null;
-  #retryMs = FIRST_RETRY_MS;
-  #cooldowns = new Map(); // "global" | scope key → until (ms on #now's clock)
   #closed = false;
 
   constructor(options = {}) {
@@ -279,7 +260,7 @@ export class SmartFlow {
     try {
       checkString(url, "url");
       this.#start();
-      if (this.#loading !== null || this.#cooldowns.size > 0 || signal?.aborted) {
+      if (this.#loading !== null || this.#limiter.coolingDown || signal?.aborted) {
         return this.#acquireSlowly(url, signal);
       }
       const waitMs = this.#reserve(url) * 1000;
@@ -302,22 +283,14 @@ export class SmartFlow {
     return waited + waitMs;
   }
 
-  /** How long a cooldown still holds requests to `url` back, ms (≤ 0: none). */
+  /** How long a cooldown still holds requests to `url` back, ms (0: none). */
   #holdMs(url) {
-    if (this.#cooldowns.size === 0) return 0;
-    const now = this.#now();
-    for (const [key, until] of this.#cooldowns) if (until <= now) this.#cooldowns.delete(key);
-    if (this.#cooldowns.size === 0) return 0;
-    let until = this.#cooldowns.get(GLOBAL) ?? now;
-    const scope = this.#core.scopeKey(url);
-    if (scope !== undefined) until = Math.max(until, this.#cooldowns.get(scope) ?? now);
-    return until - now;
+    return this.#limiter.coolingDown ? this.#limiter.cooldownMs(url, this.#now()) : 0;
   }
 
   /** How long a `Retry-After` still holds requests to `url` back, ms (0: not at all). */
   cooldownMs(url) {
-    checkString(url, "url");
-    return Math.max(0, this.#holdMs(url));
+    return this.#holdMs(checkString(url, "url"));
   }
 
   #startResolve(lookup) {
@@ -361,15 +334,7 @@ export class SmartFlow {
    * back that long, never shortening a cooldown in force.
    */
   onRateLimited(url, retryAfter = undefined) {
-    checkString(url, "url");
-    const penalty = this.#core.onRateLimited(url);
-    const ms = parseRetryAfter(retryAfter);
-    if (ms !== null && ms > 0) {
-      const key = penalty === "global" ? GLOBAL : (this.#core.scopeKey(url) ?? GLOBAL);
-      const until = this.#now() + ms;
-      if (!(this.#cooldowns.get(key) >= until)) this.#cooldowns.set(key, until);
-    }
-    return penalty;
+    return this.#core.onRateLimited(checkString(url, "url"), retryAfter, this.#now(), Date.now());
   }
 
   /** A 2xx on `url`: its organization's rate + 0.2, the global rate + 0.5, up to the configured rates. */
@@ -458,7 +423,6 @@ export class SmartFlow {
     this.#autoSaving = true;
     this.#save().then(
       () => {
-        this.#retryMs = FIRST_RETRY_MS;
         this.#autoSaving = false;
         this.#flushIfDue(); // 50 more learned while saving
       },
@@ -472,8 +436,7 @@ export class SmartFlow {
 
   #scheduleRetry() {
     if (this.#closed) return;
-    const delay = this.#retryMs;
-    this.#retryMs = Math.min(this.#retryMs * 2, MAX_RETRY_MS);
+    const delay = this.#core.saveFailed();
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = null;
       this.#flushIfDue();
@@ -503,18 +466,19 @@ export class SmartFlow {
    * JSON body is learned from) and a 429 as rate limited, honouring its Retry-After.
    */
   async smartFetch(input, init = undefined) {
-    const url = withoutQuery(requestUrl(input));
+    const url = SmartFlowCore.withoutQuery(requestUrl(input));
     const request = typeof input === "object" && !(input instanceof URL) ? input : null;
-    const method = String(init?.method ?? request?.method ?? "GET").toUpperCase();
+    const method = String(init?.method ?? request?.method ?? "GET");
     await this.acquire(url, { signal: init?.signal ?? request?.signal ?? undefined });
     const response = this.#fetch !== null ? await this.#fetch(input, init) : await globalThis.fetch(input, init);
-    if (response.status === 429) {
+    const reaction = SmartFlowCore.reaction(response.status, method, response.headers.get("content-type"));
+    if (reaction === "rateLimited") {
       this.onRateLimited(url, response.headers.get("retry-after"));
-    } else if (response.status >= 200 && response.status < 300) {
+    } else if (reaction !== "none") {
       this.onSuccess(url);
-      if (method === "GET") {
+      if (reaction !== "success") {
         let body = null;
-        if (/json/i.test(response.headers.get("content-type") ?? "") && response.body !== null) {
+        if (reaction === "learnJson" && response.body !== null) {
           try {
             body = await response.clone().json();
           } catch {

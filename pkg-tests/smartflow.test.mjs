@@ -299,7 +299,11 @@ test("a cooldown in force is never shortened; Retry-After parses both forms", ()
   assert.equal(parseRetryAfter("Wednesday, 08-Jul-26 12:00:30 GMT", now), 30_000);
   assert.equal(parseRetryAfter("Wed Jul  8 12:00:30 2026", now), 30_000);
   assert.equal(parseRetryAfter("Wed, 08 Jul 2026 11:00:00 GMT", now), 0, "a date past is no wait");
-  for (const bad of [null, undefined, "", "soon", "-5", "1e3"]) assert.equal(parseRetryAfter(bad, now), null, String(bad));
+  for (const bad of [null, undefined, "", "soon", "-5", "1e3", "2026-07-08T12:00:30Z", "Wed, 08 Jul 2026 12:00:30 UTC", {}]) {
+    assert.equal(parseRetryAfter(bad, now), null, String(bad));
+  }
+  assert.equal(parseRetryAfter(1.5, now), 1_500, "a number is seconds");
+  assert.throws(() => parseRetryAfter("120", Number.NaN), /nowUnixMs must be a finite number/);
 });
 
 // ---------------------------------------------------------------- resolver and hydrator

@@ -2,12 +2,17 @@
 
 use super::bucket::TokenBucket;
 use super::cache::{self, CacheLoad};
+use super::cooldown::{Cooldowns, SaveBackoff, Scope};
+use super::response::{
+    Field, ResponseBody, NETWORK_ID, NETWORK_NESTED_ID, ORGANIZATION_ID, ORGANIZATION_NESTED_ID, SERIAL,
+};
 use super::url::{self, IdKind};
 use super::{
     check_time, SmartFlowError, DECREASE_FACTOR, DEFAULT_CACHE_TTL, DEFAULT_GLOBAL_RATE, DEFAULT_ORG_CAPACITY,
     DEFAULT_ORG_RATE, FLUSH_THRESHOLD, GLOBAL_INCREASE, ORG_INCREASE,
 };
-use alloc::borrow::ToOwned;
+use crate::time::{Instant, Span};
+use alloc::borrow::{Cow, ToOwned};
 use alloc::string::String;
 use alloc::vec::Vec;
 use foldhash::fast::FixedState;
@@ -198,6 +203,8 @@ pub struct OrgRateLimiter {
     cache_fresh: bool,
     pending_lookups: Set,
     hydrated_orgs: Set,
+    cooldowns: Cooldowns,
+    save_backoff: SaveBackoff,
 }
 
 impl OrgRateLimiter {
@@ -221,6 +228,8 @@ impl OrgRateLimiter {
             cache_fresh: false,
             pending_lookups: Set::default(),
             hydrated_orgs: Set::default(),
+            cooldowns: Cooldowns::default(),
+            save_backoff: SaveBackoff::default(),
         })
     }
 
@@ -444,6 +453,66 @@ impl OrgRateLimiter {
         }
     }
 
+    /// A 429 on `url` that may carry a `Retry-After`: [`on_rate_limited`](OrgRateLimiter::on_rate_limited),
+    /// and when `retry_after` asks for a wait, the scope the 429 belongs to is held back
+    /// until `now + retry_after` (a cooldown in force is never shortened). That scope is
+    /// the global one when the global rate was lowered, else the request's own
+    /// ([`scope`](OrgRateLimiter::scope); global for a URL in none). `now` is on the
+    /// monotonic clock [`cooldown`](OrgRateLimiter::cooldown) is asked with.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::smartflow::{Config, OrgRateLimiter, Penalty};
+    /// use sluicegate::{Instant, Span};
+    /// let mut limiter = OrgRateLimiter::new(Config::default()).unwrap();
+    /// limiter.register_org("O_1").unwrap();
+    /// limiter.register_network("N_1", "O_1").unwrap();
+    /// let t = Instant::from_secs(100);
+    /// let penalty = limiter.on_rate_limited_with_retry("/organizations/O_1/x", Some(Span::from_secs(5)), t);
+    /// assert_eq!(penalty, Penalty::Org);
+    /// assert_eq!(limiter.cooldown("/networks/N_1/clients", t + Span::from_secs(1)), Span::from_secs(4));
+    /// assert_eq!(limiter.cooldown("/organizations/O_2/x", t), Span::ZERO);
+    /// ```
+    pub fn on_rate_limited_with_retry(&mut self, url: &str, retry_after: Option<Span>, now: Instant) -> Penalty {
+        let penalty = self.on_rate_limited(url);
+        if let Some(wait) = retry_after.filter(|wait| !wait.is_zero()) {
+            let scope = match penalty {
+                Penalty::Global => Scope::Global,
+                Penalty::Org | Penalty::SkippedUnresolved => self.scope(url).unwrap_or(Scope::Global),
+            };
+            self.cooldowns.hold_back(scope, now + wait);
+        }
+        penalty
+    }
+
+    /// The scope a cooldown for `url` is kept under: its organization when known, else the
+    /// network (else the device) it names; `None` for a URL naming none of them.
+    pub fn scope(&self, url: &str) -> Option<Scope> {
+        if let Some(org) = self.resolve_org(url) {
+            return Some(Scope::Org(String::from(org)));
+        }
+        url::scoped_id(url).map(|(kind, id)| match kind {
+            IdKind::Network => Scope::Network(String::from(id)),
+            IdKind::Device => Scope::Device(String::from(id)),
+        })
+    }
+
+    /// How long a `Retry-After` still holds requests to `url` back at `now`: until the
+    /// later of the global cooldown and its scope's (zero when none is in force).
+    pub fn cooldown(&mut self, url: &str, now: Instant) -> Span {
+        if self.cooldowns.is_empty() {
+            return Span::ZERO;
+        }
+        let scope = self.scope(url);
+        self.cooldowns.hold(scope.as_ref(), now)
+    }
+
+    /// Whether a cooldown is recorded: until then, [`cooldown`](OrgRateLimiter::cooldown)
+    /// is zero for every URL and need not be asked.
+    pub fn cooling_down(&self) -> bool {
+        !self.cooldowns.is_empty()
+    }
+
     /// A success on `url` (§5): the request's organization bucket, when it has one and is
     /// below the configured rate, gains 0.2 (capped at the configured rate); the global
     /// bucket, when below the configured global rate, gains 0.5 (capped). Both happen on
@@ -486,19 +555,28 @@ impl OrgRateLimiter {
     /// assert_eq!(limiter.learn_from_response("/networks/N_1/devices", &body).total(), 0);
     /// ```
     pub fn learn_from_response(&mut self, url: &str, body: &Value) -> Learned {
-        let Some(org) = url::org_id(url).or_else(|| org_from_body(body)).filter(|o| !o.is_empty()) else {
+        self.learn_from_body(url, body)
+    }
+
+    /// [`learn_from_response`](OrgRateLimiter::learn_from_response) for a body in any
+    /// object model: only the fields in [`LEARNED_FIELDS`](super::LEARNED_FIELDS) are read.
+    pub fn learn_from_body(&mut self, url: &str, body: &dyn ResponseBody) -> Learned {
+        let org = match url::org_id(url) {
+            Some(org) => Some(Cow::Borrowed(org)),
+            None => org_from_body(body),
+        };
+        let Some(org) = org.filter(|o| !o.is_empty()) else {
             return Learned::default();
         };
-        ensure_bucket(&mut self.org_buckets, &self.org_prototype, org);
+        ensure_bucket(&mut self.org_buckets, &self.org_prototype, &org);
         let mut learned = Learned::default();
-        let body = body.as_object();
-        let field = |name: &str| body.and_then(|b| b.get(name)).and_then(Value::as_str);
-        let nested_network = body.and_then(|b| b.get("network")).and_then(|n| n.get("id")).and_then(Value::as_str);
-        for network in [url::network_id(url), field("networkId"), nested_network].into_iter().flatten() {
-            learned.networks += u32::from(set_mapping(&mut self.network_to_org, network, org));
+        let (network, nested_network, serial) =
+            (body.field(NETWORK_ID), body.field(NETWORK_NESTED_ID), body.field(SERIAL));
+        for network in [url::network_id(url), network.text(), nested_network.text()].into_iter().flatten() {
+            learned.networks += u32::from(set_mapping(&mut self.network_to_org, network, &org));
         }
-        for serial in [url::serial(url), field("serial")].into_iter().flatten() {
-            learned.devices += u32::from(set_mapping(&mut self.serial_to_org, serial, org));
+        for serial in [url::serial(url), serial.text()].into_iter().flatten() {
+            learned.devices += u32::from(set_mapping(&mut self.serial_to_org, serial, &org));
         }
         self.dirty += u64::from(learned.total());
         learned
@@ -605,6 +683,14 @@ impl OrgRateLimiter {
     /// it was being written. After a failed save, call nothing: the changes stay counted.
     pub fn mark_flushed(&mut self, count: u64) {
         self.dirty = self.dirty.saturating_sub(count);
+        self.save_backoff.succeeded();
+    }
+
+    /// A save of the cache failed (the changes stay counted): how long to wait before
+    /// trying again, 1 s after the first failure, doubling up to 60 s, and 1 s again after
+    /// a save succeeds ([`SaveBackoff`](super::SaveBackoff)).
+    pub fn save_failed(&mut self) -> Span {
+        self.save_backoff.failed()
     }
 
     /// Whether a fresh cache was loaded (§7).
@@ -695,11 +781,16 @@ fn resolve<'a>(networks: &'a Map<String>, serials: &'a Map<String>, url: &'a str
     org.filter(|o| !o.is_empty())
 }
 
-fn org_from_body(body: &Value) -> Option<&str> {
-    let body = body.as_object()?;
-    match body.get("organizationId") {
-        Some(org) => org.as_str(),
-        None => body.get("organization")?.get("id")?.as_str(),
+/// The body's organization: `organizationId` when present (even when it is no string),
+/// else `organization.id`.
+fn org_from_body(body: &dyn ResponseBody) -> Option<Cow<'_, str>> {
+    let org = match body.field(ORGANIZATION_ID) {
+        Field::Absent => body.field(ORGANIZATION_NESTED_ID),
+        present => present,
+    };
+    match org {
+        Field::Text(org) => Some(org),
+        Field::Absent | Field::NotText => None,
     }
 }
 
@@ -949,6 +1040,74 @@ mod tests {
         limiter.global_bucket_mut().set_rate(99.8).unwrap();
         limiter.on_success("/networks/N_9");
         assert_eq!(limiter.global_bucket().rate(), 100.0);
+    }
+
+    fn secs(s: u64) -> Span {
+        Span::from_secs(s)
+    }
+
+    #[test]
+    fn a_retry_after_on_an_org_holds_back_its_networks_and_devices_but_not_other_orgs() {
+        let mut limiter = limiter();
+        limiter.register_network("N_1", "O_1").unwrap();
+        limiter.register_device("Q2", "O_1").unwrap();
+        let t = Instant::from_secs(10);
+        assert_eq!(
+            limiter.on_rate_limited_with_retry("/networks/N_1/clients", Some(secs(5)), t),
+            Penalty::SkippedUnresolved
+        );
+        // N_1 is mapped but O_1 had no bucket yet: the rate was left alone, the org is held.
+        assert_eq!(limiter.cooldown("/organizations/O_1/admins", t), secs(5));
+        assert_eq!(limiter.cooldown("/devices/Q2/lldpCdp", t + secs(2)), secs(3));
+        assert_eq!(limiter.cooldown("/organizations/O_2/admins", t), Span::ZERO);
+        assert_eq!(limiter.cooldown("/networks/N_2/clients", t), Span::ZERO);
+        assert_eq!(limiter.cooldown("/administered/identities/me", t), Span::ZERO);
+    }
+
+    #[test]
+    fn a_retry_after_on_an_unresolved_network_holds_back_that_network_only() {
+        let mut limiter = limiter();
+        let t = Instant::from_secs(10);
+        let penalty = limiter.on_rate_limited_with_retry("/networks/N_9/x", Some(secs(2)), t);
+        assert_eq!(penalty, Penalty::SkippedUnresolved);
+        assert_eq!(limiter.cooldown("/networks/N_9/clients", t), secs(2));
+        assert_eq!(limiter.cooldown("/devices/N_9", t), Span::ZERO, "a serial is not a network id");
+        // Once N_9's organization is learned, the network's own cooldown no longer applies:
+        // the request is in its organization's scope now.
+        limiter.register_network("N_9", "O_1").unwrap();
+        assert_eq!(limiter.cooldown("/networks/N_9/clients", t), Span::ZERO);
+    }
+
+    #[test]
+    fn a_retry_after_that_lowered_the_global_rate_holds_back_everyone() {
+        let mut limiter = limiter();
+        let t = Instant::from_secs(10);
+        assert_eq!(limiter.on_rate_limited_with_retry("/organizations/O_1/x", Some(secs(3)), t), Penalty::Global);
+        for url in ["/organizations/O_2/x", "/networks/N_1", "/administered/identities/me"] {
+            assert_eq!(limiter.cooldown(url, t), secs(3), "{url}");
+        }
+        assert_eq!(limiter.cooldown("/networks/N_1", t + secs(3)), Span::ZERO);
+        assert!(!limiter.cooling_down(), "an ended cooldown is forgotten");
+    }
+
+    #[test]
+    fn no_retry_after_or_a_zero_one_holds_nothing_back_but_still_lowers_the_rate() {
+        let mut limiter = limiter();
+        limiter.register_org("O_1").unwrap();
+        let t = Instant::from_secs(10);
+        limiter.on_rate_limited_with_retry("/organizations/O_1/x", None, t);
+        limiter.on_rate_limited_with_retry("/organizations/O_1/x", Some(Span::ZERO), t);
+        assert!(!limiter.cooling_down());
+        assert!(close(limiter.bucket("O_1").unwrap().rate(), 10.0 * 0.7 * 0.7));
+    }
+
+    #[test]
+    fn a_successful_save_resets_the_retry_backoff() {
+        let mut limiter = limiter();
+        assert_eq!(limiter.save_failed(), secs(1));
+        assert_eq!(limiter.save_failed(), secs(2));
+        limiter.mark_flushed(0);
+        assert_eq!(limiter.save_failed(), secs(1));
     }
 
     #[test]

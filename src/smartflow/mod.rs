@@ -19,19 +19,40 @@
 //! | §7 persisted cache | [`OrgRateLimiter::save_cache`], [`OrgRateLimiter::load_cache`], [`is_fresh`], [`parse_saved_at`], [`format_saved_at`] |
 //! | §8 resolver and hydrator bookkeeping | [`Resolver`], [`Hydrator`], [`OrgRateLimiter::start_lookup`], [`OrgRateLimiter::finish_lookup`], [`OrgRateLimiter::claim_hydration`] |
 //!
+//! Beyond the specification, what a fetch wrapper needs to follow it:
+//!
+//! | what | here |
+//! |---|---|
+//! | what a response means (429, 2xx, a GET's JSON body) | [`reaction`], [`Reaction`], [`url::without_query`] |
+//! | which body fields are learned from | [`ResponseBody`], [`LEARNED_FIELDS`], [`OrgRateLimiter::learn_from_body`] |
+//! | `Retry-After`: delay-seconds and the three HTTP-date forms | [`RetryAfter`], [`retry_after_wait`] |
+//! | cooldowns per scope, never shortened | [`OrgRateLimiter::on_rate_limited_with_retry`], [`OrgRateLimiter::cooldown`], [`Cooldowns`], [`Scope`] |
+//! | when a failed save is tried again | [`OrgRateLimiter::save_failed`], [`SaveBackoff`] |
+//!
 //! Time is `f64` seconds, as in the specification: monotonic seconds for the buckets
-//! (any epoch the caller likes) and Unix seconds for the cache's `saved_at`. Nothing here
+//! (any epoch the caller likes) and Unix seconds for the cache's `saved_at`. The additions
+//! above use [`Instant`](crate::Instant) and [`Span`](crate::Span): cooldowns on the
+//! buckets' monotonic clock, `Retry-After` dates in Unix time. Nothing here
 //! reads a clock, sleeps, or does I/O: an acquire *returns* how long to sleep, and the cache
 //! is JSON text in and out.
 
 mod bucket;
 mod cache;
+mod cooldown;
 mod limiter;
+mod response;
+mod retry_after;
 pub mod url;
 
 pub use bucket::{TokenBucket, RATE_FLOOR};
 pub use cache::{format_saved_at, is_fresh, parse_saved_at, parse_saved_at_str, CacheLoad};
+pub use cooldown::{Cooldowns, SaveBackoff, Scope, FIRST_SAVE_RETRY, MAX_SAVE_RETRY};
 pub use limiter::{Acquired, Config, Hydrator, Learned, Lookup, OrgRateLimiter, Penalty, Resolver};
+pub use response::{
+    reaction, Field, Reaction, ResponseBody, LEARNED_FIELDS, NETWORK_ID, NETWORK_NESTED_ID, ORGANIZATION_ID,
+    ORGANIZATION_NESTED_ID, SERIAL,
+};
+pub use retry_after::{retry_after_wait, RetryAfter, RetryAfterError};
 pub use url::IdKind;
 
 use core::fmt;

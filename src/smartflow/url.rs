@@ -106,6 +106,20 @@ pub fn is_unresolved_scoped_url(url: &str) -> bool {
     org_id(url).is_none() && scoped_id(url).is_some()
 }
 
+/// The URL without its query and fragment: what a fetch wrapper routes by, so that
+/// `/networks/N_1?perPage=5` names `N_1` (the searches above would take `N_1?perPage=5`).
+///
+/// # Examples
+/// ```
+/// use sluicegate::smartflow::url;
+/// assert_eq!(url::without_query("https://api.meraki.com/api/v1/networks/N_1?perPage=5"), "https://api.meraki.com/api/v1/networks/N_1");
+/// assert_eq!(url::without_query("/devices/Q2#top"), "/devices/Q2");
+/// ```
+pub fn without_query(url: &str) -> &str {
+    let cut = url.bytes().position(|b| b == b'?' || b == b'#').unwrap_or(url.len());
+    url.get(..cut).unwrap_or(url)
+}
+
 /// The regex search `<marker>([^/]+)`, where `marker` begins and ends with `/`.
 fn search<'a>(url: &'a str, marker: &str) -> Option<&'a str> {
     let mut from = 0;
@@ -153,6 +167,13 @@ mod tests {
     #[test]
     fn the_first_occurrence_wins() {
         assert_eq!(network_id("/networks/N_1/x/networks/N_2"), Some("N_1"));
+    }
+
+    #[test]
+    fn the_query_and_fragment_are_cut_at_the_first_of_them() {
+        assert_eq!(without_query("/networks/N_1/clients"), "/networks/N_1/clients");
+        assert_eq!(without_query("/networks/N_1#a?b"), "/networks/N_1");
+        assert_eq!(without_query("?x"), "");
     }
 
     #[test]

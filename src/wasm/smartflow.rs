@@ -4,18 +4,22 @@
 //!
 //! `SmartFlowCore` only computes: an acquire *returns* how long to wait, a lookup to run is
 //! handed out (`takeLookup`) and its answer handed back (`finishLookup`), and the cache is
-//! JSON text in and out. The timers, the resolver and hydrator callbacks and the storage
-//! are the JS layer's (js/smartflow.js). `SmartFlowBucket` and the free functions expose
+//! JSON text in and out; a 429's `Retry-After` becomes a cooldown whose remaining length is
+//! asked for (`cooldownMs`), and a failed save returns how long to wait before the next.
+//! The timers, the resolver and hydrator callbacks and the storage are the JS layer's
+//! (js/smartflow.js). Nothing here decides anything: each export converts JS values to the
+//! core's types and back. `SmartFlowBucket` and the free functions expose
 //! the rest of the specification's primitives, for conformance runners.
 
-use super::{num, set_prop};
+use super::{ms_to_nanos, nanos_to_ms, num, set_prop};
 use crate::smartflow::{
-    self, url, CacheLoad, Config, IdKind, Lookup, OrgRateLimiter, Penalty, SmartFlowError, TokenBucket,
+    self, url, CacheLoad, Config, Field, IdKind, Lookup, OrgRateLimiter, Penalty, Reaction, ResponseBody,
+    SmartFlowError, TokenBucket,
 };
+use crate::time::{Instant, Span};
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use js_sys::{Array, Object, Reflect};
-use serde_json::{Map, Value};
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -50,6 +54,8 @@ export interface SmartFlowLearned {
   networks: number;
   devices: number;
 }
+/** What a response means to Smart Flow: a 429, a 2xx to anything but a GET, a 2xx to a GET (learn from the URL, and from the body when `learnJson`), or nothing. */
+export type SmartFlowReaction = "rateLimited" | "success" | "learn" | "learnJson" | "none";
 /** The identifiers a request URL names (`/organizations/<id>`, `/networks/<id>`, `/devices/<serial>`). */
 export interface SmartFlowUrlIdentifiers {
   organization: string | null;
@@ -161,46 +167,56 @@ fn kind_from(kind: &str) -> Result<IdKind, JsError> {
     }
 }
 
-/// A JS value as the JSON value the learning rules (§6) read: a response body's
-/// `organizationId`, `organization.id`, `networkId`, `serial` and `network.id`, each kept
-/// only when present (`undefined` is absent, as in `JSON.stringify`), strings as strings and
-/// anything else as `null` (which no rule takes as an identifier). Arrays and non-objects
-/// are no object. Only those five fields are copied, however large the body.
-fn body_value(body: &JsValue) -> Value {
-    fn field(from: &JsValue, key: &str) -> Option<JsValue> {
-        let v = Reflect::get(from, &key.into()).ok()?;
-        (!v.is_undefined()).then_some(v)
-    }
-    fn is_record(v: &JsValue) -> bool {
-        v.is_object() && !Array::is_array(v)
-    }
-    fn text(v: &JsValue) -> Value {
-        v.as_string().map_or(Value::Null, Value::String)
-    }
-    if !is_record(body) {
-        return Value::Null;
-    }
-    let mut out = Map::new();
-    for key in ["organizationId", "networkId", "serial"] {
-        if let Some(v) = field(body, key) {
-            out.insert(key.into(), text(&v));
+/// A response body as the core's learning rules (§6) read it: a JS object (not an array),
+/// read along the paths the core asks for (`undefined` is absent, as in `JSON.stringify`);
+/// nothing else of the body is copied.
+struct JsBody<'a>(&'a JsValue);
+
+impl ResponseBody for JsBody<'_> {
+    fn field(&self, path: &[&str]) -> Field<'_> {
+        let mut at = self.0.clone();
+        for key in path {
+            if !at.is_object() || Array::is_array(&at) {
+                return Field::Absent;
+            }
+            at = Reflect::get(&at, &(*key).into()).unwrap_or(JsValue::UNDEFINED);
+            if at.is_undefined() {
+                return Field::Absent;
+            }
         }
+        at.as_string().map_or(Field::NotText, |text| Field::Text(text.into()))
     }
-    for key in ["organization", "network"] {
-        if let Some(v) = field(body, key) {
-            let inner = if is_record(&v) {
-                let mut inner = Map::new();
-                if let Some(id) = field(&v, "id") {
-                    inner.insert("id".into(), text(&id));
-                }
-                Value::Object(inner)
-            } else {
-                Value::Null
-            };
-            out.insert(key.into(), inner);
+}
+
+/// An instant on a clock read in JS milliseconds (≥ 0).
+fn instant_ms(ms: f64, what: &str) -> Result<Instant, JsError> {
+    if ms.is_finite() && ms >= 0.0 {
+        Ok(Instant::from_nanos(ms_to_nanos(ms)))
+    } else {
+        Err(JsError::new(&format!("{what} must be a finite number of milliseconds ≥ 0, got {}", num(ms))))
+    }
+}
+
+/// A span in JS milliseconds.
+fn span_ms(span: Span) -> f64 {
+    nanos_to_ms(span.as_nanos())
+}
+
+/// A `Retry-After` from JS as the wait it asks for: a string is the header (read by the
+/// core, dates against `now_unix_ms`), a number is seconds; `null`, `undefined`, a negative
+/// or non-finite number and anything else ask for none.
+fn retry_after_wait(value: &JsValue, now_unix_ms: Option<f64>) -> Result<Option<Span>, JsError> {
+    if let Some(seconds) = value.as_f64() {
+        let valid = seconds.is_finite() && seconds >= 0.0;
+        return Ok(valid.then(|| Span::from_nanos(ms_to_nanos(seconds * 1000.0))));
+    }
+    match value.as_string() {
+        Some(text) => {
+            let now = instant_ms(now_unix_ms.unwrap_or(f64::NAN), "nowUnixMs")?;
+            Ok(smartflow::retry_after_wait(&text, now))
         }
+        None => Ok(None),
     }
-    Value::Object(out)
 }
 
 fn mappings<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>) -> JsValue {
@@ -316,22 +332,90 @@ impl SmartFlowCoreJs {
     /// else `network:<id>` or `device:<serial>`, else `undefined`.
     #[wasm_bindgen(js_name = scopeKey)]
     pub fn scope_key(&self, url: &str) -> Option<String> {
-        if let Some(org) = self.core.resolve_org(url) {
-            return Some(format!("org:{org}"));
-        }
-        url::scoped_id(url).map(|(kind, id)| format!("{}:{id}", kind_name(kind)))
+        self.core.scope(url).map(|scope| scope.to_string())
     }
 
     /// A 429 on `url` (§5): the organization's rate × 0.7, or nothing for a network or
     /// device of an unknown organization, or the global rate × 0.7. Never below 0.5.
+    /// `retryAfter` (the header's text, or seconds) holds the 429's scope back from
+    /// `nowMs` (the monotonic clock `cooldownMs` is asked with), never shortening a
+    /// cooldown in force; an HTTP-date is measured from `nowUnixMs` (`Date.now()`).
     #[wasm_bindgen(js_name = onRateLimited, unchecked_return_type = "SmartFlowPenalty")]
-    pub fn on_rate_limited(&mut self, url: &str) -> JsValue {
-        match self.core.on_rate_limited(url) {
+    pub fn on_rate_limited(
+        &mut self,
+        url: &str,
+        #[wasm_bindgen(unchecked_param_type = "string | number | null")] retry_after: Option<JsValue>,
+        now_ms: Option<f64>,
+        now_unix_ms: Option<f64>,
+    ) -> Result<JsValue, JsError> {
+        let wait = match retry_after {
+            Some(value) => retry_after_wait(&value, now_unix_ms)?,
+            None => None,
+        };
+        let penalty = match wait {
+            Some(wait) => {
+                let now = instant_ms(now_ms.unwrap_or(f64::NAN), "nowMs")?;
+                self.core.on_rate_limited_with_retry(url, Some(wait), now)
+            }
+            None => self.core.on_rate_limited(url),
+        };
+        Ok(match penalty {
             Penalty::Org => "org",
             Penalty::SkippedUnresolved => "skipped",
             Penalty::Global => "global",
         }
+        .into())
+    }
+
+    /// How long a `Retry-After` still holds requests to `url` back at `nowMs`,
+    /// milliseconds (0: not at all).
+    #[wasm_bindgen(js_name = cooldownMs)]
+    pub fn cooldown_ms(&mut self, url: &str, now_ms: f64) -> Result<f64, JsError> {
+        Ok(span_ms(self.core.cooldown(url, instant_ms(now_ms, "nowMs")?)))
+    }
+
+    /// Whether a cooldown is recorded (until then `cooldownMs` is 0 for every URL).
+    #[wasm_bindgen(getter, js_name = coolingDown)]
+    pub fn cooling_down(&self) -> bool {
+        self.core.cooling_down()
+    }
+
+    /// A save of the cache failed: milliseconds to wait before trying again (1 s,
+    /// doubling up to 60 s; back to 1 s after a save succeeds, see `markFlushed`).
+    #[wasm_bindgen(js_name = saveFailed)]
+    pub fn save_failed(&mut self) -> f64 {
+        span_ms(self.core.save_failed())
+    }
+
+    /// The milliseconds a `Retry-After` asks to wait: the header's text (delay-seconds or
+    /// an HTTP-date, measured from `nowUnixMs`) or seconds; `undefined` when there is none
+    /// or it is unreadable. A date in the past is 0.
+    #[wasm_bindgen(js_name = retryAfterMs)]
+    pub fn retry_after_ms(
+        #[wasm_bindgen(unchecked_param_type = "unknown")] value: JsValue,
+        now_unix_ms: f64,
+    ) -> Result<Option<f64>, JsError> {
+        Ok(retry_after_wait(&value, Some(now_unix_ms))?.map(span_ms))
+    }
+
+    /// What a response with `status` to a `method` request, with the `contentType` header
+    /// (`null` when absent), means to the limiter.
+    #[wasm_bindgen(unchecked_return_type = "SmartFlowReaction")]
+    pub fn reaction(status: u16, method: &str, content_type: Option<String>) -> JsValue {
+        match smartflow::reaction(status, method, content_type.as_deref()) {
+            Reaction::RateLimited => "rateLimited",
+            Reaction::Success => "success",
+            Reaction::SuccessAndLearn { json: false } => "learn",
+            Reaction::SuccessAndLearn { json: true } => "learnJson",
+            Reaction::Nothing => "none",
+        }
         .into()
+    }
+
+    /// `url` without its query and fragment: what requests are routed by.
+    #[wasm_bindgen(js_name = withoutQuery)]
+    pub fn without_query(url: &str) -> String {
+        String::from(url::without_query(url))
     }
 
     /// A success on `url` (§5): + 0.2 to its organization's rate and + 0.5 to the global
@@ -352,7 +436,7 @@ impl SmartFlowCoreJs {
     ) -> JsValue {
         let learned = match body.as_string() {
             Some(text) => self.core.learn_from_response_text(url, &text),
-            None => self.core.learn_from_response(url, &body_value(&body)),
+            None => self.core.learn_from_body(url, &JsBody(&body)),
         };
         let out = Object::new();
         set_prop(&out, "networks", &learned.networks.into());
