@@ -33,6 +33,12 @@ export async function main(): Promise<number> {
   permit.release();
   const state: PacerState = pacer.snapshot();
   await pacer.setLimits({ maxInFlight: 3 });
+  // The browser's own storage, IndexedDB and Web Locks fit the persistence options.
+  const tabs = new Pacer({ persist: { key: "om", indexedDB } });
+  const local = new Pacer({ persist: { key: "om", storage: localStorage, locks: navigator.locks } });
+  const session = new LocationCache({ persist: { key: "cache", storage: sessionStorage } });
+  await tabs.close();
+  await local.close();
 
   const core = new PacerCore({ maxWeight: null });
   const r: PacerReservation = core.reserve(Date.now(), 1.5);
@@ -56,7 +62,7 @@ export async function main(): Promise<number> {
   const retry: number = d.allowed ? d.resetMs : d.retryAfterMs;
   const n: number = chooseLocationsPerCall({ weightOf: (x) => x * 1.14, budget: 550, max: 100 });
   validateRules("{}").forEach((rule) => rule.policy.toUpperCase());
-  return w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
+  return session.size + w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
 }
 
 // sluicegate/smartflow: the Smart Flow limiter.
