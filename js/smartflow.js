@@ -9,6 +9,7 @@
 //
 // No node:fs here: the Node entry (smartflow-node.js) installs the file store.
 import { SmartFlowCore } from "../pkg-smartflow/sluicegate.js";
+import { onAbort } from "./abort.js";
 
 const GLOBAL = "global";
 const FIRST_RETRY_MS = 1_000;
@@ -54,10 +55,12 @@ function sleep(ms, signal) {
     }
     const due = Date.now() + ms;
     let timer;
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortReason(signal));
-    };
+    const stop = signal
+      ? onAbort(signal, () => {
+          clearTimeout(timer);
+          reject(abortReason(signal));
+        })
+      : () => {};
     const arm = (left) => {
       timer = setTimeout(() => {
         const rest = due - Date.now();
@@ -65,11 +68,10 @@ function sleep(ms, signal) {
           arm(rest);
           return;
         }
-        signal?.removeEventListener("abort", onAbort);
+        stop();
         resolve();
       }, Math.min(left, MAX_TIMER_MS));
     };
-    signal?.addEventListener("abort", onAbort, { once: true });
     arm(ms);
   });
 }
