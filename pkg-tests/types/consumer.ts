@@ -17,6 +17,7 @@ import init, {
   type RateLimitKind,
 } from "sluicegate";
 import { TokenBucket, clientIdentity, validateRules, type ClientIdentity, type LimitDecision } from "sluicegate/edge";
+import wasmUrl from "sluicegate/wasm";
 
 interface Daily {
   daily: { time: string[]; temperature_2m_max: number[] };
@@ -24,6 +25,7 @@ interface Daily {
 
 export async function main(): Promise<number> {
   await init();
+  await init({ module_or_path: new URL(wasmUrl, import.meta.url) }); // a bundler's file loader (esbuild)
   const w: number = openMeteoWeight({ locations: 1_500, days: 16, variables: 2 });
   const server: number = openMeteoWeight({ locations: 1, days: 7, variables: 6, models: 2, mode: "server" });
   const kind: RateLimitKind | null = classifyRateLimit(429, '{"error":true,"reason":"Hourly…"}');
