@@ -3,21 +3,23 @@
 // pauses it instead: queued calls stop, calls in flight (already admitted upstream) finish,
 // and the rest resume once at the next upstream window. Best-effort calls degrade to null.
 import { BatchPolicy } from "../pkg/sluicegate.js";
+import { onAbort } from "./abort.js";
 import { Pacer } from "./pacer.js";
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(done, Math.max(0, ms));
+    const stop = signal
+      ? onAbort(signal, () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        })
+      : () => {};
     function done() {
-      signal?.removeEventListener("abort", onAbort);
+      stop();
       resolve();
     }
-    function onAbort() {
-      clearTimeout(timer);
-      reject(signal.reason);
-    }
-    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
 
@@ -80,9 +82,9 @@ export async function runBatch(calls, options = {}) {
         queue.abort(reason);
         flight.abort(reason);
       };
-      const onOuter = () => end(outer.reason);
-      if (outer?.aborted) onOuter();
-      outer?.addEventListener("abort", onOuter, { once: true });
+      let stopOuter = () => {};
+      if (outer?.aborted) end(outer.reason);
+      else if (outer) stopOuter = onAbort(outer, () => end(outer.reason));
       let resumeAt = null;
 
       const runOne = async (i) => {
@@ -154,7 +156,7 @@ export async function runBatch(calls, options = {}) {
       };
 
       await Promise.all(results.map((_, i) => (settled[i] ? null : runOne(i))));
-      outer?.removeEventListener("abort", onOuter);
+      stopOuter();
       if (abort || outer?.aborted) break;
       if (resumeAt === null) break;
       stats.resumed = true;

@@ -1,7 +1,10 @@
 // Browsers and bundlers: the web build as is; `await init()` loads the .wasm (the bundler
-// copies it as an asset). Vite users: optimizeDeps: { exclude: ["sluicegate"] }.
+// copies it as an asset). Vite 7 and older: optimizeDeps: { exclude: ["sluicegate"] }; esbuild: pass the URL of the .wasm imported from "…/wasm" (README, Bundlers).
+import wasmInit from "../pkg/sluicegate.js";
+import { guardInit } from "./init.js";
+
 export * from "../pkg/sluicegate.js";
-export { default } from "../pkg/sluicegate.js";
+export default guardInit(wasmInit, "sluicegate");
 export { Pacer } from "./pacer.js";
 export { LocationCache } from "./cache.js";
 export { runBatch } from "./batch.js";

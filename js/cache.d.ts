@@ -1,8 +1,10 @@
+import type { StorageLike } from "./platform.js";
+
 /** Where a cache's entries are saved between page loads. */
 export interface CachePersistence {
   key: string;
   /** Default: `localStorage`. */
-  storage?: Pick<Storage, "getItem" | "setItem">;
+  storage?: StorageLike;
 }
 
 export interface LocationCacheConfig {

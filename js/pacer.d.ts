@@ -1,4 +1,5 @@
 import type { PacerOptions, PacerWindow } from "../pkg/sluicegate.js";
+import type { IDBFactoryLike, LockManagerLike, StorageLike } from "./platform.js";
 
 /** Where a pacer's ledger lives, so that page reloads and every tab of the origin share one budget. */
 /**
@@ -11,11 +12,11 @@ export interface PacerPersistence {
   /** One ledger per key. */
   key: string;
   /** Default: `indexedDB`. */
-  indexedDB?: IDBFactory;
+  indexedDB?: IDBFactoryLike;
   /** A synchronous storage instead of IndexedDB (e.g. for Node or tests). */
-  storage?: Pick<Storage, "getItem" | "setItem">;
+  storage?: StorageLike;
   /** With `storage`: default `navigator.locks`; `null` to not lock. */
-  locks?: Pick<LockManager, "request"> | null;
+  locks?: LockManagerLike | null;
 }
 
 export interface PacerConfig extends PacerOptions {

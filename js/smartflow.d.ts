@@ -1,5 +1,6 @@
 // sluicegate/smartflow: the Smart Flow limiter (its wasm core, SmartFlowCore, and the async
 // SmartFlow around it) beside the browser client's exports.
+import type { FetchInput } from "./platform.js";
 import type { SmartFlowCoreOptions, SmartFlowIdKind, SmartFlowLearned, SmartFlowPenalty } from "../pkg-smartflow/sluicegate.js";
 
 export * from "../pkg-smartflow/sluicegate.js";
@@ -40,7 +41,7 @@ export interface SmartFlowOptions extends SmartFlowCoreOptions {
   /** The monotonic clock, milliseconds (default `performance.now`). */
   now?: (() => number) | null;
   /** The `fetch` that `smartFetch` calls (default `globalThis.fetch`). */
-  fetch?: ((input: RequestInfo | URL, init?: RequestInit) => Promise<Response>) | null;
+  fetch?: ((input: FetchInput, init?: RequestInit) => Promise<Response>) | null;
   /** Told about background failures (a resolver, hydrator, load or save that threw); default `console.warn`. */
   onError?: ((error: unknown, context: string) => void) | null;
 }
@@ -116,14 +117,14 @@ export declare class SmartFlow {
    */
   shutdown(): Promise<void>;
   /** `fetch` through this limiter (bound: pass it around as a `fetch`). */
-  smartFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
+  smartFetch(input: FetchInput, init?: RequestInit): Promise<Response>;
 }
 
 /**
  * `fetch` through Smart Flow: acquire → fetch → a 2xx is a success (a GET's JSON body is
  * learned from), a 429 is rate limited and its Retry-After (seconds or HTTP-date) honoured.
  */
-export declare function smartFetch(input: RequestInfo | URL, init?: SmartFetchInit): Promise<Response>;
+export declare function smartFetch(input: FetchInput, init?: SmartFetchInit): Promise<Response>;
 
 /**
  * Milliseconds a Retry-After asks for: delay-seconds (a number is seconds too), or an HTTP-date

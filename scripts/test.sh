@@ -42,8 +42,19 @@ wasm-pack test --mode no-install --node . --features wasm-edge
 banner "wasm-pack test --headless --chrome"
 WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm-edge
 
-banner "TypeScript declarations (tsc --noEmit over a consumer)"
+banner "TypeScript declarations (tsc --noEmit over a browser, a Node and a Worker consumer)"
 node_modules/.bin/tsc -p pkg-tests/types
+node_modules/.bin/tsc -p pkg-tests/types-node
+node_modules/.bin/tsc -p pkg-tests/types-worker
+
+# The package as published: every entry resolves to its types and code under Node's ESM
+# resolution (node16/nodenext) and bundlers'. The package is ESM-only by design, so attw's
+# esm-only profile (require() from CommonJS and node10 resolution are not checked).
+banner "are the types wrong? (attw on the npm pack tarball)"
+pack_dir=$(mktemp -d)
+npm pack --silent --pack-destination "$pack_dir" >/dev/null
+node_modules/.bin/attw "$pack_dir"/sluicegate-*.tgz --profile esm-only --format table-flipped --no-color
+rm -rf "$pack_dir"
 
 banner "Smart Flow conformance vectors through the built package (Node $("$NODE22" --version))"
 "$NODE22" pkg-tests/smartflow-conformance.mjs tests/fixtures/smartflow-vectors.json

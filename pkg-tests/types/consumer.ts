@@ -17,6 +17,7 @@ import init, {
   type RateLimitKind,
 } from "sluicegate";
 import { TokenBucket, clientIdentity, validateRules, type ClientIdentity, type LimitDecision } from "sluicegate/edge";
+import wasmUrl from "sluicegate/wasm";
 
 interface Daily {
   daily: { time: string[]; temperature_2m_max: number[] };
@@ -24,6 +25,7 @@ interface Daily {
 
 export async function main(): Promise<number> {
   await init();
+  await init({ module_or_path: new URL(wasmUrl, import.meta.url) }); // a bundler's file loader (esbuild)
   const w: number = openMeteoWeight({ locations: 1_500, days: 16, variables: 2 });
   const server: number = openMeteoWeight({ locations: 1, days: 7, variables: 6, models: 2, mode: "server" });
   const kind: RateLimitKind | null = classifyRateLimit(429, '{"error":true,"reason":"Hourly…"}');
@@ -33,6 +35,12 @@ export async function main(): Promise<number> {
   permit.release();
   const state: PacerState = pacer.snapshot();
   await pacer.setLimits({ maxInFlight: 3 });
+  // The browser's own storage, IndexedDB and Web Locks fit the persistence options.
+  const tabs = new Pacer({ persist: { key: "om", indexedDB } });
+  const local = new Pacer({ persist: { key: "om", storage: localStorage, locks: navigator.locks } });
+  const session = new LocationCache({ persist: { key: "cache", storage: sessionStorage } });
+  await tabs.close();
+  await local.close();
 
   const core = new PacerCore({ maxWeight: null });
   const r: PacerReservation = core.reserve(Date.now(), 1.5);
@@ -56,7 +64,7 @@ export async function main(): Promise<number> {
   const retry: number = d.allowed ? d.resetMs : d.retryAfterMs;
   const n: number = chooseLocationsPerCall({ weightOf: (x) => x * 1.14, budget: 550, max: 100 });
   validateRules("{}").forEach((rule) => rule.policy.toUpperCase());
-  return w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
+  return session.size + w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
 }
 
 // sluicegate/smartflow: the Smart Flow limiter.

@@ -1,0 +1,53 @@
+// Compiled with `tsc --noEmit` by the test suite: the package as a Node-only TypeScript
+// project sees it (lib es2023 and @types/node, no DOM). Every entry's declarations must
+// compile without the DOM library, with skipLibCheck off.
+import { readFileSync } from "node:fs";
+import init, { LocationCache, Pacer, fetchForecasts, openMeteoWeight, runBatch, type BatchOutcome, type Permit } from "sluicegate";
+import { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
+import { SmartFlow, fileStore, parseRetryAfter, smartFetch, type SmartFlowStore } from "sluicegate/smartflow";
+import { SimulationError, runSimulation, simulate, type SimReport } from "sluicegate/sim";
+
+// A synchronous storage as Node code would write one: any { getItem, setItem } fits.
+const memory = new Map<string, string>();
+const storage = { getItem: (key: string) => memory.get(key) ?? null, setItem: (key: string, value: string) => void memory.set(key, value) };
+
+export async function nodeUsage(): Promise<number> {
+  await init();
+  await init({ module_or_path: readFileSync(new URL("../../pkg/sluicegate_bg.wasm", import.meta.url)) });
+  const pacer = new Pacer({ maxInFlight: 2, persist: { key: "om", storage, locks: null } });
+  const permit: Permit = await pacer.acquire(1, { signal: AbortSignal.timeout(1_000) });
+  permit.release();
+  const cache = new LocationCache<{ ok: boolean }>({ persist: { key: "cache", storage } });
+  const out = await fetchForecasts<{ ok: boolean }>([{ latitude: 52.52, longitude: 13.41 }], { daily: ["temperature_2m_max"] }, {
+    pacer,
+    cache,
+    baseUrl: "http://127.0.0.1:9/v1/forecast",
+  });
+  const batch: BatchOutcome = await runBatch([{ url: "http://127.0.0.1:9/x", weight: 1, init: { headers: { accept: "application/json" } } }], {
+    pacer,
+    fetch: (url, init) => fetch(url, init),
+  });
+
+  const bucket = new TokenBucket(2, 1_000, 2);
+  const id = clientIdentity({ xForwardedFor: "192.0.2.1" });
+  const rules = validateRules(JSON.stringify({ rules: [] }));
+
+  const file: SmartFlowStore = fileStore("/tmp/sluicegate-orgs.json");
+  const flow = new SmartFlow({ path: "/tmp/sluicegate-orgs.json", fetch: (input, init) => fetch(input, init) });
+  const res: Response = await flow.smartFetch("http://127.0.0.1:9/api/v1/networks/N_1/clients", { method: "GET" });
+  const shared: Response = await smartFetch(new URL("http://127.0.0.1:9/api/v1/organizations"), { smartFlow: flow });
+  const retry: number | null = parseRetryAfter(res.headers.get("retry-after"));
+  await flow.shutdown();
+
+  let report: SimReport | null = null;
+  try {
+    report = simulate({ clients: [{ name: "app", rps: 2 }], policies: [{ algorithm: "gcra", rate: 1 }] });
+  } catch (e) {
+    if (e instanceof SimulationError) return e.exitCode;
+  }
+  const run = runSimulation(JSON.stringify({ clients: [] }), "t,client\n0,a\n", { traceName: "trace.csv" });
+  return (
+    openMeteoWeight({ locations: 1, days: 1, variables: 1 }) + out.stats.fetches + batch.stats.fetches + ((d) => (d.allowed ? d.resetMs : d.retryAfterMs))(bucket.check(0, 1)) +
+    (id ? 1 : 0) + rules.length + (file ? 1 : 0) + shared.status + (retry ?? 0) + (report?.requests ?? 0) + run.exitCode
+  );
+}
