@@ -54,33 +54,62 @@ export interface PacerState {
   drainsAtMs: number | null;
 }
 
+/** When `tryAcquire` gives no permit: how long until the budget has room ("budget"), or 0 while every slot is taken ("inFlight"). */
+export interface PacerBusy {
+  retryAfterMs: number;
+  reason: "budget" | "inFlight";
+}
+
+export interface AcquireOptions {
+  /** Aborting before the call goes out rejects with `signal.reason` and refunds its weight. */
+  signal?: AbortSignal;
+  /** Among calls due and waiting for a free slot, higher goes first (default 0). A committed reservation is never moved. */
+  priority?: number;
+}
+
+/** `queued`: a reservation was committed; `dispatch`: a call went out; `idle`: nothing queued or in flight. */
+export interface PacerEvent extends Event {
+  readonly type: "queued" | "dispatch" | "idle";
+  /** `{ id, weight, atMs }` for queued, `{ id, weight }` for dispatch, undefined for idle. */
+  readonly detail?: { id: number; weight: number; atMs?: number };
+}
+
 /**
  * Paces weighted calls over several rolling windows at once, with an in-flight cap. Building
  * one reads no clock, storage or random source (all wait for first use), so it may live at
- * a Worker's module scope.
+ * a Worker's module scope. Options are checked by name: an unknown or bad one throws.
  */
-export declare class Pacer {
+export declare class Pacer extends EventTarget {
   constructor(config?: PacerConfig);
   /**
    * Resolves when a call of `weight` may go out. Rejects at once with a `PacerWeightError` for
-   * a call that could never go out; rejects with `signal.reason` when aborted before it went
-   * out (the weight is refunded; after dispatch it is not).
+   * a call that could never go out, or a `PacerQueueFullError` beyond `maxQueued` /
+   * `maxQueuedWeight`; rejects with `signal.reason` when aborted before it went out (the
+   * weight is refunded; after dispatch it is not).
    */
-  acquire(weight: number, options?: { signal?: AbortSignal }): Promise<Permit>;
+  acquire(weight: number, options?: AcquireOptions): Promise<Permit>;
+  /** Acquire, run `fn`, release (also when `fn` throws); resolves to what `fn` resolves to. */
+  schedule<T>(weight: number, fn: (signal?: AbortSignal) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>;
+  /** `fn` paced: each call is scheduled with the weight `weightOf(...args)` (default 1). */
+  wrap<A extends unknown[], T>(fn: (...args: A) => T | PromiseLike<T>, weightOf?: (...args: A) => number): (...args: A) => Promise<T>;
+  /**
+   * A permit now, or why not, never a wait: nothing is queued. Needs the pacer's own ledger
+   * (throws a TypeError with `persist`).
+   */
+  tryAcquire(weight: number): Permit | PacerBusy;
+  /** Resolves once nothing is queued or in flight. */
+  onIdle(): Promise<void>;
   /** How long a call of `weight` asked now would wait for budget. */
   etaMs(weight: number): number;
   snapshot(): PacerState;
-  /** Change limits at run time; what was spent stays spent. */
-  setLimits(limits: { windows?: PacerWindow[]; maxWeight?: number | null; maxInFlight?: number }): Promise<void>;
+  /** Change limits at run time; what was spent stays spent, queued calls are placed again. */
+  setLimits(limits: PacerOptions): Promise<void>;
   /**
    * A copy of the shared ledger: [atMs, weight, owner, seq, dispatched (0|1)] per reservation,
    * where atMs is the planned instant (a call may go out up to slackMs after it).
    */
   ledger(): Promise<[number, number, string, number, 0 | 1][]>;
-  /**
-   * Resolves once a persisted ledger has been read. `etaMs` and `snapshot` are synchronous and
-   * use the ledger as last read: at first use, and at every acquire, dispatch or cancel.
-   */
+  /** Resolves once a persisted ledger has been read. */
   readonly ready: Promise<void>;
   /** This pacer's owner id in the ledger (made at first use, not at construction). */
   readonly owner: string;

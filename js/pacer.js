@@ -3,6 +3,7 @@
 // limits moves) is the core's; its waits are gloo-timers futures (Wait). What stays here:
 // promises and signals, events, and the ledger stores a budget shared between tabs needs.
 import { PacerCore, Wait } from "../pkg/sluicegate.js";
+import { onAbort } from "./abort.js";
 
 const GO = -1;
 const NO_SLOT = -2;
@@ -10,18 +11,6 @@ const NO_SLOT = -2;
 const reasonOf = (signal) => signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 const rowsOf = (value) => (Array.isArray(value) ? value : []);
-
-// One "abort" listener per signal, however many calls share it.
-const aborts = new WeakMap();
-function onAbort(signal, fn) {
-  let fns = aborts.get(signal);
-  if (!fns) {
-    aborts.set(signal, (fns = new Set()));
-    signal.addEventListener("abort", () => [...fns].forEach((f) => f()), { once: true });
-  }
-  fns.add(fn);
-  return () => fns.delete(fn);
-}
 
 /** A ledger in a synchronous Web Storage, under a Web Lock when given: one JavaScript context. */
 class StorageLedger {
@@ -129,7 +118,7 @@ export class Pacer extends EventTarget {
     if (!this.#ledger) return fn();
     return this.#ledger.update((rows) => {
       this.#core.setOwner(this.owner);
-      this.#core.sync(this.#now(), rows);
+      this.#core.sync(rows);
       return [fn(), this.#core.entries()];
     });
   }
@@ -146,15 +135,15 @@ export class Pacer extends EventTarget {
   acquire(weight, { signal, priority } = {}) {
     if (signal?.aborted) return Promise.reject(reasonOf(signal));
     return new Promise((resolve, reject) => {
-      const placed = (r) => {
-        const w = { id: r.id, weight, at: r.atMs, resolve, reject, wait: null, off: null, done: false };
-        this.#waiters.set(r.id, w);
-        this.#emit("queued", { id: r.id, weight, atMs: r.atMs });
+      const placed = ([at, id]) => {
+        const w = { id, weight, at, resolve, reject, wait: null, off: null, done: false };
+        this.#waiters.set(id, w);
+        this.#emit("queued", { id, weight, atMs: at });
         if (signal) w.off = onAbort(signal, () => this.#abort(w, reasonOf(signal)));
         if (signal?.aborted) this.#abort(w, reasonOf(signal));
         else this.#step(w);
       };
-      const reserve = () => this.#core.reserve(this.#now(), weight, priority);
+      const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];
       if (this.#ledger) {
         const placing = this.#run(reserve).then(placed, reject);
         this.#placing.add(placing);
@@ -272,7 +261,7 @@ export class Pacer extends EventTarget {
 
   /** A persisted ledger as last read (synchronous storages: as stored now). */
   #peek() {
-    if (this.#ledger?.seen) this.#core.sync(this.#now(), this.#ledger.seen());
+    if (this.#ledger?.seen) this.#core.sync(this.#ledger.seen());
   }
 
   etaMs(weight) {

@@ -196,17 +196,14 @@ fn store(p: &PacerCore) -> Stored {
     p.entries().map(|e| (e.at, e.weight, e.owner.to_string(), e.seq, e.dispatched)).collect()
 }
 
-fn load(p: &mut PacerCore, now: Instant, stored: &Stored) {
-    p.sync(
-        now,
-        stored.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
-            at: *at,
-            weight: *weight,
-            owner,
-            seq: *seq,
-            dispatched: *dispatched,
-        }),
-    );
+fn load(p: &mut PacerCore, stored: &Stored) {
+    p.sync(stored.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
+        at: *at,
+        weight: *weight,
+        owner,
+        seq: *seq,
+        dispatched: *dispatched,
+    }));
 }
 
 proptest! {
@@ -240,7 +237,7 @@ proptest! {
         for op in ops {
             let acting = tab;
             let p = &mut tabs[tab];
-            load(p, now, &stored);
+            load(p, &stored);
             match op {
                 Op::Wait(ms) => now = now + Span::from_millis(ms),
                 Op::Reserve(w) => {
@@ -397,10 +394,27 @@ fn another_tabs_calls_count_and_a_dropped_entry_is_placed_again() {
     let t = Instant::ZERO;
     let ra = a.reserve(t, 2).unwrap();
     let shared = store(&a);
-    load(&mut b, t, &shared);
+    load(&mut b, &shared);
     assert_eq!(b.reserve(t, 2).unwrap().at, t + Span::from_secs(10), "a's 2 leave room for 1 only");
     // The store is cleared (another tab reset it): a's queued call is placed again when due.
-    load(&mut a, t, &Vec::new());
+    load(&mut a, &Vec::new());
     assert_eq!(a.due(t, ra.id), Due::Go);
     assert_eq!(a.entries().count(), 1);
+}
+
+#[test]
+fn a_higher_priority_gets_the_next_free_slot_and_keeps_its_instant() {
+    let windows = vec![Window { length: Span::from_secs(10), budget: 100 }];
+    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let mut p = PacerCore::with_limits(windows, limits).unwrap();
+    let t = Instant::ZERO;
+    let holder = p.reserve(t, 1).unwrap();
+    let low = p.reserve_with_priority(t, 1, 0).unwrap();
+    let high = p.reserve_with_priority(t, 1, 9).unwrap();
+    assert_eq!((low.at, high.at), (t, t), "priority moves no reservation");
+    assert_eq!(p.due(t, holder.id), Due::Go);
+    assert_eq!(p.due(t, low.id), Due::NoSlot);
+    assert_eq!(p.due(t, high.id), Due::NoSlot);
+    assert!(p.release(holder.id));
+    assert_eq!(p.next_in_line(), Some(high.id), "the higher priority goes first");
 }

@@ -80,7 +80,7 @@ fn many_instances_can_be_created_and_dropped() {
 mod client {
     use super::get;
     use js_sys::{Object, Reflect};
-    use sluicegate::wasm::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs};
+    use sluicegate::wasm::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs, Wait};
     use wasm_bindgen::JsValue;
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -117,6 +117,24 @@ mod client {
         assert_eq!(classify_rate_limit(429, minutely).as_string().unwrap(), "minutely");
         assert_eq!(classify_rate_limit(429, "garbage").as_string().unwrap(), "unknown");
         assert!(classify_rate_limit(200, minutely).is_null());
+    }
+
+    /// The pacer's waits (gloo-timers futures): one runs its time, a cancelled one ends at
+    /// once and clears its timer.
+    #[wasm_bindgen_test]
+    async fn a_wait_runs_its_time_and_a_cancelled_one_ends_at_once() {
+        use wasm_bindgen_futures::JsFuture;
+        let started = js_sys::Date::now();
+        let short = Wait::new(30.0).unwrap();
+        assert_eq!(JsFuture::from(short.done()).await.unwrap(), JsValue::TRUE);
+        let waited = js_sys::Date::now() - started;
+        assert!(waited >= 29.0, "a 30 ms wait ended after {waited} ms");
+        let long = Wait::new(600_000.0).unwrap();
+        long.cancel();
+        let started = js_sys::Date::now();
+        assert_eq!(JsFuture::from(long.done()).await.unwrap(), JsValue::FALSE);
+        assert!(js_sys::Date::now() - started < 1_000.0, "a cancelled wait ends at once");
+        assert!(Wait::new(f64::NAN).is_err(), "a wait of NaN ms is refused");
     }
 
     #[wasm_bindgen_test]

@@ -28,10 +28,11 @@
 mod timeline;
 
 use crate::time::{Instant, Span};
-use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 
 /// One rolling window: at most `budget` thousandths of weight in any `length`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,12 +193,14 @@ impl Default for Limits {
 type OwnerIndex = u32;
 const ME: OwnerIndex = 0;
 
-/// Where a ledger entry sits: its planned instant, then its owner and sequence number.
-type Key = (Instant, OwnerIndex, u64);
-
+/// An entry of the ledger that is not one of this pacer's live calls: another owner's, or
+/// one of this pacer's calls that went out and was released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Spend {
+struct Entry {
+    at: Instant,
     weight: u64,
+    owner: OwnerIndex,
+    seq: u64,
     dispatched: bool,
 }
 
@@ -294,13 +297,16 @@ pub struct PacerCore {
     limits: Limits,
     /// One per window, over the window's length plus the slack.
     timelines: Vec<timeline::Timeline>,
-    ledger: BTreeMap<Key, Spend>,
+    /// Other owners' entries and this pacer's released calls (unordered).
+    history: Vec<Entry>,
     /// This pacer's calls by id, from reservation to refund or release.
-    calls: BTreeMap<u64, Call>,
+    calls: HashMap<u64, Call, FixedState>,
     owners: Vec<String>,
     in_flight: usize,
     /// Queued calls that were due while every slot was taken: by priority, then first come.
-    slot_line: VecDeque<(i32, u64)>,
+    slot_line: Vec<(i32, u64)>,
+    /// Entries that no window can see any more are dropped from this instant on.
+    next_prune: Instant,
     queued: usize,
     queued_weight: u64,
     next_id: u64,
@@ -326,11 +332,12 @@ impl PacerCore {
             windows,
             limits,
             timelines,
-            ledger: BTreeMap::new(),
-            calls: BTreeMap::new(),
+            history: Vec::new(),
+            calls: HashMap::with_hasher(FixedState::default()),
             owners: alloc::vec![String::new()],
             in_flight: 0,
-            slot_line: VecDeque::new(),
+            slot_line: Vec::new(),
+            next_prune: Instant::ZERO,
             queued: 0,
             queued_weight: 0,
             next_id: 1,
@@ -401,7 +408,7 @@ impl PacerCore {
         let at = self.earliest_fit(now, weight);
         let id = self.next_id;
         self.next_id += 1;
-        self.put((at, ME, id), Spend { weight, dispatched: false });
+        self.put(at, weight);
         self.calls.insert(id, Call { weight, at: Some(at), dispatched: false, priority });
         self.queued += 1;
         self.queued_weight += weight;
@@ -425,7 +432,7 @@ impl PacerCore {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.put((now, ME, id), Spend { weight, dispatched: true });
+        self.put(now, weight);
         self.calls.insert(id, Call { weight, at: Some(now), dispatched: true, priority: 0 });
         self.in_flight += 1;
         Ok(Ok(id))
@@ -453,10 +460,10 @@ impl PacerCore {
             stale => {
                 // Too late for its instant to hold the spend: count it where it goes out.
                 if let Some(at) = stale {
-                    self.take((at, ME, id));
+                    self.take(at, call.weight);
                 }
                 let at = self.earliest_fit(now, call.weight);
-                self.put((at, ME, id), Spend { weight: call.weight, dispatched: false });
+                self.put(at, call.weight);
                 self.calls.insert(id, Call { at: Some(at), ..call });
                 at
             }
@@ -472,10 +479,7 @@ impl PacerCore {
             return Due::NoSlot;
         }
         self.slot_line.retain(|(_, x)| *x != id);
-        if let Some(spend) = self.ledger.get_mut(&(at, ME, id)) {
-            spend.dispatched = true;
-        }
-        self.calls.insert(id, Call { dispatched: true, ..call });
+        self.calls.insert(id, Call { at: Some(at), dispatched: true, ..call });
         self.queued -= 1;
         self.queued_weight -= call.weight;
         self.in_flight += 1;
@@ -502,9 +506,10 @@ impl PacerCore {
     /// The call `id` has answered: its weight stays spent and its slot is free. Returns
     /// whether it was in flight. The next call waiting for a slot is [`PacerCore::next_in_line`].
     pub fn release(&mut self, id: u64) -> bool {
-        match self.calls.get(&id) {
-            Some(call) if call.dispatched => {
+        match self.calls.get(&id).copied() {
+            Some(Call { at: Some(at), weight, dispatched: true, .. }) => {
                 self.calls.remove(&id);
+                self.history.push(Entry { at, weight, owner: ME, seq: id, dispatched: true });
                 self.in_flight -= 1;
                 true
             }
@@ -518,7 +523,7 @@ impl PacerCore {
         if self.in_flight >= self.limits.max_in_flight {
             return None;
         }
-        self.slot_line.pop_front().map(|(_, id)| id)
+        (!self.slot_line.is_empty()).then(|| self.slot_line.remove(0).1)
     }
 
     /// Cancel call `id`: refunded if it had not gone out (returns `true`); a call that went
@@ -531,7 +536,7 @@ impl PacerCore {
         }
         self.calls.remove(&id);
         if let Some(at) = call.at {
-            self.take((at, ME, id));
+            self.take(at, call.weight);
         }
         self.slot_line.retain(|(_, x)| *x != id);
         self.queued -= 1;
@@ -550,10 +555,10 @@ impl PacerCore {
         };
         let from = call.at.map_or(now, |at| now.max(at));
         if let Some(at) = call.at {
-            self.take((at, ME, id));
+            self.take(at, call.weight);
         }
         let at = self.earliest_fit(from, call.weight);
-        self.put((at, ME, id), Spend { weight: call.weight, dispatched: false });
+        self.put(at, call.weight);
         self.calls.insert(id, Call { at: Some(at), ..call });
         Ok(Reservation { id, at })
     }
@@ -574,8 +579,8 @@ impl PacerCore {
             self.calls.iter().filter(|(_, c)| !c.dispatched).map(|(id, c)| (c.at.unwrap_or(now), *id)).collect();
         queued.sort_unstable();
         for &(_, id) in &queued {
-            if let Some(at) = self.calls[&id].at {
-                self.ledger.remove(&(at, ME, id));
+            if let Some(call) = self.calls.get_mut(&id) {
+                call.at = None;
             }
         }
         self.rebuild_timelines();
@@ -594,7 +599,7 @@ impl PacerCore {
             if call.at != Some(at) || before != at {
                 replan.moved.push(Reservation { id, at });
             }
-            self.put((at, ME, id), Spend { weight: call.weight, dispatched: false });
+            self.put(at, call.weight);
             self.calls.insert(id, Call { at: Some(at), ..call });
         }
         Ok(replan)
@@ -618,16 +623,13 @@ impl PacerCore {
         let windows = self
             .windows
             .iter()
-            .map(|w| {
-                let from = if now.as_nanos() >= w.length.as_nanos() { Some(now - w.length) } else { None };
-                let spent = self
-                    .ledger
-                    .range(..=(now, OwnerIndex::MAX, u64::MAX))
-                    .rev()
-                    .take_while(|((at, _, _), _)| from.is_none_or(|from| *at > from))
-                    .map(|(_, s)| s.weight)
-                    .sum();
-                WindowUse { window: *w, spent }
+            .map(|w| WindowUse {
+                window: *w,
+                spent: self
+                    .spends()
+                    .filter(|(at, _)| *at <= now && *at + w.length > now)
+                    .map(|(_, weight)| weight)
+                    .sum(),
             })
             .collect();
         Snapshot {
@@ -639,28 +641,45 @@ impl PacerCore {
         }
     }
 
-    /// Every entry of the ledger, in order of instant.
+    /// Every spend and reservation in the ledger: `(at, weight)`.
+    fn spends(&self) -> impl Iterator<Item = (Instant, u64)> + '_ {
+        let live = self.calls.values().filter_map(|c| c.at.map(|at| (at, c.weight)));
+        self.history.iter().map(|e| (e.at, e.weight)).chain(live)
+    }
+
+    /// Every entry of the ledger (in no particular order).
     pub fn entries(&self) -> impl Iterator<Item = LedgerEntry<'_>> + '_ {
-        self.ledger.iter().map(|(&(at, owner, seq), s)| LedgerEntry {
-            at,
-            weight: s.weight,
-            owner: &self.owners[owner as usize],
-            seq,
-            dispatched: s.dispatched,
-        })
+        let history = self.history.iter().map(|e| LedgerEntry {
+            at: e.at,
+            weight: e.weight,
+            owner: &self.owners[e.owner as usize],
+            seq: e.seq,
+            dispatched: e.dispatched,
+        });
+        let live = self.calls.iter().filter_map(|(&seq, c)| {
+            c.at.map(|at| LedgerEntry {
+                at,
+                weight: c.weight,
+                owner: &self.owners[ME as usize],
+                seq,
+                dispatched: c.dispatched,
+            })
+        });
+        history.chain(live)
     }
 
     /// Every spend and reservation still inside a window: `(at, weight, dispatched)`.
     pub fn export(&self) -> Vec<(Instant, u64, bool)> {
-        self.ledger.iter().map(|(&(at, _, _), s)| (at, s.weight, s.dispatched)).collect()
+        self.entries().map(|e| (e.at, e.weight, e.dispatched)).collect()
     }
 
     /// Take the ledger as stored (shared with other pacers of the budget) as the truth:
-    /// every other owner's entries are replaced by these; this pacer's own entries take the
-    /// stored instant and state; its queued calls missing from the store are placed again
-    /// when due. Entries of weight 0 are skipped.
-    pub fn sync<'a>(&mut self, now: Instant, stored: impl IntoIterator<Item = LedgerEntry<'a>>) {
-        self.ledger.clear();
+    /// every other owner's entries are replaced by these; this pacer's queued calls take the
+    /// stored instant, and those missing from the store are placed again when due. Entries of
+    /// weight 0, and queued entries under this pacer's name that it no longer holds, are
+    /// skipped.
+    pub fn sync<'a>(&mut self, stored: impl IntoIterator<Item = LedgerEntry<'a>>) {
+        self.history.clear();
         for call in self.calls.values_mut() {
             if !call.dispatched {
                 call.at = None;
@@ -672,40 +691,22 @@ impl PacerCore {
             }
             let owner = self.owner_index(e.owner);
             if owner == ME {
-                let Some(call) = self.calls.get_mut(&e.seq) else {
-                    // Released calls stay spent; a queued entry nobody holds is nobody's.
-                    if e.dispatched {
-                        self.ledger.insert((e.at, owner, e.seq), Spend { weight: e.weight, dispatched: true });
+                if let Some(call) = self.calls.get_mut(&e.seq) {
+                    // A live call: its state is this pacer's; a queued one takes the stored instant.
+                    if !call.dispatched && !e.dispatched {
+                        call.at = Some(e.at);
                     }
                     continue;
-                };
-                if call.dispatched && !e.dispatched {
-                    continue; // a stale copy of a call already out: keep it as it went out
                 }
-                if !call.dispatched {
-                    call.at = Some(e.at);
-                    if e.dispatched {
-                        // Went out under this owner elsewhere (a copy of this pacer): not ours to send.
-                        continue;
-                    }
+                if !e.dispatched {
+                    continue;
                 }
             }
-            self.ledger.insert((e.at, owner, e.seq), Spend { weight: e.weight, dispatched: e.dispatched });
-        }
-        // Dispatched calls of this pacer not in the store still count where they went out.
-        let missing: Vec<(u64, Call)> = self
-            .calls
-            .iter()
-            .filter(|(id, c)| c.dispatched && c.at.is_some_and(|at| !self.ledger.contains_key(&(at, ME, **id))))
-            .map(|(id, c)| (*id, *c))
-            .collect();
-        for (id, c) in missing {
-            if let Some(at) = c.at {
-                self.ledger.insert((at, ME, id), Spend { weight: c.weight, dispatched: true });
-            }
+            self.history.push(Entry { at: e.at, weight: e.weight, owner, seq: e.seq, dispatched: e.dispatched });
         }
         self.rebuild_timelines();
-        self.prune(now);
+        // Entries out of every window are dropped at the next reservation, as always.
+        self.next_prune = Instant::ZERO;
     }
 
     /// Add spends recorded elsewhere (another tab, a previous page load) as dispatched
@@ -716,10 +717,12 @@ impl PacerCore {
             if weight == 0 {
                 continue;
             }
-            let id = self.next_id;
+            let seq = self.next_id;
             self.next_id += 1;
-            self.put((at, owner, id), Spend { weight, dispatched: true });
+            self.put(at, weight);
+            self.history.push(Entry { at, weight, owner, seq, dispatched: true });
         }
+        self.next_prune = Instant::ZERO;
         self.prune(now);
     }
 
@@ -733,48 +736,60 @@ impl PacerCore {
         }
     }
 
-    fn put(&mut self, key: Key, spend: Spend) {
-        for i in 0..self.windows.len() {
-            let length = self.placement_length(i);
-            let tl = &mut self.timelines[i];
-            tl.add(key.0.as_nanos(), spend.weight as i64);
-            tl.add((key.0 + length).as_nanos(), -(spend.weight as i64));
-        }
-        self.ledger.insert(key, spend);
+    /// Count `weight` at `at` in every window's timeline.
+    fn put(&mut self, at: Instant, weight: u64) {
+        self.shift(at, weight as i64);
     }
 
-    fn take(&mut self, key: Key) -> Option<Spend> {
-        let spend = self.ledger.remove(&key)?;
+    /// Take `weight` at `at` out of every window's timeline.
+    fn take(&mut self, at: Instant, weight: u64) {
+        self.shift(at, -(weight as i64));
+    }
+
+    fn shift(&mut self, at: Instant, delta: i64) {
         for i in 0..self.windows.len() {
-            let length = self.placement_length(i);
+            let end = at + self.placement_length(i);
             let tl = &mut self.timelines[i];
-            tl.add(key.0.as_nanos(), -(spend.weight as i64));
-            tl.add((key.0 + length).as_nanos(), spend.weight as i64);
+            tl.add(at.as_nanos(), delta);
+            tl.add(end.as_nanos(), -delta);
         }
-        Some(spend)
     }
 
     fn rebuild_timelines(&mut self) {
-        let ledger = core::mem::take(&mut self.ledger);
         self.timelines = self.windows.iter().map(|_| timeline::Timeline::new()).collect();
-        for (key, spend) in ledger {
-            self.put(key, spend);
+        let spends: Vec<(Instant, u64)> = self.spends().collect();
+        for (at, weight) in spends {
+            self.put(at, weight);
         }
     }
 
-    /// Drop entries no window can see any more. This pacer's queued calls among them are
-    /// placed again when due.
+    /// Drop entries no window can see any more (every eighth of the longest window, so the
+    /// cost is spread thin). This pacer's queued calls among them are placed again when due.
     fn prune(&mut self, now: Instant) {
+        if now < self.next_prune {
+            return;
+        }
         let horizon = self.horizon();
-        while let Some((&key, _)) = self.ledger.first_key_value() {
-            if key.0 + horizon > now {
-                break;
+        self.next_prune = now + Span::from_nanos(horizon.as_nanos() / 8);
+        let mut i = 0;
+        while i < self.history.len() {
+            let e = self.history[i];
+            if e.at + horizon <= now {
+                self.take(e.at, e.weight);
+                self.history.swap_remove(i);
+            } else {
+                i += 1;
             }
-            self.take(key);
-            if key.1 == ME {
-                if let Some(call) = self.calls.get_mut(&key.2) {
-                    call.at = None;
-                }
+        }
+        let stale: Vec<(u64, Instant, u64)> = self
+            .calls
+            .iter()
+            .filter_map(|(id, c)| c.at.filter(|at| !c.dispatched && *at + horizon <= now).map(|at| (*id, at, c.weight)))
+            .collect();
+        for (id, at, weight) in stale {
+            self.take(at, weight);
+            if let Some(call) = self.calls.get_mut(&id) {
+                call.at = None;
             }
         }
     }

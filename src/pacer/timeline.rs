@@ -77,24 +77,6 @@ impl Timeline {
         (n.sum, n.high, n.low) = (sum, high, low);
     }
 
-    /// Splits `t` into (keys < key, keys ≥ key).
-    fn split(&mut self, t: u32, key: u64) -> (u32, u32) {
-        if t == NIL {
-            return (NIL, NIL);
-        }
-        if self.node(t).key < key {
-            let (a, b) = self.split(self.node(t).right, key);
-            self.nodes[t as usize].right = a;
-            self.update(t);
-            (t, b)
-        } else {
-            let (a, b) = self.split(self.node(t).left, key);
-            self.nodes[t as usize].left = b;
-            self.update(t);
-            (a, t)
-        }
-    }
-
     /// Joins two trees whose keys are ordered (all of `a` before all of `b`).
     fn merge(&mut self, a: u32, b: u32) -> u32 {
         if a == NIL {
@@ -135,28 +117,49 @@ impl Timeline {
 
     /// Adds `delta` to the change at `key` (an instant whose change becomes 0 is dropped).
     pub(crate) fn add(&mut self, key: u64, delta: i64) {
-        if delta == 0 {
-            return;
+        if delta != 0 {
+            self.root = self.add_in(self.root, key, delta);
         }
-        let (below, rest) = self.split(self.root, key);
-        let (mut at, above) = match key.checked_add(1) {
-            Some(next) => self.split(rest, next),
-            None => (rest, NIL),
-        };
-        if at == NIL {
-            at = self.alloc(key, delta);
+    }
+
+    /// [`Timeline::add`] within subtree `t`: one descent, a new leaf rotated up to its
+    /// priority, or an emptied node replaced by its children; returns the subtree's root.
+    fn add_in(&mut self, t: u32, key: u64, delta: i64) -> u32 {
+        if t == NIL {
+            return self.alloc(key, delta);
+        }
+        let n = *self.node(t);
+        if key == n.key {
+            let sum = n.delta + delta;
+            if sum == 0 {
+                self.free.push(t);
+                return self.merge(n.left, n.right);
+            }
+            self.nodes[t as usize].delta = sum;
+        } else if key < n.key {
+            let left = self.add_in(n.left, key, delta);
+            self.nodes[t as usize].left = left;
+            if left != NIL && self.node(left).priority > n.priority {
+                // Rotate right: the new child rises above `t`.
+                self.nodes[t as usize].left = self.node(left).right;
+                self.update(t);
+                self.nodes[left as usize].right = t;
+                self.update(left);
+                return left;
+            }
         } else {
-            let n = &mut self.nodes[at as usize];
-            n.delta += delta;
-            if n.delta == 0 {
-                self.free.push(at);
-                at = NIL;
-            } else {
-                self.update(at);
+            let right = self.add_in(n.right, key, delta);
+            self.nodes[t as usize].right = right;
+            if right != NIL && self.node(right).priority > n.priority {
+                self.nodes[t as usize].right = self.node(right).left;
+                self.update(t);
+                self.nodes[right as usize].left = t;
+                self.update(right);
+                return right;
             }
         }
-        let left = self.merge(below, at);
-        self.root = self.merge(left, above);
+        self.update(t);
+        t
     }
 
     /// The load at `t`: the sum of the changes at instants `≤ t`.

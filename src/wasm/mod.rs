@@ -18,7 +18,7 @@ mod smartflow;
 pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 #[cfg(feature = "wasm-edge")]
 pub use edge::{client_identity_js, validate_rules, TokenBucket};
-pub use pacer::PacerCoreJs;
+pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
 pub use sim::{sim_check_config, sim_run, sim_self_test};
 #[cfg(feature = "wasm-smartflow")]

@@ -190,10 +190,37 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
             }
         }
     }
-    serde_path_to_error::deserialize(serde_wasm_bindgen::Deserializer::from(value)).map_err(|e| {
-        let inner = e.inner().to_string();
-        let inner = inner.strip_prefix("Error: ").unwrap_or(&inner);
-        JsError::new(&format!("pacer options: {}: {inner}", e.path()))
+    serde_wasm_bindgen::from_value(value.clone()).map_err(|e| {
+        // serde names no field; find the one that does not read, to say which it is.
+        let message = |what: &str, e: serde_wasm_bindgen::Error| {
+            let text = String::from(js_sys::Error::from(JsValue::from(e)).message());
+            JsError::new(&format!("pacer options: {what}: {text}"))
+        };
+        for &field in OPTION_FIELDS {
+            let v = Reflect::get(&value, &field.into()).unwrap_or(JsValue::UNDEFINED);
+            if field == "windows" {
+                if let Some(list) = v.dyn_ref::<Array>() {
+                    for (i, w) in list.iter().enumerate() {
+                        if let Err(e) = serde_wasm_bindgen::from_value::<WindowOption>(w.clone()) {
+                            for key in ["lengthMs", "budget"] {
+                                let v = Reflect::get(&w, &key.into()).unwrap_or(JsValue::UNDEFINED);
+                                if let (false, Err(e)) = (v.is_undefined(), serde_wasm_bindgen::from_value::<f64>(v)) {
+                                    return message(&format!("windows[{i}].{key}"), e);
+                                }
+                            }
+                            return message(&format!("windows[{i}]"), e);
+                        }
+                    }
+                    continue;
+                }
+                if let Err(e) = serde_wasm_bindgen::from_value::<Option<Vec<WindowOption>>>(v) {
+                    return message(field, e);
+                }
+            } else if let Err(e) = serde_wasm_bindgen::from_value::<Option<f64>>(v) {
+                return message(field, e);
+            }
+        }
+        message("options", e)
     })
 }
 
@@ -312,6 +339,7 @@ impl Wait {
 #[wasm_bindgen(js_name = PacerCore)]
 pub struct PacerCoreJs {
     core: pacer::PacerCore,
+    last_id: u64,
 }
 
 /// `due` answers: the call went out; every slot is taken; no such queued call. Any other
@@ -330,7 +358,7 @@ impl PacerCoreJs {
         let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
         let (windows, limits) = apply(options_from(options)?, pacer::open_meteo_windows(), defaults)?;
         let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(PacerCoreJs { core })
+        Ok(PacerCoreJs { core, last_id: 0 })
     }
 
     /// Commit a call of `weight` at the earliest instant from `nowMs` at which it fits
@@ -342,6 +370,21 @@ impl PacerCoreJs {
         let now = instant(now_ms, "nowMs")?;
         let r = self.core.reserve_with_priority(now, milli(weight)?, priority.unwrap_or(0)).map_err(weight_error)?;
         Ok(reservation(r, now))
+    }
+
+    /// `reserve` without building an object: returns the instant (ms) the call may go out;
+    /// its id is `lastId`.
+    pub fn place(&mut self, now_ms: f64, weight: f64, priority: Option<i32>) -> Result<f64, JsValue> {
+        let now = instant(now_ms, "nowMs")?;
+        let r = self.core.reserve_with_priority(now, milli(weight)?, priority.unwrap_or(0)).map_err(weight_error)?;
+        self.last_id = r.id;
+        Ok(ms(r.at))
+    }
+
+    /// The id of the call `place` reserved last.
+    #[wasm_bindgen(getter, js_name = lastId)]
+    pub fn last_id(&self) -> f64 {
+        self.last_id as f64
     }
 
     /// A permit now or never: the id of a call in flight (release it when it has answered),
@@ -484,10 +527,8 @@ impl PacerCoreJs {
     /// truth. Malformed rows are skipped.
     pub fn sync(
         &mut self,
-        now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "[number, number, string, number, 0 | 1][]")] stored: Array,
     ) -> Result<(), JsError> {
-        let now = instant(now_ms, "nowMs")?;
         let mut rows: Vec<(Instant, u64, String, u64, bool)> = Vec::with_capacity(stored.length() as usize);
         for row in stored.iter() {
             let Some(row) = row.dyn_ref::<Array>() else { continue };
@@ -498,16 +539,13 @@ impl PacerCoreJs {
             let (Ok(at), Ok(weight)) = (instant(at, "atMs"), milli(weight)) else { continue };
             rows.push((at, weight, owner, seq as u64, row.get(4).is_truthy()));
         }
-        self.core.sync(
-            now,
-            rows.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
-                at: *at,
-                weight: *weight,
-                owner,
-                seq: *seq,
-                dispatched: *dispatched,
-            }),
-        );
+        self.core.sync(rows.iter().map(|(at, weight, owner, seq, dispatched)| LedgerEntry {
+            at: *at,
+            weight: *weight,
+            owner,
+            seq: *seq,
+            dispatched: *dispatched,
+        }));
         Ok(())
     }
 
