@@ -27,9 +27,9 @@ export interface PacerConfig extends PacerOptions {
   /**
    * How late a call may go out after its planned instant (a late timer, a wait for a free
    * slot) without being planned again; every window is reserved this much longer. Default
-   * 1 % of the shortest window, from 100 ms to 1 s.
+   * (or `null`): 1 % of the shortest window, from 100 ms to 1 s.
    */
-  slackMs?: number;
+  slackMs?: number | null;
   /** The clock, in milliseconds (default `Date.now`); shared by every tab when persisted. */
   now?: () => number;
 }

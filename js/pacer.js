@@ -4,84 +4,13 @@
 // promises and signals, events, and the ledger stores a budget shared between tabs needs.
 import { PacerCore, Wait } from "../pkg/sluicegate.js";
 import { onAbort } from "./abort.js";
+import { ledgerFor } from "./ledger.js";
 
 const GO = -1;
 const NO_SLOT = -2;
 
 const reasonOf = (signal) => signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
-const rowsOf = (value) => (Array.isArray(value) ? value : []);
-
-/** A ledger in a synchronous Web Storage, under a Web Lock when given: one JavaScript context. */
-class StorageLedger {
-  constructor(key, storage, locks) {
-    Object.assign(this, { key, storage, locks });
-  }
-  seen() {
-    try {
-      return rowsOf(JSON.parse(this.storage.getItem(this.key) ?? "[]"));
-    } catch {
-      return [];
-    }
-  }
-  update(fn) {
-    const run = () => {
-      const [result, next] = fn(this.seen());
-      this.storage.setItem(this.key, JSON.stringify(next));
-      return result;
-    };
-    return this.locks ? this.locks.request(`${this.key}:lock`, run) : Promise.resolve().then(run);
-  }
-}
-
-/** A ledger in IndexedDB: each update is one read-write transaction, atomic across tabs. */
-class IndexedDbLedger {
-  #db = null;
-  #seen = [];
-  seen() {
-    return this.#seen;
-  }
-  constructor(key, indexedDB) {
-    Object.assign(this, { key, indexedDB });
-  }
-  update(fn) {
-    this.#db ??= new Promise((resolve, reject) => {
-      const open = this.indexedDB.open("sluicegate-pacer", 1);
-      open.onupgradeneeded = () => open.result.createObjectStore("ledgers");
-      open.onsuccess = () => resolve(open.result);
-      open.onerror = () => reject(open.error);
-    });
-    return this.#db.then((db) => new Promise((resolve, reject) => {
-      const tx = db.transaction("ledgers", "readwrite");
-      const store = tx.objectStore("ledgers");
-      const get = store.get(this.key);
-      let result, failure;
-      get.onsuccess = () => {
-        try {
-          const [value, next] = fn(rowsOf(get.result));
-          result = value;
-          store.put((this.#seen = next), this.key);
-        } catch (error) {
-          failure = error;
-          tx.abort();
-        }
-      };
-      tx.oncomplete = () => resolve(result);
-      tx.onabort = tx.onerror = () => reject(failure ?? tx.error ?? new Error("the pacer ledger could not be updated"));
-    }));
-  }
-}
-
-function ledgerFor(persist) {
-  if (!persist) return null;
-  const key = typeof persist === "string" ? persist : persist.key;
-  if (typeof key !== "string" || key === "") throw new TypeError("persist.key must be a non-empty string");
-  if (persist.storage) return new StorageLedger(key, persist.storage, persist.locks === undefined ? globalThis.navigator?.locks : persist.locks);
-  const indexedDB = persist.indexedDB ?? globalThis.indexedDB;
-  if (indexedDB) return new IndexedDbLedger(key, indexedDB);
-  if (globalThis.localStorage) return new StorageLedger(key, globalThis.localStorage, globalThis.navigator?.locks);
-  throw new TypeError("persist needs IndexedDB or a storage; neither is available here");
-}
 
 /** Paces weighted calls over several rolling windows at once, with an in-flight cap (see pacer.d.ts). */
 export class Pacer extends EventTarget {
@@ -93,16 +22,12 @@ export class Pacer extends EventTarget {
   #out = 0; // permits not yet released
   #idle = [];
   #heard = new Set(); // event types someone listens to
-  #placing = new Set(); // reservations on their way into a persisted ledger
 
   constructor(options = {}) {
     super();
     const { persist = null, now = () => Date.now(), maxInFlight = 4, slackMs, ...limits } = options;
-    this.#core = new PacerCore(defined({ ...limits, maxInFlight, slackMs }));
-    if (slackMs === undefined) {
-      const shortest = Math.min(...this.#core.snapshot(0).windows.map((w) => w.lengthMs));
-      this.#core.setLimits(0, { slackMs: Math.min(1_000, Math.max(100, shortest / 100)) });
-    }
+    // slackMs null: the core picks 1 % of the shortest window, from 100 ms to 1 s.
+    this.#core = new PacerCore(defined({ ...limits, maxInFlight, slackMs: slackMs ?? null }));
     this.#now = now;
     this.#ledger = ledgerFor(persist);
   }
@@ -144,16 +69,11 @@ export class Pacer extends EventTarget {
         else this.#step(w);
       };
       const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];
-      if (this.#ledger) {
-        const placing = this.#run(reserve).then(placed, reject);
-        this.#placing.add(placing);
-        placing.finally(() => this.#placing.delete(placing));
-      } else {
-        try {
-          placed(reserve());
-        } catch (error) {
-          reject(error);
-        }
+      if (this.#ledger) return this.#run(reserve).then(placed, reject);
+      try {
+        placed(reserve());
+      } catch (error) {
+        reject(error);
       }
     });
   }
@@ -172,12 +92,12 @@ export class Pacer extends EventTarget {
       let due;
       try {
         due = this.#run(() => this.#core.due(this.#now(), w.id));
-        if (typeof due !== "number") due = await due; // a persisted ledger's update
+        if (this.#ledger) due = await due;
       } catch (error) {
         return this.#settle(w, error);
       }
-      if (w.done) return; // aborted meanwhile: the abort refunded or released it
-      if (due === NO_SLOT) return; // a release hands it the next free slot
+      // Aborted meanwhile (the abort refunded or released it), or a release hands it a slot.
+      if (w.done || due === NO_SLOT) return;
       if (due !== GO) {
         w.at = due;
         continue;
@@ -197,8 +117,7 @@ export class Pacer extends EventTarget {
       dispatchedAtMs: this.#now(),
       release: () => {
         if (released) return;
-        released = true;
-        this.#out--;
+        [released, this.#out] = [true, this.#out - 1];
         this.#core.release(id);
         this.#pump();
         this.#checkIdle();
@@ -208,8 +127,7 @@ export class Pacer extends EventTarget {
 
   /** A free slot goes to the call the core says waited longest. */
   #pump() {
-    const next = this.#core.nextInLine();
-    const w = next === undefined ? undefined : this.#waiters.get(next);
+    const w = this.#waiters.get(this.#core.nextInLine());
     if (w) this.#step(w);
   }
 
@@ -259,32 +177,25 @@ export class Pacer extends EventTarget {
     return this.#waiters.size || this.#out ? new Promise((resolve) => this.#idle.push(resolve)) : Promise.resolve();
   }
 
-  /** A persisted ledger as last read (synchronous storages: as stored now). */
-  #peek() {
-    if (this.#ledger?.seen) this.#core.sync(this.#ledger.seen());
-  }
-
+  // etaMs and snapshot read a persisted ledger as last seen (a synchronous storage: as stored now).
   etaMs(weight) {
-    this.#peek();
+    if (this.#ledger) this.#core.sync(this.#ledger.seen());
     return Math.max(0, this.#core.etaMs(this.#now(), weight));
   }
 
   snapshot() {
-    this.#peek();
+    if (this.#ledger) this.#core.sync(this.#ledger.seen());
     return this.#core.snapshot(this.#now());
   }
 
   async setLimits(limits = {}) {
     const { moved, refused } = await this.#run(() => this.#core.setLimits(this.#now(), defined(limits)));
-    for (const { id, error } of refused) {
-      const w = this.#waiters.get(id);
-      if (w) this.#settle(w, error);
-    }
+    for (const { id, error } of refused) if (this.#waiters.has(id)) this.#settle(this.#waiters.get(id), error);
     for (const { id, atMs } of moved) {
       const w = this.#waiters.get(id);
-      if (w) [w.at, w.wait] = [atMs, (w.wait?.cancel(), w.wait)];
+      if (w) w.wait?.cancel(), (w.at = atMs); // its #step looks again
     }
-    for (let i = 0; i < this.#waiters.size; i++) this.#pump();
+    for (let i = 0; i < this.#waiters.size; i++) this.#pump(); // slots may have been added
     this.#checkIdle();
   }
 
@@ -297,7 +208,7 @@ export class Pacer extends EventTarget {
   }
 
   async close() {
-    await Promise.allSettled([...this.#placing]);
+    if (this.#ledger) await this.#run(() => undefined).catch(() => {}); // placements under way land first
     const reason = new DOMException("The pacer was closed.", "AbortError");
     await Promise.allSettled([...this.#waiters.values()].map((w) => this.#abort(w, reason)));
   }

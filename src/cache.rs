@@ -88,11 +88,11 @@ impl CacheKey {
             .iter()
             .map(|(name, values)| {
                 let mut parts: Vec<String> = values.split(',').map(escape).collect();
-                parts.sort_unstable();
+                crate::sort::sort_by(&mut parts, |a, b| a < b);
                 (escape(name), parts.join(","))
             })
             .collect();
-        pairs.sort_unstable();
+        crate::sort::sort_by(&mut pairs, |a, b| a < b);
         for (name, values) in pairs {
             key.push('|');
             key.push_str(&name);
@@ -331,7 +331,7 @@ impl<V> LocationCache<V> {
                 _ => None,
             })
             .collect();
-        live.sort_unstable_by_key(|(used, _, _)| *used);
+        crate::sort::sort_by(&mut live, |a, b| a.0 < b.0);
         live.into_iter().map(|(_, k, e)| (k.0.clone(), e.value.clone(), e.expires - now)).collect()
     }
 

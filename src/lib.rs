@@ -27,6 +27,7 @@ pub mod rules;
 #[cfg(feature = "std")]
 pub mod sim;
 pub mod smartflow;
+mod sort;
 pub mod tenants;
 pub mod time;
 

@@ -17,6 +17,16 @@ export async function nodeUsage(): Promise<number> {
   const pacer = new Pacer({ maxInFlight: 2, persist: { key: "om", storage, locks: null } });
   const permit: Permit = await pacer.acquire(1, { signal: AbortSignal.timeout(1_000) });
   permit.release();
+  // The queue API: schedule, wrap, tryAcquire, queue limits, events, onIdle.
+  const paced = new Pacer({ maxQueued: 100, maxQueuedWeight: 500, slackMs: null });
+  const n: number = await paced.schedule(2, async (signal?: AbortSignal) => (signal ? 1 : 2), { priority: 1 });
+  const twice = paced.wrap(async (x: number) => x * 2, (x) => x);
+  const doubled: number = await twice(3);
+  const now = paced.tryAcquire(1);
+  const retryAfter: number = "release" in now ? (now.release(), 0) : now.retryAfterMs;
+  paced.addEventListener("dispatch", (e) => void e.type);
+  await paced.onIdle();
+  if (n + doubled + retryAfter < 0) return -1;
   const cache = new LocationCache<{ ok: boolean }>({ persist: { key: "cache", storage } });
   const out = await fetchForecasts<{ ok: boolean }>([{ latitude: 52.52, longitude: 13.41 }], { daily: ["temperature_2m_max"] }, {
     pacer,

@@ -31,8 +31,6 @@ use crate::time::{Instant, Span};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use foldhash::fast::FixedState;
-use hashbrown::HashMap;
 
 /// One rolling window: at most `budget` thousandths of weight in any `length`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +214,72 @@ struct Call {
     priority: i32,
 }
 
+/// This pacer's calls by id. Ids only grow, so they index a vector from the oldest live one.
+#[derive(Clone, Debug, Default)]
+struct Calls {
+    /// The id of `slots[0]`.
+    base: u64,
+    slots: Vec<Option<Call>>,
+    /// Every slot before this one is empty.
+    head: usize,
+}
+
+impl Calls {
+    fn get(&self, id: u64) -> Option<&Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        self.slots.get(i)?.as_ref()
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    fn insert(&mut self, id: u64, call: Call) {
+        if self.slots.is_empty() {
+            self.base = id;
+        }
+        let i = (id - self.base) as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(call);
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        let call = self.slots.get_mut(i)?.take();
+        // The gone calls in front are dropped once they are most of the vector: each slot is
+        // stepped over once, so this costs O(1) per call over time.
+        if i == self.head {
+            while self.slots.get(self.head).is_some_and(Option::is_none) {
+                self.head += 1;
+            }
+        }
+        if self.head == self.slots.len() {
+            self.slots.clear();
+            self.head = 0;
+        } else if self.head >= 64 && self.head * 2 >= self.slots.len() {
+            self.slots.drain(..self.head);
+            self.base += self.head as u64;
+            self.head = 0;
+        }
+        call
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Call)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, c)| c.as_ref().map(|c| (self.base + i as u64, c)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Call> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Call> + '_ {
+        self.slots.iter_mut().flatten()
+    }
+}
+
 /// A committed reservation: its id and the instant it may go out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reservation {
@@ -300,7 +364,7 @@ pub struct PacerCore {
     /// Other owners' entries and this pacer's released calls (unordered).
     history: Vec<Entry>,
     /// This pacer's calls by id, from reservation to refund or release.
-    calls: HashMap<u64, Call, FixedState>,
+    calls: Calls,
     owners: Vec<String>,
     in_flight: usize,
     /// Queued calls that were due while every slot was taken: by priority, then first come.
@@ -333,7 +397,7 @@ impl PacerCore {
             limits,
             timelines,
             history: Vec::new(),
-            calls: HashMap::with_hasher(FixedState::default()),
+            calls: Calls::default(),
             owners: alloc::vec![String::new()],
             in_flight: 0,
             slot_line: Vec::new(),
@@ -451,7 +515,7 @@ impl PacerCore {
     /// waits its turn for one, or (when it is later than the slack covers, or its entry was
     /// dropped) is placed again from `now`.
     pub fn due(&mut self, now: Instant, id: u64) -> Due {
-        let Some(call) = self.calls.get(&id).copied() else { return Due::Unknown };
+        let Some(call) = self.calls.get(id).copied() else { return Due::Unknown };
         if call.dispatched {
             return Due::Unknown;
         }
@@ -492,7 +556,7 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::UnknownReservation`] for an unknown or already dispatched id.
     pub fn dispatch(&mut self, id: u64) -> Result<(), PacerError> {
-        let at = match self.calls.get(&id) {
+        let at = match self.calls.get(id) {
             Some(Call { at: Some(at), dispatched: false, .. }) => *at,
             _ => return Err(PacerError::UnknownReservation(id)),
         };
@@ -506,9 +570,9 @@ impl PacerCore {
     /// The call `id` has answered: its weight stays spent and its slot is free. Returns
     /// whether it was in flight. The next call waiting for a slot is [`PacerCore::next_in_line`].
     pub fn release(&mut self, id: u64) -> bool {
-        match self.calls.get(&id).copied() {
+        match self.calls.get(id).copied() {
             Some(Call { at: Some(at), weight, dispatched: true, .. }) => {
-                self.calls.remove(&id);
+                self.calls.remove(id);
                 self.history.push(Entry { at, weight, owner: ME, seq: id, dispatched: true });
                 self.in_flight -= 1;
                 true
@@ -529,12 +593,12 @@ impl PacerCore {
     /// Cancel call `id`: refunded if it had not gone out (returns `true`); a call that went
     /// out stays spent and is released (returns `false`).
     pub fn cancel(&mut self, id: u64) -> bool {
-        let Some(call) = self.calls.get(&id).copied() else { return false };
+        let Some(call) = self.calls.get(id).copied() else { return false };
         if call.dispatched {
             self.release(id);
             return false;
         }
-        self.calls.remove(&id);
+        self.calls.remove(id);
         if let Some(at) = call.at {
             self.take(at, call.weight);
         }
@@ -549,7 +613,7 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::UnknownReservation`] for an unknown or already dispatched id.
     pub fn reschedule(&mut self, now: Instant, id: u64) -> Result<Reservation, PacerError> {
-        let call = match self.calls.get(&id) {
+        let call = match self.calls.get(id) {
             Some(call) if !call.dispatched => *call,
             _ => return Err(PacerError::UnknownReservation(id)),
         };
@@ -576,19 +640,19 @@ impl PacerCore {
         self.limits = limits;
         // Take this pacer's queued calls out, in their order, and rebuild the timelines.
         let mut queued: Vec<(Instant, u64)> =
-            self.calls.iter().filter(|(_, c)| !c.dispatched).map(|(id, c)| (c.at.unwrap_or(now), *id)).collect();
-        queued.sort_unstable();
+            self.calls.iter().filter(|(_, c)| !c.dispatched).map(|(id, c)| (c.at.unwrap_or(now), id)).collect();
+        crate::sort::sort_by(&mut queued, |a, b| a < b);
         for &(_, id) in &queued {
-            if let Some(call) = self.calls.get_mut(&id) {
+            if let Some(call) = self.calls.get_mut(id) {
                 call.at = None;
             }
         }
         self.rebuild_timelines();
         let mut replan = Replan::default();
         for (before, id) in queued {
-            let call = self.calls[&id];
+            let Some(&call) = self.calls.get(id) else { continue };
             if let Err(e) = self.admissible(call.weight) {
-                self.calls.remove(&id);
+                self.calls.remove(id);
                 self.slot_line.retain(|(_, x)| *x != id);
                 self.queued -= 1;
                 self.queued_weight -= call.weight;
@@ -656,7 +720,7 @@ impl PacerCore {
             seq: e.seq,
             dispatched: e.dispatched,
         });
-        let live = self.calls.iter().filter_map(|(&seq, c)| {
+        let live = self.calls.iter().filter_map(|(seq, c)| {
             c.at.map(|at| LedgerEntry {
                 at,
                 weight: c.weight,
@@ -691,7 +755,7 @@ impl PacerCore {
             }
             let owner = self.owner_index(e.owner);
             if owner == ME {
-                if let Some(call) = self.calls.get_mut(&e.seq) {
+                if let Some(call) = self.calls.get_mut(e.seq) {
                     // A live call: its state is this pacer's; a queued one takes the stored instant.
                     if !call.dispatched && !e.dispatched {
                         call.at = Some(e.at);
@@ -784,11 +848,11 @@ impl PacerCore {
         let stale: Vec<(u64, Instant, u64)> = self
             .calls
             .iter()
-            .filter_map(|(id, c)| c.at.filter(|at| !c.dispatched && *at + horizon <= now).map(|at| (*id, at, c.weight)))
+            .filter_map(|(id, c)| c.at.filter(|at| !c.dispatched && *at + horizon <= now).map(|at| (id, at, c.weight)))
             .collect();
         for (id, at, weight) in stale {
             self.take(at, weight);
-            if let Some(call) = self.calls.get_mut(&id) {
+            if let Some(call) = self.calls.get_mut(id) {
                 call.at = None;
             }
         }

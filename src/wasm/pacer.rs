@@ -31,8 +31,12 @@ export interface PacerOptions {
   maxWeight?: number | null;
   /** At most this many calls out at once (PacerCore default: no cap). */
   maxInFlight?: number;
-  /** How late a call may go out after its instant and still count there; every window is reserved this much longer (PacerCore default 0). */
-  slackMs?: number;
+  /**
+   * How late a call may go out after its instant and still count there; every window is
+   * reserved this much longer. PacerCore default 0; `null`: 1 % of the shortest window, from
+   * 100 ms to 1 s (Pacer's default).
+   */
+  slackMs?: number | null;
   /** At most this many calls queued; beyond, a `PacerQueueFullError` (default: no cap). */
   maxQueued?: number;
   /** At most this much weight queued; beyond, a `PacerQueueFullError` (default: no cap). */
@@ -137,8 +141,9 @@ struct Options {
     max_weight: Option<Option<f64>>,
     #[serde(default)]
     max_in_flight: Option<f64>,
-    #[serde(default)]
-    slack_ms: Option<f64>,
+    /// Missing: unchanged (0 at first); `null`: 1 % of the shortest window, 100 ms to 1 s.
+    #[serde(default, deserialize_with = "present")]
+    slack_ms: Option<Option<f64>>,
     #[serde(default)]
     max_queued: Option<f64>,
     #[serde(default)]
@@ -265,8 +270,13 @@ fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(
     if let Some(n) = options.max_in_flight {
         limits.max_in_flight = count(n, "maxInFlight")?;
     }
-    if let Some(ms) = options.slack_ms {
-        limits.slack = Span::from_nanos(ms_to_nanos(non_negative(ms, "pacer options: slackMs")?));
+    match options.slack_ms {
+        Some(Some(ms)) => limits.slack = Span::from_nanos(ms_to_nanos(non_negative(ms, "pacer options: slackMs")?)),
+        Some(None) => {
+            let shortest = windows.iter().map(|w| w.length.as_nanos()).min().unwrap_or(0);
+            limits.slack = Span::from_nanos((shortest / 100).clamp(100_000_000, 1_000_000_000));
+        }
+        None => {}
     }
     if let Some(n) = options.max_queued {
         limits.max_queued = count(n, "maxQueued")?;

@@ -1,0 +1,76 @@
+// Where a pacer's ledger is stored when it is shared: each store runs one update at a time,
+// atomically across every pacer (tab) using it, and keeps the ledger as the core writes it:
+// [atMs, weight, owner, seq, dispatched] per entry.
+const rowsOf = (value) => (Array.isArray(value) ? value : []);
+
+/** A ledger in a synchronous Web Storage, under a Web Lock when given: one JavaScript context. */
+class StorageLedger {
+  constructor(key, storage, locks) {
+    Object.assign(this, { key, storage, locks });
+  }
+  seen() {
+    try {
+      return rowsOf(JSON.parse(this.storage.getItem(this.key) ?? "[]"));
+    } catch {
+      return [];
+    }
+  }
+  update(fn) {
+    const run = () => {
+      const [result, next] = fn(this.seen());
+      this.storage.setItem(this.key, JSON.stringify(next));
+      return result;
+    };
+    return this.locks ? this.locks.request(`${this.key}:lock`, run) : Promise.resolve().then(run);
+  }
+}
+
+/** A ledger in IndexedDB: each update is one read-write transaction, atomic across tabs. */
+class IndexedDbLedger {
+  #db = null;
+  #seen = [];
+  seen() {
+    return this.#seen;
+  }
+  constructor(key, indexedDB) {
+    Object.assign(this, { key, indexedDB });
+  }
+  update(fn) {
+    this.#db ??= new Promise((resolve, reject) => {
+      const open = this.indexedDB.open("sluicegate-pacer", 1);
+      open.onupgradeneeded = () => open.result.createObjectStore("ledgers");
+      open.onsuccess = () => resolve(open.result);
+      open.onerror = () => reject(open.error);
+    });
+    return this.#db.then((db) => new Promise((resolve, reject) => {
+      const tx = db.transaction("ledgers", "readwrite");
+      const store = tx.objectStore("ledgers");
+      const get = store.get(this.key);
+      let result, failure;
+      get.onsuccess = () => {
+        try {
+          const [value, next] = fn(rowsOf(get.result));
+          result = value;
+          store.put((this.#seen = next), this.key);
+        } catch (error) {
+          failure = error;
+          tx.abort();
+        }
+      };
+      tx.oncomplete = () => resolve(result);
+      tx.onabort = tx.onerror = () => reject(failure ?? tx.error ?? new Error("the pacer ledger could not be updated"));
+    }));
+  }
+}
+
+/** The store for a `persist` option: none (the pacer's own memory), a storage, or IndexedDB. */
+export function ledgerFor(persist) {
+  if (!persist) return null;
+  const key = typeof persist === "string" ? persist : persist.key;
+  if (typeof key !== "string" || key === "") throw new TypeError("persist.key must be a non-empty string");
+  if (persist.storage) return new StorageLedger(key, persist.storage, persist.locks === undefined ? globalThis.navigator?.locks : persist.locks);
+  const indexedDB = persist.indexedDB ?? globalThis.indexedDB;
+  if (indexedDB) return new IndexedDbLedger(key, indexedDB);
+  if (globalThis.localStorage) return new StorageLedger(key, globalThis.localStorage, globalThis.navigator?.locks);
+  throw new TypeError("persist needs IndexedDB or a storage; neither is available here");
+}
