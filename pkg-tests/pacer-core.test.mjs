@@ -76,7 +76,7 @@ test("bad numbers are refused with the argument named", () => {
   assert.throws(() => p.reserve(0, -1), /weight must be a finite number above 0/);
   assert.throws(() => p.reserve(0, 0), /weight/);
   assert.throws(() => new PacerCore({ windows: [{ lengthMs: 0, budget: 1 }] }), /windows\[0\]\.lengthMs/);
-  assert.throws(() => new PacerCore({ windows: [{ lengthMs: 1000 }] }), /windows\[0\]: missing field `budget`/);
+  assert.throws(() => new PacerCore({ windows: [{ lengthMs: 1000 }] }), /windows\[0\]\.budget must be a number/);
 });
 
 test("at Unix-time magnitudes a spend placed to leave a window is never counted in it (exact ms ↔ ns)", () => {

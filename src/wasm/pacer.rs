@@ -196,36 +196,34 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
         }
     }
     serde_wasm_bindgen::from_value(value.clone()).map_err(|e| {
-        // serde names no field; find the one that does not read, to say which it is.
-        let message = |what: &str, e: serde_wasm_bindgen::Error| {
-            let text = String::from(js_sys::Error::from(JsValue::from(e)).message());
-            JsError::new(&format!("pacer options: {what}: {text}"))
-        };
-        for &field in OPTION_FIELDS {
-            let v = Reflect::get(&value, &field.into()).unwrap_or(JsValue::UNDEFINED);
-            if field == "windows" {
-                if let Some(list) = v.dyn_ref::<Array>() {
-                    for (i, w) in list.iter().enumerate() {
-                        if let Err(e) = serde_wasm_bindgen::from_value::<WindowOption>(w.clone()) {
-                            for key in ["lengthMs", "budget"] {
-                                let v = Reflect::get(&w, &key.into()).unwrap_or(JsValue::UNDEFINED);
-                                if let (false, Err(e)) = (v.is_undefined(), serde_wasm_bindgen::from_value::<f64>(v)) {
-                                    return message(&format!("windows[{i}].{key}"), e);
-                                }
-                            }
-                            return message(&format!("windows[{i}]"), e);
-                        }
-                    }
+        // serde names no field: find the one of the wrong type, to say which it is.
+        let number = |v: &JsValue| v.is_undefined() || v.as_f64().is_some();
+        let field = |v: &JsValue, key: &str| Reflect::get(v, &key.into()).unwrap_or(JsValue::UNDEFINED);
+        let wrong = |what: String, expected: &str| JsError::new(&format!("pacer options: {what} must be {expected}"));
+        for &key in OPTION_FIELDS {
+            let v = field(&value, key);
+            if key != "windows" {
+                if !number(&v) && !v.is_null() {
+                    return wrong(String::from(key), "a number");
+                }
+                continue;
+            }
+            let Some(list) = v.dyn_ref::<Array>() else {
+                if v.is_undefined() || v.is_null() {
                     continue;
                 }
-                if let Err(e) = serde_wasm_bindgen::from_value::<Option<Vec<WindowOption>>>(v) {
-                    return message(field, e);
+                return wrong(String::from(key), "an array of { lengthMs, budget }");
+            };
+            for (i, w) in list.iter().enumerate() {
+                for key in ["lengthMs", "budget"] {
+                    if !w.is_object() || field(&w, key).as_f64().is_none() {
+                        return wrong(format!("windows[{i}].{key}"), "a number");
+                    }
                 }
-            } else if let Err(e) = serde_wasm_bindgen::from_value::<Option<f64>>(v) {
-                return message(field, e);
             }
         }
-        message("options", e)
+        let text = String::from(js_sys::Error::from(JsValue::from(e)).message());
+        JsError::new(&format!("pacer options: {text}"))
     })
 }
 
