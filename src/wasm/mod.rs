@@ -47,6 +47,15 @@ pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
     }
 }
 
+/// A number from JS that must be finite and above 0, or an error naming `what`.
+pub(crate) fn positive(value: f64, what: &str) -> Result<f64, JsError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(JsError::new(&format!("{what} must be a finite number above 0, got {}", num(value))))
+    }
+}
+
 /// Nanoseconds from JS milliseconds, exact for whole milliseconds: `ms × 1e6` in floating
 /// point is not (above 2^53 ns, i.e. any Unix time), and a spend recorded a few ns early
 /// would fall inside the window it was placed to leave.

@@ -1,6 +1,6 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
+use super::{ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
 use crate::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::time::{Instant, Span};
 use alloc::format;
@@ -227,14 +227,6 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
     })
 }
 
-fn positive(value: f64, what: &str) -> Result<f64, JsError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(JsError::new(&format!("pacer options: {what} must be a finite number above 0, got {}", num(value))))
-    }
-}
-
 fn count(value: f64, what: &str) -> Result<usize, JsError> {
     if value.is_finite() && value >= 1.0 && value.fract() == 0.0 {
         Ok(value as usize)
@@ -246,8 +238,8 @@ fn count(value: f64, what: &str) -> Result<usize, JsError> {
 fn windows_from(list: Vec<WindowOption>) -> Result<Vec<Window>, JsError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, w) in list.into_iter().enumerate() {
-        let length = positive(w.length_ms, &format!("windows[{i}].lengthMs"))?;
-        let budget = positive(w.budget, &format!("windows[{i}].budget"))?;
+        let length = positive(w.length_ms, &format!("pacer options: windows[{i}].lengthMs"))?;
+        let budget = positive(w.budget, &format!("pacer options: windows[{i}].budget"))?;
         out.push(Window { length: Span::from_nanos(ms_to_nanos(length)), budget: (budget * MILLI).floor() as u64 });
     }
     Ok(out)
@@ -261,7 +253,7 @@ fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(
     };
     if let Some(cap) = options.max_weight {
         limits.call_cap = match cap {
-            Some(cap) => Some((positive(cap, "maxWeight")? * MILLI).floor() as u64),
+            Some(cap) => Some((positive(cap, "pacer options: maxWeight")? * MILLI).floor() as u64),
             None => None,
         };
     }
@@ -280,7 +272,7 @@ fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(
         limits.max_queued = count(n, "maxQueued")?;
     }
     if let Some(w) = options.max_queued_weight {
-        limits.max_queued_weight = (positive(w, "maxQueuedWeight")? * MILLI).floor() as u64;
+        limits.max_queued_weight = (positive(w, "pacer options: maxQueuedWeight")? * MILLI).floor() as u64;
     }
     Ok((windows, limits))
 }

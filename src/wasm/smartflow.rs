@@ -11,7 +11,7 @@
 //! core's types and back. `SmartFlowBucket` and the free functions expose
 //! the rest of the specification's primitives, for conformance runners.
 
-use super::{ms_to_nanos, nanos_to_ms, num, set_prop};
+use super::{ms_to_nanos, nanos_to_ms, num, positive, set_prop};
 use crate::smartflow::{
     self, url, CacheLoad, Config, Field, IdKind, Lookup, OrgRateLimiter, Penalty, Reaction, ResponseBody,
     SmartFlowError, TokenBucket,
@@ -69,14 +69,6 @@ fn finite(value: f64, what: &str) -> Result<f64, JsError> {
         Ok(value)
     } else {
         Err(JsError::new(&format!("{what} must be a finite number of seconds, got {}", num(value))))
-    }
-}
-
-fn positive(value: f64, what: &str) -> Result<f64, JsError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(JsError::new(&format!("{what} must be a finite number above 0, got {}", num(value))))
     }
 }
 
