@@ -858,30 +858,47 @@ impl PacerCore {
         }
     }
 
-    /// The earliest instant `t ≥ from` at which `weight` fits every window.
+    /// The earliest instant `t ≥ from` at which `weight` fits every window, searched in
+    /// bounded steps: each window skips at most [`MAX_STRETCHES`] stretches where it is over
+    /// budget, and the windows take turns at most [`MAX_ROUNDS`] times. Past either bound the
+    /// call goes after the last instant that could hold it back, where every window's load
+    /// only falls: still an instant where it fits, never one that overspends, though a gap
+    /// further away than the bounds reach stays unfilled.
     fn earliest_fit(&self, from: Instant, weight: u64) -> Instant {
         let mut t = from.as_nanos();
-        loop {
+        for round in 0.. {
             let mut moved = false;
             for (i, w) in self.windows.iter().enumerate() {
-                let fit = self.fit_in(i, t, (w.budget - weight) as i64);
+                let fit = self.fit_in(i, t, (w.budget - weight) as i64, round >= MAX_ROUNDS);
                 if fit != t {
                     t = fit;
                     moved = true;
                 }
             }
             if !moved {
-                return Instant::from_nanos(t);
+                break;
             }
         }
+        Instant::from_nanos(t)
     }
 
     /// The earliest `t' ≥ t` at which window `i` stays at or under `threshold` over
-    /// `[t', t' + length)`: each step skips a stretch where it is over.
-    fn fit_in(&self, i: usize, mut t: u64, threshold: i64) -> u64 {
+    /// `[t', t' + length)`: each step skips a stretch where it is over. In a `hurry`, or
+    /// after [`MAX_STRETCHES`] steps, the first such instant after the window's last rise.
+    fn fit_in(&self, i: usize, mut t: u64, threshold: i64, hurry: bool) -> u64 {
         let tl = &self.timelines[i];
         let length = self.placement_length(i).as_nanos();
-        loop {
+        for stretch in 0.. {
+            if hurry || stretch == MAX_STRETCHES {
+                // From the last rise on the load only falls: the first instant at or under
+                // the threshold holds for a whole window after it.
+                let s = t.max(tl.last_rise());
+                return if tl.load_at(s) <= threshold {
+                    s
+                } else {
+                    tl.first_after(s, threshold, false).unwrap_or(u64::MAX)
+                };
+            }
             let over = if tl.load_at(t) > threshold { Some(t) } else { tl.first_after(t, threshold, true) };
             match over {
                 Some(x) if x < t.saturating_add(length) => {
@@ -891,8 +908,14 @@ impl PacerCore {
                 _ => return t,
             }
         }
+        t
     }
 }
+
+/// How many over-budget stretches one window's search for a gap skips at most.
+pub const MAX_STRETCHES: usize = 32;
+/// How many times the windows take turns moving a placement at most.
+pub const MAX_ROUNDS: usize = 16;
 
 fn admissible(windows: &[Window], call_cap: Option<u64>, weight: u64) -> Result<(), PacerError> {
     if weight == 0 {

@@ -32,11 +32,14 @@ pub(crate) struct Timeline {
     root: u32,
     /// A xorshift state for priorities: deterministic, so two runs build the same tree.
     seed: u32,
+    /// No change after this instant raised the load (it may be later than the last rise
+    /// still present, never earlier): from here on the load only falls.
+    last_rise: u64,
 }
 
 impl Timeline {
     pub(crate) fn new() -> Self {
-        Timeline { nodes: Vec::new(), free: Vec::new(), root: NIL, seed: 0x9E37_79B9 }
+        Timeline { nodes: Vec::new(), free: Vec::new(), root: NIL, seed: 0x9E37_79B9, last_rise: 0 }
     }
 
     /// How many instants carry a change.
@@ -117,6 +120,9 @@ impl Timeline {
 
     /// Adds `delta` to the change at `key` (an instant whose change becomes 0 is dropped).
     pub(crate) fn add(&mut self, key: u64, delta: i64) {
+        if delta > 0 {
+            self.last_rise = self.last_rise.max(key);
+        }
         if delta != 0 {
             self.root = self.add_in(self.root, key, delta);
         }
@@ -160,6 +166,11 @@ impl Timeline {
         }
         self.update(t);
         t
+    }
+
+    /// An instant after which the load never rises.
+    pub(crate) fn last_rise(&self) -> u64 {
+        self.last_rise
     }
 
     /// The load at `t`: the sum of the changes at instants `≤ t`.
