@@ -57,15 +57,18 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
 {
   const pacer = new Pacer({ windows: [{ lengthMs: 60_000, budget: 1e9 }], maxWeight: null, maxInFlight: 1e6 });
   const n = 5_000;
-  for (let i = 0; i < 200; i++) (await pacer.acquire(1)).release();
-  const t0 = performance.now();
-  for (let i = 0; i < n; i++) (await pacer.acquire(1)).release();
-  const perAcquire = ((performance.now() - t0) * 1000) / n;
+  for (let i = 0; i < 2_000; i++) (await pacer.acquire(1)).release(); // warm the JIT up
+  let perAcquire = Infinity; // the best of three rounds
+  for (let round = 0; round < 3; round++) {
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) (await pacer.acquire(1)).release();
+    perAcquire = Math.min(perAcquire, ((performance.now() - t0) * 1000) / n);
+  }
   const core = new PacerCore({ windows: [{ lengthMs: 60_000, budget: 1e9 }], maxWeight: null });
   const t1 = performance.now();
   for (let i = 0; i < n; i++) core.dispatch(core.reserve(i, 1).id);
   const perReserve = ((performance.now() - t1) * 1000) / n;
-  line("Pacer.acquire + release from JS (in-memory ledger)", `${perAcquire.toFixed(1)} µs per call (${n} calls, ledger growing to ${n})`);
+  line("Pacer.acquire + release from JS (in-memory ledger)", `${perAcquire.toFixed(1)} µs per call (best of 3 × ${n} calls, ledger up to ${5 * n})`);
   line("PacerCore.reserve + dispatch from JS", `${perReserve.toFixed(1)} µs per call`);
   // Placement behind a deep queue: a page fanning out N calls at once against the Open-Meteo
   // windows (550/min, 4,800/h, 9,500/day), then the mean cost of the next 1,000 reservations:
