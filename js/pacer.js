@@ -8,6 +8,7 @@ import { ledgerFor } from "./ledger.js";
 
 const GO = -1;
 const NO_SLOT = -2;
+const UNKNOWN = -3;
 
 const reasonOf = (signal) => signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
@@ -98,6 +99,7 @@ export class Pacer extends EventTarget {
       }
       // Aborted meanwhile (the abort refunded or released it), or a release hands it a slot.
       if (w.done || due === NO_SLOT) return;
+      if (due === UNKNOWN) return this.#settle(w, new Error(`the pacer no longer holds call ${w.id}`));
       if (due !== GO) {
         w.at = due;
         continue;
@@ -125,10 +127,9 @@ export class Pacer extends EventTarget {
     };
   }
 
-  /** A free slot goes to the call the core says waited longest. */
+  /** Free slots go to the calls the core says waited longest (one placed again leaves its slot to the next). */
   #pump() {
-    const w = this.#waiters.get(this.#core.nextInLine());
-    if (w) this.#step(w);
+    for (let w; (w = this.#waiters.get(this.#core.nextInLine())); ) this.#step(w);
   }
 
   #settle(w, error) {
@@ -195,7 +196,7 @@ export class Pacer extends EventTarget {
       const w = this.#waiters.get(id);
       if (w) w.wait?.cancel(), (w.at = atMs); // its #step looks again
     }
-    for (let i = 0; i < this.#waiters.size; i++) this.#pump(); // slots may have been added
+    this.#pump(); // slots may have been added
     this.#checkIdle();
   }
 
