@@ -63,8 +63,25 @@ class IndexedDbLedger {
   }
 }
 
-/** The store for a `persist` option: none (the pacer's own memory), a storage, or IndexedDB. */
-export function ledgerFor(persist) {
+/**
+ * A pacer core's ledger shared through the store a `persist` option names (null: none, the
+ * core's memory is the ledger). `run(fn)` is one atomic update: the core takes the stored
+ * entries as the truth, `fn` runs on it, and the core's entries are stored. `peek()` syncs
+ * the core with the ledger as last seen (a synchronous storage: as stored now).
+ */
+export function sharedLedger(persist, core, owner) {
+  const store = storeFor(persist);
+  if (!store) return null;
+  const run = (fn) =>
+    store.update((rows) => {
+      core.setOwner(owner());
+      core.sync(rows);
+      return [fn(), core.entries()];
+    });
+  return { run, peek: () => core.sync(store.seen()) };
+}
+
+function storeFor(persist) {
   if (!persist) return null;
   const key = typeof persist === "string" ? persist : persist.key;
   if (typeof key !== "string" || key === "") throw new TypeError("persist.key must be a non-empty string");

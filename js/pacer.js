@@ -4,7 +4,7 @@
 // promises and signals, events, and the ledger stores a budget shared between tabs needs.
 import { PacerCore, Wait } from "../pkg/sluicegate.js";
 import { onAbort } from "./abort.js";
-import { ledgerFor } from "./ledger.js";
+import { sharedLedger } from "./ledger.js";
 
 const GO = -1;
 const NO_SLOT = -2;
@@ -30,7 +30,7 @@ export class Pacer extends EventTarget {
     // slackMs null: the core picks 1 % of the shortest window, from 100 ms to 1 s.
     this.#core = new PacerCore(defined({ ...limits, maxInFlight, slackMs: slackMs ?? null }));
     this.#now = now;
-    this.#ledger = ledgerFor(persist);
+    this.#ledger = sharedLedger(persist, this.#core, () => this.owner);
   }
 
   /** This pacer's id in the ledger, made at first use: workerd forbids random values at module scope. */
@@ -39,14 +39,9 @@ export class Pacer extends EventTarget {
     return this.#owner;
   }
 
-  /** Runs `fn` on the core: at once in memory, else inside one ledger update (synced first). */
+  /** Runs `fn` on the core: at once in memory, else inside one update of the shared ledger. */
   #run(fn) {
-    if (!this.#ledger) return fn();
-    return this.#ledger.update((rows) => {
-      this.#core.setOwner(this.owner);
-      this.#core.sync(rows);
-      return [fn(), this.#core.entries()];
-    });
+    return this.#ledger ? this.#ledger.run(fn) : fn();
   }
 
   addEventListener(type, ...rest) {
@@ -105,13 +100,14 @@ export class Pacer extends EventTarget {
         continue;
       }
       this.#settle(w);
-      this.#out++;
-      this.#emit("dispatch", { id: w.id, weight: w.weight });
       return w.resolve(this.#permit(w.id, w.weight));
     }
   }
 
+  /** The call went out: in flight until its permit is released. */
   #permit(id, weight) {
+    this.#out++;
+    this.#emit("dispatch", { id, weight });
     let released = false;
     return {
       id,
@@ -156,8 +152,6 @@ export class Pacer extends EventTarget {
     if (this.#ledger) throw new TypeError("tryAcquire decides at once, so it needs the pacer's own ledger: with persist, use acquire");
     const r = this.#core.tryAcquire(this.#now(), weight);
     if (r <= 0) return r === 0 ? { retryAfterMs: 0, reason: "inFlight" } : { retryAfterMs: -r, reason: "budget" };
-    this.#out++;
-    this.#emit("dispatch", { id: r, weight });
     return this.#permit(r, weight);
   }
 
@@ -178,14 +172,14 @@ export class Pacer extends EventTarget {
     return this.#waiters.size || this.#out ? new Promise((resolve) => this.#idle.push(resolve)) : Promise.resolve();
   }
 
-  // etaMs and snapshot read a persisted ledger as last seen (a synchronous storage: as stored now).
+  // etaMs and snapshot read a shared ledger as last seen (a synchronous storage: as stored now).
   etaMs(weight) {
-    if (this.#ledger) this.#core.sync(this.#ledger.seen());
+    this.#ledger?.peek();
     return Math.max(0, this.#core.etaMs(this.#now(), weight));
   }
 
   snapshot() {
-    if (this.#ledger) this.#core.sync(this.#ledger.seen());
+    this.#ledger?.peek();
     return this.#core.snapshot(this.#now());
   }
 
