@@ -30,3 +30,8 @@ export function onAbort(signal, callback) {
     signal.removeEventListener("abort", listener);
   };
 }
+
+/** Why a wait on `signal` ends: the signal's own reason, or the standard AbortError. */
+export function abortReason(signal) {
+  return signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
+}

@@ -3,14 +3,13 @@
 // limits moves) is the core's; its waits are gloo-timers futures (Wait). What stays here:
 // promises and signals, events, and the ledger stores a budget shared between tabs needs.
 import { PacerCore, Wait } from "../pkg/sluicegate.js";
-import { onAbort } from "./abort.js";
+import { abortReason, onAbort } from "./abort.js";
 import { sharedLedger } from "./ledger.js";
 
 const GO = -1;
 const NO_SLOT = -2;
 const UNKNOWN = -3;
 
-const reasonOf = (signal) => signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 /** Paces weighted calls over several rolling windows at once, with an in-flight cap (see pacer.d.ts). */
@@ -54,14 +53,14 @@ export class Pacer extends EventTarget {
   }
 
   acquire(weight, { signal, priority } = {}) {
-    if (signal?.aborted) return Promise.reject(reasonOf(signal));
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     return new Promise((resolve, reject) => {
       const placed = ([at, id]) => {
         const w = { id, weight, at, resolve, reject, wait: null, off: null, done: false };
         this.#waiters.set(id, w);
         this.#emit("queued", { id, weight, atMs: at });
-        if (signal) w.off = onAbort(signal, () => this.#abort(w, reasonOf(signal)));
-        if (signal?.aborted) this.#abort(w, reasonOf(signal));
+        if (signal) w.off = onAbort(signal, () => this.#abort(w, abortReason(signal)));
+        if (signal?.aborted) this.#abort(w, abortReason(signal));
         else this.#step(w);
       };
       const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];

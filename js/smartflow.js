@@ -10,7 +10,7 @@
 //
 // No node:fs here: the Node entry (smartflow-node.js) installs the file store.
 import { SmartFlowCore } from "../pkg-smartflow/sluicegate.js";
-import { onAbort } from "./abort.js";
+import { abortReason, onAbort } from "./abort.js";
 
 const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once beyond this
 
@@ -38,10 +38,6 @@ function describe(value) {
 function checkString(value, what) {
   if (typeof value !== "string") throw new TypeError(`${what} must be a string, got ${describe(value)}`);
   return value;
-}
-
-function abortReason(signal) {
-  return signal?.reason ?? new DOMException("The operation was aborted.", "AbortError");
 }
 
 /** Resolves after `ms` (any length: long waits are chained timers), or rejects on abort. */

@@ -542,12 +542,17 @@ impl PacerCore {
             }
             return Due::NoSlot;
         }
+        self.go_out(id, Call { at: Some(at), ..call });
+        Due::Go
+    }
+
+    /// The queued `call` goes out: no longer queued, in flight until released.
+    fn go_out(&mut self, id: u64, call: Call) {
         self.slot_line.retain(|(_, x)| *x != id);
-        self.calls.insert(id, Call { at: Some(at), dispatched: true, ..call });
+        self.calls.insert(id, Call { dispatched: true, ..call });
         self.queued -= 1;
         self.queued_weight -= call.weight;
         self.in_flight += 1;
-        Due::Go
     }
 
     /// Mark a queued call as gone out at its planned instant (the pure form of
@@ -556,15 +561,13 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::UnknownReservation`] for an unknown or already dispatched id.
     pub fn dispatch(&mut self, id: u64) -> Result<(), PacerError> {
-        let at = match self.calls.get(id) {
-            Some(Call { at: Some(at), dispatched: false, .. }) => *at,
-            _ => return Err(PacerError::UnknownReservation(id)),
-        };
-        let slots = core::mem::replace(&mut self.limits.max_in_flight, usize::MAX);
-        let due = self.due(at, id);
-        self.limits.max_in_flight = slots;
-        debug_assert_eq!(due, Due::Go);
-        Ok(())
+        match self.calls.get(id).copied() {
+            Some(call @ Call { at: Some(_), dispatched: false, .. }) => {
+                self.go_out(id, call);
+                Ok(())
+            }
+            _ => Err(PacerError::UnknownReservation(id)),
+        }
     }
 
     /// The call `id` has answered: its weight stays spent and its slot is free. Returns
@@ -888,27 +891,23 @@ impl PacerCore {
     fn fit_in(&self, i: usize, mut t: u64, threshold: i64, hurry: bool) -> u64 {
         let tl = &self.timelines[i];
         let length = self.placement_length(i).as_nanos();
-        for stretch in 0.. {
-            if hurry || stretch == MAX_STRETCHES {
-                // From the last rise on the load only falls: the first instant at or under
-                // the threshold holds for a whole window after it.
-                let s = t.max(tl.last_rise());
-                return if tl.load_at(s) <= threshold {
-                    s
-                } else {
-                    tl.first_after(s, threshold, false).unwrap_or(u64::MAX)
-                };
-            }
+        let stretches = if hurry { 0 } else { MAX_STRETCHES };
+        for _ in 0..stretches {
             let over = if tl.load_at(t) > threshold { Some(t) } else { tl.first_after(t, threshold, true) };
             match over {
-                Some(x) if x < t.saturating_add(length) => {
-                    // Past the last change the load is 0, so the window always falls back.
-                    t = tl.first_after(x, threshold, false).unwrap_or(u64::MAX);
-                }
+                // Past the last change the load is 0, so the window always falls back.
+                Some(x) if x < t.saturating_add(length) => t = tl.first_after(x, threshold, false).unwrap_or(u64::MAX),
                 _ => return t,
             }
         }
-        t
+        // From the last rise on the load only falls: the first instant at or under the
+        // threshold holds for a whole window after it.
+        let s = t.max(tl.last_rise());
+        if tl.load_at(s) <= threshold {
+            s
+        } else {
+            tl.first_after(s, threshold, false).unwrap_or(u64::MAX)
+        }
     }
 }
 
