@@ -250,49 +250,52 @@ impl fmt::Display for RateLimitKind {
 pub fn classify(status: u16, body: &str) -> Option<RateLimitKind> {
     match status {
         503 => Some(RateLimitKind::Overloaded),
-        429 => Some(reason_of(body).map_or(RateLimitKind::Unknown, |reason| kind_of_reason(&reason))),
+        429 => Some(reason_of(body).map_or(RateLimitKind::Unknown, kind_of_reason)),
         _ => None,
     }
 }
 
-/// The `reason` string of a `{"error":true,"reason":"…"}` body, lower-cased. A small scan
-/// rather than a JSON parser keeps the browser build small; escapes are kept as written,
-/// which is enough to find the words that classify it.
-fn reason_of(body: &str) -> Option<alloc::string::String> {
-    let body = body.trim();
-    if !body.starts_with('{') {
+/// The `reason` string of a `{"error":true,"reason":"…"}` body, as written (escapes kept,
+/// which is enough to find the words that classify it). A small scan over bytes rather than
+/// a JSON parser keeps the browser build small; it allocates nothing.
+fn reason_of(body: &str) -> Option<&[u8]> {
+    let body = body.as_bytes().trim_ascii();
+    if body.first() != Some(&b'{') {
         return None;
     }
-    let after_key = &body[body.find("\"reason\"")? + "\"reason\"".len()..];
-    let value = after_key.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
-    let mut end = None;
+    let key = b"\"reason\"";
+    let after_key = &body[find(body, key)? + key.len()..];
+    let value = after_key.trim_ascii_start().strip_prefix(b":")?.trim_ascii_start().strip_prefix(b"\"")?;
     let mut escaped = false;
-    for (i, c) in value.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => {
-                end = Some(i);
-                break;
-            }
-            _ => {}
+    let end = value.iter().position(|&c| match c {
+        _ if escaped => {
+            escaped = false;
+            false
         }
-    }
-    Some(value[..end?].to_ascii_lowercase())
+        b'\\' => {
+            escaped = true;
+            false
+        }
+        c => c == b'"',
+    })?;
+    Some(&value[..end])
 }
 
-fn kind_of_reason(reason: &str) -> RateLimitKind {
-    if reason.contains("minutely") {
-        RateLimitKind::Minutely
-    } else if reason.contains("hourly") {
-        RateLimitKind::Hourly
-    } else if reason.contains("daily") {
-        RateLimitKind::Daily
-    } else if reason.contains("concurrent") {
-        RateLimitKind::Concurrency
-    } else {
-        RateLimitKind::Unknown
-    }
+/// Where `needle` first occurs in `hay`, ASCII case-insensitively.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle))
+}
+
+fn kind_of_reason(reason: &[u8]) -> RateLimitKind {
+    [
+        (&b"minutely"[..], RateLimitKind::Minutely),
+        (b"hourly", RateLimitKind::Hourly),
+        (b"daily", RateLimitKind::Daily),
+        (b"concurrent", RateLimitKind::Concurrency),
+    ]
+    .into_iter()
+    .find(|(word, _)| find(reason, word).is_some())
+    .map_or(RateLimitKind::Unknown, |(_, kind)| kind)
 }
 
 /// The next boundary of a clock-aligned window of length `window`: the first multiple of
