@@ -1,14 +1,11 @@
-// Pacer: the promise, AbortSignal and storage face of PacerCore. Every decision (where a call
-// fits, when it goes out, who gets a free slot, what a late call does, what a change of
-// limits moves) is the core's; its waits are gloo-timers futures (Wait). What stays here:
-// promises and signals, events, and the ledger stores a budget shared between tabs needs.
+// Pacer: the promise, AbortSignal and event face of PacerCore. Every decision (where a call fits, when
+// it goes out, who gets a free slot, what a late call or a change of limits moves) is the core's; its
+// waits are gloo-timers futures (Wait). The ledger stores a budget shared between tabs needs: ledger.js.
 import { PacerCore, Wait } from "../pkg/sluicegate.js";
 import { abortReason, onAbort } from "./abort.js";
 import { sharedLedger } from "./ledger.js";
 
-const GO = -1;
-const NO_SLOT = -2;
-const UNKNOWN = -3;
+const [GO, NO_SLOT, UNKNOWN] = [-1, -2, -3]; // what PacerCore.due answers besides an instant
 
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -26,7 +23,7 @@ export class Pacer extends EventTarget {
   constructor(options = {}) {
     super();
     const { persist = null, now = () => Date.now(), maxInFlight = 4, slackMs, ...limits } = options;
-    // slackMs null: the core picks 1 % of the shortest window, from 100 ms to 1 s.
+    // slackMs null is the core's default: 1 % of the shortest window, from 100 ms to 1 s.
     this.#core = new PacerCore(defined({ ...limits, maxInFlight, slackMs: slackMs ?? null }));
     this.#now = now;
     this.#ledger = sharedLedger(persist, this.#core, () => this.owner);
@@ -60,16 +57,11 @@ export class Pacer extends EventTarget {
         this.#waiters.set(id, w);
         this.#emit("queued", { id, weight, atMs: at });
         if (signal) w.off = onAbort(signal, () => this.#abort(w, abortReason(signal)));
-        if (signal?.aborted) this.#abort(w, abortReason(signal));
-        else this.#step(w);
+        signal?.aborted ? this.#abort(w, abortReason(signal)) : this.#step(w); // it may have aborted while placed
       };
       const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];
       if (this.#ledger) return this.#run(reserve).then(placed, reject);
-      try {
-        placed(reserve());
-      } catch (error) {
-        reject(error);
-      }
+      placed(reserve()); // a throw rejects this promise
     });
   }
 
@@ -78,11 +70,10 @@ export class Pacer extends EventTarget {
     while (!w.done) {
       const delay = w.at - this.#now();
       if (delay > 0) {
-        w.wait = new Wait(delay);
-        await w.wait.done;
-        w.wait.free();
-        w.wait = null;
-        continue; // cancelled (aborted, or moved by setLimits) or run out: look again
+        const wait = (w.wait = new Wait(delay));
+        await wait.done; // run out, or cancelled (aborted, or moved by setLimits): look again
+        wait.free(), (w.wait = null);
+        continue;
       }
       let due;
       try {
@@ -149,9 +140,8 @@ export class Pacer extends EventTarget {
 
   tryAcquire(weight) {
     if (this.#ledger) throw new TypeError("tryAcquire decides at once, so it needs the pacer's own ledger: with persist, use acquire");
-    const r = this.#core.tryAcquire(this.#now(), weight);
-    if (r <= 0) return r === 0 ? { retryAfterMs: 0, reason: "inFlight" } : { retryAfterMs: -r, reason: "budget" };
-    return this.#permit(r, weight);
+    const r = this.#core.tryAcquire(this.#now(), weight); // an id, 0 (no free slot) or −(ms until it fits)
+    return r > 0 ? this.#permit(r, weight) : { retryAfterMs: Math.max(0, -r), reason: r === 0 ? "inFlight" : "budget" };
   }
 
   async schedule(weight, fn, options = {}) {
@@ -194,11 +184,11 @@ export class Pacer extends EventTarget {
   }
 
   async ledger() {
-    return this.#ledger ? this.#run(() => this.#core.entries()) : this.#core.entries();
+    return this.#run(() => this.#core.entries());
   }
 
   get ready() {
-    return Promise.resolve(this.#ledger ? this.#run(() => undefined) : undefined);
+    return Promise.resolve(this.#run(() => undefined));
   }
 
   async close() {
