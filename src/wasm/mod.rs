@@ -10,6 +10,8 @@ use wasm_bindgen::prelude::*;
 mod client;
 #[cfg(feature = "wasm-edge")]
 mod edge;
+#[cfg(feature = "wasm-edge")]
+mod limit;
 mod pacer;
 #[cfg(feature = "wasm-sim")]
 mod sim;
@@ -18,6 +20,8 @@ mod smartflow;
 pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 #[cfg(feature = "wasm-edge")]
 pub use edge::{client_identity_js, validate_rules, TokenBucket};
+#[cfg(feature = "wasm-edge")]
+pub use limit::LimiterCoreJs;
 pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
 pub use sim::{sim_check_config, sim_run, sim_self_test};
@@ -61,12 +65,36 @@ pub(crate) fn positive(value: f64, what: &str) -> Result<f64, JsError> {
 /// would fall inside the window it was placed to leave.
 pub(crate) fn ms_to_nanos(ms: f64) -> u64 {
     let whole = ms.trunc();
-    (whole as u64).saturating_mul(1_000_000).saturating_add(((ms - whole) * 1e6).round() as u64)
+    let nanos = (whole as u64).saturating_mul(1_000_000);
+    if whole == ms {
+        return nanos; // the usual case (Date.now()), without the software `round`
+    }
+    nanos.saturating_add(((ms - whole) * 1e6).round() as u64)
 }
 
 /// JS milliseconds from nanoseconds: the whole milliseconds exactly, plus the fraction.
 pub(crate) fn nanos_to_ms(nanos: u64) -> f64 {
     (nanos / 1_000_000) as f64 + (nanos % 1_000_000) as f64 / 1e6
+}
+
+/// An error naming the first own key of `value` (an options object) not in `known`: serde-wasm-bindgen
+/// reads a struct's own fields only, so `deny_unknown_fields` never fires. `path` says where
+/// `value` sits (`windows[0]`), `what` whose options they are.
+pub(crate) fn deny_unknown(what: &str, value: &JsValue, path: &str, known: &[&str]) -> Result<(), JsError> {
+    if !value.is_object() {
+        return Ok(()); // the deserializer names the wrong type
+    }
+    for key in Object::keys(value.unchecked_ref::<Object>()).iter() {
+        let key = key.as_string().unwrap_or_default();
+        if !known.contains(&key.as_str()) {
+            let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+            return Err(JsError::new(&format!(
+                "{what}: {at}unknown field `{key}`, expected one of {}",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Set a property on an object built here.

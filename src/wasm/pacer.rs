@@ -1,6 +1,6 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
+use super::{deny_unknown, ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
 use crate::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::time::{Instant, Span};
 use alloc::format;
@@ -164,34 +164,17 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>
 
 const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
 
-fn deny_unknown(value: &JsValue, path: &str, known: &[&str]) -> Result<(), JsError> {
-    if !value.is_object() {
-        return Ok(()); // the deserializer names the wrong type
-    }
-    for key in Object::keys(value.unchecked_ref::<Object>()).iter() {
-        let key = key.as_string().unwrap_or_default();
-        if !known.contains(&key.as_str()) {
-            let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
-            return Err(JsError::new(&format!(
-                "pacer options: {at}unknown field `{key}`, expected one of {}",
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Options from JS through serde-wasm-bindgen; an error names the field (`windows[0].budget`).
 fn options_from(value: JsValue) -> Result<Options, JsError> {
     if value.is_undefined() || value.is_null() {
         return Ok(Options::default());
     }
     // serde-wasm-bindgen reads a struct's own fields only, so unknown ones are looked for here.
-    deny_unknown(&value, "", OPTION_FIELDS)?;
+    deny_unknown("pacer options", &value, "", OPTION_FIELDS)?;
     if let Ok(windows) = Reflect::get(&value, &"windows".into()) {
         if let Some(list) = windows.dyn_ref::<Array>() {
             for (i, w) in list.iter().enumerate() {
-                deny_unknown(&w, &format!("windows[{i}]"), &["lengthMs", "budget"])?;
+                deny_unknown("pacer options", &w, &format!("windows[{i}]"), &["lengthMs", "budget"])?;
             }
         }
     }

@@ -1,0 +1,117 @@
+// Limiter: a keyed limiter over the core's bounded slots (LimiterCore). The string keys stay
+// here, in a Map from key to slot (V8 seeds its string hashes per isolate), so a key never
+// crosses into wasm: a decision is one call with numbers in and one number out.
+import { LimiterCore } from "../pkg-edge/sluicegate.js";
+
+/** The answer of `limit`, reused: each call on the same limiter overwrites it. `reset` is read from the core when asked for. */
+class LimitResult {
+  success = false;
+  limit = 0;
+  remaining = 0;
+  retryAfter = 0;
+
+  constructor(core) {
+    this.limit = core.limit;
+    // An own, enumerable accessor: `{ ...result }` and JSON.stringify copy it like the others.
+    Object.defineProperty(this, "reset", { enumerable: true, get: () => core.resetMs });
+  }
+}
+
+function keyError(key) {
+  return new TypeError(`limiter key must be a string, got ${key === null ? "null" : typeof key}`);
+}
+
+/** Keyed limits: `limit(key)` → `{ success, limit, remaining, reset, retryAfter }` (see limit.d.ts). */
+export class Limiter {
+  #core;
+  #slots = new Map(); // key → slot
+  #keys = []; // slot → key
+  #result;
+
+  constructor(options) {
+    this.#core = new LimiterCore(options);
+    this.#result = new LimitResult(this.#core);
+  }
+
+  /** Keys holding state. */
+  get size() {
+    return this.#slots.size;
+  }
+
+  limit(key, options) {
+    let cost = 1;
+    let now;
+    if (options !== undefined) ({ cost = 1, now } = options);
+    if (now === undefined) now = Date.now();
+    const slot = this.#slots.get(key);
+    const r = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
+    if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
+    const result = this.#result;
+    result.success = r >= 0;
+    result.remaining = r >= 0 ? r : 0;
+    result.retryAfter = r >= 0 ? 0 : -r;
+    return result;
+  }
+
+  /** What `limit` would answer, changing nothing (a new object). */
+  peek(key, { cost = 1, now = Date.now() } = {}) {
+    if (typeof key !== "string") throw keyError(key);
+    const r = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
+    if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
+    return { success: r >= 0, limit: this.#result.limit, remaining: r >= 0 ? r : 0, retryAfter: r >= 0 ? 0 : -r };
+  }
+
+  /** Forget `key`: its next request starts afresh. Whether it held state. */
+  reset(key) {
+    const slot = this.#slots.get(key);
+    if (slot === undefined) return false;
+    this.#slots.delete(key);
+    this.#keys[slot] = undefined;
+    return this.#core.remove(slot);
+  }
+
+  /** Refuse `key` for `ms` from `now`. False when the key holds no state and the table is full. */
+  block(key, ms, { now = Date.now() } = {}) {
+    if (typeof key !== "string") throw keyError(key);
+    const slot = this.#slots.get(key);
+    const placed = this.#core.block(slot ?? -1, now, ms);
+    if (slot === undefined) this.#adopt(key, placed);
+    return placed >= 0;
+  }
+
+  /** Drop the keys back at full quota at `now` (a full table does this by itself); how many. */
+  sweep({ now = Date.now() } = {}) {
+    const count = this.#core.sweep(now);
+    this.#forget();
+    return count;
+  }
+
+  #first(key, now, cost) {
+    if (typeof key !== "string") throw keyError(key);
+    const r = this.#core.checkNew(now, cost);
+    this.#adopt(key, this.#core.lastSlot);
+    return r;
+  }
+
+  #adopt(key, slot) {
+    this.#forget(); // a sweep may have freed the very slot the key now takes
+    if (slot >= 0) {
+      this.#slots.set(key, slot);
+      this.#keys[slot] = key;
+    }
+  }
+
+  #forget() {
+    if (!this.#core.hasFreed) return;
+    for (const slot of this.#core.takeFreed()) {
+      this.#slots.delete(this.#keys[slot]);
+      this.#keys[slot] = undefined;
+    }
+  }
+
+  #invalid(r, now, cost) {
+    if (typeof now !== "number" || !Number.isFinite(now) || now < 0) throw new RangeError(`now must be a finite number of ms ≥ 0, got ${now}`);
+    if (r === Infinity) throw new RangeError(`cost ${cost} exceeds the limit of ${this.#result.limit}: it could never be admitted`);
+    throw new RangeError(`cost must be a whole number from 0 to 4294967295, got ${cost}`);
+  }
+}

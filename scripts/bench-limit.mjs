@@ -1,0 +1,53 @@
+// Keyed decisions from JavaScript (`npm run bench`): sluicegate/limit's `limit(key)` at
+// 1,000 and 1,000,000 string keys beside rate-limiter-flexible's RateLimiterMemory.consume,
+// and the edge build's TokenBucket.check beside limiter's TokenBucket.tryRemoveTokens, in
+// one run with the ratios. Each figure is the best of five rounds after a warm-up, every
+// limiter generous enough that all requests are admitted (the common case). Node 22.
+import { RateLimiterMemory } from "rate-limiter-flexible";
+import { TokenBucket as LimiterBucket } from "limiter";
+import { Limiter } from "../js/limit-node.js";
+import { TokenBucket } from "../js/edge-node.js";
+
+const ROUNDS = 5;
+const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
+
+/** Mean ns per call of `fn(i)` over `n` calls, best of ROUNDS; each benchmark its own loop (its own call site). */
+function nsPerCall(n, fn) {
+  const loop = new Function("fn", "n", "let s = 0; for (let i = 0; i < n; i++) if (fn(i)) s++; return s;");
+  loop(fn, Math.min(n, 300_000));
+  let best = Infinity;
+  for (let round = 0; round < ROUNDS; round++) {
+    const start = process.hrtime.bigint();
+    loop(fn, n);
+    best = Math.min(best, Number(process.hrtime.bigint() - start) / n);
+  }
+  return best;
+}
+
+const CALLS = 2_000_000;
+const ns = (x) => `${x.toFixed(1)} ns`;
+for (const keyCount of [1_000, 1_000_000]) {
+  const keys = Array.from({ length: keyCount }, (_, i) => `user:${i}`);
+  const ours = new Limiter({ algorithm: "token_bucket", limit: 1e9, windowMs: 1_000, maxKeys: 2 * keyCount });
+  const flexible = new RateLimiterMemory({ points: 1e9, duration: 1 });
+  const given = { now: Date.now() };
+  const mask = keyCount - 1;
+  const pick = keyCount & mask ? (i) => keys[i % keyCount] : (i) => keys[i & mask];
+  const withClock = nsPerCall(CALLS, (i) => ours.limit(pick(i)).success);
+  const withNow = nsPerCall(CALLS, (i) => ours.limit(pick(i), given).success);
+  const theirs = nsPerCall(CALLS, (i) => flexible.consume(pick(i)) !== undefined);
+  line(`limit(key), ${keyCount.toLocaleString("en")} keys (Date.now)`, ns(withClock));
+  line(`limit(key, { now }), ${keyCount.toLocaleString("en")} keys`, ns(withNow));
+  line(`rate-limiter-flexible consume, ${keyCount.toLocaleString("en")} keys`, ns(theirs));
+  line(`  ratio (rate-limiter-flexible / limit(key))`, `${(theirs / withClock).toFixed(1)}×`);
+}
+
+const bucket = new TokenBucket(1e9, 1_000, 1e9);
+const now = Date.now();
+const ourBucket = nsPerCall(CALLS, () => bucket.check(now, 1) >= 0);
+const theirBucket = new LimiterBucket({ bucketSize: 1e9, tokensPerInterval: 1e9, interval: "second" });
+theirBucket.content = 1e9;
+const limiterFigure = nsPerCall(CALLS, () => theirBucket.tryRemoveTokens(1));
+line("TokenBucket.check (one bucket, time passed in)", ns(ourBucket));
+line("limiter TokenBucket.tryRemoveTokens (one bucket)", ns(limiterFigure));
+line("  ratio (limiter / TokenBucket.check)", `${(limiterFigure / ourBucket).toFixed(1)}×`);
