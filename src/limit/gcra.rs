@@ -34,6 +34,9 @@ use crate::time::{Instant, Span};
 pub struct Gcra {
     tat: Instant,
     interval: u64,
+    /// `burst × interval`, saturating: kept so that a check multiplies at most once (wasm32
+    /// has no 64-bit multiply with overflow check; it calls a 128-bit one).
+    capacity: u64,
     burst: u32,
 }
 
@@ -59,7 +62,8 @@ impl Gcra {
     /// # Panics
     /// Never; a zero `burst` is raised to 1. Prefer [`Gcra::new`] for validated input.
     pub fn with_interval(burst: u32, interval: Span) -> Self {
-        Gcra { tat: Instant::ZERO, interval: interval.as_nanos().max(1), burst: burst.max(1) }
+        let (interval, burst) = (interval.as_nanos().max(1), burst.max(1));
+        Gcra { tat: Instant::ZERO, interval, capacity: interval.saturating_mul(u64::from(burst)), burst }
     }
 
     /// Check one request of `cost` against a bucket of this quota whose state is `tat`
@@ -109,7 +113,7 @@ impl Gcra {
     }
 
     fn capacity(&self) -> u64 {
-        self.interval.saturating_mul(u64::from(self.burst))
+        self.capacity
     }
 
     fn evaluate(&self, now: Instant, cost: u32) -> Result<(Decision, Instant), CostTooHigh> {
@@ -124,7 +128,13 @@ impl Gcra {
             return Err(CostTooHigh { cost, capacity: u64::from(self.burst) });
         }
         let start = tat.max(now);
-        let new_tat = start + Span::from_nanos(self.interval.saturating_mul(u64::from(cost)));
+        // cost ≤ burst, so the charge is at most the capacity: it cannot overflow unless that saturated.
+        let charge = if self.capacity < u64::MAX {
+            self.interval * u64::from(cost)
+        } else {
+            self.interval.saturating_mul(u64::from(cost))
+        };
+        let new_tat = start + Span::from_nanos(charge);
         let debt = (new_tat - now).as_nanos();
         let capacity = self.capacity();
         if debt > capacity {

@@ -112,9 +112,11 @@ fn prototype(o: &Options) -> Result<Blocking<AnyLimiter>, JsError> {
         "sliding_log" => AnyLimiter::SlidingLog(SlidingLog::new(u64::from(limit), window).map_err(config)?),
         "fixed_window" => AnyLimiter::FixedWindow(FixedWindow::new(u64::from(limit), window).map_err(config)?),
         "sliding_window" => AnyLimiter::SlidingWindow(SlidingWindow::new(u64::from(limit), window).map_err(config)?),
-        other => return Err(JsError::new(&format!(
+        other => {
+            return Err(JsError::new(&format!(
             "{WHAT}: algorithm must be one of token_bucket, sliding_log, fixed_window, sliding_window, got `{other}`"
-        ))),
+        )))
+        }
     };
     Ok(Blocking::new(inner, block))
 }

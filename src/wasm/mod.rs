@@ -64,8 +64,10 @@ pub(crate) fn positive(value: f64, what: &str) -> Result<f64, JsError> {
 /// point is not (above 2^53 ns, i.e. any Unix time), and a spend recorded a few ns early
 /// would fall inside the window it was placed to leave.
 pub(crate) fn ms_to_nanos(ms: f64) -> u64 {
+    // Below 1.8e13 ms (570 years) the product fits: a plain multiply, not wasm32's 128-bit one.
+    const FITS: f64 = (u64::MAX / 1_000_000) as f64;
     let whole = ms.trunc();
-    let nanos = (whole as u64).saturating_mul(1_000_000);
+    let nanos = if whole < FITS { (whole as u64) * 1_000_000 } else { (whole as u64).saturating_mul(1_000_000) };
     if whole == ms {
         return nanos; // the usual case (Date.now()), without the software `round`
     }
