@@ -48,6 +48,14 @@ export class Limiter {
   block(key: string, ms: number, options?: { now?: number }): boolean;
   /** Drop the keys back at full quota at `now`; how many. */
   sweep(options?: { now?: number }): number;
+  /**
+   * The response headers of the last `limit` decision, as the edge writes them, for a limit
+   * named `name` (default "default"; 1–64 of A–Z a–z 0–9 _ . -): `RateLimit-Policy`,
+   * `RateLimit` and, when refused, `Retry-After`.
+   */
+  headers(name?: string): Record<string, string>;
+  /** The `application/problem+json` body of the last decision's refusal, for a limit named `name`. */
+  refusalBody(name?: string): string;
 }
 
 /** Browsers: `await init()` loads the .wasm first (Node and Workers need no call). */

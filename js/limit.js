@@ -86,6 +86,22 @@ export class Limiter {
     return count;
   }
 
+  /**
+   * The response headers of the last `limit` decision, as the edge writes them, for a limit
+   * named `name`: `RateLimit-Policy`, `RateLimit` and, when refused, `Retry-After`.
+   */
+  headers(name = "default") {
+    const [policy, state, retryAfter] = this.#core.lastHeaders(name);
+    const out = { "RateLimit-Policy": policy, RateLimit: state };
+    if (retryAfter) out["Retry-After"] = retryAfter;
+    return out;
+  }
+
+  /** The `application/problem+json` body of the last decision's refusal, for a limit named `name`. */
+  refusalBody(name = "default") {
+    return this.#core.refusalBody(name);
+  }
+
   #first(key, now, cost) {
     if (typeof key !== "string") throw keyError(key);
     const r = this.#core.checkNew(now, cost);

@@ -6,6 +6,8 @@ import init, { LocationCache, Pacer, fetchForecasts, openMeteoWeight, runBatch, 
 import { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
 import { SmartFlow, fileStore, parseRetryAfter, smartFetch, type SmartFlowStore } from "sluicegate/smartflow";
 import { SimulationError, runSimulation, simulate, type SimReport } from "sluicegate/sim";
+import { Limiter, type LimitResult } from "sluicegate/limit";
+import { expressRateLimit, honoRateLimit } from "sluicegate/middleware";
 
 // A synchronous storage as Node code would write one: any { getItem, setItem } fits.
 const memory = new Map<string, string>();
@@ -57,7 +59,20 @@ export async function nodeUsage(): Promise<number> {
   }
   const run = runSimulation(JSON.stringify({ clients: [] }), "t,client\n0,a\n", { traceName: "trace.csv" });
   return (
-    openMeteoWeight({ locations: 1, days: 1, variables: 1 }) + out.stats.fetches + batch.stats.fetches + ((d) => (d.allowed ? d.resetMs : d.retryAfterMs))(bucket.check(0, 1)) +
+    openMeteoWeight({ locations: 1, days: 1, variables: 1 }) + out.stats.fetches + batch.stats.fetches + ((d) => (d.allowed ? d.resetMs : d.retryAfterMs))(bucket.decide(0, 1)) + bucket.check(0, 1) + limited() +
     (id ? 1 : 0) + rules.length + (file ? 1 : 0) + shared.status + (retry ?? 0) + (report?.requests ?? 0) + run.exitCode
   );
+}
+
+/** The keyed limiter and the middlewares, as a Node server uses them. */
+function limited(): number {
+  const limiter = new Limiter({ algorithm: "sliding_log", limit: 20, windowMs: 10_000, blockMs: 10_000, maxKeys: 10_000 });
+  const r: Readonly<LimitResult> = limiter.limit("203.0.113.7", { cost: 1 });
+  const kept: LimitResult = { ...r };
+  const headers: Record<string, string> = limiter.headers("api");
+  const express = expressRateLimit({ limiter, key: (req) => req.ip, name: "api" });
+  const hono = honoRateLimit({ algorithm: "token_bucket", limit: 5, windowMs: 1_000, burst: 2 });
+  void express;
+  void hono;
+  return (kept.success ? kept.remaining : kept.retryAfter) + kept.reset + limiter.peek("x").remaining + Object.keys(headers).length + (limiter.block("x", 1_000) ? 1 : 0) + limiter.sweep() + (limiter.reset("x") ? 1 : 0);
 }

@@ -60,8 +60,9 @@ export async function main(): Promise<number> {
   const batch: BatchOutcome = await runBatch([{ url: "/x", weight: 1, bestEffort: true }], { pacer });
 
   const id: ClientIdentity | undefined = clientIdentity({ xForwardedFor: "1.2.3.4, 5.6.7.8" });
-  const d: LimitDecision = new TokenBucket(2, 1_000, 2).check(0, 1);
-  const retry: number = d.allowed ? d.resetMs : d.retryAfterMs;
+  const d: LimitDecision = new TokenBucket(2, 1_000, 2).decide(0, 1);
+  const left: number = new TokenBucket(2, 1_000, 2).check(0, 1);
+  const retry: number = (d.allowed ? d.resetMs : d.retryAfterMs) + left;
   const n: number = chooseLocationsPerCall({ weightOf: (x) => x * 1.14, budget: 550, max: 100 });
   validateRules("{}").forEach((rule) => rule.policy.toUpperCase());
   return session.size + w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;

@@ -4,6 +4,7 @@
 //! and one number out, so nothing is allocated per call on either side.
 
 use super::{deny_unknown, ms_to_nanos, nanos_to_ms, num};
+use crate::headers;
 use crate::keyed::Slots;
 use crate::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use crate::rules::AnyLimiter;
@@ -121,6 +122,16 @@ fn prototype(o: &Options) -> Result<Blocking<AnyLimiter>, JsError> {
     Ok(Blocking::new(inner, block))
 }
 
+/// A limit's name, as headers quote it: 1–64 of `A–Z a–z 0–9 _ . -`.
+fn check_name(name: &str) -> Result<(), JsError> {
+    let fits = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if fits {
+        Ok(())
+    } else {
+        Err(JsError::new(&format!("limit name must be 1 to 64 of A-Z a-z 0-9 _ . -, got `{name}`")))
+    }
+}
+
 /// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
 /// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
 /// the whole capacity (js/limit.js turns both into errors naming the input).
@@ -146,6 +157,8 @@ pub struct LimiterCoreJs {
     last_slot: i32,
     /// When the key last decided is back at full quota (converted to ms only when read).
     reset: Instant,
+    /// The last decision, for the middleware's headers.
+    last: Decision,
 }
 
 #[wasm_bindgen(js_class = LimiterCore)]
@@ -163,6 +176,7 @@ impl LimiterCoreJs {
             freed: Vec::new(),
             last_slot: -1,
             reset: Instant::ZERO,
+            last: Decision::Deny { retry_after: Span::ZERO },
         })
     }
 
@@ -196,6 +210,7 @@ impl LimiterCoreJs {
         match self.slots.check_until_full(slot, now, cost) {
             Ok((decision, full_at)) => {
                 self.reset = full_at;
+                self.last = decision;
                 encode(decision)
             }
             Err(_) => f64::INFINITY,
@@ -218,10 +233,36 @@ impl LimiterCoreJs {
                     (None, Decision::Allow { .. }) => now,
                 };
                 self.reset = full_at;
+                self.last = decision;
                 encode(decision)
             }
             Err(_) => f64::INFINITY,
         }
+    }
+
+    /// The response headers of the last decision, as the edge writes them, for a limit named
+    /// `name`: `[RateLimit-Policy, RateLimit, Retry-After ("" when admitted)]`.
+    #[wasm_bindgen(js_name = lastHeaders)]
+    pub fn last_headers(&self, name: &str) -> Result<Vec<String>, JsError> {
+        check_name(name)?;
+        let quota = self.slots.prototype().quota();
+        let retry = match self.last {
+            Decision::Deny { retry_after } => headers::retry_after(retry_after),
+            Decision::Allow { .. } => String::new(),
+        };
+        Ok(alloc::vec![headers::ratelimit_policy(name, quota), headers::ratelimit(name, &self.last), retry])
+    }
+
+    /// The `application/problem+json` body of a refusal by the limit named `name`, for the
+    /// last decision.
+    #[wasm_bindgen(js_name = refusalBody)]
+    pub fn refusal_body(&self, name: &str) -> Result<String, JsError> {
+        check_name(name)?;
+        let wait = match self.last {
+            Decision::Deny { retry_after } => retry_after,
+            Decision::Allow { .. } => Span::ZERO,
+        };
+        Ok(headers::rate_limited(429, name, self.slots.prototype().quota(), wait))
     }
 
     /// What a request would get, changing nothing (`slot` −1: a key with no slot).
