@@ -25,7 +25,7 @@ import { packageWorker } from "./support/workerd.mjs";
 
 const TIMEOUT = 30_000;
 const OUT = path.join(ROOT, "test-output", "readme-samples");
-const ENTRIES = { "": "", "/edge": "edge-", "/smartflow": "smartflow-", "/sim": "sim-" };
+const ENTRIES = { "": "", "/edge": "edge-", "/limit": "limit-", "/smartflow": "smartflow-", "/sim": "sim-" };
 
 /** The README's js/ts fenced blocks: `{ line, lang, code, where }`. */
 export function readmeSamples(text) {
