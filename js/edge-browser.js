@@ -4,4 +4,5 @@ import wasmInit from "../pkg-edge/sluicegate.js";
 import { guardInit } from "./init.js";
 
 export * from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";
 export default guardInit(wasmInit, "sluicegate/edge");

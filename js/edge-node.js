@@ -6,4 +6,5 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 initSync({ module: readFileSync(new URL("../pkg-edge/sluicegate_bg.wasm", import.meta.url)) });
 
 export * from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";
 export { default } from "../pkg-edge/sluicegate.js";

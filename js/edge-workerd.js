@@ -6,4 +6,5 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 initSync({ module: wasm });
 
 export * from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";
 export { default } from "../pkg-edge/sluicegate.js";

@@ -1,2 +1,3 @@
 export * from "../pkg-edge/sluicegate.js";
 export { default } from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";

@@ -60,8 +60,11 @@ CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
 rm -f pkg/.gitignore
 optimize pkg/sluicegate_bg.wasm
 
-echo "build: pkg-edge (wasm-pack, --features wasm-edge: the client plus rules, identity, token bucket)"
-wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-edge --out-name sluicegate -- --features wasm-edge
+echo "build: pkg-edge (wasm-pack, --features wasm-edge: the client plus rules, identity, token bucket, keyed limits)"
+# Built for speed (opt-level 3): sluicegate/limit's and TokenBucket's decisions run about twice
+# as fast as at "s" (npm run bench), for about 15 KB more gzip in a package for servers and Workers.
+CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
+  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-edge --out-name sluicegate -- --features wasm-edge
 rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
 optimize pkg-edge/sluicegate_bg.wasm
 

@@ -126,14 +126,16 @@ fn decision_js(decision: Decision) -> JsValue {
 
 /// A token bucket (GCRA) with time passed in: `count` units per `periodMs`, at most
 /// `burst` back to back. Plain data: dropping it needs no `free()` beyond wasm-bindgen's.
-#[wasm_bindgen]
+/// JS sees it as `TokenBucketCore`, behind js/token-bucket.js's `TokenBucket`, which turns
+/// `check`'s `NaN` into the error `explain` names (a `Result` would cost an array per call).
+#[wasm_bindgen(js_name = TokenBucketCore)]
 pub struct TokenBucket {
     inner: Gcra,
 }
 
-#[wasm_bindgen]
+#[wasm_bindgen(js_class = TokenBucketCore)]
 impl TokenBucket {
-    /// `new TokenBucket(burst, periodMs, count)`.
+    /// `new TokenBucketCore(burst, periodMs, count)`.
     #[wasm_bindgen(constructor)]
     pub fn new(burst: f64, period_ms: f64, count: f64) -> Result<TokenBucket, JsError> {
         let burst = whole(burst, "burst", 1.0, u32::MAX as f64)? as u32;
@@ -148,20 +150,27 @@ impl TokenBucket {
     }
 
     /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds), as one number:
-    /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1). Nothing is
-    /// allocated; `decide` gives the same decision as an object.
-    pub fn check(&mut self, now_ms: f64, cost: f64) -> Result<f64, JsError> {
+    /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1); `NaN` for
+    /// input it refuses (`explain` says why). Nothing is allocated.
+    pub fn check(&mut self, now_ms: f64, cost: f64) -> f64 {
         let valid_now = now_ms.is_finite() && now_ms >= 0.0;
         let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
         if !(valid_now && valid_cost) {
-            return Err(self.input_error(now_ms, cost));
+            return f64::NAN;
         }
         let now = Instant::from_nanos(ms_to_nanos(now_ms));
         match self.inner.check(now, cost as u32) {
-            Ok(Decision::Allow { remaining, .. }) => Ok(remaining as f64),
-            Ok(Decision::Deny { retry_after }) => Ok(-(retry_after.as_millis_ceil().max(1) as f64)),
-            Err(e) => Err(JsError::new(&e.to_string())),
+            Ok(Decision::Allow { remaining, .. }) => remaining as f64,
+            Ok(Decision::Deny { retry_after }) => -(retry_after.as_millis_ceil().max(1) as f64),
+            Err(_) => f64::NAN,
         }
+    }
+
+    /// The error `check` refused these inputs for (nothing when it would not).
+    pub fn explain(&self, now_ms: f64, cost: f64) -> Result<(), JsError> {
+        let now = Instant::from_nanos(ms_to_nanos(non_negative(now_ms, "nowMs")?));
+        let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
+        self.inner.peek(now, cost).map(|_| ()).map_err(|e| JsError::new(&e.to_string()))
     }
 
     /// Decide on a request of `cost` at `nowMs`, as `{ allowed, remaining, resetMs }` or
@@ -172,15 +181,5 @@ impl TokenBucket {
         let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
         let decision = self.inner.check(now, cost).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(decision_js(decision))
-    }
-}
-
-impl TokenBucket {
-    #[cold]
-    fn input_error(&self, now_ms: f64, cost: f64) -> JsError {
-        match non_negative(now_ms, "nowMs") {
-            Err(e) => e,
-            Ok(_) => whole(cost, "cost", 0.0, u32::MAX as f64).err().unwrap_or_else(|| JsError::new("invalid input")),
-        }
     }
 }
