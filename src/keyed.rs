@@ -6,9 +6,10 @@
 //! can be swept, a *new* key is refused (fail closed) until an entry frees up, while keys
 //! already present keep their own counts.
 //!
-//! [`Slots`] is that table without the keys: limiters in numbered slots, for a caller that
-//! keeps its own key → slot index (the JavaScript `Limiter` keeps a `Map` of strings, so a
-//! key never crosses into wasm). [`Keyed`] is [`Slots`] with a salted hash index.
+//! [`Keyed`] holds the keys, in a salted hash table. [`Slots`] is the same table without
+//! them: limiters in numbered slots, for a caller that keeps its own key → slot index (the
+//! JavaScript `Limiter` keeps a `Map` of strings, so a key never crosses into wasm). Both
+//! decide a new key and a full table the same way.
 
 use crate::limit::{CostTooHigh, Decision, Limiter};
 use crate::time::{Instant, Span};
@@ -18,6 +19,55 @@ use core::borrow::Borrow;
 use core::hash::Hash;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
+
+/// What both tables share: the ceiling on entries, and when a sweep could free one.
+struct Ceiling {
+    max_keys: usize,
+    /// No entry can be swept before this instant (a lower bound of every entry's
+    /// `full_at`), so a full table is not rescanned on every new key.
+    next_sweep: Instant,
+}
+
+impl Ceiling {
+    fn new(max_keys: usize) -> Self {
+        Ceiling { max_keys: max_keys.clamp(1, u32::MAX as usize), next_sweep: Instant::ZERO }
+    }
+
+    /// An entry was checked or stored: its `full_at` may be the earliest.
+    fn note(&mut self, full_at: Instant) {
+        self.next_sweep = self.next_sweep.min(full_at);
+    }
+
+    /// Room for one more entry in a table holding `len`. A full table is swept first when a
+    /// sweep can free something (`sweep` drops the idle entries, returning how many and the
+    /// earliest `full_at` left); `Err` with the wait until the earliest entry frees up.
+    fn room(&mut self, len: usize, now: Instant, sweep: impl FnOnce(Instant) -> (usize, Instant)) -> Result<(), Span> {
+        if len < self.max_keys {
+            return Ok(());
+        }
+        if now >= self.next_sweep {
+            let (dropped, earliest) = sweep(now);
+            self.next_sweep = earliest;
+            if len - dropped < self.max_keys {
+                return Ok(());
+            }
+        }
+        Err((self.next_sweep - now).max(Span::from_nanos(1)))
+    }
+}
+
+/// A new key's first request, as both tables decide it: against a fresh copy of the
+/// prototype, which is worth keeping only if the request left a trace in it.
+fn first_check<L: Limiter + Clone>(
+    prototype: &L,
+    now: Instant,
+    cost: u32,
+) -> Result<(Decision, Option<L>), CostTooHigh> {
+    let mut fresh = prototype.clone();
+    let decision = fresh.check(now, cost)?;
+    let keep = !fresh.is_idle(now);
+    Ok((decision, keep.then_some(fresh)))
+}
 
 /// Limiters in numbered slots, at most `max_keys` of them, each a fresh copy of a prototype
 /// when claimed; slots of limiters back at full quota are freed by a sweep and reused.
@@ -44,18 +94,14 @@ pub struct Slots<L> {
     free: Vec<u32>,
     live: usize,
     prototype: L,
-    max_keys: usize,
-    /// No entry can be swept before this instant (a lower bound of every entry's
-    /// `full_at`), so a full table is not rescanned on every new key.
-    next_sweep: Instant,
+    ceiling: Ceiling,
 }
 
 impl<L: Limiter + Clone> Slots<L> {
     /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
     /// of `prototype` (which should be fresh).
     pub fn new(prototype: L, max_keys: usize) -> Self {
-        let max_keys = max_keys.clamp(1, u32::MAX as usize);
-        Slots { slots: Vec::new(), free: Vec::new(), live: 0, prototype, max_keys, next_sweep: Instant::ZERO }
+        Slots { slots: Vec::new(), free: Vec::new(), live: 0, prototype, ceiling: Ceiling::new(max_keys) }
     }
 
     /// Check a request against the limiter in `slot`. A slot that holds none (never
@@ -77,9 +123,9 @@ impl<L: Limiter + Clone> Slots<L> {
             Some(Some(limiter)) => {
                 let decision = limiter.check(now, cost)?;
                 // A check can bring an entry's idle time forward (a block shorter than its
-                // window); keep `next_sweep` a lower bound of every entry's.
+                // window); keep the ceiling's bound below every entry's.
                 let full_at = limiter.full_at();
-                self.next_sweep = self.next_sweep.min(full_at);
+                self.ceiling.note(full_at);
                 Ok((decision, full_at))
             }
             _ => Ok((self.prototype.clone().check(now, cost)?, now)),
@@ -99,11 +145,8 @@ impl<L: Limiter + Clone> Slots<L> {
         cost: u32,
         freed: &mut dyn FnMut(u32),
     ) -> Result<(Decision, Option<u32>), CostTooHigh> {
-        let mut fresh = self.prototype.clone();
-        let decision = fresh.check(now, cost)?;
-        if fresh.is_idle(now) {
-            return Ok((decision, None));
-        }
+        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
+        let Some(fresh) = fresh else { return Ok((decision, None)) };
         match self.place(fresh, now, freed) {
             Ok(slot) => Ok((decision, Some(slot))),
             Err(retry_after) => Ok((Decision::Deny { retry_after }, None)),
@@ -111,7 +154,7 @@ impl<L: Limiter + Clone> Slots<L> {
     }
 
     /// A slot for a fresh limiter changed by `change` (a block imposed from outside, say),
-    /// on the terms of [`check_new`](Slots::check_new); `Err` with the wait when full.
+    /// on the terms of [`check_new`](Slots::check_new).
     ///
     /// # Errors
     /// How long until the earliest entry frees up, when the table is full.
@@ -127,15 +170,13 @@ impl<L: Limiter + Clone> Slots<L> {
     }
 
     fn place(&mut self, limiter: L, now: Instant, freed: &mut dyn FnMut(u32)) -> Result<u32, Span> {
-        if self.live >= self.max_keys {
-            if now >= self.next_sweep {
-                self.sweep(now, freed);
-            }
-            if self.live >= self.max_keys {
-                return Err((self.next_sweep - now).max(Span::from_nanos(1)));
-            }
-        }
-        self.next_sweep = self.next_sweep.min(limiter.full_at());
+        let (slots, free, live) = (&mut self.slots, &mut self.free, &mut self.live);
+        self.ceiling.room(*live, now, |now| {
+            let (dropped, earliest) = sweep_slots(slots, free, now, freed);
+            *live -= dropped;
+            (dropped, earliest)
+        })?;
+        self.ceiling.note(limiter.full_at());
         self.live += 1;
         Ok(match self.free.pop() {
             Some(slot) => {
@@ -168,9 +209,9 @@ impl<L: Limiter + Clone> Slots<L> {
     /// The limiter in `slot`, to change it (e.g. impose a block), if it holds one.
     pub fn get_mut(&mut self, slot: u32) -> Option<&mut L> {
         let limiter = self.slots.get_mut(slot as usize).and_then(Option::as_mut)?;
-        // Whatever the caller changes, `next_sweep` must stay a lower bound: take the
-        // earliest possible (a sweep then finds the truth).
-        self.next_sweep = Instant::ZERO;
+        // Whatever the caller changes, the ceiling's bound must stay below every entry's:
+        // take the earliest possible (a sweep then finds the truth).
+        self.ceiling.next_sweep = Instant::ZERO;
         Some(limiter)
     }
 
@@ -190,23 +231,10 @@ impl<L: Limiter + Clone> Slots<L> {
     /// Free every slot whose limiter is back at full quota at `now`, passing each to
     /// `freed`; returns how many. O(slots): call it from a timer, or let a full table call it.
     pub fn sweep(&mut self, now: Instant, freed: &mut dyn FnMut(u32)) -> usize {
-        let mut earliest = Instant::from_nanos(u64::MAX);
-        let mut count = 0;
-        for (slot, entry) in self.slots.iter_mut().enumerate() {
-            let Some(limiter) = entry else { continue };
-            let full_at = limiter.full_at();
-            if full_at <= now {
-                *entry = None;
-                self.free.push(slot as u32);
-                freed(slot as u32);
-                count += 1;
-            } else {
-                earliest = earliest.min(full_at);
-            }
-        }
-        self.live -= count;
-        self.next_sweep = earliest;
-        count
+        let (dropped, earliest) = sweep_slots(&mut self.slots, &mut self.free, now, freed);
+        self.live -= dropped;
+        self.ceiling.next_sweep = earliest;
+        dropped
     }
 
     /// How many slots hold a limiter.
@@ -221,7 +249,7 @@ impl<L: Limiter + Clone> Slots<L> {
 
     /// The ceiling on slots.
     pub fn max_keys(&self) -> usize {
-        self.max_keys
+        self.ceiling.max_keys
     }
 
     /// The prototype every slot starts from.
@@ -230,8 +258,33 @@ impl<L: Limiter + Clone> Slots<L> {
     }
 }
 
-/// One limiter per key, each a fresh copy of a prototype on first use: [`Slots`] with a
-/// salted hash index.
+/// Free the slots of limiters back at full quota at `now`: how many, and the earliest
+/// `full_at` of those left.
+fn sweep_slots<L: Limiter>(
+    slots: &mut [Option<L>],
+    free: &mut Vec<u32>,
+    now: Instant,
+    freed: &mut dyn FnMut(u32),
+) -> (usize, Instant) {
+    let mut earliest = Instant::from_nanos(u64::MAX);
+    let mut count = 0;
+    for (slot, entry) in slots.iter_mut().enumerate() {
+        let Some(limiter) = entry else { continue };
+        let full_at = limiter.full_at();
+        if full_at <= now {
+            *entry = None;
+            free.push(slot as u32);
+            freed(slot as u32);
+            count += 1;
+        } else {
+            earliest = earliest.min(full_at);
+        }
+    }
+    (count, earliest)
+}
+
+/// One limiter per key, each a fresh copy of a prototype on first use, in a salted hash
+/// table.
 ///
 /// # Examples
 /// ```
@@ -246,8 +299,9 @@ impl<L: Limiter + Clone> Slots<L> {
 /// assert!(per_ip.check(&2, t, 1).unwrap().is_allowed()); // another key, its own bucket
 /// ```
 pub struct Keyed<K, L> {
-    index: HashMap<K, u32, FixedState>,
-    slots: Slots<L>,
+    map: HashMap<K, L, FixedState>,
+    prototype: L,
+    ceiling: Ceiling,
 }
 
 impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
@@ -255,10 +309,10 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
     /// `prototype` (which should be fresh), hashed with `salt` (choose it at random per
     /// process so that keys colliding in one process do not collide in the next).
     pub fn new(prototype: L, max_keys: usize, salt: u64) -> Self {
-        let slots = Slots::new(prototype, max_keys);
-        let mut index = HashMap::with_hasher(FixedState::with_seed(salt));
-        index.reserve(slots.max_keys().min(1 << 16));
-        Keyed { index, slots }
+        let ceiling = Ceiling::new(max_keys);
+        let mut map = HashMap::with_hasher(FixedState::with_seed(salt));
+        map.reserve(ceiling.max_keys.min(1 << 16));
+        Keyed { map, prototype, ceiling }
     }
 
     /// Check a request of `key`. A key with no entry is checked against a fresh limiter,
@@ -271,16 +325,21 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Some(&slot) = self.index.get(key) {
-            return self.slots.check(slot, now, cost);
+        if let Some(limiter) = self.map.get_mut(key) {
+            let decision = limiter.check(now, cost);
+            // A check can bring an entry's idle time forward (a block shorter than its
+            // window); keep the ceiling's bound below every entry's.
+            self.ceiling.note(limiter.full_at());
+            return decision;
         }
-        let mut freed = Vec::new();
-        let (decision, slot) = self.slots.check_new(now, cost, &mut |s| freed.push(s))?;
-        // Before the new key goes in: it may have taken one of the freed slots.
-        self.forget(freed);
-        if let Some(slot) = slot {
-            self.index.insert(key.to_owned(), slot);
+        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
+        let Some(fresh) = fresh else { return Ok(decision) };
+        let map = &mut self.map;
+        if let Err(retry_after) = self.ceiling.room(map.len(), now, |now| sweep_map(map, now)) {
+            return Ok(Decision::Deny { retry_after });
         }
+        self.ceiling.note(fresh.full_at());
+        self.map.insert(key.to_owned(), fresh);
         Ok(decision)
     }
 
@@ -293,42 +352,51 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.slots.peek(self.index.get(key).copied(), now, cost)
+        match self.map.get(key) {
+            Some(limiter) => limiter.peek(now, cost),
+            None => self.prototype.peek(now, cost),
+        }
     }
 
     /// Drop every limiter that is back at full quota at `now`; returns how many were
     /// dropped. O(entries): call it from a timer, or let a full table call it.
     pub fn sweep(&mut self, now: Instant) -> usize {
-        let mut freed = Vec::new();
-        let dropped = self.slots.sweep(now, &mut |s| freed.push(s));
-        self.forget(freed);
+        let (dropped, earliest) = sweep_map(&mut self.map, now);
+        self.ceiling.next_sweep = earliest;
         dropped
-    }
-
-    /// Drop the keys of the `freed` slots from the index (by slot: a freed slot may
-    /// already hold another key's limiter).
-    fn forget(&mut self, mut freed: Vec<u32>) {
-        if freed.is_empty() {
-            return;
-        }
-        crate::sort::sort_by(&mut freed, |a, b| a < b);
-        self.index.retain(|_, slot| freed.binary_search(slot).is_err());
     }
 
     /// How many keys hold state.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.map.len()
     }
 
     /// Whether no key holds state.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.map.is_empty()
     }
 
     /// The ceiling on keys.
     pub fn max_keys(&self) -> usize {
-        self.slots.max_keys()
+        self.ceiling.max_keys
     }
+}
+
+/// Drop the limiters back at full quota at `now`: how many, and the earliest `full_at` of
+/// those left.
+fn sweep_map<K, L: Limiter>(map: &mut HashMap<K, L, FixedState>, now: Instant) -> (usize, Instant) {
+    let before = map.len();
+    let mut earliest = Instant::from_nanos(u64::MAX);
+    map.retain(|_, limiter| {
+        let full_at = limiter.full_at();
+        if full_at <= now {
+            false
+        } else {
+            earliest = earliest.min(full_at);
+            true
+        }
+    });
+    (before - map.len(), earliest)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::keyed::Keyed;
+use sluicegate::keyed::{Keyed, Slots};
 use sluicegate::limit::{check_all, Blocking, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use sluicegate::rules::AnyLimiter;
 use sluicegate::{CostTooHigh, Decision, Instant, Span};
@@ -510,6 +510,56 @@ proptest! {
                 prop_assert_eq!(d, want, "key {} at {}", key, now);
                 model.check(at(now), cost).unwrap();
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `Slots` (behind the JavaScript `Limiter`, whose keys live in a JS `Map`) decides every
+    /// request exactly as `Keyed` does, with its caller keeping key → slot by the freed slots
+    /// it is told of: the same counts per key, the same full-table refusals, blocks included.
+    #[test]
+    fn a_slot_table_with_its_keys_kept_outside_decides_as_a_keyed_table(
+        algorithm in 0u8..4,
+        limit in 1u64..=4,
+        period_ms in 1u64..=1_000,
+        block_ms in prop_oneof![Just(0u64), 1u64..=1_000],
+        max_keys in 1usize..=4,
+        gaps in schedule(200),
+        keys in prop::collection::vec(0u16..8, 200),
+    ) {
+        let period = Span::from_millis(period_ms);
+        let inner = match algorithm {
+            0 => AnyLimiter::Gcra(Gcra::new(limit as u32, period, limit as u32).unwrap()),
+            1 => AnyLimiter::SlidingLog(SlidingLog::new(limit, period).unwrap()),
+            2 => AnyLimiter::FixedWindow(FixedWindow::new(limit, period).unwrap()),
+            _ => AnyLimiter::SlidingWindow(SlidingWindow::new(limit, period).unwrap()),
+        };
+        let prototype = Blocking::new(inner, Span::from_millis(block_ms));
+        let mut keyed: Keyed<u16, _> = Keyed::new(prototype.clone(), max_keys, 7);
+        let mut slots = Slots::new(prototype, max_keys);
+        let mut index: HashMap<u16, u32> = HashMap::new();
+        let times = arrivals(SEC, period.as_nanos() / 4, &gaps);
+        for ((&now, &(_, raw)), &key) in times.iter().zip(&gaps).zip(&keys) {
+            let cost = raw % (limit as u32 + 1);
+            let want = keyed.check(&key, at(now), cost).unwrap();
+            let got = match index.get(&key) {
+                Some(&slot) => slots.check(slot, at(now), cost).unwrap(),
+                None => {
+                    let mut freed = Vec::new();
+                    let (decision, slot) = slots.check_new(at(now), cost, &mut |s| freed.push(s)).unwrap();
+                    index.retain(|_, s| !freed.contains(s));
+                    if let Some(slot) = slot {
+                        index.insert(key, slot);
+                    }
+                    decision
+                }
+            };
+            prop_assert_eq!(got, want, "key {} at {}", key, now);
+            prop_assert_eq!(slots.len(), keyed.len());
+            prop_assert_eq!(index.len(), slots.len());
         }
     }
 }
