@@ -17,6 +17,15 @@ class LimitResult {
   }
 }
 
+function optionsError(options) {
+  return new TypeError(`limit options must be an object { cost?, now }, got ${options === null ? "null" : typeof options}`);
+}
+
+function typeError(now, cost) {
+  const [what, value] = typeof now !== "number" ? ["now", now] : ["cost", cost];
+  return new TypeError(`${what} must be a number, got ${value === null ? "null" : typeof value}`);
+}
+
 function keyError(key) {
   return new TypeError(`limiter key must be a string, got ${key === null ? "null" : typeof key}`);
 }
@@ -41,8 +50,12 @@ export class Limiter {
   limit(key, options) {
     let cost = 1;
     let now;
-    if (options !== undefined) ({ cost = 1, now } = options);
+    if (options !== undefined) {
+      if (typeof options !== "object" || options === null) throw optionsError(options);
+      ({ cost = 1, now } = options);
+    }
     if (now === undefined) now = Date.now();
+    if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
     const slot = this.#slots.get(key);
     const r = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
@@ -54,8 +67,11 @@ export class Limiter {
   }
 
   /** What `limit` would answer, changing nothing (a new object). */
-  peek(key, { cost = 1, now = Date.now() } = {}) {
+  peek(key, options = {}) {
+    if (typeof options !== "object" || options === null) throw optionsError(options);
+    const { cost = 1, now = Date.now() } = options;
     if (typeof key !== "string") throw keyError(key);
+    if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
     const r = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
     return { success: r >= 0, limit: this.#result.limit, remaining: r >= 0 ? r : 0, retryAfter: r >= 0 ? 0 : -r };
@@ -73,6 +89,7 @@ export class Limiter {
   /** Refuse `key` for `ms` from `now`. False when the key holds no state and the table is full. */
   block(key, ms, { now = Date.now() } = {}) {
     if (typeof key !== "string") throw keyError(key);
+    if (typeof now !== "number" || typeof ms !== "number") throw new TypeError(`block: ms and now must be numbers, got ${typeof ms} and ${typeof now}`);
     const slot = this.#slots.get(key);
     const placed = this.#core.block(slot ?? -1, now, ms);
     if (slot === undefined) this.#adopt(key, placed);
@@ -81,6 +98,7 @@ export class Limiter {
 
   /** Drop the keys back at full quota at `now` (a full table does this by itself); how many. */
   sweep({ now = Date.now() } = {}) {
+    if (typeof now !== "number") throw typeError(now, 0);
     const count = this.#core.sweep(now);
     this.#forget();
     return count;

@@ -128,6 +128,12 @@ test("bad options and bad requests are refused with an error naming what was wro
   assert.throws(() => limiter.limit("k", { now: Number.NaN }), /now must be a finite number of ms ≥ 0, got NaN/);
   assert.throws(() => limiter.limit("k", { now: -5 }), /now must be a finite number/);
   assert.throws(() => limiter.block("k", -1), /ms must be a finite number of ms ≥ 0/);
+  // JS would turn these into numbers (null → 0: a free request); they are refused instead.
+  assert.throws(() => limiter.limit("k", { cost: null }), /cost must be a number, got null/);
+  assert.throws(() => limiter.limit("k", { cost: "2" }), /cost must be a number, got string/);
+  assert.throws(() => limiter.limit("k", { now: null }), /now must be a number, got null/);
+  assert.throws(() => limiter.limit("k", 5), /limit options must be an object/);
+  assert.throws(() => limiter.peek("k", { now: "0" }), /now must be a number, got string/);
   assert.equal(limiter.size, 0, "nothing refused as input was stored");
   // Odd but valid keys are keys like any other.
   for (const key of ["", "ключ", "a\u0000b", "x".repeat(10_000)]) assert.equal(limiter.limit(key, { now: 0 }).success, true);

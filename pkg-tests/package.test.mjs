@@ -73,6 +73,8 @@ test("TokenBucket takes time in, refuses NaN, and says exactly when to come back
   assert.throws(() => fast.check(Number.NaN, 1), /nowMs must be a finite number/);
   assert.throws(() => fast.check(600, 1.5), /cost must be a whole number/);
   assert.throws(() => fast.check(600, 3), /cost/);
+  assert.throws(() => fast.check(null, 1), /nowMs must be a number, got null/);
+  assert.throws(() => fast.check(600, "1"), /cost must be a number, got string/);
   assert.throws(() => new TokenBucket(0, 1000, 1), /burst must be a whole number/);
   bucket.free();
 });
