@@ -168,7 +168,8 @@ export async function startEdge({
     compatibilityFlags: [...COMPATIBILITY_FLAGS],
     modules: true,
     scriptPath: files.entry,
-    modulesRoot: paths.workerDir,
+    // The repository: the entries import the shared code in js/.
+    modulesRoot: path.resolve(paths.workerDir, ".."),
     // Default rules treat *.js as CommonJS; wasm-pack's glue (pkg/*.js) is ESM.
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
