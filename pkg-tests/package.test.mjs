@@ -100,6 +100,13 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
     "js/sim-node.js",
     "js/sim.d.ts",
     "js/cli.mjs",
+    "js/worker.js",
+    "js/worker-core.js",
+    "js/worker.d.ts",
+    "js/hono.js",
+    "js/hono.d.ts",
+    "worker/pkg/sluicegate_worker.js",
+    "worker/pkg/sluicegate_worker_bg.wasm",
   ]) {
     assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
   }

@@ -5,7 +5,9 @@
 //
 // node: a module in the repository root's place, on this Node (22); browser: a module in
 // headless Chromium, with an import map for the package's browser entries; workerd: a
-// Worker module in workerd (Miniflare), importing the package's workerd entries. ts samples
+// Worker module in workerd (Miniflare), importing the package's workerd entries; worker: a
+// whole Worker (its default export and its RateLimiter class, bound as RATE_LIMITER) in
+// workerd, whose rules must count GET /api/hello and send it on to the handler. ts samples
 // are stripped of their types (esbuild) before they run. Requests a sample makes to a remote
 // API are answered by a local server: in Chromium by routing them there, in Node by a fetch
 // that sends them there; an origin on 127.0.0.1 is replaced by the local server.
@@ -17,6 +19,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { transform } from "esbuild";
 import { launchChromium } from "./support/browser.mjs";
@@ -38,7 +41,7 @@ export function readmeSamples(text) {
     assert.ok(end > i, `README.md:${i + 1}: unclosed code block`);
     const directive = /^<!--\s*readme-sample:\s*([\w\s]+?)\s*-->$/.exec(lines[i - 1] ?? "");
     const where = directive ? directive[1].split(/\s+/) : ["node"];
-    for (const w of where) assert.ok(["node", "browser", "workerd"].includes(w), `README.md:${i}: unknown place ${w}`);
+    for (const w of where) assert.ok(["node", "browser", "workerd", "worker"].includes(w), `README.md:${i}: unknown place ${w}`);
     samples.push({ line: i + 1, lang: open[1], code: lines.slice(i + 1, end).join("\n") + "\n", where });
     i = end;
   }
@@ -238,6 +241,44 @@ describe("README samples run in workerd", () => {
       try {
         const res = await mf.dispatchFetch("http://sample/");
         assert.equal(await res.text(), "sample ran");
+      } finally {
+        await mf.dispose();
+      }
+    });
+  }
+});
+
+describe("README samples run as Workers in workerd", () => {
+  for (const s of samples.filter((s) => s.where.includes("worker"))) {
+    test(`README.md:${s.line}`, { timeout: 60_000 }, async () => {
+      const dir = path.join(OUT, "worker");
+      mkdirSync(dir, { recursive: true });
+      // The package's Worker entries, and the hono a project would install, as relative paths.
+      const fromDir = (file) => path.relative(dir, file).split(path.sep).join("/");
+      const code = (await javascript(s, dir))
+        .replaceAll('from "sluicegate/worker"', `from "${fromDir(path.join(ROOT, "js", "worker.js"))}"`)
+        .replaceAll('from "sluicegate/hono"', `from "${fromDir(path.join(ROOT, "js", "hono.js"))}"`)
+        .replaceAll('from "hono"', `from "${fromDir(fileURLToPath(import.meta.resolve("hono")))}"`);
+      const scriptPath = path.relative(ROOT, path.join(dir, `${name(s)}.mjs`)).split(path.sep).join("/");
+      writeFileSync(path.join(ROOT, scriptPath), code);
+      const logs = [];
+      const mf = packageWorker({
+        scriptPath,
+        durableObjects: { RATE_LIMITER: { className: "RateLimiter", useSQLite: true } },
+        onLog: ({ message }) => logs.push(message),
+      });
+      try {
+        // Admitted with the RateLimit headers, until the rule refuses.
+        const statuses = [];
+        while (statuses.length < 100 && !statuses.includes(429)) {
+          const res = await mf.dispatchFetch("http://sample/api/hello", { headers: { "cf-connecting-ip": "198.51.100.1" } });
+          const body = await res.text();
+          statuses.push(res.status);
+          assert.ok([200, 429].includes(res.status), `${res.status} ${body}\n${logs.join("\n")}`);
+          if (res.status === 200) assert.match(res.headers.get("ratelimit") ?? "", /;r=\d+;t=\d+$/, body);
+        }
+        assert.equal(statuses[0], 200);
+        assert.equal(statuses.at(-1), 429, "the rule refuses in the end");
       } finally {
         await mf.dispose();
       }

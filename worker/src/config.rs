@@ -1,5 +1,6 @@
 //! The configuration in force: the rules and where admitted requests go, read from `env`
-//! and checked once per isolate, shared by the Worker and its Durable Objects.
+//! (or given by the Worker's own code, see [`use_rules`]) and checked once per isolate,
+//! shared by the Worker and its Durable Objects.
 
 use crate::js::Env;
 use sluicegate::rules::RuleSet;
@@ -35,6 +36,9 @@ impl Setup {
 
 /// Where admitted requests go.
 pub enum Origin {
+    /// The Worker's own handler: the rules were given by its code ([`use_rules`]), and
+    /// each request brings the handler that an admitted one goes to.
+    Handler,
     /// `ORIGIN_URL`: its scheme, host and port (`https://o.example`), and its base path
     /// (`/base`, or empty).
     Url { origin: String, base_path: String },
@@ -46,30 +50,94 @@ pub enum Origin {
 /// The checked configuration, or every problem in one message.
 pub type Config = Rc<Result<Setup, String>>;
 
+/// The Durable Object binding the Worker counts with, unless its code names another.
+pub const DEFAULT_BINDING: &str = "RATE_LIMITER";
+
+/// Rules given by the Worker's own code, in place of `SLUICEGATE_RULES` and `ORIGIN_URL`.
+struct Library {
+    /// The rules file's text.
+    rules: JsValue,
+    /// The Durable Object binding's name in `env`.
+    binding: String,
+}
+
 thread_local! {
     /// The `env` values last seen (compared with `Object.is`, so unchanged bindings cost no
-    /// copy) and what they made.
-    static CONFIG: RefCell<Option<([JsValue; 3], Config)>> = const { RefCell::new(None) };
+    /// copy), whether the rules came from the Worker's code, and what they made.
+    static CONFIG: RefCell<Option<([JsValue; 3], bool, Config)>> = const { RefCell::new(None) };
+    static LIBRARY: RefCell<Option<Library>> = const { RefCell::new(None) };
+}
+
+/// Enforce `rules` (the rules file as an object or as JSON text) from now on, in place of
+/// `SLUICEGATE_RULES`, counting with the Durable Object binding `binding`; admitted
+/// requests go to the handler each request brings, so `ORIGIN_URL` is neither needed nor
+/// read. `env` (the Worker's, at module scope) is checked with them. Giving the same rules
+/// again changes nothing.
+///
+/// # Errors
+/// Every problem with the rules or `env`, in one message; other rules or another binding
+/// than those already in force (the Durable Objects count by rule id, for one rule set).
+pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String> {
+    let text = if let Some(text) = rules.as_string().filter(|t| !t.trim().is_empty()) {
+        text
+    } else if rules.is_object() {
+        js_sys::JSON::stringify(rules)
+            .ok()
+            .and_then(|s| s.as_string())
+            .ok_or("the rules cannot be written as JSON (a cycle, or a BigInt?)")?
+    } else {
+        return Err("no rules given: pass { rules }, the rules file as an object or a JSON string".into());
+    };
+    if binding.is_empty() {
+        return Err("the Durable Object binding's name is empty".into());
+    }
+    let text = JsValue::from_str(&text);
+    setup(&text, None, &env.tenant_keys())?;
+    let same = LIBRARY
+        .with(|l| l.borrow().as_ref().map(|lib| js_sys::Object::is(&lib.rules, &text) && lib.binding == binding));
+    match same {
+        Some(true) => return Ok(()),
+        Some(false) => {
+            return Err("other rules (or another binding) are already in force in this Worker: \
+                        it enforces one rules file, with one Durable Object binding"
+                .into())
+        }
+        None => {}
+    }
+    LIBRARY.with(|l| *l.borrow_mut() = Some(Library { rules: text, binding: binding.to_owned() }));
+    Ok(())
+}
+
+/// The name in `env` of the Durable Object binding that counts.
+pub fn binding() -> String {
+    LIBRARY.with(|l| l.borrow().as_ref().map_or_else(|| DEFAULT_BINDING.to_owned(), |lib| lib.binding.clone()))
 }
 
 /// The configuration for `env`, checked the first time it is seen (again only when
 /// `SLUICEGATE_RULES` or `ORIGIN_URL` changes). Problems are logged once, naming each rule
 /// and field.
 pub fn config(env: &Env) -> Config {
-    let values = [env.rules(), env.origin_url(), env.tenant_keys()];
+    let library = LIBRARY.with(|l| l.borrow().as_ref().map(|lib| lib.rules.clone()));
+    let is_library = library.is_some();
+    let values = match library {
+        Some(rules) => [rules, JsValue::UNDEFINED, env.tenant_keys()],
+        None => [env.rules(), env.origin_url(), env.tenant_keys()],
+    };
     CONFIG.with(|cell| {
-        if let Some((seen, config)) = cell.borrow().as_ref() {
-            if seen.iter().zip(&values).all(|(a, b)| js_sys::Object::is(a, b)) {
+        if let Some((seen, was_library, config)) = cell.borrow().as_ref() {
+            if *was_library == is_library && seen.iter().zip(&values).all(|(a, b)| js_sys::Object::is(a, b)) {
                 return config.clone();
             }
         }
-        let config = Rc::new(setup(&values[0], &values[1], &values[2]));
+        let origin = (!is_library).then_some(&values[1]);
+        let config = Rc::new(setup(&values[0], origin, &values[2]));
         match config.as_ref() {
             Ok(setup) => crate::log(&format!(
                 "sluicegate: configuration checked: {} rule{}, origin {}",
                 setup.rules.rules().len(),
                 if setup.rules.rules().len() == 1 { "" } else { "s" },
                 match &setup.origin {
+                    Origin::Handler => "the Worker's own handler".to_owned(),
                     Origin::Url { origin, base_path } => format!("{origin}{base_path}"),
                     #[cfg(feature = "dev-origin")]
                     Origin::Dev => "built in (development)".to_owned(),
@@ -77,22 +145,26 @@ pub fn config(env: &Env) -> Config {
             )),
             Err(problems) => crate::log_error(&format!("sluicegate: invalid configuration: {problems}")),
         }
-        *cell.borrow_mut() = Some((values, config.clone()));
+        *cell.borrow_mut() = Some((values, is_library, config.clone()));
         config
     })
 }
 
-fn setup(rules: &JsValue, origin: &JsValue, keys: &JsValue) -> Result<Setup, String> {
+/// The setup of `rules`, `origin` (`ORIGIN_URL`; `None`: the Worker's own handler) and
+/// `keys` (`SLUICEGATE_TENANT_KEYS`), or every problem with them.
+fn setup(rules: &JsValue, origin: Option<&JsValue>, keys: &JsValue) -> Result<Setup, String> {
     let rules = RuleSet::from_json(&rules_text(rules))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
-    let problems: Vec<String> = [rules.as_ref().err().cloned(), origin_of(origin).err(), tenant_keys(keys).err()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let origin = origin.map_or(Ok(Origin::Handler), origin_of);
+    let problems: Vec<String> =
+        [rules.as_ref().err().cloned(), origin.as_ref().err().cloned(), tenant_keys(keys).err()]
+            .into_iter()
+            .flatten()
+            .collect();
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
-    Ok(Setup { rules: rules?, origin: origin_of(origin)?, tenant_keys: tenant_keys(keys)? })
+    Ok(Setup { rules: rules?, origin: origin?, tenant_keys: tenant_keys(keys)? })
 }
 
 /// `SLUICEGATE_TENANT_KEYS`: a JSON object of API key SHA-256 (hex) → tenant, or unset.

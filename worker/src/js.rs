@@ -20,8 +20,6 @@ extern "C" {
     #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, getter, js_name = ASSETS)]
     pub fn assets(this: &Env) -> JsValue;
-    #[wasm_bindgen(method, getter, js_name = RATE_LIMITER)]
-    pub fn rate_limiter(this: &Env) -> Namespace;
 
     /// A Durable Object namespace.
     pub type Namespace;
@@ -75,6 +73,20 @@ extern "C" {
     pub fn fetch(request: &Request) -> Promise;
 }
 
+/// The Durable Object namespace that counts: `env.RATE_LIMITER`, or the binding the
+/// Worker's code named.
+///
+/// # Errors
+/// When `env` has no such binding.
+pub fn rate_limiter(env: &Env) -> Result<Namespace, JsValue> {
+    let name = crate::config::binding();
+    let namespace = js_sys::Reflect::get(env, &JsValue::from_str(&name)).unwrap_or(JsValue::UNDEFINED);
+    if !namespace.is_object() {
+        return Err(JsValue::from_str(&format!("the {name} Durable Object binding is missing")));
+    }
+    Ok(namespace.unchecked_into())
+}
+
 /// `request.signal`: aborted when the client goes away (compatibility flag
 /// `enable_request_signal`); undefined where the runtime has none.
 pub fn signal(request: &Request) -> JsValue {
@@ -103,6 +115,11 @@ extern "C" {
     /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true, and a
     /// signal that aborts the upload when it is cut or `client` aborts.
     pub fn metered(body: &web_sys::ReadableStream, charge: &JsValue, client: &JsValue) -> JsValue;
+
+    /// `request` with its body passed through while `charge(chunk size)` is true, then
+    /// cut: what the Worker's own handler reads.
+    #[wasm_bindgen(catch, js_name = meteredRequest)]
+    pub fn metered_request(request: &Request, charge: &JsValue) -> Result<Request, JsValue>;
 
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
     #[wasm_bindgen(js_name = sha256Hex)]

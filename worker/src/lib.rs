@@ -5,9 +5,12 @@
 //! translates the decision into a response. An isolate-local cache remembers keys that are
 //! blocked, so a flood from a blocked key is refused without a Durable Object round trip.
 //!
-//! The JS entry (`entry.mjs`, or `entry-dev.mjs` for the `dev-origin` build) only loads
-//! the module, checks the configuration at start ([`start`]) and forwards `fetch` and the
-//! Durable Object's `check` here.
+//! The same module serves two ways. The standalone Worker (`entry.mjs`, or `entry-dev.mjs`
+//! for the `dev-origin` build) reads its rules from `env`, checks them at start ([`start`])
+//! and sends admitted requests to `ORIGIN_URL`. As a library (`sluicegate/worker`,
+//! `sluicegate/hono`), the Worker's own code gives the rules ([`configure`]) and each
+//! request brings the handler an admitted one goes to. Either way the JS only loads the
+//! module and forwards `fetch` ([`handle`]) and the Durable Object's calls here.
 
 mod admin;
 mod blocks;
@@ -78,21 +81,67 @@ pub fn start(env: JsValue) -> Result<(), JsError> {
     }
 }
 
-/// Serve one request: the Worker's `fetch` (`ctx` is its execution context, for
-/// `waitUntil`).
+/// Enforce `rules` (the rules file, as an object or as JSON text) in front of the Worker's
+/// own handler, with the Durable Object binding `binding` (the library's `createEdge`, at
+/// module scope): from now on [`handle`] and the Durable Objects use these rules, and
+/// `ORIGIN_URL` is not read. `env` (the Worker's) is checked with them.
+///
+/// # Errors
+/// Every problem with the rules or `env`, in one message, as [`start`] gives it; other
+/// rules than those already in force.
 #[wasm_bindgen]
-pub async fn handle(request: Request, env: JsValue, ctx: JsValue) -> Response {
+pub fn configure(rules: JsValue, binding: String, env: JsValue) -> Result<(), JsError> {
     let env: Env = env.unchecked_into();
-    match serve(&request, &env, &ctx).await {
-        Ok(response) => response,
-        Err(error) => {
+    config::use_rules(&rules, &binding, &env)
+        .map_err(|problems| JsError::new(&format!("sluicegate: not starting: {problems}")))
+}
+
+/// Serve one request: the Worker's `fetch` (`ctx` is its execution context, for
+/// `waitUntil`). An admitted request goes to `handler(request)` when one is given (its
+/// answer, a `Response` or a promise of one, gets the rate-limit headers), else to
+/// `ORIGIN_URL`.
+///
+/// # Errors
+/// Only what `handler` threw (or its promise rejected with), as it was; every other
+/// failure is answered (a 502 or a 503).
+#[wasm_bindgen]
+pub async fn handle(
+    request: Request,
+    env: JsValue,
+    ctx: JsValue,
+    handler: Option<js_sys::Function>,
+) -> Result<Response, JsValue> {
+    let env: Env = env.unchecked_into();
+    match serve(&request, &env, &ctx, handler.as_ref()).await {
+        Ok(response) => Ok(response),
+        Err(Failure::Handler(error)) => Err(error),
+        Err(Failure::Edge(error)) => {
             log_error(&format!("sluicegate: refusing with 503: {}", describe(&error)));
-            problem(503, &headers::unavailable(), None)
+            Ok(problem(503, &headers::unavailable(), None))
         }
     }
 }
 
-async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, JsValue> {
+/// Why a request was not served.
+enum Failure {
+    /// The edge's own failure (answered with a 503).
+    Edge(JsValue),
+    /// What the Worker's handler threw (passed on to the caller as it was).
+    Handler(JsValue),
+}
+
+impl From<JsValue> for Failure {
+    fn from(error: JsValue) -> Self {
+        Failure::Edge(error)
+    }
+}
+
+async fn serve(
+    request: &Request,
+    env: &Env,
+    ctx: &JsValue,
+    handler: Option<&js_sys::Function>,
+) -> Result<Response, Failure> {
     let now = now();
     let config = config(env);
     let setup = match config.as_ref() {
@@ -160,21 +209,22 @@ async fn serve(request: &Request, env: &Env, ctx: &JsValue) -> Result<Response, 
     let has_body = request.body().is_some();
     let _in_flight = match tenancy::admit(setup, env, &facts, &header, declared, has_body, now).await? {
         Ok(held) => held,
-        Err(refusal) => return checked.finish(tenant_refusal(request, refusal)),
+        Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
     };
     // The budget is charged only once the rules have admitted the request.
     let slot = match setup.rules.upstream_for(&facts) {
         None => None,
         Some(upstream) => match budgets::acquire(upstream, env, ctx).await? {
             Some(slot) => Some(slot),
-            None => return checked.finish(busy(request, upstream)?),
+            None => return Ok(checked.finish(busy(request, upstream)?)?),
         },
     };
-    let response = match forward(request, env, setup, &url, &facts, meter.as_ref()).await {
+    let response = match forward(request, env, setup, &url, &facts, meter.as_ref(), handler).await {
         // An upload cut for its source's bytes is answered as such, whatever came back.
         _ if over.get() => return Ok(pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity)),
         Ok(response) => response,
-        Err(error) => {
+        Err(Failure::Handler(error)) => return Err(Failure::Handler(error)),
+        Err(Failure::Edge(error)) => {
             log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
             let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
             return Ok(problem(502, &body, None));
@@ -381,7 +431,8 @@ fn log_store_failure(rule: &Rule, key: &str, error: &JsValue) {
     log_error(&line);
 }
 
-/// Send an admitted request on: to `ORIGIN_URL`, or to the development origin.
+/// Send an admitted request on: to the Worker's handler when there is one, else to
+/// `ORIGIN_URL` or to the development origin.
 #[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
 async fn forward(
     request: &Request,
@@ -390,13 +441,55 @@ async fn forward(
     url: &Url,
     facts: &RequestFacts<'_>,
     meter: Option<&JsValue>,
-) -> Result<Response, JsValue> {
-    match &setup.origin {
+    handler: Option<&js_sys::Function>,
+) -> Result<Response, Failure> {
+    if let Some(handler) = handler {
+        return to_handler(request, handler, meter).await;
+    }
+    Ok(match &setup.origin {
         Origin::Url { origin, base_path } => {
-            proxy::to_origin(request, url, origin, base_path, facts.identity, meter).await
+            proxy::to_origin(request, url, origin, base_path, facts.identity, meter).await?
         }
         #[cfg(feature = "dev-origin")]
-        Origin::Dev => dev::serve(request, env, url, facts).await,
+        Origin::Dev => dev::serve(request, env, url, facts).await?,
+        Origin::Handler => return Err(JsValue::from_str("no handler was given for an admitted request").into()),
+    })
+}
+
+/// The Worker's handler's answer to `request`. A body of no declared length reaches it
+/// metered by `meter` (cut once its source is over its bytes).
+async fn to_handler(
+    request: &Request,
+    handler: &js_sys::Function,
+    meter: Option<&JsValue>,
+) -> Result<Response, Failure> {
+    let metered = match (meter, request.body()) {
+        (Some(charge), Some(_)) if !is_bodiless(&request.method()) => Some(js::metered_request(request, charge)?),
+        _ => None,
+    };
+    let answer = handler.call1(&JsValue::UNDEFINED, metered.as_ref().unwrap_or(request)).map_err(Failure::Handler)?;
+    let answer = JsFuture::from(js_sys::Promise::resolve(&answer)).await.map_err(Failure::Handler)?;
+    answer.dyn_into::<Response>().map_err(|answer| {
+        let error = js_sys::TypeError::new(&format!(
+            "sluicegate: the handler answered {} instead of a Response",
+            describe_kind(&answer)
+        ));
+        Failure::Handler(error.into())
+    })
+}
+
+fn is_bodiless(method: &str) -> bool {
+    method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
+}
+
+/// What a value is, for an error message: `undefined`, `null`, or its type.
+fn describe_kind(value: &JsValue) -> String {
+    if value.is_undefined() {
+        "undefined".into()
+    } else if value.is_null() {
+        "null".into()
+    } else {
+        value.js_typeof().as_string().unwrap_or_default()
     }
 }
 
@@ -413,10 +506,7 @@ fn log_omitted(fields: &RateLimitFields, request: &Request) {
 
 /// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms]`.
 async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<Decision, JsValue> {
-    let namespace = env.rate_limiter();
-    if namespace.is_undefined() {
-        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
-    }
+    let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(key)?)?;
     let call = js_sys::Promise::resolve(&stub.check(&rule.id, key)?);
     let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;

@@ -169,10 +169,7 @@ async fn charge_in_store(
     (limit, generation): (&TenantLimit, u64),
     bytes: u64,
 ) -> Result<Decision, JsValue> {
-    let namespace = env.rate_limiter();
-    if namespace.is_undefined() {
-        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
-    }
+    let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(name)?)?;
     let call =
         js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes as f64)?);
@@ -204,10 +201,7 @@ fn charge_here(tenant: &str, (limit, generation): (&TenantLimit, u64), bytes: u6
 
 /// The stub of the object that keeps the runtime overrides.
 pub fn overrides_object(env: &Env) -> Result<js::Stub, JsValue> {
-    let namespace = env.rate_limiter();
-    if namespace.is_undefined() {
-        return Err(JsValue::from_str("the RATE_LIMITER Durable Object binding is missing"));
-    }
+    let namespace = js::rate_limiter(env)?;
     namespace.get(&namespace.id_from_name(crate::counter::OVERRIDES_OBJECT)?)
 }
 

@@ -1,0 +1,33 @@
+// sluicegate/hono: the edge's rules as Hono middleware, in a Hono app on Cloudflare Workers.
+import { createEdge, RateLimiter } from "./worker.js";
+
+export { RateLimiter };
+
+/**
+ * Middleware that runs the rules (the rules file, as an object or as JSON text) on every
+ * request it sees: a refused one gets the edge's answer and never reaches the app; an
+ * admitted one goes on (`next()`), and the app's response gets the rate-limit headers.
+ * Throws, naming every problem, when the rules are invalid. Call it at module scope.
+ */
+export function rateLimit(options) {
+  const edge = createEdge(options);
+  return async function rateLimit(c, next) {
+    let ctx;
+    try {
+      ctx = c.executionCtx;
+    } catch {
+      // Hono throws when the runtime gave no execution context.
+    }
+    const response = await edge.handle(c.req.raw, c.env, ctx, async (request) => {
+      // A body the edge meters as it streams (one of no declared length) is read from here.
+      if (request !== c.req.raw) c.req.raw = request;
+      await next();
+      return c.res;
+    });
+    // The edge's answer is the whole response (it carries the app's headers when the app
+    // answered): replace, rather than merge into, what the app set.
+    c.res = undefined;
+    c.res = response;
+    return response;
+  };
+}
