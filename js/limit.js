@@ -50,12 +50,12 @@ export class Limiter {
   limit(key, options) {
     let cost = 1;
     let now;
-    if (options !== undefined) {
+    if (options === undefined) now = Date.now();
+    else {
       if (typeof options !== "object" || options === null) throw optionsError(options);
-      ({ cost = 1, now } = options);
+      ({ cost = 1, now = Date.now() } = options);
+      if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
     }
-    if (now === undefined) now = Date.now();
-    if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
     const slot = this.#slots.get(key);
     const r = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
