@@ -12,13 +12,21 @@ import { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimula
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+       sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
                      exits 0 (no high findings), 1 (high findings) or 2 (bad input)
     --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
     --json           the result as JSON instead of the Markdown report
-    --self-test      run the simulator's self-test`;
+    --self-test      run the simulator's self-test
+  replay             send a trace (t,ip.src[,cf.colo.id][,endpoint]) to the edge worker at its times
+                     and compare every answer with the simulator's; exits 0 (all agree outside
+                     the timing-limited), 1 (a disagreement) or 2 (bad input)
+    --speed K        run the edge's clock K times as fast (the worker this command starts)
+    --edge URL       a running edge instead of starting one from this checkout
+    --tolerance-ms N requests within N ms (real time) of a window or block boundary are
+                     timing-limited, reported apart (default 5)`;
 
 const SIM_USAGE = "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]";
 
@@ -177,6 +185,7 @@ function sim(args) {
 function main(args) {
   const [command, ...rest] = args;
   if (command === "sim") return sim(rest);
+  if (command === "replay") return import("./replay.mjs").then(({ replayCommand }) => replayCommand(rest, { readText }));
   if (command === "check-rules") {
     process.stderr.write(`${NATIVE_ONLY}\n`);
     return 2;
@@ -189,4 +198,6 @@ function main(args) {
   return 2;
 }
 
-process.exitCode = main(process.argv.slice(2));
+Promise.resolve(main(process.argv.slice(2))).then((code) => {
+  process.exitCode = code;
+});

@@ -37,6 +37,7 @@
 
 mod analyse;
 mod config;
+mod decisions;
 mod engine;
 mod limiters;
 pub mod py;
@@ -48,6 +49,7 @@ mod trace;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
+pub use decisions::{decisions, Decided};
 pub use engine::{
     generate, simulate, simulate_generated, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer,
     Outcome, Peak, PolicyStats, Request, Sample, Traffic,

@@ -24,7 +24,7 @@ pub use edge::{client_identity_js, validate_rules, TokenBucket};
 pub use limit::LimiterCoreJs;
 pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
-pub use sim::{sim_check_config, sim_run, sim_self_test};
+pub use sim::{sim_check_config, sim_decisions, sim_run, sim_self_test};
 #[cfg(feature = "wasm-smartflow")]
 pub use smartflow::{
     format_saved_at, is_cache_fresh, is_unresolved_scoped_url, parse_saved_at, url_identifiers, SmartFlowBucketJs,

@@ -32,6 +32,14 @@ export interface SimRunText {
   exitCode: 0 | 1;
 }
 /** The simulator's self-test: its printed lines and whether every case passed. */
+/** Every decided attempt of a replay, in the replay's order, as parallel arrays. */
+export interface SimDecisions {
+  t: Float64Array;
+  client: string[];
+  endpoint: string[];
+  /** 1 admitted, 0 refused. */
+  admitted: Uint8Array;
+}
 export interface SimSelfTest {
   output: string;
   ok: boolean;
@@ -89,4 +97,26 @@ pub fn sim_self_test() -> Object {
     set_prop(&out, "output", &output.into());
     set_prop(&out, "ok", &ok.into());
     out
+}
+
+/// Every decided attempt of replaying the CSV `trace` through `config`'s policies, in the
+/// replay's order (what `sluicegate replay` compares with the edge). Throws as `simRun` does.
+#[wasm_bindgen(js_name = simDecisions, unchecked_return_type = "SimDecisions")]
+pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> Result<Object, JsValue> {
+    let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let decided = sim::decisions(config, &name, trace).map_err(|e| failure(&e))?;
+    let t: alloc::vec::Vec<f64> = decided.iter().map(|d| d.t).collect();
+    let admitted: alloc::vec::Vec<u8> = decided.iter().map(|d| u8::from(d.admitted)).collect();
+    let client = js_sys::Array::new();
+    let endpoint = js_sys::Array::new();
+    for d in &decided {
+        client.push(&JsValue::from_str(&d.client));
+        endpoint.push(&JsValue::from_str(&d.endpoint));
+    }
+    let out = Object::new();
+    set_prop(&out, "t", &js_sys::Float64Array::from(&t[..]).into());
+    set_prop(&out, "client", &client.into());
+    set_prop(&out, "endpoint", &endpoint.into());
+    set_prop(&out, "admitted", &js_sys::Uint8Array::from(&admitted[..]).into());
+    Ok(out)
 }

@@ -198,9 +198,12 @@ impl Counter {
         if let Some(count) = count {
             self.store_count(key, &count);
         }
+        // The fourth number is this object's clock when it decided (ms): what the development
+        // build reports in `Sluicegate-Clock`.
+        let at = now.as_millis() as f64;
         Ok(match decision {
-            Decision::Allow { remaining, reset } => vec![1.0, remaining as f64, reset.as_millis_ceil() as f64],
-            Decision::Deny { retry_after } => vec![0.0, 0.0, retry_after.as_millis_ceil() as f64],
+            Decision::Allow { remaining, reset } => vec![1.0, remaining as f64, reset.as_millis_ceil() as f64, at],
+            Decision::Deny { retry_after } => vec![0.0, 0.0, retry_after.as_millis_ceil() as f64, at],
         })
     }
 }

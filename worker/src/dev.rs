@@ -3,6 +3,7 @@
 
 use crate::js::{Env, Fetcher};
 use crate::{json_string, now, problem};
+use core::cell::Cell;
 use sluicegate::headers;
 use sluicegate::rules::RequestFacts;
 use wasm_bindgen::prelude::*;
@@ -34,4 +35,47 @@ fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
         json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
     );
     crate::answer(200, "application/json", "no-store", Some(&body), &[])
+}
+
+thread_local! {
+    /// `(scale, real start, virtual start)` in ms: see [`set_clock`].
+    static CLOCK: Cell<Option<(f64, f64, f64)>> = const { Cell::new(None) };
+}
+
+/// `SLUICEGATE_CLOCK` = `"K,realStartMs,virtualStartMs"`: from the real instant
+/// `realStartMs` on, the edge's clock reads `virtualStartMs` and runs K times as fast, so every
+/// period, block and window passes K times sooner (`sluicegate replay --speed K`). Unset: real
+/// time. A malformed value refuses to start.
+///
+/// # Errors
+/// A value that is not three finite numbers with K > 0.
+pub fn set_clock(env: &JsValue) -> Result<(), String> {
+    let value = js_sys::Reflect::get(env, &"SLUICEGATE_CLOCK".into()).unwrap_or(JsValue::UNDEFINED);
+    let Some(text) = value.as_string() else {
+        CLOCK.set(None);
+        return Ok(());
+    };
+    let numbers: Vec<f64> = text.split(',').map(|part| part.trim().parse::<f64>().unwrap_or(f64::NAN)).collect();
+    match numbers[..] {
+        [scale, real, virtual_start]
+            if scale > 0.0 && scale.is_finite() && real.is_finite() && virtual_start.is_finite() =>
+        {
+            CLOCK.set(Some((scale, real, virtual_start)));
+            Ok(())
+        }
+        _ => Err(format!("SLUICEGATE_CLOCK must be \"K,realStartMs,virtualStartMs\" (K > 0), got \"{text}\"")),
+    }
+}
+
+/// The edge's clock in ms for the real time `real_ms` (see [`set_clock`]).
+pub fn clock(real_ms: f64) -> f64 {
+    match CLOCK.get() {
+        Some((scale, real, virtual_start)) => virtual_start + (real_ms - real) * scale,
+        None => real_ms,
+    }
+}
+
+/// Whether [`set_clock`] set a clock (responses then report it in `Sluicegate-Clock`).
+pub fn clock_is_set() -> bool {
+    CLOCK.get().is_some()
 }

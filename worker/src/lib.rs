@@ -55,7 +55,10 @@ thread_local! {
 }
 
 fn now() -> Instant {
-    Instant::from_millis(js_sys::Date::now().max(0.0) as u64)
+    let ms = js_sys::Date::now();
+    #[cfg(feature = "dev-origin")]
+    let ms = dev::clock(ms);
+    Instant::from_millis(ms.max(0.0) as u64)
 }
 
 fn log(line: &str) {
@@ -74,6 +77,8 @@ fn log_error(line: &str) {
 /// Every problem with the rules or `ORIGIN_URL`, in one message.
 #[wasm_bindgen]
 pub fn start(env: JsValue) -> Result<(), JsError> {
+    #[cfg(feature = "dev-origin")]
+    dev::set_clock(&env).map_err(|problem| JsError::new(&format!("sluicegate: not starting: {problem}")))?;
     let env: Env = env.unchecked_into();
     match config(&env).as_ref() {
         Ok(_) => Ok(()),
@@ -244,12 +249,16 @@ async fn serve(
 struct Checked {
     fields: RateLimitFields,
     degraded: Vec<String>,
+    /// When the last rule decided (its Durable Object's clock, or the isolate's for a block it
+    /// remembered): the development build's `Sluicegate-Clock`.
+    #[cfg_attr(not(feature = "dev-origin"), allow(dead_code))]
+    decided_at: Option<Instant>,
 }
 
 impl Checked {
     /// `response` with the RateLimit headers and `Sluicegate-Degraded` added.
     fn finish(&self, response: Response) -> Result<Response, JsValue> {
-        if self.fields.is_empty() && self.degraded.is_empty() {
+        if self.fields.is_empty() && self.degraded.is_empty() && !self.reports_clock() {
             return Ok(response);
         }
         // Responses from fetch have immutable headers: copy into a fresh response.
@@ -274,7 +283,19 @@ impl Checked {
         if !self.degraded.is_empty() {
             headers.set("sluicegate-degraded", &self.degraded.join(", "))?;
         }
+        #[cfg(feature = "dev-origin")]
+        if let Some(at) = self.decided_at.filter(|_| self.reports_clock()) {
+            headers.set("sluicegate-clock", &at.as_millis().to_string())?;
+        }
         Ok(())
+    }
+
+    /// Whether responses carry `Sluicegate-Clock` (a development build with SLUICEGATE_CLOCK).
+    fn reports_clock(&self) -> bool {
+        #[cfg(feature = "dev-origin")]
+        return self.decided_at.is_some() && dev::clock_is_set();
+        #[cfg(not(feature = "dev-origin"))]
+        false
     }
 }
 
@@ -293,9 +314,15 @@ async fn check_rules(
         let key = rule.counting_key(facts, header);
         let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
         let (decision, via) = match cached {
-            Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache"),
+            Some(wait) => {
+                checked.decided_at = Some(now);
+                (Decision::Deny { retry_after: wait }, "isolate-cache")
+            }
             None => match ask_counter(env, rule, &key).await {
-                Ok(decision) => (decision, "durable-object"),
+                Ok((decision, at)) => {
+                    checked.decided_at = Some(at);
+                    (decision, "durable-object")
+                }
                 Err(error) => {
                     log_store_failure(rule, &key, &error);
                     if rule.on_store_failure == StoreFailure::Closed {
@@ -504,8 +531,9 @@ fn log_omitted(fields: &RateLimitFields, request: &Request) {
     }
 }
 
-/// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms]`.
-async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<Decision, JsValue> {
+/// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms, at_ms]`: the
+/// decision, and its clock when it decided.
+async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(Decision, Instant), JsValue> {
     let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(key)?)?;
     let call = js_sys::Promise::resolve(&stub.check(&rule.id, key)?);
@@ -515,16 +543,17 @@ async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<Decision, JsVa
     }
     let answer = js_sys::Array::from(&answer);
     let number = |i: u32| answer.get(i).as_f64().filter(|n| n.is_finite() && *n >= 0.0);
-    match (number(0), number(1), number(2)) {
-        (Some(allowed), Some(remaining), Some(wait_ms)) => {
+    match (number(0), number(1), number(2), number(3)) {
+        (Some(allowed), Some(remaining), Some(wait_ms), Some(at_ms)) => {
             let wait = Span::from_millis(wait_ms as u64);
-            Ok(if allowed >= 1.0 {
+            let decision = if allowed >= 1.0 {
                 Decision::Allow { remaining: remaining as u64, reset: wait }
             } else {
                 Decision::Deny { retry_after: wait }
-            })
+            };
+            Ok((decision, Instant::from_millis(at_ms as u64)))
         }
-        _ => Err(JsValue::from_str("the counter answered something other than [allowed, remaining, wait_ms]")),
+        _ => Err(JsValue::from_str("the counter answered something other than [allowed, remaining, wait_ms, at_ms]")),
     }
 }
 

@@ -1,0 +1,323 @@
+// `sluicegate replay --rules RULES --trace TRACE.csv [--speed K] [--edge URL] [--tolerance-ms N] [--json]`:
+// sends a trace's requests to the real edge worker at their times (started in workerd from
+// this checkout, or a running one at --edge), runs the simulator on the same rules and trace,
+// and prints where the two agree, request by request.
+//
+// The trace is a CSV with a header: `t` (seconds), `ip.src` (the client's address), and
+// optionally `cf.colo.id` (the data centre; default "SIM"), `endpoint` (the path; default
+// "/"). `--speed K` runs the edge's clock K times as fast (the development build's
+// SLUICEGATE_CLOCK), which divides every period, block and trace time by K.
+import { clientIdentity, validateRules } from "./edge-node.js";
+import { SimulationError } from "./sim.js";
+import { simDecisions } from "./sim-node.js";
+
+export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
+
+/** The edge's clock at the trace's t = 0: a multiple of every period that divides a day. */
+const VIRTUAL_START_MS = 864_000_000_000;
+/** Requests sent and not yet answered, at most. */
+const MAX_IN_FLIGHT = 32;
+/** What the edge answers a request it refuses. */
+const REFUSED = 429;
+
+class ReplayInputError extends Error {}
+
+/** The edge's clock when it took the request (the development build's `Sluicegate-Clock`, under SLUICEGATE_CLOCK), or null. */
+function edgeClock(res) {
+  const value = Number(res.headers.get("sluicegate-clock") ?? Number.NaN);
+  return Number.isFinite(value) ? value : null;
+}
+
+/** `replay`'s options. */
+export function replayArgs(args) {
+  const out = { rules: null, trace: null, speed: 1, edge: null, toleranceMs: 5, json: false };
+  const value = (i, name) => {
+    if (args[i + 1] === undefined) throw new ReplayInputError(`${name} needs a value`);
+    return args[i + 1];
+  };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === "--json") out.json = true;
+    else if (arg === "--rules") out.rules = value(i++, arg);
+    else if (arg === "--trace") out.trace = value(i++, arg);
+    else if (arg === "--edge") out.edge = value(i++, arg);
+    else if (arg === "--speed" || arg === "--tolerance-ms") {
+      const n = Number(value(i++, arg));
+      if (!Number.isFinite(n) || n <= 0 || (arg === "--speed" && n > 1_000)) {
+        throw new ReplayInputError(`${arg} must be a number above 0${arg === "--speed" ? " and at most 1000" : ""}, got ${args[i]}`);
+      }
+      out[arg === "--speed" ? "speed" : "toleranceMs"] = n;
+    } else throw new ReplayInputError(`unknown argument ${arg}`);
+  }
+  if (out.rules === null || out.trace === null) throw new ReplayInputError("--rules and --trace are required");
+  if (out.edge !== null && out.speed !== 1) throw new ReplayInputError("--speed needs the edge this command starts: a running edge (--edge) keeps its own clock");
+  return out;
+}
+
+/** Rows of a CSV text: quoted fields, `""` escapes, blank lines skipped. */
+function csvRows(text) {
+  const rows = [];
+  let row = [];
+  let field = "";
+  let quoted = false;
+  for (let i = 0; i <= text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') (field += '"'), i++;
+      else if (c === '"') quoted = false;
+      else if (c === undefined) throw new ReplayInputError("trace: a quoted field is not closed");
+      else field += c;
+    } else if (c === '"' && field === "") quoted = true;
+    else if (c === ",") row.push(field), (field = "");
+    else if (c === "\n" || c === "\r" || c === undefined) {
+      if (c === "\r" && text[i + 1] === "\n") i++;
+      row.push(field);
+      if (row.length > 1 || row[0] !== "") rows.push(row);
+      (row = []), (field = "");
+    } else field += c;
+  }
+  return rows;
+}
+
+/** The trace's requests: `{ line, t, ip, colo, path }`, in file order. */
+export function readTrace(text) {
+  const [header, ...rows] = csvRows(text);
+  if (!header) throw new ReplayInputError("trace: empty");
+  const column = (name) => header.indexOf(name);
+  const [t, ip, colo, path] = ["t", "ip.src", "cf.colo.id", "endpoint"].map(column);
+  if (t < 0 || ip < 0) throw new ReplayInputError(`trace: the header needs t and ip.src columns, got ${header.join(",")}`);
+  return rows.map((cells, i) => {
+    const line = i + 2;
+    const time = Number(cells[t]);
+    if (!(cells[t] ?? "").trim() || !Number.isFinite(time) || time < 0) throw new ReplayInputError(`trace line ${line}: t must be a number of seconds ≥ 0, got ${JSON.stringify(cells[t])}`);
+    const identity = clientIdentity({ cfConnectingIp: cells[ip] ?? "" });
+    if (!identity) throw new ReplayInputError(`trace line ${line}: ip.src is not an IP address: ${JSON.stringify(cells[ip])}`);
+    const where = path < 0 ? "/" : cells[path] || "/";
+    if (!where.startsWith("/")) throw new ReplayInputError(`trace line ${line}: endpoint must be a path starting with /, got ${JSON.stringify(where)}`);
+    return { line, t: time, ip: cells[ip], identity: identity.ip, colo: (colo < 0 ? "" : cells[colo]) || "SIM", path: where };
+  });
+}
+
+/**
+ * The simulator's client for each request: the parts of its identity the rules count by.
+ * The simulator keys edge rules by client (ip.src) and endpoint (the path), and takes every
+ * request as from one colo; so `cf.colo.id`, when the rules count by it, joins the client.
+ */
+function clientOf(rules, requests) {
+  const counts = (rule, name) => (rule.characteristics ?? []).includes(name);
+  const list = rules.rules ?? [];
+  const unsupported = list.flatMap((r) => (r.characteristics ?? []).filter((c) => !["ip.src", "cf.colo.id", "http.request.uri.path"].includes(c)).map((c) => `${r.id}: ${c}`));
+  if (unsupported.length) throw new ReplayInputError(`replay counts by ip.src, cf.colo.id and the path only; the rules also count by ${unsupported.join(", ")}`);
+  const byColo = new Set(list.map((r) => counts(r, "cf.colo.id")));
+  const byIp = new Set(list.map((r) => counts(r, "ip.src")));
+  const colos = new Set(requests.map((r) => r.colo));
+  if (colos.size > 1 && (byColo.size > 1 || byIp.size > 1)) {
+    throw new ReplayInputError("with several colos in the trace, every rule must count by the same of ip.src and cf.colo.id (the simulator has one client column)");
+  }
+  const [ip, colo] = [byIp.has(true), byColo.has(true)];
+  return (r) => [ip ? r.identity : "", colo ? r.colo : ""].filter(Boolean).join(" @ ") || "everyone";
+}
+
+/** The simulator's decision for each request of `requests`, in their order. */
+function simulated(rules, requests, client) {
+  const csv = ["t,client,endpoint", ...requests.map((r) => `${r.t},"${client(r).replaceAll('"', '""')}","${r.path.replaceAll('"', '""')}"`)].join("\n");
+  const config = JSON.stringify({ service: "replay", edge_rules: rules, policies: [] });
+  let decided;
+  try {
+    decided = simDecisions(config, csv, "trace");
+  } catch (error) {
+    if (error?.name === "SimulationError") throw new ReplayInputError(`simulator: ${error.message}`);
+    throw error;
+  }
+  const { t, client: who, endpoint, admitted } = decided;
+  const queues = new Map();
+  for (let i = 0; i < t.length; i++) {
+    const key = `${t[i]}|${who[i]}|${endpoint[i]}`;
+    if (!queues.has(key)) queues.set(key, []);
+    queues.get(key).push(admitted[i] === 1);
+  }
+  return requests.map((r) => queues.get(`${r.t}|${client(r)}|${r.path}`)?.shift() ?? null);
+}
+
+/** The instants near which timing decides, per client: an admitted request's time plus each period (when it leaves a window), a refusal's plus each block. */
+function boundaries(rules, requests, sim, client) {
+  const list = rules.rules ?? [];
+  const periods = [...new Set(list.map((r) => r.period).filter((p) => p > 0))];
+  const blocks = [...new Set(list.map((r) => r.mitigation_timeout).filter((p) => p > 0))];
+  const byKey = new Map();
+  requests.forEach((r, i) => {
+    const key = client(r);
+    if (!byKey.has(key)) byKey.set(key, []);
+    for (const p of sim[i] ? periods : blocks) byKey.get(key).push(r.t + p);
+  });
+  for (const times of byKey.values()) times.sort((a, b) => a - b);
+  return { byKey, periods };
+}
+
+function nearBoundary(r, key, { byKey, periods }, toleranceS) {
+  for (const p of periods) {
+    const phase = r.t % p;
+    if (phase <= toleranceS || p - phase <= toleranceS) return true;
+  }
+  const list = byKey.get(key) ?? [];
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid] < r.t - toleranceS) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < list.length && list[lo] <= r.t + toleranceS;
+}
+
+/**
+ * Sends every request at its time, without waiting for earlier answers; the status, the send
+ * time and the edge's clock when it decided, of each.
+ */
+async function send(requests, { fetchOne, speed, startRealMs }) {
+  const results = new Array(requests.length);
+  const order = requests.map((_, i) => i).sort((a, b) => requests[a].t - requests[b].t);
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+  const sends = [];
+  // At most MAX_IN_FLIGHT at once: a burst waits (and is sent late, at the instant reported)
+  // rather than flooding the edge's socket.
+  let inFlight = 0;
+  const freed = [];
+  for (const i of order) {
+    const due = startRealMs + (requests[i].t * 1000) / speed;
+    if (due - Date.now() > 1) await sleep(due - Date.now() - 1);
+    while (inFlight >= MAX_IN_FLIGHT) await new Promise((resolve) => freed.push(resolve));
+    inFlight++;
+    const sentAt = Date.now();
+    sends.push(
+      fetchOne(requests[i]).finally(() => {
+        inFlight--;
+        freed.shift()?.();
+      }).then(
+        ({ status, clockMs }) => {
+          results[i] = { status, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
+        },
+        (error) => {
+          results[i] = { status: 0, error: `${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ""}`, sentAtMs: sentAt, clockMs: null, lateMs: Math.max(0, Math.round(sentAt - due)) };
+        },
+      ),
+    );
+  }
+  await Promise.all(sends);
+  return results;
+}
+
+/** Replays `traceText` against the edge and the simulator; the comparison. */
+export async function replay({ rulesText, traceText, speed = 1, edge = null, toleranceMs = 5 }) {
+  const problems = (() => {
+    try {
+      validateRules(rulesText);
+      return null;
+    } catch (error) {
+      return error.message;
+    }
+  })();
+  if (problems) throw new ReplayInputError(`rules: ${problems}`);
+  const rules = JSON.parse(rulesText);
+  const requests = readTrace(traceText);
+  const client = clientOf(rules, requests);
+  simulated(rules, requests, client); // the simulator's objections to the trace come before any request is sent
+
+  let started = null;
+  let fetchOne;
+  if (edge === null) {
+    let startEdge;
+    try {
+      ({ startEdge } = await import("../worker/testing.mjs"));
+    } catch {
+      throw new ReplayInputError("replay without --edge starts the worker from a sluicegate checkout (worker/testing.mjs); pass --edge URL for a running one");
+    }
+    const startRealMs = Date.now() + 1_500;
+    started = { edge: await startEdge({ rules: rulesText, vars: { SLUICEGATE_CLOCK: `${speed},${startRealMs},${VIRTUAL_START_MS}` } }), startRealMs };
+    fetchOne = async (r) => {
+      const res = await started.edge.fetch(r.path, { headers: { "cf-connecting-ip": r.ip }, cf: { colo: r.colo } });
+      await res.arrayBuffer();
+      return { status: res.status, clockMs: edgeClock(res) };
+    };
+  } else {
+    if (new Set(requests.map((r) => r.colo)).size > 1) throw new ReplayInputError("a running edge (--edge) decides the colo itself: its trace must have one colo");
+    const base = new URL(edge);
+    fetchOne = async (r) => {
+      const res = await fetch(new URL(r.path, base), { headers: { "cf-connecting-ip": r.ip } });
+      await res.arrayBuffer();
+      return { status: res.status, clockMs: null };
+    };
+  }
+  let results;
+  const startRealMs = started?.startRealMs ?? Date.now() + 200;
+  try {
+    results = await send(requests, { fetchOne, speed, startRealMs });
+  } finally {
+    await started?.edge.close();
+  }
+
+  // The simulator replays the requests at the instants the edge saw them (its clock, which it
+  // reports, else the send time), so a late send cannot make the two disagree about what follows.
+  // A request that failed on the way is left out: the edge most likely never counted it.
+  const sent = requests.flatMap((r, i) => {
+    const { clockMs, sentAtMs, error } = results[i];
+    if (error) return [];
+    const ms = clockMs === null ? (sentAtMs - startRealMs) * speed : clockMs - VIRTUAL_START_MS;
+    return [{ ...r, index: i, t: Math.max(0, ms) / 1000 }];
+  });
+  const sim = simulated(rules, sent, client);
+  const toleranceS = (toleranceMs * speed) / 1000;
+  const near = boundaries(rules, sent, sim, client);
+  const lateness = results.map((x) => x.lateMs).sort((x, y) => x - y);
+  const report = { requests: requests.length, speed, toleranceMs, lateMs: { p50: lateness[lateness.length >> 1] ?? 0, max: lateness.at(-1) ?? 0 }, errors: [], agree: 0, compared: 0, timingLimited: 0, timingLimitedAgree: 0, disagreements: [], edge: { admitted: 0, refused: 0, other: 0 }, simulator: { admitted: 0, refused: 0 } };
+  results.forEach((x, i) => x.error && report.errors.push({ line: requests[i].line, error: x.error }));
+  sent.forEach((r, i) => {
+    const { status } = results[r.index];
+    const edgeAdmitted = status === REFUSED ? false : status < 500 ? true : null;
+    report.edge[edgeAdmitted === null ? "other" : edgeAdmitted ? "admitted" : "refused"]++;
+    report.simulator[sim[i] ? "admitted" : "refused"]++;
+    const same = edgeAdmitted === sim[i];
+    if (nearBoundary(r, client(r), near, toleranceS)) {
+      report.timingLimited++;
+      if (same) report.timingLimitedAgree++;
+      return;
+    }
+    report.compared++;
+    if (same) report.agree++;
+    else report.disagreements.push({ line: r.line, t: requests[r.index].t, sentT: r.t, client: client(r), path: r.path, edge: status, simulator: sim[i] ? "admitted" : "refused" });
+  });
+  report.share = report.compared ? report.agree / report.compared : 1;
+  report.edge.other += report.errors.length;
+  return report;
+}
+
+/** The report as text. */
+export function describe(report) {
+  const pct = (x) => `${(100 * x).toFixed(2)} %`;
+  const lines = [
+    `replay: ${report.requests} requests at ${report.speed}× speed, sent ${report.lateMs.p50} ms late at the median (at most ${report.lateMs.max} ms); the simulator replays each at the instant the edge decided it`,
+    `  timing-limited: within ${report.toleranceMs} ms (real time; ${(report.toleranceMs * report.speed) / 1000} s of trace time) of a window or block boundary`,
+    `  edge:       ${report.edge.admitted} admitted, ${report.edge.refused} refused${report.edge.other ? `, ${report.edge.other} failed` : ""}`,
+    `  simulator:  ${report.simulator.admitted} admitted, ${report.simulator.refused} refused`,
+    `  agreement:  ${report.agree} of ${report.compared} (${pct(report.share)}) outside the timing-limited; ${report.timingLimitedAgree} of ${report.timingLimited} timing-limited agree`,
+  ];
+  if (report.errors.length) lines.push(`  ${report.errors.length} requests failed on the way (left out of the comparison), e.g. line ${report.errors[0].line}: ${report.errors[0].error}`);
+  for (const d of report.disagreements.slice(0, 20)) lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
+  if (report.disagreements.length > 20) lines.push(`  … and ${report.disagreements.length - 20} more`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** The command: 0 when every request outside the timing-limited agrees, 1 when one does not, 2 for bad input. */
+export async function replayCommand(args, { readText }) {
+  let options;
+  try {
+    options = replayArgs(args);
+    const report = await replay({ ...options, rulesText: readText(options.rules), traceText: readText(options.trace) });
+    process.stdout.write(options.json ? `${JSON.stringify(report, null, 2)}\n` : describe(report));
+    return report.agree === report.compared && report.errors.length === 0 ? 0 : 1;
+  } catch (error) {
+    if (!(error instanceof ReplayInputError || error instanceof SimulationError)) throw error;
+    process.stderr.write(`${REPLAY_USAGE}\nsluicegate replay: error: ${error.message}\n`);
+    return 2;
+  }
+}

@@ -1,0 +1,42 @@
+// A seeded trace for `sluicegate replay`: steady clients that stay under the /api/ rule
+// (20 per 10 s per ip.src and cf.colo.id, then blocked 10 s), bursty ones that trip its
+// blocks, two colos, IPv4 clients and IPv6 ones of which two share a /64, and requests to a
+// path no rule counts.
+
+/** The trace as CSV text: `count` requests over `durationS` seconds. */
+export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
+  let state = seed >>> 0 || 1;
+  const random = () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 2 ** 32;
+  };
+  // rps: a steady client's mean rate; burst: a bursty one's burst size (at 10–20 per second).
+  const clients = [
+    { ip: "198.51.100.7", colo: "AMS", rps: 1.2, path: "/api/orders" },
+    { ip: "198.51.100.7", colo: "FRA", burst: 30, path: "/api/search" }, // the same address at another colo
+    { ip: "203.0.113.20", colo: "AMS", burst: 40, path: "/api/search" },
+    { ip: "203.0.113.21", colo: "FRA", rps: 1.5, path: "/api/orders" },
+    { ip: "2001:db8:1::1", colo: "AMS", burst: 15, path: "/api/export" },
+    { ip: "2001:db8:1::2", colo: "AMS", burst: 15, path: "/api/export" }, // the same /64 as above: one client
+    { ip: "2001:db8:2::1", colo: "FRA", rps: 1.0, path: "/api/orders" },
+    { ip: "192.0.2.1", colo: "AMS", rps: 2.0, path: "/index.html" },
+  ];
+  const rows = [];
+  for (const c of clients) {
+    if (c.rps) {
+      for (let t = random() / c.rps; t < durationS; t += (0.5 + random()) / c.rps) rows.push([t, c]);
+    }
+  }
+  const bursty = clients.filter((c) => c.burst);
+  while (rows.length < count) {
+    const c = bursty[Math.floor(random() * bursty.length)];
+    let t = random() * (durationS - 5);
+    const n = Math.round(c.burst * (0.6 + random() * 0.8));
+    for (let i = 0; i < n; i++) rows.push([(t += 0.05 + random() * 0.05), c]);
+  }
+  rows.sort((a, b) => a[0] - b[0]); // then the last burst's surplus is cut from the end
+  const lines = rows.slice(0, count).map(([t, c]) => `${t.toFixed(3)},${c.ip},${c.colo},${c.path}`);
+  return `t,ip.src,cf.colo.id,endpoint\n${lines.join("\n")}\n`;
+}

@@ -1,0 +1,85 @@
+// `sluicegate replay`: the simulator's answers against the real worker's, request by request.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { promisify } from "node:util";
+import { replay } from "../../js/replay.mjs";
+import { replayTrace } from "../../pkg-tests/support/replay-trace.mjs";
+import { startEdge } from "../testing.mjs";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const RULES = readFileSync(path.join(ROOT, "worker/rules.json"), "utf8");
+const CLI = path.join(ROOT, "js/cli.mjs");
+
+test("a 10-minute trace of 5,000 requests (bursts that trip blocks, two colos, IPv4, IPv6 /64s) at 30×: the simulator agrees with the edge on every request", { timeout: 120_000 }, async () => {
+  const traceText = replayTrace({ count: 5_000, durationS: 600 });
+  const report = await replay({ rulesText: RULES, traceText, speed: 30 });
+  assert.equal(report.requests, 5_000);
+  assert.ok(report.edge.refused > 300, `bursts trip the rule's blocks (${report.edge.refused} refused)`);
+  assert.deepEqual(report.errors, [], "no request failed on the way");
+  assert.equal(report.edge.other, 0, "no request failed");
+  assert.ok(report.compared > report.requests / 2, `most requests are far from a boundary (${report.compared} compared)`);
+  assert.deepEqual(report.disagreements, []);
+  assert.equal(report.agree, report.compared, "100 % agreement outside the timing-limited");
+  assert.deepEqual(report.simulator, { admitted: report.edge.admitted, refused: report.edge.refused });
+});
+
+test("a running edge with other rules than the simulator's disagrees, and replay says where (exit 1)", { timeout: 60_000 }, async () => {
+  const stricter = JSON.parse(RULES);
+  stricter.rules[0].requests_per_period = 5;
+  const edge = await startEdge({ rules: stricter });
+  const dir = mkdtempSync(path.join(tmpdir(), "replay-"));
+  try {
+    const rows = Array.from({ length: 12 }, (_, i) => `${(i * 0.05).toFixed(2)},198.51.100.9,AMS,/api/ping`);
+    writeFileSync(path.join(dir, "trace.csv"), `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`);
+    writeFileSync(path.join(dir, "rules.json"), RULES);
+    const run = await promisify(execFile)(process.execPath, [CLI, "replay", "--rules", "rules.json", "--trace", "trace.csv", "--edge", edge.url, "--json"], { cwd: dir }).then(
+      () => assert.fail("replay exits 1 when a request disagrees"),
+      (error) => error,
+    );
+    assert.equal(run.code, 1, run.stderr);
+    assert.ok(run.stdout.trim(), `replay printed its report: ${run.stderr}`);
+    const report = JSON.parse(run.stdout);
+    assert.deepEqual(report.edge, { admitted: 5, refused: 7, other: 0 });
+    assert.deepEqual(report.simulator, { admitted: 12, refused: 0 });
+    assert.equal(report.disagreements.length + (report.timingLimited - report.timingLimitedAgree), 7);
+    for (const d of report.disagreements) assert.deepEqual([d.edge, d.simulator], [429, "admitted"]);
+  } finally {
+    await edge.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("bad input is refused before anything is sent, naming what is wrong (exit 2)", async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "replay-"));
+  const run = (args) => promisify(execFile)(process.execPath, [CLI, "replay", ...args], { cwd: dir }).then((r) => ({ code: 0, ...r }), (e) => e);
+  try {
+    writeFileSync(path.join(dir, "rules.json"), RULES);
+    writeFileSync(path.join(dir, "bad-rules.json"), '{"rules":[{"id":"x"}]}');
+    writeFileSync(path.join(dir, "trace.csv"), "t,ip.src\n1,198.51.100.1\n");
+    writeFileSync(path.join(dir, "no-ip.csv"), "t,client\n1,a\n");
+    writeFileSync(path.join(dir, "bad-ip.csv"), "t,ip.src\n1,not-an-ip\n");
+    writeFileSync(path.join(dir, "bad-t.csv"), "t,ip.src\n1,198.51.100.1\nsoon,198.51.100.1\n");
+    const cases = [
+      [["--trace", "trace.csv"], /--rules and --trace are required/],
+      [["--rules", "rules.json", "--trace", "trace.csv", "--speed", "0"], /--speed must be a number above 0/],
+      [["--rules", "rules.json", "--trace", "trace.csv", "--speed", "4", "--edge", "http://127.0.0.1:9"], /--speed needs the edge this command starts/],
+      [["--rules", "bad-rules.json", "--trace", "trace.csv"], /rules: .*"x"/],
+      [["--rules", "rules.json", "--trace", "no-ip.csv"], /the header needs t and ip.src columns/],
+      [["--rules", "rules.json", "--trace", "bad-ip.csv"], /trace line 2: ip.src is not an IP address: "not-an-ip"/],
+      [["--rules", "rules.json", "--trace", "bad-t.csv"], /trace line 3: t must be a number of seconds ≥ 0, got "soon"/],
+      [["--rules", "missing.json", "--trace", "trace.csv"], /missing.json: cannot read: No such file or directory/],
+      [["--rules", "rules.json", "--trace", "trace.csv", "--bogus"], /unknown argument --bogus/],
+    ];
+    for (const [args, message] of cases) {
+      const result = await run(args);
+      assert.equal(result.code, 2, `${args.join(" ")}: ${result.stderr}`);
+      assert.match(result.stderr, message, args.join(" "));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
