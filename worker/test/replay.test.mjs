@@ -83,3 +83,9 @@ test("bad input is refused before anything is sent, naming what is wrong (exit 2
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a malformed SLUICEGATE_CLOCK refuses to start, naming it", async () => {
+  for (const value of ["abc", "30,1,2,3", "0,1000,0", "30,,0", "12abc,1,0"]) {
+    await assert.rejects(startEdge({ vars: { SLUICEGATE_CLOCK: value } }), /SLUICEGATE_CLOCK must be "K,realStartMs,virtualStartMs"/, value);
+  }
+});
