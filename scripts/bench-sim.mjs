@@ -6,6 +6,8 @@
 // Workloads, generated deterministically into target/bench-sim/ (reused while unchanged):
 //   orders-api × 10   the orders-api example at duration_s 3000 (generated traffic), --json
 //   1M-row trace      1,000,000 rows t,client,endpoint,cost from a seeded PRNG, --trace --json
+//   1M-row jittered   the same rows, each time moved later by a seeded uniform 0–5 s, in the
+//                     same file order (so out of time order, as merged logs are), --trace --json
 //   10M-row trace     the same generator at 10,000,000 rows, sluicegate only (not with --quick)
 //
 // The reference is found through SLUICEGATE_REFERENCE_SIM (the path of rate_sim.py), else
@@ -186,8 +188,11 @@ function pick(cum, r) {
   return lo;
 }
 
-/** Writes `rows` rows sorted by t (whole milliseconds) to file, in chunks. */
-function writeTrace(file, rows) {
+/** Writes `rows` rows sorted by t (whole milliseconds) to file, in chunks; with `jitterMs`,
+ * each row's time is then moved later by a uniform 0..jitterMs ms (a second seeded PRNG) and
+ * the rows stay in the same order, out of time order. */
+function writeTrace(file, rows, jitterMs = 0) {
+  const jitter = mulberry32(0x7177_e5);
   const rand = mulberry32(0x5eed_2024);
   const clients = [];
   for (let k = 0; k < CLIENTS; k++) {
@@ -255,7 +260,8 @@ function writeTrace(file, rows) {
     }
     second.sort((a, b) => a[0] - b[0]);
     for (const [ms, k, e, cost] of second) {
-      chunk += `${s}.${String(ms).padStart(3, "0")},${clients[k].name},${ENDPOINTS[e]},${cost}\n`;
+      const at = s * 1000 + ms + (jitterMs ? Math.floor(jitter() * (jitterMs + 1)) : 0);
+      chunk += `${Math.floor(at / 1000)}.${String(at % 1000).padStart(3, "0")},${clients[k].name},${ENDPOINTS[e]},${cost}\n`;
     }
     written += count;
     if (chunk.length > 1 << 20) {
@@ -295,21 +301,21 @@ function traceConfig(rows) {
 }
 
 /** The trace and its config in target/bench-sim/, generated again only when missing or stale. */
-function prepareTrace(rows, label) {
+function prepareTrace(rows, label, jitterMs = 0) {
   const csv = join(work, `${label}.csv`);
   const config = join(work, `${label}.json`);
   const stampFile = join(work, `${label}.stamp`);
   // The generator's own source is in the stamp: any change to it makes the traces again.
   const generator = [mulberry32, cumulative, pick, writeTrace].map(String).join("") + JSON.stringify([DURATION, ENDPOINTS, MIX, NAMED, CLIENTS]);
-  const stamp = `${createHash("sha256").update(generator).digest("hex").slice(0, 16)}, ${rows} rows`;
+  const stamp = `${createHash("sha256").update(generator).digest("hex").slice(0, 16)}, ${rows} rows, jitter ${jitterMs} ms`;
   const fresh = existsSync(csv) && existsSync(stampFile) && readFileSync(stampFile, "utf8") === `${stamp}, ${statSync(csv).size} bytes`;
   if (fresh) {
     say(`${label}: reusing ${rel(csv)} (${(statSync(csv).size / 2 ** 20).toFixed(0)} MiB)`);
   } else {
     const t0 = performance.now();
-    writeTrace(csv, rows);
+    writeTrace(csv, rows, jitterMs);
     writeFileSync(stampFile, `${stamp}, ${statSync(csv).size} bytes`);
-    say(`${label}: wrote ${rel(csv)}, ${int(rows)} rows, ${(statSync(csv).size / 2 ** 20).toFixed(0)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    say(`${label}: wrote ${rel(csv)}, ${int(rows)} rows${jitterMs ? `, times moved 0–${jitterMs} ms` : ""}, ${(statSync(csv).size / 2 ** 20).toFixed(0)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }
   writeFileSync(config, `${JSON.stringify(traceConfig(rows), null, 2)}\n`);
   return { csv, config };
@@ -396,9 +402,11 @@ if (reference) {
   say(`reference simulator not found at ${refPath}; set SLUICEGATE_REFERENCE_SIM=/path/to/rate_sim.py to compare against it. sluicegate's figures only`);
 }
 
-say("building target/release/sluicegate (cargo build --release --features cli --bin sluicegate)");
+// cargo builds into CARGO_TARGET_DIR when it is set.
+const targetDir = process.env.CARGO_TARGET_DIR ? resolve(root, process.env.CARGO_TARGET_DIR) : join(root, "target");
+say(`building ${rel(join(targetDir, "release", "sluicegate"))} (cargo build --release --features cli --bin sluicegate)`);
 const build = spawnSync("cargo", ["build", "--release", "--features", "cli", "--bin", "sluicegate"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
-const bin = join(root, "target", "release", "sluicegate");
+const bin = join(targetDir, "release", "sluicegate");
 if (build.status !== 0 || !existsSync(bin)) {
   console.error("bench-sim: cargo build failed; no policy simulator figures");
   process.exit(1);
@@ -417,6 +425,10 @@ const workloads = [];
 {
   const { csv, config } = prepareTrace(1_000_000, "trace-1m");
   workloads.push({ label: "1M-row trace", file: "trace-1m", args: [config, "--trace", csv, "--json"], rows: 1_000_000, reference: true });
+}
+{
+  const { csv, config } = prepareTrace(1_000_000, "trace-1m-jittered", 5000);
+  workloads.push({ label: "1M-row trace, jittered 0–5 s", file: "trace-1m-jittered", args: [config, "--trace", csv, "--json"], rows: 1_000_000, reference: true });
 }
 if (quick) {
   say("10M-row trace: skipped (--quick / SLUICEGATE_BENCH_QUICK=1)");

@@ -156,3 +156,65 @@ fn sim_reads_the_workers_rules_file_named_by_a_config_relative_to_the_config() {
     let export = report["clients"].as_array().unwrap().iter().find(|c| c["client"] == "export-job").unwrap();
     assert!(export["paced"].as_u64().unwrap() > 0 && export["rejected"] == 0, "paced, never refused: {export}");
 }
+
+/// `sluicegate sim` run in tests/fixtures/sim: exit status, stdout, stderr.
+fn sim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+        .arg("sim")
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sim"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sim_replays_a_trace_out_of_order_as_the_reference_does_whatever_the_reorder_window() {
+    // traces/basic.csv with each pair of rows swapped: out of time order by up to a second
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sim");
+    let text = std::fs::read_to_string(fixtures.join("traces/basic.csv")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    for pair in lines[1..].chunks_mut(2) {
+        pair.reverse();
+    }
+    let trace = std::env::temp_dir().join(format!("sluicegate-reorder-{}.csv", std::process::id()));
+    std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
+    let trace = trace.to_str().unwrap();
+    let golden = |ext| std::fs::read_to_string(fixtures.join(format!("golden/trace-basic.{ext}"))).unwrap();
+    let config = "configs/trace-config.json";
+    let windows: [&[&str]; 5] =
+        [&[], &["--reorder-window", "5"], &["--reorder-window=0"], &["--reorder-window", "inf"], &["--reorder", "2.5"]];
+    for window in windows {
+        let (code, stdout, stderr) = sim(&[&[config, "--trace", trace, "--json"], window].concat());
+        assert_eq!((code, stdout.as_str()), (1, golden("json").as_str()), "{window:?}: {stderr}");
+        let (code, stdout, stderr) = sim(&[&[config, "--trace", trace], window].concat());
+        assert_eq!((code, stdout.as_str()), (1, golden("md").as_str()), "{window:?}: {stderr}");
+    }
+    std::fs::remove_file(trace).ok();
+}
+
+#[test]
+fn sim_refuses_a_reorder_window_that_is_not_seconds_naming_the_flag() {
+    let config = ["configs/trace-config.json", "--trace", "traces/basic.csv"];
+    for bad in [
+        &["--reorder-window", "-1"][..],
+        &["--reorder-window", "nan"],
+        &["--reorder-window=ten"],
+        &["--reorder-window="],
+    ] {
+        let (code, stdout, stderr) = sim(&[&config[..], bad].concat());
+        assert_eq!((code, stdout.as_str()), (2, ""), "{bad:?}");
+        assert!(stderr.contains("argument --reorder-window: expected seconds, 0 or more"), "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("got {:?}", bad.last().unwrap().trim_start_matches("--reorder-window="))),
+            "{stderr}"
+        );
+    }
+    let (code, _, stderr) = sim(&[&config[..], &["--reorder-window"]].concat());
+    assert_eq!(code, 2);
+    assert!(stderr.contains("argument --reorder-window: expected one argument"), "{stderr}");
+}

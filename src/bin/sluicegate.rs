@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sluicegate check-rules FILE   validate a rules file; exit 1 naming every problem
-//! sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+//! sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--json] [--self-test]
 //!                               simulate rate-limit policies (same output as rate_sim.py)
 //! ```
 
@@ -10,16 +10,22 @@ use sluicegate::rules::{Algorithm, RuleSet};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: sluicegate check-rules FILE
-       sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+       sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--json] [--self-test]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
                      exits 0 (no high findings), 1 (high findings) or 2 (bad input)
     --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --reorder-window SECONDS
+                     how far a trace's rows may lag behind the newest row read and still
+                     stream (default 10; 0 or more; inf holds the whole trace in memory); a
+                     row further back makes the trace be read again, whole, and sorted. The
+                     results are the same whatever the window
     --json           the result as JSON instead of the Markdown report
     --self-test      run the simulator's self-test";
 
-const SIM_USAGE: &str = "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]";
+const SIM_USAGE: &str =
+    "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -103,13 +109,14 @@ fn summary(rule: &sluicegate::rules::Rule) -> String {
 struct SimArgs<'a> {
     config: Option<&'a str>,
     trace: Option<&'a str>,
+    reorder_window: Option<f64>,
     json: bool,
     self_test: bool,
     help: bool,
 }
 
 fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
-    const LONG: [&str; 4] = ["--help", "--trace", "--json", "--self-test"];
+    const LONG: [&str; 5] = ["--help", "--trace", "--reorder-window", "--json", "--self-test"];
     let mut parsed = SimArgs::default();
     let mut positional = Vec::new();
     let mut rest = args.iter();
@@ -145,6 +152,15 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
                 Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.trace = Some(v),
                 _ => return Err("argument --trace: expected one argument".into()),
             },
+            ("--reorder-window", value) => {
+                let Some(v) = value.or_else(|| rest.next().copied()) else {
+                    return Err("argument --reorder-window: expected one argument".into());
+                };
+                let Some(window) = seconds(v) else {
+                    return Err(format!("argument --reorder-window: expected seconds, 0 or more (or inf), got {v:?}"));
+                };
+                parsed.reorder_window = Some(window);
+            }
             (_, Some(_)) => return Err(format!("argument {option}: ignored explicit argument")),
             ("--json", None) => parsed.json = true,
             ("--self-test", None) => parsed.self_test = true,
@@ -157,6 +173,11 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
         [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
     }
     Ok(parsed)
+}
+
+/// A number of seconds, 0 or more (`inf` too); `None` for anything else.
+fn seconds(text: &str) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|s| *s >= 0.0).map(|s| s + 0.0)
 }
 
 fn sim(args: &[&str]) -> ExitCode {
@@ -192,10 +213,12 @@ fn sim(args: &[&str]) -> ExitCode {
         let dir = std::path::Path::new(config).parent().unwrap_or(std::path::Path::new("."));
         let cfg = sim::Config::from_json_in(&text, dir)?;
         let report = match args.trace {
-            // streamed: a trace in time order is never held in memory
+            // streamed: a trace in time order, or out of it within the window, is never held
+            // in memory
             Some(path) => {
                 let open = || std::fs::File::open(path);
-                sim::report(&cfg, sim::simulate_trace(&cfg, path, open, None)?)?
+                let window = args.reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
+                sim::report(&cfg, sim::simulate_trace_within(&cfg, path, window, open, None)?)?
             }
             // generated and merged on the fly: never stored
             None => sim::report(&cfg, sim::simulate_generated(&cfg, None)?)?,

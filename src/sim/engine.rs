@@ -135,6 +135,18 @@ fn merge<E>(
     Ok(())
 }
 
+/// [`Engine::sort_instant`] with the names numbered in `clients` and `endpoints` (a stable
+/// sort: requests equal in all three stay in the order given).
+pub(super) fn sort_instant(clients: &Names, endpoints: &Names, reqs: &mut [Request]) {
+    reqs.sort_by(|a, b| {
+        clients
+            .name(a.client)
+            .cmp(clients.name(b.client))
+            .then_with(|| endpoints.name(a.endpoint).cmp(endpoints.name(b.endpoint)))
+            .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
+    });
+}
+
 /// Requests held in memory (generated traffic, or a trace that is not in time order).
 #[derive(Clone, Debug, Default)]
 pub struct Traffic {
@@ -423,7 +435,7 @@ struct Attempt {
 }
 
 /// `t` as an integer of the same order (`-0.0` and `0.0` are one instant).
-fn time_key(t: f64) -> u64 {
+pub(super) fn time_key(t: f64) -> u64 {
     let bits = (t + 0.0).to_bits();
     if bits >> 63 == 1 {
         !bits
@@ -857,13 +869,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Sorts requests of one instant into the replay's order (client name, endpoint name,
     /// cost), as logs with coarse timestamps need.
     pub fn sort_instant(&self, reqs: &mut [Request]) {
-        reqs.sort_by(|a, b| {
-            self.clients
-                .name(a.client)
-                .cmp(self.clients.name(b.client))
-                .then_with(|| self.endpoints.name(a.endpoint).cmp(self.endpoints.name(b.endpoint)))
-                .then_with(|| a.cost.partial_cmp(&b.cost).unwrap_or(Ordering::Equal))
-        });
+        sort_instant(&self.clients, &self.endpoints, reqs);
     }
 
     /// Replays one logical request (with the retries due before it). Requests must come in

@@ -21,7 +21,7 @@
 //! Smart Flow reservation bucket as a client-side pacer) — and `edge_rules` turns the
 //! worker's rules file into policies ([`edge_rule_policies`]). The replay streams
 //! ([`simulate_trace`], [`Engine`]): memory does not grow with the length of a trace in time
-//! order.
+//! order, or out of it by no more than the reorder window ([`DEFAULT_REORDER_WINDOW_S`]).
 //!
 //! Needs `std` (floating-point `ln`, `floor`, `ceil`; the trace reader's thread).
 //!
@@ -42,6 +42,7 @@ mod engine;
 mod limiters;
 pub mod py;
 mod random;
+mod reorder;
 mod report;
 mod selftest;
 mod timeline;
@@ -56,6 +57,7 @@ pub use engine::{
 };
 pub use limiters::{max_in_window, Check, Limiter};
 pub use random::{py_hash_float, PyRandom, Seed};
+pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
 pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, Row, TraceReader};
@@ -93,25 +95,45 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
-/// Replays a trace through `cfg`'s policies. The trace streams when its rows are in time
-/// order (as exported logs are): memory then stays flat however long it is. A trace that is
-/// not is read again from `open`, whole, sorted and replayed (the observer is told to
-/// [`Observer::restart`]).
+/// [`simulate_trace_within`] with the default reorder window, [`DEFAULT_REORDER_WINDOW_S`].
 pub fn simulate_trace<R: Read + Send>(
     cfg: &Config,
     label: &str,
+    open: impl FnMut() -> std::io::Result<R>,
+    observer: Option<&mut dyn Observer>,
+) -> Result<Outcome, SimError> {
+    simulate_trace_within(cfg, label, DEFAULT_REORDER_WINDOW_S, open, observer)
+}
+
+/// Replays a trace through `cfg`'s policies, with the same results as sorting it whole. The
+/// trace streams when its rows are in time order (as exported logs are) or out of it by up
+/// to `window_s` seconds of trace time (as logs merged from several servers are): rows are
+/// held until they are that far behind the newest row read and replayed in order, so memory
+/// stays flat however long the trace, bounded by the rows of one and a half windows. A row
+/// more than `window_s` before the newest row read before it makes the replay start over:
+/// the trace is read again from `open`, whole, sorted and replayed (the observer is told to
+/// [`Observer::restart`]). A window of 0 holds only the rows of one instant (any step back
+/// is read twice); an infinite one holds the whole trace, and never reads it twice.
+///
+/// # Errors
+/// [`SimError::Input`] for a window that is negative or not a number, and for a bad trace.
+pub fn simulate_trace_within<R: Read + Send>(
+    cfg: &Config,
+    label: &str,
+    window_s: f64,
     mut open: impl FnMut() -> std::io::Result<R>,
     mut observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
+    if window_s.is_nan() || window_s < 0.0 {
+        let window = py::float_repr(window_s);
+        return Err(SimError::Input(format!("the reorder window must be 0 or more seconds, got {window}")));
+    }
     let cannot = |e: std::io::Error| SimError::Input(format!("{label}: cannot read: {e}"));
     let reader = TraceReader::new(label, open().map_err(cannot)?);
     let streamed = {
-        let mut replay = Streamed {
-            engine: Engine::new(cfg, observer.as_deref_mut().map(|o| -> &mut dyn Observer { o })),
-            instant: Vec::new(),
-        };
-        if for_each_batch(reader, |batch| replay.batch(batch))? && replay.flush()? {
-            Some(replay.engine.finish()?)
+        let mut engine = Engine::new(cfg, observer.as_deref_mut().map(|o| -> &mut dyn Observer { o }));
+        if for_each_batch(reader, window_s, |batch| replay(&mut engine, batch))? {
+            Some(engine.finish()?)
         } else {
             None
         }
@@ -126,20 +148,30 @@ pub fn simulate_trace<R: Read + Send>(
     simulate_observed(cfg, traffic, observer)
 }
 
-/// Rows of a trace with client and endpoint numbered in the order first seen, and the names
-/// first seen in this batch (numbered from where the previous batch stopped).
+/// Rows of a trace in the replay's order, with client and endpoint numbered in the order
+/// first seen, and the names first seen in this batch (numbered from where the previous batch
+/// stopped); or, with `stepped_back`, the news that the trace steps back further than the
+/// reorder window.
 #[derive(Default)]
 struct Batch {
     rows: Vec<Request>,
     clients: Vec<Box<str>>,
     endpoints: Vec<Box<str>>,
+    stepped_back: bool,
 }
 
 const BATCH: usize = 4096;
 
-/// Reads `reader` in batches, handing each to `take` until it returns false; false then.
-fn read_batches<R: Read>(mut reader: TraceReader<R>, mut take: impl FnMut(Batch) -> bool) -> Result<bool, SimError> {
+/// Reads `reader` in batches of rows in the replay's order (held up to `window` seconds to
+/// be put in order, see [`reorder`]), handing each to `take` until it returns false; false
+/// then. A row further back than the window is handed on as a batch that says so.
+fn read_batches<R: Read>(
+    mut reader: TraceReader<R>,
+    window: f64,
+    mut take: impl FnMut(Batch) -> bool,
+) -> Result<bool, SimError> {
     let (mut clients, mut endpoints) = (Names::default(), Names::default());
+    let mut reorder = reorder::Reorder::new(window);
     let mut batch = Batch::default();
     while let Some(row) = reader.next_row()? {
         let (nc, ne) = (clients.len(), endpoints.len());
@@ -151,25 +183,64 @@ fn read_batches<R: Read>(mut reader: TraceReader<R>, mut take: impl FnMut(Batch)
         if endpoints.len() > ne {
             batch.endpoints.push(row.endpoint.into());
         }
-        batch.rows.push(Request { t: row.t, client, endpoint, cost: row.cost });
-        if batch.rows.len() == BATCH && !take(core::mem::take(&mut batch)) {
-            return Ok(false);
+        let start = batch.rows.len();
+        if !reorder.push(Request { t: row.t, client, endpoint, cost: row.cost }, &mut batch.rows) {
+            return Ok(take(Batch { stepped_back: true, ..Batch::default() }));
+        }
+        if batch.rows.len() > start {
+            // rows come out of the reorder window whole instants at a time
+            sort_instants(&clients, &endpoints, &mut batch.rows[start..]);
+            if batch.rows.len() >= BATCH && !hand_on(&mut batch, &mut take) {
+                return Ok(false);
+            }
         }
     }
-    Ok(take(batch))
+    let start = batch.rows.len();
+    reorder.finish(&mut batch.rows);
+    sort_instants(&clients, &endpoints, &mut batch.rows[start..]);
+    Ok(hand_on(&mut batch, &mut take))
+}
+
+/// Hands `batch` to `take`, in pieces of [`BATCH`] rows when it is much longer (rows held
+/// for a long window come out many at once: the pieces keep what waits between the threads
+/// small).
+fn hand_on(batch: &mut Batch, take: &mut impl FnMut(Batch) -> bool) -> bool {
+    let batch = core::mem::take(batch);
+    if batch.rows.len() <= 2 * BATCH {
+        return take(batch);
+    }
+    let mut names = Some((batch.clients, batch.endpoints));
+    batch.rows.chunks(BATCH).all(|piece| {
+        let (clients, endpoints) = names.take().unwrap_or_default();
+        take(Batch { rows: piece.to_vec(), clients, endpoints, stepped_back: false })
+    })
+}
+
+/// Puts each instant of `rows` (in time order) in the replay's order.
+fn sort_instants(clients: &Names, endpoints: &Names, mut rows: &mut [Request]) {
+    while let Some(first) = rows.first() {
+        let t = first.t;
+        let n = rows.iter().position(|r| r.t != t).unwrap_or(rows.len());
+        let (instant, rest) = rows.split_at_mut(n);
+        if n > 1 {
+            engine::sort_instant(clients, endpoints, instant);
+        }
+        rows = rest;
+    }
 }
 
 /// [`read_batches`], reading on a second thread while `take` replays (native builds).
 #[cfg(not(target_arch = "wasm32"))]
 fn for_each_batch<R: Read + Send>(
     reader: TraceReader<R>,
+    window: f64,
     mut take: impl FnMut(Batch) -> Result<bool, SimError>,
 ) -> Result<bool, SimError> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, SimError>>(8);
         scope.spawn(move || {
             let tx_rows = tx.clone();
-            if let Err(e) = read_batches(reader, |b| tx_rows.send(Ok(b)).is_ok()) {
+            if let Err(e) = read_batches(reader, window, |b| tx_rows.send(Ok(b)).is_ok()) {
                 let _ = tx.send(Err(e));
             }
         });
@@ -187,10 +258,11 @@ fn for_each_batch<R: Read + Send>(
 #[cfg(target_arch = "wasm32")]
 fn for_each_batch<R: Read + Send>(
     reader: TraceReader<R>,
+    window: f64,
     mut take: impl FnMut(Batch) -> Result<bool, SimError>,
 ) -> Result<bool, SimError> {
     let mut failed = None;
-    let all = read_batches(reader, |b| match take(b) {
+    let all = read_batches(reader, window, |b| match take(b) {
         Ok(go_on) => go_on,
         Err(e) => {
             failed = Some(e);
@@ -200,43 +272,24 @@ fn for_each_batch<R: Read + Send>(
     failed.map_or(Ok(all), Err)
 }
 
-/// A replay fed a trace in batches. Rows of one instant are replayed in the reference's order
-/// whatever their order in the file; only a step back in time needs the whole trace sorted.
-struct Streamed<'c, 'o> {
-    engine: Engine<'c, 'o>,
-    instant: Vec<Request>,
-}
-
-impl Streamed<'_, '_> {
-    /// Replays a batch; false when the trace steps back in time.
-    fn batch(&mut self, batch: Batch) -> Result<bool, SimError> {
-        // numbered here in the order the reader numbered them: the same numbers
-        for name in &batch.clients {
-            self.engine.client(name);
-        }
-        for name in &batch.endpoints {
-            self.engine.endpoint(name);
-        }
-        for r in batch.rows {
-            if self.instant.first().is_some_and(|first| first.t != r.t) && !self.flush()? {
-                return Ok(false);
-            }
-            self.instant.push(r);
-        }
-        Ok(true)
+/// Replays a batch of rows in order; false when the trace stepped back further than the
+/// reorder window.
+fn replay(engine: &mut Engine<'_, '_>, batch: Batch) -> Result<bool, SimError> {
+    // numbered here in the order the reader numbered them: the same numbers
+    for name in &batch.clients {
+        engine.client(name);
     }
-
-    fn flush(&mut self) -> Result<bool, SimError> {
-        self.engine.sort_instant(&mut self.instant);
-        for r in self.instant.drain(..) {
-            match self.engine.push(r) {
-                Ok(()) => {}
-                Err(Feed::Error(e)) => return Err(e),
-                Err(Feed::OutOfOrder) => return Ok(false),
-            }
-        }
-        Ok(true)
+    for name in &batch.endpoints {
+        engine.endpoint(name);
     }
+    for r in batch.rows {
+        match engine.push(r) {
+            Ok(()) => {}
+            Err(Feed::Error(e)) => return Err(e),
+            Err(Feed::OutOfOrder) => return Ok(false),
+        }
+    }
+    Ok(!batch.stepped_back)
 }
 
 /// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → outcome.

@@ -322,11 +322,22 @@ impl<R: std::io::Read> TraceReader<R> {
         }
     }
 
-    fn cell(&self, i: usize) -> Option<&str> {
+    /// The cells of the last record in `buf` as one text (its line was checked to be UTF-8),
+    /// to be cut by [`Self::cell`]: one conversion a row rather than one a cell.
+    fn record_text(&self) -> &str {
+        match (self.in_buf, self.cells.first(), self.cells.last()) {
+            (true, Some(&(a, _)), Some(&(_, b))) => core::str::from_utf8(&self.buf[a..b]).unwrap_or_default(),
+            _ => "",
+        }
+    }
+
+    /// Cell `i` of the last record; `text` is [`Self::record_text`].
+    fn cell<'s>(&'s self, text: &'s str, i: usize) -> Option<&'s str> {
         if self.in_buf {
             let &(a, b) = self.cells.get(i)?;
-            // the whole line was checked to be UTF-8, and a cell ends at an ASCII byte
-            core::str::from_utf8(&self.buf[a..b]).ok()
+            let first = self.cells[0].0;
+            // a cell ends at an ASCII byte: a character boundary
+            text.get(a - first..b - first)
         } else {
             self.csv.record().get(i).map(String::as_str)
         }
@@ -341,8 +352,9 @@ impl<R: std::io::Read> TraceReader<R> {
         if self.cols.is_none() {
             let mut cols = [None; 4];
             if self.next_record()? {
+                let text = self.record_text();
                 for i in 0..self.record_len() {
-                    let slot = match self.cell(i) {
+                    let slot = match self.cell(text, i) {
                         Some("t") => 0,
                         Some("client") => 1,
                         Some("endpoint") => 2,
@@ -367,14 +379,15 @@ impl<R: std::io::Read> TraceReader<R> {
         let n = self.rows + 1;
         let label = &self.label;
         let bad = || SimError::Input(format!("{label} line {n}: need t,client[,endpoint][,cost]"));
-        let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
+        let text = self.record_text();
+        let cell = |i: Option<usize>| i.and_then(|i| self.cell(text, i));
         let t = py::parse_float(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
-        let client = cell(client_col).ok_or_else(bad)?.trim_matches(py::is_space);
+        let client = strip(cell(client_col).ok_or_else(bad)?);
         let endpoint = match cell(endpoint_col) {
             Some(e) if !e.is_empty() => e,
             _ => "/",
         };
-        let endpoint = endpoint.trim_matches(py::is_space);
+        let endpoint = strip(endpoint);
         let cost = match cell(cost_col) {
             Some(c) if !c.is_empty() => py::parse_float(c).ok_or_else(bad)?,
             _ => 1.0,
@@ -383,6 +396,17 @@ impl<R: std::io::Read> TraceReader<R> {
             return Err(SimError::Input(format!("{label} line {n}: t and cost must be finite numbers")));
         }
         Ok(Some(Row { t, client, endpoint, cost }))
+    }
+}
+
+/// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
+/// character (nearly every name in a log).
+fn strip(text: &str) -> &str {
+    let printable = |b: Option<&u8>| b.is_some_and(|b| (b'!'..=b'~').contains(b));
+    if printable(text.as_bytes().first()) && printable(text.as_bytes().last()) {
+        text
+    } else {
+        text.trim_matches(py::is_space)
     }
 }
 
