@@ -7,7 +7,7 @@
 //! so a decision costs a hash lookup and a few array accesses whatever the trace's length.
 
 use super::config::{nanos, secs, Algorithm, Config, Pattern, Retry};
-use super::limiters::Limiter;
+use super::limiters::ReferenceLimiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
 use super::SimError;
@@ -712,7 +712,7 @@ impl From<SimError> for Feed {
 /// A policy's counters, one per key.
 enum State {
     /// The reference's four algorithms.
-    Reference(Limiter),
+    Reference(ReferenceLimiter),
     /// The core's limiters: `gcra` and `count_then_block`.
     Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
     /// The Smart Flow bucket as a client-side pacer.
@@ -785,10 +785,12 @@ impl<'c, 'o> Engine<'c, 'o> {
             .policies
             .iter()
             .map(|p| match p.algorithm {
-                Algorithm::TokenBucket { rate, burst } => State::Reference(Limiter::token_bucket(rate, burst)),
-                Algorithm::FixedWindow { limit } => State::Reference(Limiter::fixed_window(limit, p.window_s)),
-                Algorithm::SlidingLog { limit } => State::Reference(Limiter::sliding_log(limit, p.window_s)),
-                Algorithm::SlidingCounter { limit } => State::Reference(Limiter::sliding_counter(limit, p.window_s)),
+                Algorithm::TokenBucket { rate, burst } => State::Reference(ReferenceLimiter::token_bucket(rate, burst)),
+                Algorithm::FixedWindow { limit } => State::Reference(ReferenceLimiter::fixed_window(limit, p.window_s)),
+                Algorithm::SlidingLog { limit } => State::Reference(ReferenceLimiter::sliding_log(limit, p.window_s)),
+                Algorithm::SlidingCounter { limit } => {
+                    State::Reference(ReferenceLimiter::sliding_counter(limit, p.window_s))
+                }
                 Algorithm::Gcra { burst, interval, .. } => State::Core {
                     prototype: Blocking::new(
                         AnyLimiter::Gcra(crate::limit::Gcra::with_interval(burst, interval)),

@@ -1,6 +1,6 @@
 //! `sim --self-test`: the reference's self-test cases, with the reference's output.
 
-use super::limiters::{max_in_window, Limiter};
+use super::limiters::{max_in_window, ReferenceLimiter};
 use super::{analyse, generate, Config, Report, Severity};
 use serde_json::json;
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ pub fn self_test() -> (String, bool) {
     let mut cases: Vec<(&str, bool, String)> = Vec::new();
     let mut check = |name: &'static str, ok: bool, detail: String| cases.push((name, ok, detail));
 
-    let mut tb = Limiter::token_bucket(1.0, 3.0);
+    let mut tb = ReferenceLimiter::token_bucket(1.0, 3.0);
     tb.add_key();
     let mut ok = 0;
     for _ in 0..5 {
@@ -27,7 +27,7 @@ pub fn self_test() -> (String, bool) {
 
     let times: Vec<f64> =
         (0..10).map(|i| 59.0 + f64::from(i) * 0.01).chain((0..10).map(|i| 60.0 + f64::from(i) * 0.01)).collect();
-    let run = |lim: &mut Limiter, times: &[f64]| -> Vec<f64> {
+    let run = |lim: &mut ReferenceLimiter, times: &[f64]| -> Vec<f64> {
         let mut allowed = Vec::new();
         for &t in times {
             if lim.check(0, t, 1.0).allowed {
@@ -37,14 +37,14 @@ pub fn self_test() -> (String, bool) {
         }
         allowed
     };
-    let mut fw = Limiter::fixed_window(10.0, 60.0);
+    let mut fw = ReferenceLimiter::fixed_window(10.0, 60.0);
     fw.add_key();
     let allowed = run(&mut fw, &times);
     check("fixed window boundary burst = 2x limit", max_in_window(&allowed, 60.0) == 20, allowed.len().to_string());
     let c = fw.check(0, 61.0, 1.0);
     check("fixed window retry-after until reset", !c.allowed && (c.wait - 59.0).abs() < 1e-6, c.wait.to_string());
 
-    let mut sl = Limiter::sliding_log(10.0, 60.0);
+    let mut sl = ReferenceLimiter::sliding_log(10.0, 60.0);
     sl.add_key();
     let allowed = run(&mut sl, &times);
     check("sliding log never exceeds limit", max_in_window(&allowed, 60.0) == 10, allowed.len().to_string());
@@ -55,7 +55,7 @@ pub fn self_test() -> (String, bool) {
         c.wait.to_string(),
     );
 
-    let mut sc = Limiter::sliding_counter(10.0, 60.0);
+    let mut sc = ReferenceLimiter::sliding_counter(10.0, 60.0);
     let trickle: Vec<f64> = times.iter().copied().chain((0..10).map(|i| 90.0 + f64::from(i))).collect();
     sc.add_key();
     let allowed = run(&mut sc, &trickle);
