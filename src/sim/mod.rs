@@ -38,6 +38,7 @@
 mod analyse;
 mod config;
 mod engine;
+mod findings;
 mod limiters;
 pub mod py;
 mod random;
