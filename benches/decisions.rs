@@ -312,6 +312,16 @@ fn ns_per_decision(id: &str, since: SystemTime, f: impl FnMut()) -> (f64, &'stat
     }
 }
 
+/// What the benchmarks decided on, kept for the summary's own timings.
+struct Subjects {
+    edge: Edge,
+    app_rules: RuleSet,
+    /// Per-address tables by number of addresses.
+    floods: Vec<(u64, IpFlood)>,
+    /// Keyed GCRA, ours and governor's, by number of keys.
+    sides: Vec<(u64, SluiceKeyed, GovKeyed)>,
+}
+
 fn main() {
     let started = SystemTime::now();
     let benchmarking = std::env::args().any(|a| a == "--bench");
@@ -320,7 +330,16 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30)
         .configure_from_args();
+    let mut subjects = run_benchmarks(&mut c, benchmarking);
+    c.final_summary();
+    if benchmarking {
+        print_summary(&mut subjects, started);
+    }
+}
 
+/// The criterion groups. Under `cargo test --benches` (no `--bench`): one pass each, and the
+/// small tables only.
+fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
     let mut edge = Edge::new();
     {
         let mut group = c.benchmark_group("reference_rule");
@@ -347,7 +366,6 @@ fn main() {
         group.finish();
     }
 
-    // Under `cargo test --benches` (no `--bench`): one pass each, and the small tables only.
     let counts: &[u64] = if benchmarking { &KEY_COUNTS } else { &KEY_COUNTS[..2] };
     let mut sides = Vec::new();
     {
@@ -378,11 +396,13 @@ fn main() {
         }
         group.finish();
     }
-    c.final_summary();
+    Subjects { edge, app_rules, floods, sides }
+}
 
-    if !benchmarking {
-        return;
-    }
+/// ns per decision of each benchmark (criterion's estimates where it wrote them), with
+/// governor's fake clock on its own and the pacer's reserve alone.
+fn print_summary(subjects: &mut Subjects, started: SystemTime) {
+    let Subjects { edge, app_rules, floods, sides } = subjects;
     println!();
     println!("summary (ns per decision):");
     let (ns, source) = ns_per_decision("reference_rule/evaluate", started, || {
@@ -390,7 +410,7 @@ fn main() {
     });
     println!("reference rule evaluation: {ns:.1} ns/decision ({source})");
     let (ns, source) = ns_per_decision("paths/normalise_and_match_20", started, || {
-        black_box(normalise_and_match(&app_rules));
+        black_box(normalise_and_match(app_rules));
     });
     println!(
         "path normalisation + matching 4 rules: {:.1} ns per request (mean over 20 typical paths, {source})",
@@ -400,7 +420,7 @@ fn main() {
     let clock = FakeRelativeClock::default();
     let advance = time_it(2_000_000, || clock.advance(black_box(STEP)));
     println!("governor FakeRelativeClock::advance alone: {advance:.1} ns (included in governor's figures)");
-    for (n, flood) in &mut floods {
+    for (n, flood) in floods {
         let (ns, source) = ns_per_decision(&format!("ip_table/sluicegate/{n}"), started, || {
             black_box(flood.decide());
         });
@@ -414,7 +434,7 @@ fn main() {
             reserve_ns(depth)
         );
     }
-    for (n, ours, theirs) in &mut sides {
+    for (n, ours, theirs) in sides {
         let (s, source) = ns_per_decision(&format!("keyed_gcra/sluicegate/{n}"), started, || {
             black_box(ours.decide());
         });

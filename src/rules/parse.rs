@@ -317,24 +317,7 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
         }
         Some(other) => errors.push("tenants.limits", format!("must be an object of tenant → limit, got {other}")),
     }
-    let mut keys = alloc::collections::BTreeMap::new();
-    match obj.get("keys") {
-        None => {}
-        Some(Value::Object(list)) => {
-            for (hash, tenant) in list {
-                match tenant.as_str() {
-                    Some(t) if Tenants::is_hash(hash) && !t.is_empty() => {
-                        keys.insert(hash.to_ascii_lowercase(), t.to_string());
-                    }
-                    _ => errors.push(
-                        "tenants.keys",
-                        format!("each entry is the SHA-256 of an API key in hex → its tenant, got {hash:?}: {tenant}"),
-                    ),
-                }
-            }
-        }
-        Some(other) => errors.push("tenants.keys", format!("must be an object of SHA-256 (hex) → tenant, got {other}")),
-    }
+    let keys = tenant_keys(obj.get("keys"), errors);
     if matches!(identify, Some(Identify::Named(_))) && default.is_none() && errors.list.len() == before {
         errors.push(
             "tenants.default",
@@ -353,6 +336,29 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
         return None;
     }
     Some(Tenants { matcher: matcher?, identify: identify?, keys, limits, default, max_body_bytes, scope: scope? })
+}
+
+/// `tenants.keys`: the SHA-256 (hex, lowercased) of each API key → its tenant.
+fn tenant_keys(v: Option<&Value>, errors: &mut Errors) -> alloc::collections::BTreeMap<String, String> {
+    let mut keys = alloc::collections::BTreeMap::new();
+    match v {
+        None => {}
+        Some(Value::Object(list)) => {
+            for (hash, tenant) in list {
+                match tenant.as_str() {
+                    Some(t) if Tenants::is_hash(hash) && !t.is_empty() => {
+                        keys.insert(hash.to_ascii_lowercase(), t.to_string());
+                    }
+                    _ => errors.push(
+                        "tenants.keys",
+                        format!("each entry is the SHA-256 of an API key in hex → its tenant, got {hash:?}: {tenant}"),
+                    ),
+                }
+            }
+        }
+        Some(other) => errors.push("tenants.keys", format!("must be an object of SHA-256 (hex) → tenant, got {other}")),
+    }
+    keys
 }
 
 fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {

@@ -7,7 +7,7 @@
 //! so a decision costs a hash lookup and a few array accesses whatever the trace's length.
 
 use super::config::{nanos, secs, Algorithm, Config, Pattern, Retry};
-use super::limiters::Limiter;
+use super::limiters::ReferenceLimiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
 use super::SimError;
@@ -724,7 +724,7 @@ impl From<SimError> for Feed {
 /// A policy's counters, one per key.
 enum State {
     /// The reference's four algorithms.
-    Reference(Limiter),
+    Reference(ReferenceLimiter),
     /// The core's limiters: `gcra` and `count_then_block`.
     Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
     /// The Smart Flow bucket as a client-side pacer.
@@ -738,6 +738,97 @@ impl State {
             State::Core { prototype, keys } => keys.push(prototype.clone()),
             State::Pacer { prototype, keys } => keys.push(*prototype),
         }
+    }
+
+    /// Whether a server policy's limiter for `key` admits `cost` at `t`, and the wait when it
+    /// does not. The key's state moves on (refill, window roll, log expiry) but nothing is
+    /// charged: the attempt is admitted only if every policy admits it. An error says why
+    /// the core's limiters cannot take the attempt at all.
+    fn check(&mut self, key: usize, t: f64, cost: f64) -> Result<(bool, f64), String> {
+        match self {
+            State::Reference(lim) => {
+                let c = lim.check(key, t, cost);
+                Ok((c.allowed, c.wait))
+            }
+            State::Core { keys, .. } => {
+                let (now, units) = (core_now(t)?, core_units(cost)?);
+                match keys[key].peek(now, units).map_err(|e| format!("refuses forever: {e}"))? {
+                    Decision::Allow { .. } => Ok((true, 0.0)),
+                    Decision::Deny { retry_after } => Ok((false, secs(retry_after))),
+                }
+            }
+            State::Pacer { .. } => unreachable!("pacers are not servers"),
+        }
+    }
+
+    /// Charges an admitted attempt to `key` (checked as admitted just before, with the same
+    /// `t` and `cost`). A pacer was charged when it reserved.
+    fn charge(&mut self, key: usize, t: f64, cost: f64) {
+        match self {
+            State::Reference(lim) => lim.consume(key, t, cost),
+            State::Core { keys, .. } => {
+                // peeked as allowed above with the same now and cost: this charges it
+                let _ = keys[key].check(Instant::from_nanos(nanos(t)), cost as u32);
+            }
+            State::Pacer { .. } => {}
+        }
+    }
+
+    /// Tells the core's limiter of `key` that it refused an attempt: a refusal charges
+    /// nothing, but a count-then-block rule starts its block on it. True when a block started.
+    fn refused(&mut self, key: usize, t: f64, cost: f64) -> bool {
+        let State::Core { keys, .. } = self else { return false };
+        let lim = &mut keys[key];
+        let now = Instant::from_nanos(nanos(t));
+        let was_blocked = lim.blocked_until(now).is_some();
+        let _ = lim.check(now, cost as u32);
+        !was_blocked && lim.blocked_until(now).is_some()
+    }
+}
+
+/// `t` as the core's limiters take it: they count time from 0.
+fn core_now(t: f64) -> Result<Instant, String> {
+    if t >= 0.0 {
+        Ok(Instant::from_nanos(nanos(t)))
+    } else {
+        Err(format!("counts time from 0 and cannot take a request at t={}", super::py::float_repr(t)))
+    }
+}
+
+/// `cost` as the core's limiters take it: whole units, at least one.
+fn core_units(cost: f64) -> Result<u32, String> {
+    // (no `fract()`: a libm call the compiler hoists to every attempt)
+    let units = cost as u32;
+    if cost >= 1.0 && f64::from(units) == cost {
+        Ok(units)
+    } else {
+        Err(format!("counts whole units and cannot take a request costing {}", super::py::float_repr(cost)))
+    }
+}
+
+/// How long after a refusal the client sends attempt number `attempt + 1`, as its retry mode
+/// says; `None` when it gives up (no retries, or `max_retries` spent).
+fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Result<Option<f64>, SimError> {
+    match mode {
+        Retry::None => Ok(None),
+        _ if i128::from(attempt) >= max_retries => Ok(None),
+        // the reference evaluates `2.0 ** attempt` for every retry mode
+        _ if attempt >= 1024 => Err(SimError::Crash(format!(
+            "2.0 ** {attempt} overflows (max_retries above 1024): the reference raises OverflowError here"
+        ))),
+        Retry::Immediate => Ok(Some(0.1)),
+        Retry::Backoff => Ok(Some(2f64.powi(attempt as i32))),
+        Retry::Honor => Ok(Some(wait + 0.05)),
+    }
+}
+
+/// The queue's lane of a retry delayed by a constant ([`Queue::push`]): 0 for immediate
+/// retries, 1 + k for backoff step k; `None` for a delay that varies.
+fn retry_lane(mode: Retry, attempt: u32) -> Option<usize> {
+    match mode {
+        Retry::Immediate => Some(0),
+        Retry::Backoff if attempt < 64 => Some(1 + attempt as usize),
+        _ => None,
     }
 }
 
@@ -797,10 +888,12 @@ impl<'c, 'o> Engine<'c, 'o> {
             .policies
             .iter()
             .map(|p| match p.algorithm {
-                Algorithm::TokenBucket { rate, burst } => State::Reference(Limiter::token_bucket(rate, burst)),
-                Algorithm::FixedWindow { limit } => State::Reference(Limiter::fixed_window(limit, p.window_s)),
-                Algorithm::SlidingLog { limit } => State::Reference(Limiter::sliding_log(limit, p.window_s)),
-                Algorithm::SlidingCounter { limit } => State::Reference(Limiter::sliding_counter(limit, p.window_s)),
+                Algorithm::TokenBucket { rate, burst } => State::Reference(ReferenceLimiter::token_bucket(rate, burst)),
+                Algorithm::FixedWindow { limit } => State::Reference(ReferenceLimiter::fixed_window(limit, p.window_s)),
+                Algorithm::SlidingLog { limit } => State::Reference(ReferenceLimiter::sliding_log(limit, p.window_s)),
+                Algorithm::SlidingCounter { limit } => {
+                    State::Reference(ReferenceLimiter::sliding_counter(limit, p.window_s))
+                }
                 Algorithm::Gcra { burst, interval, .. } => State::Core {
                     prototype: Blocking::new(
                         AnyLimiter::Gcra(crate::limit::Gcra::with_interval(burst, interval)),
@@ -903,12 +996,12 @@ impl<'c, 'o> Engine<'c, 'o> {
         // Retries due strictly before it; at the same instant first attempts go first (the
         // reference numbers every first attempt before any retry).
         while let Some(a) = self.queue.pop_before(Some(r.t)) {
-            self.attempt(a)?;
+            self.decide(a)?;
         }
         self.out.requests += 1;
         let slot = self.slot(r.client) as u32;
         let base = self.pair(r.client, r.endpoint) as u32;
-        self.attempt(Attempt {
+        self.decide(Attempt {
             t: r.t,
             slot,
             base,
@@ -924,7 +1017,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Replays the retries still queued and returns the outcome.
     pub fn finish(mut self) -> Result<Outcome, SimError> {
         while let Some(a) = self.queue.pop_before(None) {
-            self.attempt(a)?;
+            self.decide(a)?;
         }
         if let Some(cur) = self.current.take() {
             self.close_second(cur);
@@ -1018,98 +1111,97 @@ impl<'c, 'o> Engine<'c, 'o> {
         p as usize * n
     }
 
-    fn attempt(&mut self, a: Attempt) -> Result<(), SimError> {
-        let Attempt { t, client, endpoint, cost, attempt, .. } = a;
-        let (ci, base) = (a.slot as usize, a.base as usize);
+    /// Decides one attempt (a first attempt or a retry) in the replay's steps: a new attempt
+    /// is counted and goes through the client's pacers, which may hold it back for later;
+    /// then the server policies check it; it is admitted if they all agree, otherwise the
+    /// refusal is recorded and the client's retry scheduled.
+    fn decide(&mut self, a: Attempt) -> Result<(), SimError> {
         if !a.paced {
-            let s = &mut self.out.clients[ci].1;
-            if attempt == 0 {
-                s.logical += 1;
-            }
-            s.attempts += 1;
-            if !self.pacers.is_empty() {
-                let mut wait = 0.0f64;
-                let mut by = None;
-                for &j in &self.pacers {
-                    let key = self.pair_keys[base + j];
-                    if key == NO_KEY {
-                        continue;
-                    }
-                    let State::Pacer { keys, .. } = &mut self.states[j] else { unreachable!("pacers are pacers") };
-                    let w = keys[key as usize]
-                        .acquire_cost(t, cost)
-                        .map_err(|e| SimError::Input(format!("policy '{}': {e}", self.cfg.policies[j].name)))?;
-                    self.out.policies[j].checks += 1;
-                    s.pacer_applies = true;
-                    if w > 0.0 {
-                        self.out.policies[j].delayed += 1;
-                    }
-                    if w > wait {
-                        wait = w;
-                        by = Some(j);
-                    }
-                }
-                if let Some(j) = by {
-                    s.paced += 1;
-                    s.pace_total += wait;
-                    if wait > s.pace_max {
-                        s.pace_max = wait;
-                        s.pace_policy = Some(self.cfg.policies[j].name.clone());
-                    }
-                    self.queue.push(Attempt { t: t + wait, paced: true, ..a }, None);
-                    return Ok(());
-                }
+            self.count_attempt(a);
+            if self.pace(a)? {
+                return Ok(());
             }
         }
+        let wait = self.check_policies(a)?;
+        if self.rejecting.is_empty() {
+            self.admit(a);
+            return Ok(());
+        }
+        self.record_refusal(a, wait);
+        self.schedule_retry(a, wait)
+    }
+
+    /// Counts an attempt the client makes (a logical request when it is the first).
+    fn count_attempt(&mut self, a: Attempt) {
+        let s = &mut self.out.clients[a.slot as usize].1;
+        if a.attempt == 0 {
+            s.logical += 1;
+        }
+        s.attempts += 1;
+    }
+
+    /// Takes a new attempt through the client's pacers (the `smartflow` policies that apply
+    /// to it): each reserves the attempt's cost and says how long it must wait. When one
+    /// must, the attempt is held back by the longest wait (queued, to be checked by the
+    /// server policies then) and true is returned.
+    fn pace(&mut self, a: Attempt) -> Result<bool, SimError> {
+        if self.pacers.is_empty() {
+            return Ok(false);
+        }
+        let s = &mut self.out.clients[a.slot as usize].1;
+        let mut wait = 0.0f64;
+        let mut by = None;
+        for &j in &self.pacers {
+            let key = self.pair_keys[a.base as usize + j];
+            if key == NO_KEY {
+                continue;
+            }
+            let State::Pacer { keys, .. } = &mut self.states[j] else { unreachable!("pacers are pacers") };
+            let w = keys[key as usize]
+                .acquire_cost(a.t, a.cost)
+                .map_err(|e| SimError::Input(format!("policy '{}': {e}", self.cfg.policies[j].name)))?;
+            self.out.policies[j].checks += 1;
+            s.pacer_applies = true;
+            if w > 0.0 {
+                self.out.policies[j].delayed += 1;
+            }
+            if w > wait {
+                wait = w;
+                by = Some(j);
+            }
+        }
+        let Some(j) = by else { return Ok(false) };
+        s.paced += 1;
+        s.pace_total += wait;
+        if wait > s.pace_max {
+            s.pace_max = wait;
+            s.pace_policy = Some(self.cfg.policies[j].name.clone());
+        }
+        self.queue.push(Attempt { t: a.t + wait, paced: true, ..a }, None);
+        Ok(true)
+    }
+
+    /// Asks every server policy that applies to the attempt whether it fits ([`State::check`]).
+    /// The policies that refuse it are left in `rejecting`; returns the longest wait they
+    /// give (0 when none refuses).
+    fn check_policies(&mut self, a: Attempt) -> Result<f64, SimError> {
         self.rejecting.clear();
         let mut wait = 0.0f64;
-        let now = || -> Result<Instant, String> {
-            if t >= 0.0 {
-                Ok(Instant::from_nanos(nanos(t)))
-            } else {
-                Err(format!("counts time from 0 and cannot take a request at t={}", super::py::float_repr(t)))
-            }
-        };
-        let units = || -> Result<u32, String> {
-            // (no `fract()`: a libm call the compiler hoists to every attempt)
-            let units = cost as u32;
-            if cost >= 1.0 && f64::from(units) == cost {
-                Ok(units)
-            } else {
-                Err(format!("counts whole units and cannot take a request costing {}", super::py::float_repr(cost)))
-            }
-        };
         for &j in &self.servers {
-            let key = self.pair_keys[base + j];
+            let key = self.pair_keys[a.base as usize + j];
             if key == NO_KEY {
                 continue;
             }
             self.out.policies[j].checks += 1;
-            let (allowed, w) = match &mut self.states[j] {
-                State::Reference(lim) => {
-                    let c = lim.check(key as usize, t, cost);
-                    (c.allowed, c.wait)
-                }
-                State::Core { keys, .. } => {
-                    let bad = |msg: String| {
-                        let p = &self.cfg.policies[j];
-                        SimError::Input(format!(
-                            "policy '{}' ({}) {msg} (client '{}')",
-                            p.name,
-                            p.algorithm.name(),
-                            self.clients.name(client)
-                        ))
-                    };
-                    let (now, units) = (now().map_err(bad)?, units().map_err(bad)?);
-                    let decision =
-                        keys[key as usize].peek(now, units).map_err(|e| bad(format!("refuses forever: {e}")))?;
-                    match decision {
-                        Decision::Allow { .. } => (true, 0.0),
-                        Decision::Deny { retry_after } => (false, secs(retry_after)),
-                    }
-                }
-                State::Pacer { .. } => unreachable!("pacers are not servers"),
-            };
+            let (allowed, w) = self.states[j].check(key as usize, a.t, a.cost).map_err(|msg| {
+                let p = &self.cfg.policies[j];
+                SimError::Input(format!(
+                    "policy '{}' ({}) {msg} (client '{}')",
+                    p.name,
+                    p.algorithm.name(),
+                    self.clients.name(a.client)
+                ))
+            })?;
             if !allowed {
                 self.rejecting.push(j);
                 if w > wait {
@@ -1117,80 +1209,88 @@ impl<'c, 'o> Engine<'c, 'o> {
                 }
             }
         }
-        let s = &mut self.out.clients[ci].1;
-        if self.rejecting.is_empty() {
-            for &j in &self.servers {
-                let key = self.pair_keys[base + j];
-                if key == NO_KEY {
-                    continue;
-                }
-                match &mut self.states[j] {
-                    State::Reference(lim) => lim.consume(key as usize, t, cost),
-                    State::Core { keys, .. } => {
-                        // peeked as allowed above with the same now and cost: this charges it
-                        let _ = keys[key as usize].check(Instant::from_nanos(nanos(t)), cost as u32);
-                    }
-                    State::Pacer { .. } => {}
-                }
+        Ok(wait)
+    }
+
+    /// Admits an attempt every server policy let through: each one is charged, every
+    /// policy's rolling window counts it, and so do the client and the second it falls in.
+    fn admit(&mut self, a: Attempt) {
+        for &j in &self.servers {
+            let key = self.pair_keys[a.base as usize + j];
+            if key != NO_KEY {
+                self.states[j].charge(key as usize, a.t, a.cost);
             }
-            for j in 0..self.cfg.policies.len() {
-                let key = self.pair_keys[base + j];
-                if key == NO_KEY {
-                    continue;
-                }
-                let win = &mut self.windows[j][key as usize];
-                // The core's limiters decide on whole nanoseconds: measure them the same way.
-                let (w, core) = self.window_of[j];
-                let t = if core { nanos(t) as f64 } else { t };
-                while win.front().is_some_and(|&first| first <= t - w) {
-                    win.pop_front();
-                }
-                win.push_back(t);
-                let ps = &mut self.out.policies[j];
-                ps.observed_max = ps.observed_max.max(win.len() as u64);
-            }
-            s.allowed += 1;
-            if attempt != 0 {
-                s.delayed += 1;
-            }
-            if s.first_admit.is_none() {
-                s.first_admit = Some(self.admit_order);
-                self.admit_order += 1;
-            }
-            self.out.admitted += 1;
-            let sec = super::py::trunc_int(t);
-            match &mut self.current {
-                Some(cur) if cur.second == sec => {
-                    cur.admitted += 1;
-                    cur.retries += u64::from(attempt != 0);
-                }
-                cur => {
-                    let next = Peak { second: sec, admitted: 1, retries: u64::from(attempt != 0) };
-                    if let Some(done) = cur.replace(next) {
-                        self.close_second(done);
-                    }
-                }
-            }
-            self.observe(t, ci, client, endpoint, cost, attempt, true);
-            return Ok(());
         }
-        // A refusal charges nothing, but the core's limiters that refused record it (a
-        // count-then-block rule starts its block).
+        self.count_in_windows(a);
+        let s = &mut self.out.clients[a.slot as usize].1;
+        s.allowed += 1;
+        if a.attempt != 0 {
+            s.delayed += 1;
+        }
+        if s.first_admit.is_none() {
+            s.first_admit = Some(self.admit_order);
+            self.admit_order += 1;
+        }
+        self.out.admitted += 1;
+        self.count_in_second(a);
+        self.observe(a, true);
+    }
+
+    /// Counts an admitted attempt in each policy's rolling window for its key (pacers' too),
+    /// keeping the most any key had in one window.
+    fn count_in_windows(&mut self, a: Attempt) {
+        for j in 0..self.cfg.policies.len() {
+            let key = self.pair_keys[a.base as usize + j];
+            if key == NO_KEY {
+                continue;
+            }
+            let win = &mut self.windows[j][key as usize];
+            // The core's limiters decide on whole nanoseconds: measure them the same way.
+            let (w, core) = self.window_of[j];
+            let t = if core { nanos(a.t) as f64 } else { a.t };
+            while win.front().is_some_and(|&first| first <= t - w) {
+                win.pop_front();
+            }
+            win.push_back(t);
+            let ps = &mut self.out.policies[j];
+            ps.observed_max = ps.observed_max.max(win.len() as u64);
+        }
+    }
+
+    /// Counts an admitted attempt in its whole second; a second that is over competes for
+    /// the busiest one.
+    fn count_in_second(&mut self, a: Attempt) {
+        let sec = super::py::trunc_int(a.t);
+        let retry = u64::from(a.attempt != 0);
+        match &mut self.current {
+            Some(cur) if cur.second == sec => {
+                cur.admitted += 1;
+                cur.retries += retry;
+            }
+            cur => {
+                let next = Peak { second: sec, admitted: 1, retries: retry };
+                if let Some(done) = cur.replace(next) {
+                    self.close_second(done);
+                }
+            }
+        }
+    }
+
+    /// Records a refusal by the policies in `rejecting`, the longest of their waits being
+    /// `wait`: the core's limiters among them are told (a count-then-block rule starts its
+    /// block), the client and the policies count it, and the first refusal of the replay is
+    /// kept as the sample 429.
+    fn record_refusal(&mut self, a: Attempt, wait: f64) {
+        let ci = a.slot as usize;
         for &j in &self.rejecting {
-            let key = self.pair_keys[base + j];
-            if let State::Core { keys, .. } = &mut self.states[j] {
-                let lim = &mut keys[key as usize];
-                let now = Instant::from_nanos(nanos(t));
-                let was_blocked = lim.blocked_until(now).is_some();
-                let _ = lim.check(now, cost as u32);
-                if !was_blocked && lim.blocked_until(now).is_some() {
-                    let ps = &mut self.out.policies[j];
-                    ps.blocks += 1;
-                    let name = &self.out.clients[ci].0;
-                    match ps.blocked_clients.iter_mut().find(|(n, _)| n == name) {
-                        Some((_, k)) => *k += 1,
-                        None => ps.blocked_clients.push((name.clone(), 1)),
-                    }
+            let key = self.pair_keys[a.base as usize + j];
+            if self.states[j].refused(key as usize, a.t, a.cost) {
+                let ps = &mut self.out.policies[j];
+                ps.blocks += 1;
+                let name = &self.out.clients[ci].0;
+                match ps.blocked_clients.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, k)) => *k += 1,
+                    None => ps.blocked_clients.push((name.clone(), 1)),
                 }
             }
         }
@@ -1199,8 +1299,8 @@ impl<'c, 'o> Engine<'c, 'o> {
         if wait > s.max_retry_after {
             s.max_retry_after = wait;
         }
-        s.first_reject.get_or_insert(t);
-        let first = &self.cfg.policies[self.rejecting[0]];
+        s.first_reject.get_or_insert(a.t);
+        // the first rejecting policy, in config order, is the one the client blames
         let first_name = self.name_of[self.rejecting[0]];
         match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
             Some((_, n)) => *n += 1,
@@ -1211,56 +1311,44 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.rejected_clients[j][ci] = true;
         }
         if self.out.sample.is_none() {
+            let first = &self.cfg.policies[self.rejecting[0]];
             self.out.sample = Some(Sample {
-                t: round(t, 3),
-                client: self.clients.name(client).into(),
-                endpoint: self.endpoints.name(endpoint).into(),
+                t: round(a.t, 3),
+                client: self.clients.name(a.client).into(),
+                endpoint: self.endpoints.name(a.endpoint).into(),
                 policy: first.name.clone(),
                 retry_after: (wait.ceil() as i128).max(1),
                 quota: first.quota.clone(),
                 window_s: first.window_s,
             });
         }
-        self.observe(t, ci, client, endpoint, cost, attempt, false);
-        let (mode, max_retries) = self.retry_of(client);
-        // the lane of a retry delayed by a constant: 0 for immediate, 1 + k for backoff step k
-        let lane = match mode {
-            Retry::Immediate => Some(0),
-            Retry::Backoff if attempt < 64 => Some(1 + attempt as usize),
-            _ => None,
-        };
-        let delay = match mode {
-            Retry::None => None,
-            _ if i128::from(attempt) >= max_retries => None,
-            // the reference evaluates `2.0 ** attempt` for every retry mode
-            _ if attempt >= 1024 => {
-                return Err(SimError::Crash(format!(
-                    "2.0 ** {attempt} overflows (max_retries above 1024): the reference raises OverflowError here"
-                )));
-            }
-            Retry::Immediate => Some(0.1),
-            Retry::Backoff => Some(2f64.powi(attempt as i32)),
-            Retry::Honor => Some(wait + 0.05),
-        };
-        match delay {
+        self.observe(a, false);
+    }
+
+    /// Queues the retry of a refused attempt as the client's retry mode says ([`retry_delay`]),
+    /// or counts its logical request as failed when the client gives up.
+    fn schedule_retry(&mut self, a: Attempt, wait: f64) -> Result<(), SimError> {
+        let (mode, max_retries) = self.retry_of(a.client);
+        match retry_delay(mode, max_retries, a.attempt, wait)? {
             Some(delay) => {
-                self.queue.push(Attempt { t: t + delay, attempt: attempt + 1, paced: false, ..a }, lane);
+                let retry = Attempt { t: a.t + delay, attempt: a.attempt + 1, paced: false, ..a };
+                self.queue.push(retry, retry_lane(mode, a.attempt));
             }
-            None => self.out.clients[ci].1.failed += 1,
+            None => self.out.clients[a.slot as usize].1.failed += 1,
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn observe(&mut self, t: f64, ci: usize, client: u32, endpoint: u32, cost: f64, attempt: u32, admitted: bool) {
+    /// Hands a decided attempt to the observer, if any.
+    fn observe(&mut self, a: Attempt, admitted: bool) {
         if let Some(o) = self.observer.as_mut() {
             o.attempt(&Event {
-                t,
-                client: ci,
-                name: self.clients.name(client),
-                endpoint: self.endpoints.name(endpoint),
-                cost,
-                attempt,
+                t: a.t,
+                client: a.slot as usize,
+                name: self.clients.name(a.client),
+                endpoint: self.endpoints.name(a.endpoint),
+                cost: a.cost,
+                attempt: a.attempt,
                 admitted,
             });
         }

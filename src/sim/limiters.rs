@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-/// The outcome of [`Limiter::check`].
+/// The outcome of [`ReferenceLimiter::check`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Check {
     /// Whether this limiter admits the request.
@@ -26,10 +26,12 @@ impl Check {
     }
 }
 
-/// One policy's limiter of the reference's kind, with the state of each key (keys are
-/// numbered from 0 by the engine, in the order they are first seen; [`Limiter::add_key`]).
+/// One policy's limiter of the reference simulator's kind (token bucket, fixed window,
+/// sliding log, sliding counter on `f64` seconds), with the state of each key (keys are
+/// numbered from 0 by the engine, in the order they are first seen;
+/// [`ReferenceLimiter::add_key`]). Not a [`crate::limit::Limiter`]: see the module.
 #[derive(Clone, Debug)]
-pub enum Limiter {
+pub enum ReferenceLimiter {
     /// Token bucket: `(tokens, last refill)` per key (`NaN` tokens: not seen yet).
     TokenBucket {
         /// Tokens per second.
@@ -69,30 +71,32 @@ pub enum Limiter {
     },
 }
 
-impl Limiter {
+impl ReferenceLimiter {
     /// A token bucket refilling `rate` per second up to `burst`.
     pub fn token_bucket(rate: f64, burst: f64) -> Self {
-        Limiter::TokenBucket { rate, burst, state: Vec::new() }
+        ReferenceLimiter::TokenBucket { rate, burst, state: Vec::new() }
     }
     /// A fixed window of `limit` per `window` seconds.
     pub fn fixed_window(limit: f64, window: f64) -> Self {
-        Limiter::FixedWindow { limit, window, state: Vec::new() }
+        ReferenceLimiter::FixedWindow { limit, window, state: Vec::new() }
     }
     /// A sliding log of `limit` per `window` seconds.
     pub fn sliding_log(limit: f64, window: f64) -> Self {
-        Limiter::SlidingLog { limit, window, state: Vec::new() }
+        ReferenceLimiter::SlidingLog { limit, window, state: Vec::new() }
     }
     /// A sliding counter of `limit` per `window` seconds.
     pub fn sliding_counter(limit: f64, window: f64) -> Self {
-        Limiter::SlidingCounter { limit, window, state: Vec::new() }
+        ReferenceLimiter::SlidingCounter { limit, window, state: Vec::new() }
     }
 
     /// Adds the state of a key not seen before; keys are numbered from 0.
     pub fn add_key(&mut self) {
         match self {
-            Limiter::TokenBucket { state, .. } | Limiter::FixedWindow { state, .. } => state.push((f64::NAN, 0.0)),
-            Limiter::SlidingLog { state, .. } => state.push(VecDeque::new()),
-            Limiter::SlidingCounter { state, .. } => state.push((f64::NAN, 0.0, 0.0)),
+            ReferenceLimiter::TokenBucket { state, .. } | ReferenceLimiter::FixedWindow { state, .. } => {
+                state.push((f64::NAN, 0.0))
+            }
+            ReferenceLimiter::SlidingLog { state, .. } => state.push(VecDeque::new()),
+            ReferenceLimiter::SlidingCounter { state, .. } => state.push((f64::NAN, 0.0, 0.0)),
         }
     }
 
@@ -100,7 +104,7 @@ impl Limiter {
     #[inline]
     pub fn check(&mut self, key: usize, t: f64, cost: f64) -> Check {
         match self {
-            Limiter::TokenBucket { rate, burst, state } => {
+            ReferenceLimiter::TokenBucket { rate, burst, state } => {
                 let s = &mut state[key];
                 let (tokens, last) = if s.0.is_nan() { (*burst, t) } else { *s };
                 let tokens = burst.min(tokens + (t - last) * *rate);
@@ -111,7 +115,7 @@ impl Limiter {
                     Check::deny((cost - tokens) / *rate)
                 }
             }
-            Limiter::FixedWindow { limit, window, state } => {
+            ReferenceLimiter::FixedWindow { limit, window, state } => {
                 let w = super::py::floor(t / *window);
                 let s = &mut state[key];
                 // a NaN index never equals `w`
@@ -123,7 +127,7 @@ impl Limiter {
                     Check::deny((w + 1.0) * *window - t)
                 }
             }
-            Limiter::SlidingLog { limit, window, state } => {
+            ReferenceLimiter::SlidingLog { limit, window, state } => {
                 let log = &mut state[key];
                 while log.front().is_some_and(|&first| first <= t - *window) {
                     log.pop_front();
@@ -142,7 +146,7 @@ impl Limiter {
                 };
                 Check::deny(wait.max(0.001))
             }
-            Limiter::SlidingCounter { limit, window, state } => {
+            ReferenceLimiter::SlidingCounter { limit, window, state } => {
                 let (lim, w) = (*limit, *window);
                 let idx = super::py::floor(t / w);
                 let s = &mut state[key];
@@ -169,20 +173,20 @@ impl Limiter {
         }
     }
 
-    /// Charges an admitted request (call only after [`Limiter::check`] for the same key).
+    /// Charges an admitted request (call only after [`ReferenceLimiter::check`] for the same key).
     #[inline]
     pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
-            Limiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
-            Limiter::FixedWindow { state, .. } => state[key].1 += cost,
-            Limiter::SlidingLog { state, .. } => {
+            ReferenceLimiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
+            ReferenceLimiter::FixedWindow { state, .. } => state[key].1 += cost,
+            ReferenceLimiter::SlidingLog { state, .. } => {
                 // Python: `for _ in range(int(round(cost)))`
                 let n = if cost == 1.0 { 1.0 } else { cost.round_ties_even() };
                 if n >= 1.0 {
                     state[key].extend(std::iter::repeat_n(t, n as usize));
                 }
             }
-            Limiter::SlidingCounter { state, .. } => state[key].2 += cost,
+            ReferenceLimiter::SlidingCounter { state, .. } => state[key].2 += cost,
         }
     }
 }

@@ -7,8 +7,8 @@
 //! results for the same configuration and trace: the same `--json` document, the same
 //! Markdown report byte for byte, the same exit status. Parity decides a few things:
 //!
-//! - Time is `f64` seconds and those limiters ([`Limiter`]) use the reference's formulas and
-//!   `1e-9` tolerances, not the integer-time limiters of [`crate::limit`].
+//! - Time is `f64` seconds and those limiters ([`ReferenceLimiter`]) use the reference's
+//!   formulas and `1e-9` tolerances, not the integer-time limiters of [`crate::limit`].
 //! - Poisson traffic draws from [`PyRandom`], CPython's Mersenne Twister, so a seed gives
 //!   the reference's request times.
 //! - Numbers are printed with [`py`]'s reproductions of Python's `repr`, `%g`, `%.Nf` and
@@ -39,6 +39,7 @@ mod analyse;
 mod config;
 mod decisions;
 mod engine;
+mod findings;
 mod limiters;
 pub mod py;
 mod random;
@@ -55,7 +56,7 @@ pub use engine::{
     generate, simulate, simulate_generated, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer,
     Outcome, Peak, PolicyStats, Request, Sample, Traffic,
 };
-pub use limiters::{max_in_window, Check, Limiter};
+pub use limiters::{max_in_window, Check, ReferenceLimiter};
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;

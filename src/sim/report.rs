@@ -1,7 +1,8 @@
 //! The two outputs: the `--json` document and the Markdown report, laid out exactly as the
 //! reference prints them.
 
-use super::analyse::Report;
+use super::analyse::{ClientRow, Finding, PolicyRow, Report};
+use super::engine::Sample;
 use super::py::{float_repr, format_f, format_g, PyValue};
 use super::SimError;
 use core::fmt::Write;
@@ -10,100 +11,17 @@ fn strings(v: &[String]) -> PyValue {
     PyValue::List(v.iter().map(|s| PyValue::from(s.as_str())).collect())
 }
 
+/// A Python dict with these items, in this order.
+fn dict(items: Vec<(&str, PyValue)>) -> PyValue {
+    PyValue::Dict(items.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
 impl Report {
     /// The report as the Python value the reference passes to `json.dumps`.
     pub fn to_py(&self) -> PyValue {
-        let dict = |items: Vec<(&str, PyValue)>| PyValue::Dict(items.into_iter().map(|(k, v)| (k.into(), v)).collect());
-        let clients = self
-            .clients
-            .iter()
-            .map(|c| {
-                let mut row = vec![
-                    ("client", c.client.as_str().into()),
-                    ("kind", c.kind.clone()),
-                    ("logical", c.logical.into()),
-                    ("attempts", c.attempts.into()),
-                    ("allowed", c.allowed.into()),
-                    ("rejected", c.rejected.into()),
-                    ("failed", c.failed.into()),
-                    ("failed_pct", c.failed_pct.into()),
-                    ("delayed", c.delayed.into()),
-                    ("amplification", if c.logical > 0 { c.amplification.into() } else { 0u64.into() }),
-                    ("max_retry_after_s", c.max_retry_after_s.into()),
-                    ("top_policy", c.top_policy.as_str().into()),
-                    ("first_reject_s", c.first_reject_s.into()),
-                ];
-                if self.pacers {
-                    row.extend([
-                        ("paced", c.paced.into()),
-                        ("mean_pace_s", c.mean_pace_s.into()),
-                        ("max_pace_s", c.max_pace_s.into()),
-                        ("pacer", c.pacer.as_str().into()),
-                    ]);
-                }
-                dict(row)
-            })
-            .collect();
-        let policies = self
-            .policies
-            .iter()
-            .map(|p| {
-                let mut row = vec![
-                    ("name", p.name.as_str().into()),
-                    ("algorithm", p.algorithm.into()),
-                    ("key", p.key.into()),
-                    ("endpoints", strings(&p.endpoints)),
-                    ("clients", strings(&p.clients)),
-                    ("exclude_clients", strings(&p.exclude_clients)),
-                    ("checks", p.checks.into()),
-                    ("rejects", p.rejects.into()),
-                    ("sustained_rps", p.sustained_rps.into()),
-                    ("window_s", p.window_s.into()),
-                    ("worst_case_per_window", p.worst_case_per_window.into()),
-                    ("observed_max_per_window", p.observed_max_per_window.into()),
-                ];
-                if let Some(delayed) = p.delayed {
-                    row.push(("delayed", delayed.into()));
-                }
-                if let (Some(timeout), Some(blocks)) = (p.mitigation_timeout_s, p.blocks) {
-                    let blocked = p
-                        .blocked_clients
-                        .iter()
-                        .map(|(c, n)| {
-                            PyValue::Dict(vec![("client".into(), c.as_str().into()), ("blocks".into(), (*n).into())])
-                        })
-                        .collect();
-                    row.extend([
-                        ("mitigation_timeout_s", timeout.into()),
-                        ("blocks", blocks.into()),
-                        ("blocked_clients", PyValue::List(blocked)),
-                    ]);
-                }
-                dict(row)
-            })
-            .collect();
-        let findings = self
-            .findings
-            .iter()
-            .map(|f| {
-                dict(vec![
-                    ("severity", f.severity.name().into()),
-                    ("code", f.code.into()),
-                    ("message", f.message.as_str().into()),
-                ])
-            })
-            .collect();
-        let sample = self.sample_429.as_ref().map_or(PyValue::None, |s| {
-            dict(vec![
-                ("t", s.t.into()),
-                ("client", s.client.as_str().into()),
-                ("endpoint", s.endpoint.as_str().into()),
-                ("policy", s.policy.as_str().into()),
-                ("retry_after", PyValue::Int(s.retry_after)),
-                ("quota", s.quota.clone()),
-                ("window_s", s.window_s.into()),
-            ])
-        });
+        let clients = self.clients.iter().map(|c| client_py(c, self.pacers)).collect();
+        let policies = self.policies.iter().map(policy_py).collect();
+        let findings = self.findings.iter().map(finding_py).collect();
         dict(vec![
             ("service", self.service.clone()),
             ("duration_s", self.duration_s.into()),
@@ -115,7 +33,7 @@ impl Report {
             ("clients", PyValue::List(clients)),
             ("policies", PyValue::List(policies)),
             ("findings", PyValue::List(findings)),
-            ("sample_429", sample),
+            ("sample_429", self.sample_429.as_ref().map_or(PyValue::None, sample_py)),
         ])
     }
 
@@ -130,7 +48,22 @@ impl Report {
     /// `limit` that `float()` cannot read, shown as the sample 429's quota.
     pub fn to_markdown(&self) -> Result<String, SimError> {
         let mut out = String::new();
-        let o = &mut out;
+        self.summary_md(&mut out);
+        self.clients_md(&mut out);
+        self.policies_md(&mut out);
+        if self.pacers {
+            self.pacing_md(&mut out);
+        }
+        self.blocks_md(&mut out);
+        self.findings_md(&mut out);
+        if let Some(s) = &self.sample_429 {
+            sample_md(&mut out, s)?;
+        }
+        Ok(out)
+    }
+
+    /// The title, the totals and the verdict.
+    fn summary_md(&self, o: &mut String) {
         let _ = writeln!(o, "# Rate limit simulation: {}", self.service.to_str());
         o.push('\n');
         let cap = match self.capacity_rps {
@@ -153,6 +86,10 @@ impl Report {
                 let _ = writeln!(o, "Verdict: {n} high finding(s) - fix before shipping these limits");
             }
         }
+    }
+
+    /// The clients table.
+    fn clients_md(&self, o: &mut String) {
         o.push_str("\n## Clients\n\n");
         o.push_str(
             "| Client | Kind | Requests | Attempts | Allowed | 429s | OK after retry | Failed | Failed % | \
@@ -175,23 +112,17 @@ impl Report {
                 if c.top_policy.is_empty() { "-" } else { &c.top_policy }
             );
         }
+    }
+
+    /// The policies table.
+    fn policies_md(&self, o: &mut String) {
         o.push_str("\n## Policies\n\n");
         o.push_str(
             "| Policy | Algorithm | Key | Scope | Sustained | Worst case / window | Busiest key / window | Checks | \
              Rejects |\n|---|---|---|---|---|---|---|---|---|\n",
         );
         for p in &self.policies {
-            let mut scope = Vec::new();
-            if !p.endpoints.is_empty() {
-                scope.push(p.endpoints.join(", "));
-            }
-            if !p.clients.is_empty() {
-                scope.push(format!("only {}", p.clients.join(", ")));
-            }
-            if !p.exclude_clients.is_empty() {
-                scope.push(format!("not {}", p.exclude_clients.join(", ")));
-            }
-            let scope = scope.join("; ");
+            let scope = scope(p);
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} req/s | {} per {}s | {} | {} | {} |",
@@ -207,39 +138,48 @@ impl Report {
                 p.rejects
             );
         }
-        if self.pacers {
-            o.push_str(
-                "\n## Client-side pacing\n\n| Client | Paced | Mean wait | Max wait | Pacer |\n|---|---|---|---|---|\n",
+    }
+
+    /// The client-side pacing table (when a policy is a pacer).
+    fn pacing_md(&self, o: &mut String) {
+        o.push_str(
+            "\n## Client-side pacing\n\n| Client | Paced | Mean wait | Max wait | Pacer |\n|---|---|---|---|---|\n",
+        );
+        for c in &self.clients {
+            let pacer = if c.pacer.is_empty() { "-" } else { &c.pacer };
+            let _ = writeln!(
+                o,
+                "| {} | {} | {}s | {}s | {pacer} |",
+                c.client,
+                c.paced,
+                format_g(c.mean_pace_s),
+                format_g(c.max_pace_s)
             );
-            for c in &self.clients {
-                let pacer = if c.pacer.is_empty() { "-" } else { &c.pacer };
-                let _ = writeln!(
-                    o,
-                    "| {} | {} | {}s | {}s | {pacer} |",
-                    c.client,
-                    c.paced,
-                    format_g(c.mean_pace_s),
-                    format_g(c.max_pace_s)
-                );
-            }
         }
+    }
+
+    /// The blocks table (when a policy is a count-then-block rule).
+    fn blocks_md(&self, o: &mut String) {
         let blocking: Vec<_> = self.policies.iter().filter(|p| p.blocks.is_some()).collect();
-        if !blocking.is_empty() {
-            o.push_str(
-                "\n## Blocks\n\n| Policy | Mitigation timeout | Blocks | Clients blocked |\n|---|---|---|---|\n",
-            );
-            for p in blocking {
-                let clients: Vec<String> = p.blocked_clients.iter().map(|(c, n)| format!("{c} ({n})")).collect();
-                let _ = writeln!(
-                    o,
-                    "| {} | {}s | {} | {} |",
-                    p.name,
-                    format_g(p.mitigation_timeout_s.unwrap_or(0.0)),
-                    p.blocks.unwrap_or(0),
-                    if clients.is_empty() { "-".into() } else { clients.join(", ") }
-                );
-            }
+        if blocking.is_empty() {
+            return;
         }
+        o.push_str("\n## Blocks\n\n| Policy | Mitigation timeout | Blocks | Clients blocked |\n|---|---|---|---|\n");
+        for p in blocking {
+            let clients: Vec<String> = p.blocked_clients.iter().map(|(c, n)| format!("{c} ({n})")).collect();
+            let _ = writeln!(
+                o,
+                "| {} | {}s | {} | {} |",
+                p.name,
+                format_g(p.mitigation_timeout_s.unwrap_or(0.0)),
+                p.blocks.unwrap_or(0),
+                if clients.is_empty() { "-".into() } else { clients.join(", ") }
+            );
+        }
+    }
+
+    /// The findings, one line each.
+    fn findings_md(&self, o: &mut String) {
         o.push_str("\n## Findings\n\n");
         if self.findings.is_empty() {
             o.push_str("- none\n");
@@ -247,31 +187,127 @@ impl Report {
         for f in &self.findings {
             let _ = writeln!(o, "- {} {} {}", f.severity.name().to_uppercase(), f.code, f.message);
         }
-        if let Some(s) = &self.sample_429 {
-            let quota = s.quota.to_float().ok_or_else(|| {
-                SimError::Crash(format!(
-                    "policy '{}': float({}) fails for the sample 429's quota: the reference raises here",
-                    s.policy,
-                    s.quota.repr()
-                ))
-            })?;
-            let _ = write!(
-                o,
-                "\n## Sample 429 (first rejection, t={}s, {} {})\n\n```\nHTTP/1.1 429 Too Many Requests\n\
-                 Retry-After: {}\nRateLimit-Policy: \"{}\";q={};w={}\nRateLimit: \"{}\";r=0;t={}\n\
-                 Content-Type: application/problem+json\n```\nHeader names follow the IETF httpapi ratelimit-headers \
-                 draft; older gateways use X-RateLimit-Limit / -Remaining / -Reset instead.\n",
-                float_repr(s.t),
-                s.client,
-                s.endpoint,
-                s.retry_after,
-                s.policy,
-                format_g(quota),
-                format_g(s.window_s),
-                s.policy,
-                s.retry_after
-            );
-        }
-        Ok(out)
     }
+}
+
+/// One client's row as a dict (with the pacing columns when a policy is a pacer).
+fn client_py(c: &ClientRow, pacers: bool) -> PyValue {
+    let mut row = vec![
+        ("client", c.client.as_str().into()),
+        ("kind", c.kind.clone()),
+        ("logical", c.logical.into()),
+        ("attempts", c.attempts.into()),
+        ("allowed", c.allowed.into()),
+        ("rejected", c.rejected.into()),
+        ("failed", c.failed.into()),
+        ("failed_pct", c.failed_pct.into()),
+        ("delayed", c.delayed.into()),
+        ("amplification", if c.logical > 0 { c.amplification.into() } else { 0u64.into() }),
+        ("max_retry_after_s", c.max_retry_after_s.into()),
+        ("top_policy", c.top_policy.as_str().into()),
+        ("first_reject_s", c.first_reject_s.into()),
+    ];
+    if pacers {
+        row.extend([
+            ("paced", c.paced.into()),
+            ("mean_pace_s", c.mean_pace_s.into()),
+            ("max_pace_s", c.max_pace_s.into()),
+            ("pacer", c.pacer.as_str().into()),
+        ]);
+    }
+    dict(row)
+}
+
+/// One policy's row as a dict (with `delayed` for a pacer, the blocks for a count-then-block
+/// rule).
+fn policy_py(p: &PolicyRow) -> PyValue {
+    let mut row = vec![
+        ("name", p.name.as_str().into()),
+        ("algorithm", p.algorithm.into()),
+        ("key", p.key.into()),
+        ("endpoints", strings(&p.endpoints)),
+        ("clients", strings(&p.clients)),
+        ("exclude_clients", strings(&p.exclude_clients)),
+        ("checks", p.checks.into()),
+        ("rejects", p.rejects.into()),
+        ("sustained_rps", p.sustained_rps.into()),
+        ("window_s", p.window_s.into()),
+        ("worst_case_per_window", p.worst_case_per_window.into()),
+        ("observed_max_per_window", p.observed_max_per_window.into()),
+    ];
+    if let Some(delayed) = p.delayed {
+        row.push(("delayed", delayed.into()));
+    }
+    if let (Some(timeout), Some(blocks)) = (p.mitigation_timeout_s, p.blocks) {
+        let blocked = p
+            .blocked_clients
+            .iter()
+            .map(|(c, n)| PyValue::Dict(vec![("client".into(), c.as_str().into()), ("blocks".into(), (*n).into())]))
+            .collect();
+        row.extend([
+            ("mitigation_timeout_s", timeout.into()),
+            ("blocks", blocks.into()),
+            ("blocked_clients", PyValue::List(blocked)),
+        ]);
+    }
+    dict(row)
+}
+
+fn finding_py(f: &Finding) -> PyValue {
+    dict(vec![("severity", f.severity.name().into()), ("code", f.code.into()), ("message", f.message.as_str().into())])
+}
+
+fn sample_py(s: &Sample) -> PyValue {
+    dict(vec![
+        ("t", s.t.into()),
+        ("client", s.client.as_str().into()),
+        ("endpoint", s.endpoint.as_str().into()),
+        ("policy", s.policy.as_str().into()),
+        ("retry_after", PyValue::Int(s.retry_after)),
+        ("quota", s.quota.clone()),
+        ("window_s", s.window_s.into()),
+    ])
+}
+
+/// A policy's scope for the policies table: its endpoints, only and not clients (empty: all).
+fn scope(p: &PolicyRow) -> String {
+    let mut scope = Vec::new();
+    if !p.endpoints.is_empty() {
+        scope.push(p.endpoints.join(", "));
+    }
+    if !p.clients.is_empty() {
+        scope.push(format!("only {}", p.clients.join(", ")));
+    }
+    if !p.exclude_clients.is_empty() {
+        scope.push(format!("not {}", p.exclude_clients.join(", ")));
+    }
+    scope.join("; ")
+}
+
+/// The sample 429's headers. Fails where the reference's `float()` of the quota does.
+fn sample_md(o: &mut String, s: &Sample) -> Result<(), SimError> {
+    let quota = s.quota.to_float().ok_or_else(|| {
+        SimError::Crash(format!(
+            "policy '{}': float({}) fails for the sample 429's quota: the reference raises here",
+            s.policy,
+            s.quota.repr()
+        ))
+    })?;
+    let _ = write!(
+        o,
+        "\n## Sample 429 (first rejection, t={}s, {} {})\n\n```\nHTTP/1.1 429 Too Many Requests\n\
+         Retry-After: {}\nRateLimit-Policy: \"{}\";q={};w={}\nRateLimit: \"{}\";r=0;t={}\n\
+         Content-Type: application/problem+json\n```\nHeader names follow the IETF httpapi ratelimit-headers \
+         draft; older gateways use X-RateLimit-Limit / -Remaining / -Reset instead.\n",
+        float_repr(s.t),
+        s.client,
+        s.endpoint,
+        s.retry_after,
+        s.policy,
+        format_g(quota),
+        format_g(s.window_s),
+        s.policy,
+        s.retry_after
+    );
+    Ok(())
 }

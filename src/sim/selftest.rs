@@ -1,16 +1,45 @@
 //! `sim --self-test`: the reference's self-test cases, with the reference's output.
 
-use super::limiters::{max_in_window, Limiter};
+use super::limiters::{max_in_window, ReferenceLimiter};
 use super::{analyse, generate, Config, Report, Severity};
 use serde_json::json;
 use std::collections::HashMap;
 
 /// Runs the cases; returns the printed lines and whether all passed.
 pub fn self_test() -> (String, bool) {
-    let mut cases: Vec<(&str, bool, String)> = Vec::new();
-    let mut check = |name: &'static str, ok: bool, detail: String| cases.push((name, ok, detail));
+    let mut cases = Cases::default();
+    limiter_cases(&mut cases);
+    simulation_cases(&mut cases);
+    cases.summary()
+}
 
-    let mut tb = Limiter::token_bucket(1.0, 3.0);
+/// The cases run so far: name, whether it passed, what to show when it did not.
+#[derive(Default)]
+struct Cases(Vec<(&'static str, bool, String)>);
+
+impl Cases {
+    fn check(&mut self, name: &'static str, ok: bool, detail: String) {
+        self.0.push((name, ok, detail));
+    }
+
+    /// One line per case, then the count passed; and whether all passed.
+    fn summary(&self) -> (String, bool) {
+        let mut out = String::new();
+        for (name, ok, detail) in &self.0 {
+            let status = if *ok { "PASS" } else { "FAIL" };
+            let detail = if *ok { String::new() } else { format!("  -> {detail}") };
+            out.push_str(&format!("{status}  {name}{detail}\n"));
+        }
+        let passed = self.0.iter().filter(|c| c.1).count();
+        out.push_str(&format!("{passed}/{} passed\n", self.0.len()));
+        (out, passed == self.0.len())
+    }
+}
+
+/// The four limiters on their own: bursts, Retry-After, window boundaries.
+fn limiter_cases(cases: &mut Cases) {
+    let mut check = |name: &'static str, ok: bool, detail: String| cases.check(name, ok, detail);
+    let mut tb = ReferenceLimiter::token_bucket(1.0, 3.0);
     tb.add_key();
     let mut ok = 0;
     for _ in 0..5 {
@@ -27,7 +56,7 @@ pub fn self_test() -> (String, bool) {
 
     let times: Vec<f64> =
         (0..10).map(|i| 59.0 + f64::from(i) * 0.01).chain((0..10).map(|i| 60.0 + f64::from(i) * 0.01)).collect();
-    let run = |lim: &mut Limiter, times: &[f64]| -> Vec<f64> {
+    let run = |lim: &mut ReferenceLimiter, times: &[f64]| -> Vec<f64> {
         let mut allowed = Vec::new();
         for &t in times {
             if lim.check(0, t, 1.0).allowed {
@@ -37,14 +66,14 @@ pub fn self_test() -> (String, bool) {
         }
         allowed
     };
-    let mut fw = Limiter::fixed_window(10.0, 60.0);
+    let mut fw = ReferenceLimiter::fixed_window(10.0, 60.0);
     fw.add_key();
     let allowed = run(&mut fw, &times);
     check("fixed window boundary burst = 2x limit", max_in_window(&allowed, 60.0) == 20, allowed.len().to_string());
     let c = fw.check(0, 61.0, 1.0);
     check("fixed window retry-after until reset", !c.allowed && (c.wait - 59.0).abs() < 1e-6, c.wait.to_string());
 
-    let mut sl = Limiter::sliding_log(10.0, 60.0);
+    let mut sl = ReferenceLimiter::sliding_log(10.0, 60.0);
     sl.add_key();
     let allowed = run(&mut sl, &times);
     check("sliding log never exceeds limit", max_in_window(&allowed, 60.0) == 10, allowed.len().to_string());
@@ -55,7 +84,7 @@ pub fn self_test() -> (String, bool) {
         c.wait.to_string(),
     );
 
-    let mut sc = Limiter::sliding_counter(10.0, 60.0);
+    let mut sc = ReferenceLimiter::sliding_counter(10.0, 60.0);
     let trickle: Vec<f64> = times.iter().copied().chain((0..10).map(|i| 90.0 + f64::from(i))).collect();
     sc.add_key();
     let allowed = run(&mut sc, &trickle);
@@ -67,22 +96,31 @@ pub fn self_test() -> (String, bool) {
         (4..=7).contains(&later),
         later.to_string(),
     );
+}
 
-    let report = |cfg: serde_json::Value| -> Report {
-        let cfg = Config::from_value(&cfg).expect("self-test config is valid");
-        analyse(&cfg, generate(&cfg).expect("self-test traffic")).expect("self-test analysis")
-    };
-    let by = |r: &Report| -> HashMap<String, (u64, u64, f64)> {
-        r.clients.iter().map(|c| (c.client.clone(), (c.rejected, c.allowed, c.amplification))).collect()
-    };
-    let codes = |r: &Report| -> HashMap<&'static str, Severity> {
-        let mut m = HashMap::new();
-        for f in &r.findings {
-            m.insert(f.code, f.severity);
-        }
-        m
-    };
+/// A self-test configuration's report.
+fn report(cfg: serde_json::Value) -> Report {
+    let cfg = Config::from_value(&cfg).expect("self-test config is valid");
+    analyse(&cfg, generate(&cfg).expect("self-test traffic")).expect("self-test analysis")
+}
 
+/// Per client: 429s, admitted, amplification.
+fn by(r: &Report) -> HashMap<String, (u64, u64, f64)> {
+    r.clients.iter().map(|c| (c.client.clone(), (c.rejected, c.allowed, c.amplification))).collect()
+}
+
+/// Each finding code, with the severity of its last finding.
+fn codes(r: &Report) -> HashMap<&'static str, Severity> {
+    let mut m = HashMap::new();
+    for f in &r.findings {
+        m.insert(f.code, f.severity);
+    }
+    m
+}
+
+/// Whole simulations: who is throttled, the findings, scoping, tiers, the report.
+fn simulation_cases(cases: &mut Cases) {
+    let mut check = |name: &'static str, ok: bool, detail: String| cases.check(name, ok, detail);
     let r = report(json!({"service": "t", "duration_s": 60, "capacity_rps": 1000, "policies": [
         {"name": "pc", "algorithm": "token_bucket", "key": "client", "rate": 5, "burst": 5}],
         "clients": [{"name": "good", "kind": "legit", "rps": 2},
@@ -131,14 +169,4 @@ pub fn self_test() -> (String, bool) {
     check("bad algorithm rejected", bad.is_err(), String::new());
     let rep = r2.to_markdown().unwrap_or_default();
     check("report has verdict and sample 429", rep.contains("Verdict") && rep.contains("429 Too Many Requests"), rep);
-
-    let mut out = String::new();
-    for (name, ok, detail) in &cases {
-        let status = if *ok { "PASS" } else { "FAIL" };
-        let detail = if *ok { String::new() } else { format!("  -> {detail}") };
-        out.push_str(&format!("{status}  {name}{detail}\n"));
-    }
-    let passed = cases.iter().filter(|c| c.1).count();
-    out.push_str(&format!("{passed}/{} passed\n", cases.len()));
-    (out, passed == cases.len())
 }
