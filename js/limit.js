@@ -2,6 +2,7 @@
 // here, in a Map from key to slot (V8 seeds its string hashes per isolate), so a key never
 // crosses into wasm: a decision is one call with numbers in and one number out.
 import { LimiterCore } from "../pkg-edge/sluicegate.js";
+import { notNumber } from "./numbers.js";
 
 /** The answer of `limit`, reused: each call on the same limiter overwrites it. `reset` is read from the core when asked for. */
 class LimitResult {
@@ -19,11 +20,6 @@ class LimitResult {
 
 function optionsError(options) {
   return new TypeError(`limit options must be an object { cost?, now }, got ${options === null ? "null" : typeof options}`);
-}
-
-function typeError(now, cost) {
-  const [what, value] = typeof now !== "number" ? ["now", now] : ["cost", cost];
-  return new TypeError(`${what} must be a number, got ${value === null ? "null" : typeof value}`);
 }
 
 function keyError(key) {
@@ -54,7 +50,7 @@ export class Limiter {
     else {
       if (typeof options !== "object" || options === null) throw optionsError(options);
       ({ cost = 1, now = Date.now() } = options);
-      if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
+      if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
     }
     const slot = this.#slots.get(key);
     const r = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
@@ -71,7 +67,7 @@ export class Limiter {
     if (typeof options !== "object" || options === null) throw optionsError(options);
     const { cost = 1, now = Date.now() } = options;
     if (typeof key !== "string") throw keyError(key);
-    if (typeof now !== "number" || typeof cost !== "number") throw typeError(now, cost);
+    if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
     const r = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
     return { success: r >= 0, limit: this.#result.limit, remaining: r >= 0 ? r : 0, retryAfter: r >= 0 ? 0 : -r };
@@ -89,7 +85,7 @@ export class Limiter {
   /** Refuse `key` for `ms` from `now`. False when the key holds no state and the table is full. */
   block(key, ms, { now = Date.now() } = {}) {
     if (typeof key !== "string") throw keyError(key);
-    if (typeof now !== "number" || typeof ms !== "number") throw new TypeError(`block: ms and now must be numbers, got ${typeof ms} and ${typeof now}`);
+    if (typeof now !== "number" || typeof ms !== "number") throw notNumber(["ms", ms], ["now", now]);
     const slot = this.#slots.get(key);
     const placed = this.#core.block(slot ?? -1, now, ms);
     if (slot === undefined) this.#adopt(key, placed);
@@ -98,7 +94,7 @@ export class Limiter {
 
   /** Drop the keys back at full quota at `now` (a full table does this by itself); how many. */
   sweep({ now = Date.now() } = {}) {
-    if (typeof now !== "number") throw typeError(now, 0);
+    if (typeof now !== "number") throw notNumber(["now", now]);
     const count = this.#core.sweep(now);
     this.#forget();
     return count;

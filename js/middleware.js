@@ -2,6 +2,7 @@
 // on Node, one process. Admitted requests get the RateLimit-Policy and RateLimit headers the
 // edge sends; refused ones a 429 with Retry-After and the edge's problem+json body.
 import { Limiter } from "./limit-node.js";
+import { problemJson } from "../pkg-edge/sluicegate.js";
 
 const PROBLEM_JSON = "application/problem+json";
 
@@ -17,8 +18,7 @@ function setup(options, defaultKey, what) {
   return (input) => {
     const id = key(input);
     if (typeof id !== "string") {
-      const body = JSON.stringify({ type: "about:blank", title: "Bad Request", status: 400, detail: "The client could not be identified." });
-      return { status: 400, headers: { "Content-Type": PROBLEM_JSON }, body };
+      return { status: 400, headers: { "Content-Type": PROBLEM_JSON }, body: problemJson(400, "The client could not be identified.") };
     }
     const admitted = table.limit(id, { cost: cost(input) }).success;
     const headers = table.headers(name);

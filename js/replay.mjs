@@ -9,7 +9,7 @@
 // SLUICEGATE_CLOCK), which divides every period, block and trace time by K.
 import { clientIdentity, validateRules } from "./edge-node.js";
 import { SimulationError } from "./sim.js";
-import { simDecisions } from "./sim-node.js";
+import { simCsvRecords, simDecisions } from "./sim-node.js";
 
 export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
 
@@ -54,34 +54,10 @@ export function replayArgs(args) {
   return out;
 }
 
-/** Rows of a CSV text: quoted fields, `""` escapes, blank lines skipped. */
-function csvRows(text) {
-  const rows = [];
-  let row = [];
-  let field = "";
-  let quoted = false;
-  for (let i = 0; i <= text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') (field += '"'), i++;
-      else if (c === '"') quoted = false;
-      else if (c === undefined) throw new ReplayInputError("trace: a quoted field is not closed");
-      else field += c;
-    } else if (c === '"' && field === "") quoted = true;
-    else if (c === ",") row.push(field), (field = "");
-    else if (c === "\n" || c === "\r" || c === undefined) {
-      if (c === "\r" && text[i + 1] === "\n") i++;
-      row.push(field);
-      if (row.length > 1 || row[0] !== "") rows.push(row);
-      (row = []), (field = "");
-    } else field += c;
-  }
-  return rows;
-}
-
 /** The trace's requests: `{ line, t, ip, colo, path }`, in file order. */
 export function readTrace(text) {
-  const [header, ...rows] = csvRows(text);
+  // Read as the simulator reads a trace; blank lines are records of no fields.
+  const [header, ...rows] = simCsvRecords(text).filter((record) => record.length > 0);
   if (!header) throw new ReplayInputError("trace: empty");
   const column = (name) => header.indexOf(name);
   const [t, ip, colo, path] = ["t", "ip.src", "cf.colo.id", "endpoint"].map(column);

@@ -2,11 +2,7 @@
 // answers NaN for input it refuses rather than a Result (which would cost an array per
 // call), and this turns NaN into the error it names.
 import { TokenBucketCore } from "../pkg-edge/sluicegate.js";
-
-function typeError(nowMs, cost) {
-  const [what, value] = typeof nowMs !== "number" ? ["nowMs", nowMs] : ["cost", cost];
-  return new TypeError(`${what} must be a number, got ${value === null ? "null" : typeof value}`);
-}
+import { notNumber } from "./numbers.js";
 
 /** A token bucket (GCRA) with time passed in: `count` units per `periodMs`, at most `burst` back to back. */
 export class TokenBucket {
@@ -18,7 +14,7 @@ export class TokenBucket {
 
   /** Units left (≥ 0) when admitted, else minus the wait in whole ms. */
   check(nowMs, cost = 1) {
-    if (typeof nowMs !== "number" || typeof cost !== "number") throw typeError(nowMs, cost);
+    if (typeof nowMs !== "number" || typeof cost !== "number") throw notNumber(["nowMs", nowMs], ["cost", cost]);
     const r = this.#core.check(nowMs, cost);
     if (r !== r) this.#core.explain(nowMs, cost); // throws, naming the input
     return r;
@@ -26,7 +22,7 @@ export class TokenBucket {
 
   /** The same decision as `{ allowed, remaining, resetMs }` or `{ allowed: false, retryAfterMs }`. */
   decide(nowMs, cost = 1) {
-    if (typeof nowMs !== "number" || typeof cost !== "number") throw typeError(nowMs, cost);
+    if (typeof nowMs !== "number" || typeof cost !== "number") throw notNumber(["nowMs", nowMs], ["cost", cost]);
     return this.#core.decide(nowMs, cost);
   }
 

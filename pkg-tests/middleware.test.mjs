@@ -100,6 +100,20 @@ test("Hono on Node: the default key is the socket's address", async (t) => {
   assert.deepEqual(statuses, [200, 200, 429], "X-Forwarded-For does not choose the key");
 });
 
+test("a request the key function cannot name is answered 400 with a problem body, never counted", async (t) => {
+  const app = express();
+  app.use(expressRateLimit({ ...API, key: (req) => req.headers["x-api-key"] }));
+  app.get("/api/ping", (req, res) => res.send("pong"));
+  const server = createServer(app);
+  t.after(() => server.close());
+  const base = await listen(server);
+  const res = await fetch(`${base}/api/ping`);
+  assert.equal(res.status, 400);
+  assert.equal(res.headers.get("content-type"), "application/problem+json");
+  assert.deepEqual(await res.json(), { type: "about:blank", title: "Bad Request", status: 400, detail: "The client could not be identified." });
+  assert.equal((await fetch(`${base}/api/ping`, { headers: { "x-api-key": "k1" } })).status, 200);
+});
+
 test("bad middleware options refuse to start, naming what is wrong", () => {
   assert.throws(() => expressRateLimit({ algorithm: "sliding_log", limit: 0, windowMs: 1_000 }), /limit must be a whole number from 1/);
   assert.throws(() => expressRateLimit({ ...API, key: "ip" }), /key must be a function/);

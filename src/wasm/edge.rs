@@ -39,7 +39,7 @@ export type LimitDecision =
   | { allowed: false; retryAfterMs: number };
 "#;
 
-fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
+pub(super) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
     if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
         Ok(value as u64)
     } else {
@@ -153,17 +153,8 @@ impl TokenBucket {
     /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1); `NaN` for
     /// input it refuses (`explain` says why). Nothing is allocated.
     pub fn check(&mut self, now_ms: f64, cost: f64) -> f64 {
-        let valid_now = now_ms.is_finite() && now_ms >= 0.0;
-        let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
-        if !(valid_now && valid_cost) {
-            return f64::NAN;
-        }
-        let now = Instant::from_nanos(ms_to_nanos(now_ms));
-        match self.inner.check(now, cost as u32) {
-            Ok(Decision::Allow { remaining, .. }) => remaining as f64,
-            Ok(Decision::Deny { retry_after }) => -(retry_after.as_millis_ceil().max(1) as f64),
-            Err(_) => f64::NAN,
-        }
+        let Some((now, cost)) = super::limit::inputs(now_ms, cost) else { return f64::NAN };
+        self.inner.check(now, cost).map_or(f64::NAN, super::limit::encode)
     }
 
     /// The error `check` refused these inputs for (nothing when it would not).

@@ -54,12 +54,9 @@ fn bad(field: &str, expected: &str, got: f64) -> JsError {
     JsError::new(&format!("{WHAT}: {field} must be {expected}, got {}", num(got)))
 }
 
+/// A whole number of `field` from `min` up to `u32::MAX`, or an error naming it.
 fn whole(value: f64, field: &str, min: f64) -> Result<u32, JsError> {
-    if value.is_finite() && value.trunc() == value && value >= min && value <= f64::from(u32::MAX) {
-        Ok(value as u32)
-    } else {
-        Err(bad(field, &format!("a whole number from {} to 4294967295", num(min)), value))
-    }
+    super::edge::whole(value, &format!("{WHAT}: {field}"), min, f64::from(u32::MAX)).map(|n| n as u32)
 }
 
 fn span(value: f64, field: &str, min_exclusive: bool) -> Result<Span, JsError> {
@@ -135,14 +132,16 @@ fn check_name(name: &str) -> Result<(), JsError> {
 /// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
 /// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
 /// the whole capacity (js/limit.js turns both into errors naming the input).
-fn encode(decision: Decision) -> f64 {
+pub(super) fn encode(decision: Decision) -> f64 {
     match decision {
         Decision::Allow { remaining, .. } => remaining as f64,
         Decision::Deny { retry_after } => -(retry_after.as_millis_ceil().max(1) as f64),
     }
 }
 
-fn inputs(now_ms: f64, cost: f64) -> Option<(Instant, u32)> {
+/// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
+/// a whole number that fits in `u32`.
+pub(super) fn inputs(now_ms: f64, cost: f64) -> Option<(Instant, u32)> {
     let valid_now = now_ms.is_finite() && now_ms >= 0.0;
     let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
     (valid_now && valid_cost).then(|| (Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
@@ -310,4 +309,11 @@ impl LimiterCoreJs {
     pub fn has_freed(&self) -> bool {
         !self.freed.is_empty()
     }
+}
+
+/// An `application/problem+json` body, as the edge writes them, for `status` (its title)
+/// and `detail`: what the middleware answers a request it cannot key.
+#[wasm_bindgen(js_name = problemJson)]
+pub fn problem_json(status: u16, detail: &str) -> String {
+    headers::problem(status, headers::status_title(status), detail, None, None)
 }

@@ -21,10 +21,10 @@ pub use client::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, Location
 #[cfg(feature = "wasm-edge")]
 pub use edge::{client_identity_js, validate_rules, TokenBucket};
 #[cfg(feature = "wasm-edge")]
-pub use limit::LimiterCoreJs;
+pub use limit::{problem_json, LimiterCoreJs};
 pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
-pub use sim::{sim_check_config, sim_decisions, sim_run, sim_self_test};
+pub use sim::{sim_check_config, sim_csv_records, sim_decisions, sim_run, sim_self_test};
 #[cfg(feature = "wasm-smartflow")]
 pub use smartflow::{
     format_saved_at, is_cache_fresh, is_unresolved_scoped_url, parse_saved_at, url_identifiers, SmartFlowBucketJs,

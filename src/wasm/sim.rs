@@ -120,3 +120,13 @@ pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> R
     set_prop(&out, "admitted", &js_sys::Uint8Array::from(&admitted[..]).into());
     Ok(out)
 }
+
+/// The records of a CSV text, read as the simulator reads a trace (Python's `csv` reader:
+/// quoted fields, `""` escapes, any line end). What `sluicegate replay` reads its trace with.
+#[wasm_bindgen(js_name = simCsvRecords, unchecked_return_type = "string[][]")]
+pub fn sim_csv_records(text: &str) -> js_sys::Array {
+    sim::records(text)
+        .into_iter()
+        .map(|record| record.into_iter().map(JsValue::from).collect::<js_sys::Array>())
+        .collect()
+}
