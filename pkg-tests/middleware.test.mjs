@@ -114,6 +114,29 @@ test("a request the key function cannot name is answered 400 with a problem body
   assert.equal((await fetch(`${base}/api/ping`, { headers: { "x-api-key": "k1" } })).status, 200);
 });
 
+test("no spelling of a limited path reaches the handler uncounted (case, encoding, slashes, dot segments)", async (t) => {
+  const variants = ["/API/ping", "/%61pi/ping", "//api/ping", "/api//ping", "/api/ping/", "/api/%2e/ping", "/Api/ping", "/api/ping?x=1"];
+  const expressApp = express();
+  let expressHandled = 0;
+  expressApp.use("/api", expressRateLimit({ algorithm: "fixed_window", limit: 1, windowMs: 60_000 }));
+  expressApp.get("/api/ping", (req, res) => res.send(`pong ${++expressHandled}`));
+  const honoApp = new Hono();
+  let honoHandled = 0;
+  honoApp.use("/api/*", honoRateLimit({ algorithm: "fixed_window", limit: 1, windowMs: 60_000 }));
+  honoApp.get("/api/ping", (c) => c.text(`pong ${++honoHandled}`));
+  const servers = [createServer(expressApp), serve({ fetch: honoApp.fetch, port: 0, hostname: "127.0.0.1" })];
+  t.after(() => servers.forEach((s) => s.close()));
+  for (const server of servers) {
+    const base = await listen(server);
+    assert.equal((await fetch(`${base}/api/ping`)).status, 200, "the one request the limit allows");
+    for (const p of variants) {
+      const res = await fetch(`${base}${p}`, { redirect: "manual" });
+      assert.ok([404, 429].includes(res.status), `${p}: ${res.status} (${await res.text()})`);
+    }
+  }
+  assert.deepEqual([expressHandled, honoHandled], [1, 1]);
+});
+
 test("bad middleware options refuse to start, naming what is wrong", () => {
   assert.throws(() => expressRateLimit({ algorithm: "sliding_log", limit: 0, windowMs: 1_000 }), /limit must be a whole number from 1/);
   assert.throws(() => expressRateLimit({ ...API, key: "ip" }), /key must be a function/);
