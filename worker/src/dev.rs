@@ -40,6 +40,8 @@ fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
 thread_local! {
     /// `(scale, real start, virtual start)` in ms: see [`set_clock`].
     static CLOCK: Cell<Option<(f64, f64, f64)>> = const { Cell::new(None) };
+    /// The last instant [`clock`] gave (ms).
+    static LAST: Cell<Option<f64>> = const { Cell::new(None) };
 }
 
 /// `SLUICEGATE_CLOCK` = `"K,realStartMs,virtualStartMs"`: from the real instant
@@ -69,17 +71,28 @@ pub fn set_clock(env: &JsValue) -> Result<(), String> {
         [scale, real, virtual_start]
             if scale > 0.0 && scale.is_finite() && real.is_finite() && virtual_start.is_finite() =>
         {
-            CLOCK.set(Some((scale, real, virtual_start)));
+            if CLOCK.get() != Some((scale, real, virtual_start)) {
+                CLOCK.set(Some((scale, real, virtual_start)));
+                LAST.set(None);
+            }
             Ok(())
         }
         _ => Err(format!("SLUICEGATE_CLOCK must be \"K,realStartMs,virtualStartMs\" (K > 0), got \"{text}\"")),
     }
 }
 
-/// The edge's clock in ms for the real time `real_ms` (see [`set_clock`]).
+/// The edge's clock in ms for the real time `real_ms` (see [`set_clock`]). A set clock is
+/// also strictly increasing, in whole ms: two decisions of this isolate never share an instant,
+/// so replaying them in the order of their instants is replaying them in the order they were
+/// made (a tie would leave the order of a burst's requests to chance).
 pub fn clock(real_ms: f64) -> f64 {
     match CLOCK.get() {
-        Some((scale, real, virtual_start)) => virtual_start + (real_ms - real) * scale,
+        Some((scale, real, virtual_start)) => {
+            let ms = (virtual_start + (real_ms - real) * scale).floor();
+            let ms = LAST.get().map_or(ms, |last| ms.max(last + 1.0));
+            LAST.set(Some(ms));
+            ms
+        }
         None => real_ms,
     }
 }

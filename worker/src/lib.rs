@@ -205,7 +205,7 @@ async fn serve(
     if let Some(answer) = capabilities(setup, &facts)? {
         return Ok(answer);
     }
-    let checked = match check_rules(request, env, setup, &facts, &header, now).await? {
+    let checked = match check_rules(request, env, setup, &facts, &header).await? {
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
@@ -307,22 +307,18 @@ async fn check_rules(
     setup: &Setup,
     facts: &RequestFacts<'_>,
     header: &impl Fn(&str) -> Option<String>,
-    now: Instant,
 ) -> Result<Result<Checked, Response>, JsValue> {
     let mut checked = Checked::default();
     for rule in setup.rules.matching(facts) {
         let key = rule.counting_key(facts, header);
+        // The clock as this rule is checked (an earlier rule's counter may have taken a while),
+        // so a block in the isolate's cache ends when the counter's does.
+        let now = now();
         let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
-        let (decision, via) = match cached {
-            Some(wait) => {
-                checked.decided_at = Some(now);
-                (Decision::Deny { retry_after: wait }, "isolate-cache")
-            }
+        let (decision, via, at) = match cached {
+            Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache", now),
             None => match ask_counter(env, rule, &key).await {
-                Ok((decision, at)) => {
-                    checked.decided_at = Some(at);
-                    (decision, "durable-object")
-                }
+                Ok((decision, at)) => (decision, "durable-object", at),
                 Err(error) => {
                     log_store_failure(rule, &key, &error);
                     if rule.on_store_failure == StoreFailure::Closed {
@@ -336,11 +332,13 @@ async fn check_rules(
                 }
             },
         };
+        checked.decided_at = Some(at);
         log_decision(rule, &key, facts.identity, &decision, via);
         checked.fields.push(&rule.id, rule.quota(), &decision);
         if let Decision::Deny { retry_after } = decision {
             if cached.is_none() {
-                BLOCKS.with(|b| b.borrow_mut().insert(&key, now + retry_after, now));
+                // Until the counter's block ends: counted from when it decided.
+                BLOCKS.with(|b| b.borrow_mut().insert(&key, at + retry_after, at));
             }
             log_omitted(&checked.fields, request);
             return Ok(Err(refusal(rule, retry_after, &checked)?));

@@ -89,3 +89,19 @@ test("a malformed SLUICEGATE_CLOCK refuses to start, naming it", async () => {
     await assert.rejects(startEdge({ vars: { SLUICEGATE_CLOCK: value } }), /SLUICEGATE_CLOCK must be "K,realStartMs,virtualStartMs"/, value);
   }
 });
+
+test("a set clock never gives two decisions the same instant (a burst replays in the order the edge decided it)", async () => {
+  const edge = await startEdge({ rules: RULES, vars: { SLUICEGATE_CLOCK: `1,${Date.now()},0` } });
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, () => edge.fetch("/api/ping", { headers: { "cf-connecting-ip": "198.51.100.20" }, cf: { colo: "AMS" } }).then(async (res) => {
+        await res.arrayBuffer();
+        return Number(res.headers.get("sluicegate-clock"));
+      })),
+    );
+    assert.ok(answers.every((ms) => Number.isInteger(ms) && ms >= 0), `every answer reports the clock: ${answers}`);
+    assert.equal(new Set(answers).size, answers.length, `40 decisions at 40 instants: ${[...answers].sort((a, b) => a - b)}`);
+  } finally {
+    await edge.close();
+  }
+});
