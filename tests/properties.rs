@@ -852,3 +852,15 @@ fn a_saved_counter_of_another_kind_is_not_restored() {
     assert!(!restore_counter(&mut log, &[1, 2, 3]));
     assert_eq!(log, before);
 }
+
+proptest! {
+    /// The simulator reads a trace's plain decimals (timestamps, costs) by a shortcut: it
+    /// must give exactly the float the full reading gives (Rust's, correctly rounded as
+    /// Python's `float()` is), and refuse what it refuses.
+    #[test]
+    fn plain_decimals_read_exactly_as_the_full_float_reading(text in r"-?[0-9]{0,19}(\.[0-9]{0,24})?(\.[0-9]{0,2})?") {
+        let full = text.parse::<f64>().ok();
+        let read = sluicegate::sim::py::parse_float(&text);
+        prop_assert_eq!(read.map(f64::to_bits), full.map(f64::to_bits), "{:?}", text);
+    }
+}

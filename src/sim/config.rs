@@ -71,7 +71,7 @@ pub(crate) fn span(secs: f64) -> Span {
 }
 
 /// Non-negative seconds in whole nanoseconds, rounded half away from zero as `f64::round`
-/// does (without its libm call: this runs for every admitted request), saturating.
+/// does (without its libm call, which the compiler would hoist to every attempt), saturating.
 #[inline]
 pub(crate) fn nanos(secs: f64) -> u64 {
     let x = secs * 1e9;
@@ -79,7 +79,8 @@ pub(crate) fn nanos(secs: f64) -> u64 {
         return 0;
     }
     if x >= 9.0e18 {
-        return x.round() as u64;
+        // a whole number already (every f64 from 2^53 up is), saturating past u64::MAX
+        return x as u64;
     }
     let whole = x as u64;
     whole + u64::from(x - whole as f64 >= 0.5)

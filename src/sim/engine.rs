@@ -17,26 +17,49 @@ use crate::smartflow::TokenBucket as SmartFlowBucket;
 use crate::time::Instant;
 use core::cmp::Ordering;
 use core::cmp::Reverse;
+use core::hash::{BuildHasher, Hasher};
 use foldhash::fast::FixedState;
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashTable};
 use std::collections::{BinaryHeap, VecDeque};
 
 /// Names interned as numbers, in the order first seen.
 #[derive(Clone, Debug, Default)]
 pub struct Names {
-    index: HashMap<Box<str>, u32, FixedState>,
+    /// The numbers, found by the hash of a name's bytes.
+    index: HashTable<u32>,
     names: Vec<Box<str>>,
 }
 
 impl Names {
+    fn hash(name: &[u8]) -> u64 {
+        let mut h = FixedState::default().build_hasher();
+        h.write(name);
+        h.finish()
+    }
+
     /// The number of `name`, numbering it if new.
     pub fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.index.get(name) {
-            return id;
+        let hash = Names::hash(name.as_bytes());
+        match self.index.find(hash, |&id| self.names[id as usize].as_bytes() == name.as_bytes()) {
+            Some(&id) => id,
+            None => self.add(hash, name),
         }
+    }
+
+    /// [`Names::intern`] for a name given as bytes; `None` when they are not UTF-8 text.
+    pub fn intern_utf8(&mut self, name: &[u8]) -> Option<u32> {
+        let hash = Names::hash(name);
+        match self.index.find(hash, |&id| self.names[id as usize].as_bytes() == name) {
+            Some(&id) => Some(id),
+            None => Some(self.add(hash, core::str::from_utf8(name).ok()?)),
+        }
+    }
+
+    fn add(&mut self, hash: u64, name: &str) -> u32 {
         let id = self.names.len() as u32;
         self.names.push(name.into());
-        self.index.insert(name.into(), id);
+        let names = &self.names;
+        self.index.insert_unique(hash, id, |&id| Names::hash(names[id as usize].as_bytes()));
         id
     }
 
@@ -455,8 +478,8 @@ pub(super) fn time_key(t: f64) -> u64 {
 struct Queue {
     /// Attempts queued a fixed delay after they were decided (immediate retries, backoff
     /// retries of one step) come out in the order they went in: one FIFO lane per delay,
-    /// no sorting at all.
-    lanes: Vec<VecDeque<(u128, u32)>>,
+    /// no sorting at all, each attempt read in sequence where it was queued.
+    lanes: Vec<VecDeque<(u128, Attempt)>>,
     buckets: Vec<Vec<(u128, u32)>>,
     /// The smallest key in each bucket (valid while it is not empty).
     mins: Vec<u128>,
@@ -464,9 +487,14 @@ struct Queue {
     nonempty: [u64; 3],
     /// The last key taken out; every key queued is at least this.
     last: u128,
+    /// The bucketed attempts, where the buckets' `(key, index)` entries point.
     slab: Vec<Attempt>,
     free: Vec<u32>,
     seq: u64,
+    /// The smallest key queued (`u128::MAX` when nothing is) and where it is: a lane, or
+    /// the buckets (`None`). Asking for an attempt due before the next request is then one
+    /// comparison when none is.
+    head: (u128, Option<usize>),
 }
 
 impl Default for Queue {
@@ -480,6 +508,7 @@ impl Default for Queue {
             slab: Vec::new(),
             free: Vec::new(),
             seq: 0,
+            head: (u128::MAX, None),
         }
     }
 }
@@ -508,16 +537,6 @@ impl Queue {
     /// Queues `a`; `lane` for an attempt delayed by the same amount as every other attempt
     /// of that lane.
     fn push(&mut self, a: Attempt, lane: Option<usize>) {
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = a;
-                i
-            }
-            None => {
-                self.slab.push(a);
-                (self.slab.len() - 1) as u32
-            }
-        };
         self.seq += 1;
         let key = u128::from(time_key(a.t)) << 64 | u128::from(self.seq);
         match lane {
@@ -526,37 +545,63 @@ impl Queue {
                     self.lanes.resize_with(lane + 1, VecDeque::new);
                 }
                 debug_assert!(self.lanes[lane].back().is_none_or(|&(k, _)| k < key), "a lane stays in order");
-                self.lanes[lane].push_back((key, i));
+                self.lanes[lane].push_back((key, a));
             }
             None => {
                 debug_assert!(key >= self.last, "the replay never queues into the past");
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slab[i as usize] = a;
+                        i
+                    }
+                    None => {
+                        self.slab.push(a);
+                        (self.slab.len() - 1) as u32
+                    }
+                };
                 self.put(key, i);
             }
         }
+        if key < self.head.0 {
+            self.head = (key, lane);
+        }
+    }
+
+    /// Finds the smallest key queued again (after it was taken out).
+    fn find_head(&mut self) {
+        let mut head = (self.lowest().map_or(u128::MAX, |b| self.mins[b]), None);
+        for (l, lane) in self.lanes.iter().enumerate() {
+            if let Some(&(key, _)) = lane.front() {
+                if key < head.0 {
+                    head = (key, Some(l));
+                }
+            }
+        }
+        self.head = head;
     }
 
     /// The earliest attempt, if it is due strictly before `t` (any, for `None`).
     fn pop_before(&mut self, t: Option<f64>) -> Option<Attempt> {
-        let b = self.lowest();
-        let mut min = b.map_or(u128::MAX, |b| self.mins[b]);
-        let mut from_lane = None;
-        for (l, lane) in self.lanes.iter().enumerate() {
-            if let Some(&(key, _)) = lane.front() {
-                if key < min {
-                    min = key;
-                    from_lane = Some(l);
-                }
-            }
-        }
+        let (min, from_lane) = self.head;
         if min == u128::MAX || t.is_some_and(|t| (min >> 64) as u64 >= time_key(t)) {
             return None;
         }
-        if let Some(l) = from_lane {
-            let (_, i) = self.lanes[l].pop_front().expect("its front was read");
-            self.free.push(i);
-            return Some(self.slab[i as usize]);
-        }
-        let b = b.expect("the minimum is in a bucket");
+        let a = match from_lane {
+            Some(l) => self.lanes[l].pop_front().expect("the head is at its front").1,
+            None => {
+                let i = self.pop_bucket(min);
+                self.free.push(i);
+                self.slab[i as usize]
+            }
+        };
+        self.find_head();
+        Some(a)
+    }
+
+    /// Takes the smallest key, `min`, out of the lowest bucket, spreading the rest of it
+    /// over the buckets below; its attempt's index.
+    fn pop_bucket(&mut self, min: u128) -> u32 {
+        let b = self.lowest().expect("the minimum is in a bucket");
         self.nonempty[b / 64] &= !(1u64 << (b % 64));
         let mut items = core::mem::take(&mut self.buckets[b]);
         self.last = min;
@@ -569,9 +614,7 @@ impl Queue {
             }
         }
         self.buckets[b] = items;
-        let i = taken.expect("the bucket's minimum is in it");
-        self.free.push(i);
-        Some(self.slab[i as usize])
+        taken.expect("the bucket's minimum is in it")
     }
 }
 
@@ -1238,6 +1281,12 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// Counts an admitted attempt in each policy's rolling window for its key (pacers' too),
     /// keeping the most any key had in one window.
+    ///
+    /// A key's list may still hold times that left its window: they are dropped only when
+    /// the list is as long as the most seen so far (before that the count in the window, at
+    /// most the list's length, cannot be a new most). A list then holds at most that many
+    /// times, and the old ones are dropped many at a time, in sequential memory, rather than
+    /// an old time read for every admission.
     fn count_in_windows(&mut self, a: Attempt) {
         for j in 0..self.cfg.policies.len() {
             let key = self.pair_keys[a.base as usize + j];
@@ -1248,11 +1297,13 @@ impl<'c, 'o> Engine<'c, 'o> {
             // The core's limiters decide on whole nanoseconds: measure them the same way.
             let (w, core) = self.window_of[j];
             let t = if core { nanos(a.t) as f64 } else { a.t };
-            while win.front().is_some_and(|&first| first <= t - w) {
-                win.pop_front();
+            let ps = &mut self.out.policies[j];
+            if win.len() as u64 >= ps.observed_max {
+                while win.front().is_some_and(|&first| first <= t - w) {
+                    win.pop_front();
+                }
             }
             win.push_back(t);
-            let ps = &mut self.out.policies[j];
             ps.observed_max = ps.observed_max.max(win.len() as u64);
         }
     }

@@ -61,7 +61,7 @@ pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
 pub use timeline::{Timeline, TimelineClient};
-pub use trace::{parse_trace, read_trace, records, Row, TraceReader};
+pub use trace::{parse_trace, read_trace, records, TraceReader};
 
 use core::fmt;
 use std::io::Read;
@@ -174,18 +174,19 @@ fn read_batches<R: Read>(
     let (mut clients, mut endpoints) = (Names::default(), Names::default());
     let mut reorder = reorder::Reorder::new(window);
     let mut batch = Batch::default();
-    while let Some(row) = reader.next_row()? {
-        let (nc, ne) = (clients.len(), endpoints.len());
-        let client = clients.intern(row.client);
-        let endpoint = endpoints.intern(row.endpoint);
-        if clients.len() > nc {
-            batch.clients.push(row.client.into());
+    // how many names have been handed on (in this batch or an earlier one)
+    let (mut batch_clients, mut batch_endpoints) = (0, 0);
+    while let Some(r) = reader.next_request(&mut clients, &mut endpoints)? {
+        if r.client as usize + 1 > batch_clients {
+            batch.clients.push(clients.name(r.client).into());
+            batch_clients += 1;
         }
-        if endpoints.len() > ne {
-            batch.endpoints.push(row.endpoint.into());
+        if r.endpoint as usize + 1 > batch_endpoints {
+            batch.endpoints.push(endpoints.name(r.endpoint).into());
+            batch_endpoints += 1;
         }
         let start = batch.rows.len();
-        if !reorder.push(Request { t: row.t, client, endpoint, cost: row.cost }, &mut batch.rows) {
+        if !reorder.push(r, &mut batch.rows) {
             return Ok(take(Batch { stepped_back: true, ..Batch::default() }));
         }
         if batch.rows.len() > start {

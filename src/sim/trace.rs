@@ -2,7 +2,7 @@
 //! Python's `csv.DictReader` reads it (quoted fields, `""` escapes, blank lines skipped,
 //! `\n`, `\r\n` or `\r` line ends, missing cells `None`, a repeated column's last cell wins).
 
-use super::engine::Traffic;
+use super::engine::{Names, Request, Traffic};
 use super::py;
 use super::SimError;
 
@@ -163,19 +163,6 @@ pub fn records(text: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// One row of a trace.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Row<'a> {
-    /// Seconds.
-    pub t: f64,
-    /// Client name.
-    pub client: &'a str,
-    /// Endpoint (`/` when empty or absent).
-    pub endpoint: &'a str,
-    /// Cost (1 when empty or absent).
-    pub cost: f64,
-}
-
 /// Reads a trace row by row from any source, keeping one block of it in memory: a CSV with
 /// a header naming `t,client[,endpoint][,cost]`, read as `csv.DictReader` reads it. Lines
 /// without quotes (nearly all of a log) are split in place, without copying.
@@ -198,6 +185,34 @@ pub struct TraceReader<R> {
 }
 
 const BLOCK: usize = 1 << 16;
+
+/// The bytes that stop [`TraceReader::next_line`]'s scan.
+const STOPS: [bool; 256] = {
+    let mut stops = [false; 256];
+    let mut b = 0x80;
+    while b < 256 {
+        stops[b] = true;
+        b += 1;
+    }
+    stops[b',' as usize] = true;
+    stops[b'"' as usize] = true;
+    stops[b'\n' as usize] = true;
+    stops[b'\r' as usize] = true;
+    stops
+};
+
+/// A line found by [`TraceReader::next_line`].
+struct Line {
+    /// Where the line ends, after its `\n`, `\r\n` or lone `\r` (`None`: the input ends
+    /// without one).
+    stop: Option<usize>,
+    /// Where its text ends.
+    body_end: usize,
+    /// Whether it has a `"`.
+    quoted: bool,
+    /// Whether it is all ASCII.
+    ascii: bool,
+}
 
 impl<R: std::io::Read> TraceReader<R> {
     /// A reader of `src`; `label` names it in errors (the reference uses the path).
@@ -250,42 +265,7 @@ impl<R: std::io::Read> TraceReader<R> {
     /// The next complete CSV record (false at the end), its cells in `cells` or `csv`.
     fn next_record(&mut self) -> Result<bool, SimError> {
         loop {
-            // One line: up to and including `\n`, `\r\n` or a lone `\r`. Reading more of the
-            // source moves the unread bytes, so the scan starts over after a refill.
-            let (stop, i, cell, quoted, ascii) = 'scan: loop {
-                let (mut i, mut cell, mut quoted, mut high) = (self.start, self.start, false, 0u8);
-                self.cells.clear();
-                loop {
-                    if i == self.end {
-                        if !self.eof {
-                            // reads more, or finds the end (either way the bytes may move)
-                            self.refill()?;
-                            continue 'scan;
-                        }
-                        break 'scan (None, i, cell, quoted, high < 0x80);
-                    }
-                    let b = self.buf[i];
-                    high |= b;
-                    match b {
-                        b',' => {
-                            self.cells.push((cell, i));
-                            cell = i + 1;
-                        }
-                        b'"' => quoted = true,
-                        b'\n' => break 'scan (Some(i + 1), i, cell, quoted, high < 0x80),
-                        b'\r' => {
-                            if i + 1 == self.end && !self.eof {
-                                self.refill()?;
-                                continue 'scan;
-                            }
-                            let crlf = i + 1 < self.end && self.buf[i + 1] == b'\n';
-                            break 'scan (Some(i + 1 + usize::from(crlf)), i, cell, quoted, high < 0x80);
-                        }
-                        _ => {}
-                    }
-                    i += 1;
-                }
-            };
+            let Line { stop, body_end, quoted, ascii } = self.next_line()?;
             let (line_start, line_end) = (self.start, stop.unwrap_or(self.end));
             if line_start == line_end {
                 // the end of the input
@@ -299,9 +279,10 @@ impl<R: std::io::Read> TraceReader<R> {
                 core::str::from_utf8(&self.buf[line_start..line_end]).map_err(|_| not_utf8())?;
             }
             if !quoted && self.csv.state == State::StartRecord {
-                let body_end = stop.map_or(line_end, |_| i);
+                // the cells were split at the commas while looking for the line's end
                 if body_end > line_start {
-                    self.cells.push((cell, body_end));
+                    let last = self.cells.last().map_or(line_start, |&(_, comma)| comma + 1);
+                    self.cells.push((last, body_end));
                 }
                 self.in_buf = true;
                 return Ok(true);
@@ -314,6 +295,47 @@ impl<R: std::io::Read> TraceReader<R> {
         }
     }
 
+    /// The next line from `start`, reading more of the source as needed (which moves the
+    /// unread bytes, so the scan starts over after a read); its cells up to the last comma
+    /// are left in `cells`. One look-up a byte: only `,` `"` `\n` `\r` and non-ASCII bytes
+    /// stop the scan.
+    fn next_line(&mut self) -> Result<Line, SimError> {
+        'scan: loop {
+            self.cells.clear();
+            let start = self.start;
+            let (mut cell, mut quoted, mut ascii) = (start, false, true);
+            for (k, &b) in self.buf[start..self.end].iter().enumerate() {
+                if !STOPS[usize::from(b)] {
+                    continue;
+                }
+                let i = start + k;
+                match b {
+                    b',' => {
+                        self.cells.push((cell, i));
+                        cell = i + 1;
+                    }
+                    b'"' => quoted = true,
+                    b'\n' => return Ok(Line { stop: Some(i + 1), body_end: i, quoted, ascii }),
+                    b'\r' => {
+                        if i + 1 == self.end && !self.eof {
+                            // a `\r` last: is a `\n` next?
+                            self.refill()?;
+                            continue 'scan;
+                        }
+                        let crlf = i + 1 < self.end && self.buf[i + 1] == b'\n';
+                        return Ok(Line { stop: Some(i + 1 + usize::from(crlf)), body_end: i, quoted, ascii });
+                    }
+                    _ => ascii = false,
+                }
+            }
+            if self.eof {
+                return Ok(Line { stop: None, body_end: self.end, quoted, ascii });
+            }
+            // reads more, or finds the end (either way the bytes may move)
+            self.refill()?;
+        }
+    }
+
     fn record_len(&self) -> usize {
         if self.in_buf {
             self.cells.len()
@@ -322,43 +344,32 @@ impl<R: std::io::Read> TraceReader<R> {
         }
     }
 
-    /// The cells of the last record in `buf` as one text (its line was checked to be UTF-8),
-    /// to be cut by [`Self::cell`]: one conversion a row rather than one a cell.
-    fn record_text(&self) -> &str {
-        match (self.in_buf, self.cells.first(), self.cells.last()) {
-            (true, Some(&(a, _)), Some(&(_, b))) => core::str::from_utf8(&self.buf[a..b]).unwrap_or_default(),
-            _ => "",
-        }
-    }
-
-    /// Cell `i` of the last record; `text` is [`Self::record_text`].
-    fn cell<'s>(&'s self, text: &'s str, i: usize) -> Option<&'s str> {
+    /// Cell `i` of the last record (UTF-8: a line with anything else was refused, and a
+    /// cell in `buf` ends at an ASCII byte).
+    fn cell(&self, i: usize) -> Option<&[u8]> {
         if self.in_buf {
-            let &(a, b) = self.cells.get(i)?;
-            let first = self.cells[0].0;
-            // a cell ends at an ASCII byte: a character boundary
-            text.get(a - first..b - first)
+            self.cells.get(i).map(|&(a, b)| &self.buf[a..b])
         } else {
-            self.csv.record().get(i).map(String::as_str)
+            self.csv.record().get(i).map(String::as_bytes)
         }
     }
 
-    /// The next row, or `None` at the end of the trace.
+    /// The next row as a request, its client and endpoint numbered in `clients` and
+    /// `endpoints` (a name not seen before is added), or `None` at the end of the trace.
     ///
     /// # Errors
     /// A row without a readable `t` or `client`, or with a cost that is not a number, naming
     /// its line as the reference counts it.
-    pub fn next_row(&mut self) -> Result<Option<Row<'_>>, SimError> {
+    pub fn next_request(&mut self, clients: &mut Names, endpoints: &mut Names) -> Result<Option<Request>, SimError> {
         if self.cols.is_none() {
             let mut cols = [None; 4];
             if self.next_record()? {
-                let text = self.record_text();
                 for i in 0..self.record_len() {
-                    let slot = match self.cell(text, i) {
-                        Some("t") => 0,
-                        Some("client") => 1,
-                        Some("endpoint") => 2,
-                        Some("cost") => 3,
+                    let slot = match self.cell(i) {
+                        Some(b"t") => 0,
+                        Some(b"client") => 1,
+                        Some(b"endpoint") => 2,
+                        Some(b"cost") => 3,
                         _ => continue,
                     };
                     cols[slot] = Some(i);
@@ -379,34 +390,42 @@ impl<R: std::io::Read> TraceReader<R> {
         let n = self.rows + 1;
         let label = &self.label;
         let bad = || SimError::Input(format!("{label} line {n}: need t,client[,endpoint][,cost]"));
-        let text = self.record_text();
-        let cell = |i: Option<usize>| i.and_then(|i| self.cell(text, i));
-        let t = py::parse_float(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
+        let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
+        let t = float(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
         let client = strip(cell(client_col).ok_or_else(bad)?);
         let endpoint = match cell(endpoint_col) {
-            Some(e) if !e.is_empty() => e,
-            _ => "/",
+            Some(e) if !e.is_empty() => strip(e),
+            _ => b"/",
         };
-        let endpoint = strip(endpoint);
         let cost = match cell(cost_col) {
-            Some(c) if !c.is_empty() => py::parse_float(c).ok_or_else(bad)?,
+            Some(c) if !c.is_empty() => float(c).ok_or_else(bad)?,
             _ => 1.0,
         };
         if !t.is_finite() || !cost.is_finite() {
             return Err(SimError::Input(format!("{label} line {n}: t and cost must be finite numbers")));
         }
-        Ok(Some(Row { t, client, endpoint, cost }))
+        let not_utf8 = || SimError::Input(format!("{label} line {n}: not UTF-8 text"));
+        let client = clients.intern_utf8(client).ok_or_else(not_utf8)?;
+        let endpoint = endpoints.intern_utf8(endpoint).ok_or_else(not_utf8)?;
+        Ok(Some(Request { t, client, endpoint, cost }))
     }
+}
+
+/// `float(cell)`.
+fn float(cell: &[u8]) -> Option<f64> {
+    py::plain_decimal(cell).or_else(|| core::str::from_utf8(cell).ok().and_then(py::parse_float))
 }
 
 /// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
 /// character (nearly every name in a log).
-fn strip(text: &str) -> &str {
+fn strip(text: &[u8]) -> &[u8] {
     let printable = |b: Option<&u8>| b.is_some_and(|b| (b'!'..=b'~').contains(b));
-    if printable(text.as_bytes().first()) && printable(text.as_bytes().last()) {
-        text
-    } else {
-        text.trim_matches(py::is_space)
+    if printable(text.first()) && printable(text.last()) {
+        return text;
+    }
+    match core::str::from_utf8(text) {
+        Ok(text) => text.trim_matches(py::is_space).as_bytes(),
+        Err(_) => text,
     }
 }
 
@@ -418,8 +437,8 @@ pub fn parse_trace(label: &str, text: &str) -> Result<Traffic, SimError> {
 /// Reads every row of a trace into memory.
 pub fn read_trace<R: std::io::Read>(mut reader: TraceReader<R>) -> Result<Traffic, SimError> {
     let mut traffic = Traffic::default();
-    while let Some(row) = reader.next_row()? {
-        traffic.push(row.t, row.client, row.endpoint, row.cost);
+    while let Some(r) = reader.next_request(&mut traffic.clients, &mut traffic.endpoints)? {
+        traffic.requests.push(r);
     }
     Ok(traffic)
 }
@@ -444,10 +463,13 @@ mod tests {
     }
 
     fn rows<R: std::io::Read>(mut reader: TraceReader<R>) -> Vec<String> {
+        let (mut clients, mut endpoints) = (Names::default(), Names::default());
         let mut out = Vec::new();
         loop {
-            match reader.next_row() {
-                Ok(Some(r)) => out.push(format!("{}|{}|{}|{}", r.t, r.client, r.endpoint, r.cost)),
+            match reader.next_request(&mut clients, &mut endpoints) {
+                Ok(Some(r)) => {
+                    out.push(format!("{}|{}|{}|{}", r.t, clients.name(r.client), endpoints.name(r.endpoint), r.cost))
+                }
                 Ok(None) => return out,
                 Err(e) => {
                     out.push(format!("error: {e}"));
