@@ -1034,6 +1034,14 @@ impl<'c, 'o> Engine<'c, 'o> {
         Ok(())
     }
 
+    /// [`Engine::push`] for requests already put in the replay's order (a trace read through
+    /// the reorder window, which lets rows out whole instants at a time, each sorted).
+    pub(super) fn push_sorted(&mut self, r: Request) -> Result<(), SimError> {
+        debug_assert!(self.check_order(r).is_ok(), "rows come in the replay's order");
+        self.last = Some(r);
+        self.push_in_order(r)
+    }
+
     /// [`Engine::push`] for a request known to come in order.
     fn push_in_order(&mut self, r: Request) -> Result<(), SimError> {
         // Retries due strictly before it; at the same instant first attempts go first (the
@@ -1288,16 +1296,15 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// times, and the old ones are dropped many at a time, in sequential memory, rather than
     /// an old time read for every admission.
     fn count_in_windows(&mut self, a: Attempt) {
-        for j in 0..self.cfg.policies.len() {
-            let key = self.pair_keys[a.base as usize + j];
+        let keys = &self.pair_keys[a.base as usize..][..self.cfg.policies.len()];
+        let per_policy = self.windows.iter_mut().zip(&self.window_of).zip(self.out.policies.iter_mut());
+        for (&key, ((windows, &(w, core)), ps)) in keys.iter().zip(per_policy) {
             if key == NO_KEY {
                 continue;
             }
-            let win = &mut self.windows[j][key as usize];
+            let win = &mut windows[key as usize];
             // The core's limiters decide on whole nanoseconds: measure them the same way.
-            let (w, core) = self.window_of[j];
             let t = if core { nanos(a.t) as f64 } else { a.t };
-            let ps = &mut self.out.policies[j];
             if win.len() as u64 >= ps.observed_max {
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();

@@ -101,7 +101,7 @@ impl ReferenceLimiter {
     }
 
     /// Whether a request of `cost` for `key` at `t` fits, updating the key's state.
-    #[inline]
+    #[inline(always)]
     pub fn check(&mut self, key: usize, t: f64, cost: f64) -> Check {
         match self {
             ReferenceLimiter::TokenBucket { rate, burst, state } => {

@@ -285,11 +285,7 @@ fn replay(engine: &mut Engine<'_, '_>, batch: Batch) -> Result<bool, SimError> {
         engine.endpoint(name);
     }
     for r in batch.rows {
-        match engine.push(r) {
-            Ok(()) => {}
-            Err(Feed::Error(e)) => return Err(e),
-            Err(Feed::OutOfOrder) => return Ok(false),
-        }
+        engine.push_sorted(r)?;
     }
     Ok(!batch.stepped_back)
 }
