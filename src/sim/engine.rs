@@ -1292,9 +1292,10 @@ impl<'c, 'o> Engine<'c, 'o> {
     ///
     /// A key's list may still hold times that left its window: they are dropped only when
     /// the list is as long as the most seen so far (before that the count in the window, at
-    /// most the list's length, cannot be a new most). A list then holds at most that many
-    /// times, and the old ones are dropped many at a time, in sequential memory, rather than
-    /// an old time read for every admission.
+    /// most the list's length, cannot be a new most), or when it is full (so it grows only
+    /// when its own window needs the room: at most twice that, whatever the number of
+    /// keys). The old times are dropped many at a time, in sequential memory, rather than an
+    /// old time read for every admission.
     fn count_in_windows(&mut self, a: Attempt) {
         let keys = &self.pair_keys[a.base as usize..][..self.cfg.policies.len()];
         let per_policy = self.windows.iter_mut().zip(&self.window_of).zip(self.out.policies.iter_mut());
@@ -1305,7 +1306,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             let win = &mut windows[key as usize];
             // The core's limiters decide on whole nanoseconds: measure them the same way.
             let t = if core { nanos(a.t) as f64 } else { a.t };
-            if win.len() as u64 >= ps.observed_max {
+            if win.len() as u64 >= ps.observed_max || win.len() == win.capacity() {
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();
                 }
