@@ -14,7 +14,7 @@
 // ../shared/reference/rate_sim.py next to the repository; without it only sluicegate's
 // figures are printed. Wall time is measured around each process; peak resident memory is
 // GNU time's %M, or ru_maxrss from os.wait4 in python3 when GNU time is missing. sluicegate
-// runs 3 times (median wall, highest peak); the reference once, or 3 times when a run takes
+// runs 5 times (median wall, highest peak); the reference once, or 3 times when a run takes
 // under 5 s. Outputs are compared as parsed JSON documents, plus the exit status.
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -355,12 +355,12 @@ function parse(text) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ok = (r) => !r.stopped && (r.code === 0 || r.code === 1); // 1 = high findings, still a result
 
-/** Up to 3 runs of argv (fewer when `enough` says so after the first); the figures and output. */
-async function runSide(label, side, argv, outFile, enough) {
+/** Up to `times` runs of argv (fewer when `enough` says so after the first); the figures and output. */
+async function runSide(label, side, argv, outFile, enough, times = 3) {
   const runs = [];
   const err = `${outFile}.stderr`;
   const outputs = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < times; i++) {
     const r = await measure(argv, outFile, err);
     const text = ok(r) ? readFileSync(outFile, "utf8") : "";
     if (ok(r) && parse(text) === null) r.noJson = true;
@@ -440,9 +440,10 @@ if (quick) {
 const results = [];
 for (const w of workloads) {
   const out = (side) => join(work, `${w.file}.${side}.json`);
-  // sluicegate 3 times (once if that takes over a minute); the reference 3 times only when
-  // a run takes under 5 s.
-  const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60);
+  // sluicegate 5 times (once if that takes over a minute: a sub-second run on a shared
+  // machine varies by a third from run to run); the reference 3 times only when a run takes
+  // under 5 s.
+  const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5);
   const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), (r) => r.wall >= 5) : null;
   const requests = w.rows ?? sg.doc?.requests ?? null;
   const attempts = sg.doc?.clients?.reduce((s, c) => s + c.attempts, 0) ?? null;
