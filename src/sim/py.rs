@@ -402,14 +402,17 @@ fn strip_underscores(s: &str) -> Option<String> {
 /// `float(text)`: surrounding whitespace and `_` between digits allowed, `inf` and `nan`
 /// in any case.
 pub fn parse_float(text: &str) -> Option<f64> {
-    if let Some(x) = plain_decimal(text.as_bytes()) {
-        return Some(x);
-    }
-    // Plain decimals (a trace's timestamps): Rust reads them exactly as Python does.
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return text.parse().ok();
-    }
+    plain_decimal(text.as_bytes()).or_else(|| any_float(text))
+}
+
+/// [`parse_float`] of a text given as bytes (`None` when they are not UTF-8): a plain
+/// decimal is read without looking at them as text.
+pub fn parse_float_bytes(bytes: &[u8]) -> Option<f64> {
+    plain_decimal(bytes).or_else(|| any_float(core::str::from_utf8(bytes).ok()?))
+}
+
+/// [`parse_float`] of whatever `float()` takes.
+fn any_float(text: &str) -> Option<f64> {
     let s = strip_underscores(text.trim_matches(is_space))?;
     let lower = s.to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);

@@ -391,14 +391,14 @@ impl<R: std::io::Read> TraceReader<R> {
         let label = &self.label;
         let bad = || SimError::Input(format!("{label} line {n}: need t,client[,endpoint][,cost]"));
         let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
-        let t = float(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
+        let t = py::parse_float_bytes(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
         let client = strip(cell(client_col).ok_or_else(bad)?);
         let endpoint = match cell(endpoint_col) {
             Some(e) if !e.is_empty() => strip(e),
             _ => b"/",
         };
         let cost = match cell(cost_col) {
-            Some(c) if !c.is_empty() => float(c).ok_or_else(bad)?,
+            Some(c) if !c.is_empty() => py::parse_float_bytes(c).ok_or_else(bad)?,
             _ => 1.0,
         };
         if !t.is_finite() || !cost.is_finite() {
@@ -409,11 +409,6 @@ impl<R: std::io::Read> TraceReader<R> {
         let endpoint = endpoints.intern_utf8(endpoint).ok_or_else(not_utf8)?;
         Ok(Some(Request { t, client, endpoint, cost }))
     }
-}
-
-/// `float(cell)`.
-fn float(cell: &[u8]) -> Option<f64> {
-    py::plain_decimal(cell).or_else(|| core::str::from_utf8(cell).ok().and_then(py::parse_float))
 }
 
 /// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
