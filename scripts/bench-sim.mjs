@@ -14,8 +14,8 @@
 // ../shared/reference/rate_sim.py next to the repository; without it only sluicegate's
 // figures are printed. Wall time is measured around each process; peak resident memory is
 // GNU time's %M, or ru_maxrss from os.wait4 in python3 when GNU time is missing. sluicegate
-// runs 5 times (median wall, highest peak); the reference once, or 3 times when a run takes
-// under 5 s. Outputs are compared as parsed JSON documents, plus the exit status.
+// and the reference run in rounds (see below: median wall, highest peak). Outputs are compared
+// as parsed JSON documents, plus the exit status.
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
@@ -379,6 +379,7 @@ async function runSide(label, side, argv, outFile, enough, times = 3) {
   const good = runs.every((r) => ok(r) && !r.noJson);
   return {
     wall: good ? median(runs.map((r) => r.wall)) : null,
+    walls: runs.map((r) => r.wall),
     lastWall: runs.at(-1).wall,
     peakKiB: runs.some((r) => r.peakKiB !== null) ? Math.max(...runs.map((r) => r.peakKiB ?? 0)) : null,
     code: runs.at(-1).code,
@@ -437,14 +438,39 @@ if (quick) {
   workloads.push({ label: "10M-row trace", file: "trace-10m", args: [config, "--trace", csv, "--json"], rows: 10_000_000, reference: false });
 }
 
+/** The figures of several `runSide` results as one (runs pooled: median wall, highest peak). */
+function pool(parts) {
+  const good = parts.every((p) => p.good);
+  const walls = parts.flatMap((p) => p.walls);
+  return {
+    ...parts.at(-1),
+    wall: good ? median(walls) : null,
+    walls,
+    peakKiB: parts.some((p) => p.peakKiB !== null) ? Math.max(...parts.map((p) => p.peakKiB ?? 0)) : null,
+    good,
+    runs: walls.length,
+    stable: parts.every((p) => p.stable && p.bytes === parts[0].bytes),
+  };
+}
+
 const results = [];
 for (const w of workloads) {
   const out = (side) => join(work, `${w.file}.${side}.json`);
-  // sluicegate 5 times (once if that takes over a minute: a sub-second run on a shared
-  // machine varies by a third from run to run); the reference 3 times only when a run takes
-  // under 5 s.
-  const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5);
-  const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), (r) => r.wall >= 5) : null;
+  // In rounds, so that both sides meet the same load on a shared machine (where a sub-second
+  // run varies by a third from run to run, and a 30 s one by a fifth): each round runs
+  // sluicegate 5 times (once if that takes over a minute) and the reference once. Three
+  // rounds (one with --quick), or one when the reference takes under 5 s, whose round then
+  // runs it 3 times. The ratio is of the medians; each round's own ratio is printed too.
+  const rounds = [];
+  for (let i = 0; i < (quick ? 1 : 3); i++) {
+    const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5);
+    const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), (r) => r.wall >= 5) : null;
+    rounds.push({ sg, ref });
+    if (!sg.good || !ref?.good || ref.runs > 1 || sg.runs < 5) break;
+    if (ref.wall && sg.wall) say(`${w.label}: round ${i + 1}: ${(ref.wall / sg.wall).toFixed(1)}× (reference ${ref.wall.toFixed(2)} s, sluicegate median ${sg.wall.toFixed(3)} s)`);
+  }
+  const sg = pool(rounds.map((r) => r.sg));
+  const ref = rounds[0].ref ? pool(rounds.map((r) => r.ref)) : null;
   const requests = w.rows ?? sg.doc?.requests ?? null;
   const attempts = sg.doc?.clients?.reduce((s, c) => s + c.attempts, 0) ?? null;
   let identical = null;

@@ -449,8 +449,8 @@ struct Attempt {
     endpoint: u32,
     /// The client's index in the outcome.
     slot: u32,
-    /// The first index of its `(client, endpoint)` pair's keys in `pair_keys`.
-    base: u32,
+    /// Its `(client, endpoint)` pair's number.
+    pair: u32,
     cost: f64,
     attempt: u32,
     /// Through the client's pacers already (counted when it first came up).
@@ -480,6 +480,9 @@ struct Queue {
     /// retries of one step) come out in the order they went in: one FIFO lane per delay,
     /// no sorting at all, each attempt read in sequence where it was queued.
     lanes: Vec<VecDeque<(u128, Attempt)>>,
+    /// The key at the front of each lane (`u128::MAX` when it is empty), side by side: the
+    /// next head is found without visiting every lane.
+    fronts: Vec<u128>,
     buckets: Vec<Vec<(u128, u32)>>,
     /// The smallest key in each bucket (valid while it is not empty).
     mins: Vec<u128>,
@@ -501,6 +504,7 @@ impl Default for Queue {
     fn default() -> Self {
         Queue {
             lanes: Vec::new(),
+            fronts: Vec::new(),
             buckets: vec![Vec::new(); 129],
             mins: vec![0; 129],
             nonempty: [0; 3],
@@ -542,9 +546,12 @@ impl Queue {
         match lane {
             Some(lane) => {
                 if self.lanes.len() <= lane {
-                    self.lanes.resize_with(lane + 1, VecDeque::new);
+                    self.add_lanes(lane);
                 }
                 debug_assert!(self.lanes[lane].back().is_none_or(|&(k, _)| k < key), "a lane stays in order");
+                if self.lanes[lane].is_empty() {
+                    self.fronts[lane] = key;
+                }
                 self.lanes[lane].push_back((key, a));
             }
             None => {
@@ -567,27 +574,45 @@ impl Queue {
         }
     }
 
+    /// Makes lanes up to number `lane`.
+    #[cold]
+    fn add_lanes(&mut self, lane: usize) {
+        self.lanes.resize_with(lane + 1, VecDeque::new);
+        self.fronts.resize(lane + 1, u128::MAX);
+    }
+
     /// Finds the smallest key queued again (after it was taken out).
     fn find_head(&mut self) {
         let mut head = (self.lowest().map_or(u128::MAX, |b| self.mins[b]), None);
-        for (l, lane) in self.lanes.iter().enumerate() {
-            if let Some(&(key, _)) = lane.front() {
-                if key < head.0 {
-                    head = (key, Some(l));
-                }
+        for (l, &key) in self.fronts.iter().enumerate() {
+            if key < head.0 {
+                head = (key, Some(l));
             }
         }
         self.head = head;
     }
 
     /// The earliest attempt, if it is due strictly before `t` (any, for `None`).
+    #[inline]
     fn pop_before(&mut self, t: Option<f64>) -> Option<Attempt> {
-        let (min, from_lane) = self.head;
+        let min = self.head.0;
         if min == u128::MAX || t.is_some_and(|t| (min >> 64) as u64 >= time_key(t)) {
             return None;
         }
+        Some(self.pop())
+    }
+
+    /// Takes the earliest attempt out (something is queued).
+    #[inline(never)]
+    fn pop(&mut self) -> Attempt {
+        let (min, from_lane) = self.head;
         let a = match from_lane {
-            Some(l) => self.lanes[l].pop_front().expect("the head is at its front").1,
+            Some(l) => {
+                let lane = &mut self.lanes[l];
+                let a = lane.pop_front().expect("the head is at its front").1;
+                self.fronts[l] = lane.front().map_or(u128::MAX, |&(key, _)| key);
+                a
+            }
             None => {
                 let i = self.pop_bucket(min);
                 self.free.push(i);
@@ -595,7 +620,7 @@ impl Queue {
             }
         };
         self.find_head();
-        Some(a)
+        a
     }
 
     /// Takes the smallest key, `min`, out of the lowest bucket, spreading the rest of it
@@ -787,6 +812,7 @@ impl State {
     /// does not. The key's state moves on (refill, window roll, log expiry) but nothing is
     /// charged: the attempt is admitted only if every policy admits it. An error says why
     /// the core's limiters cannot take the attempt at all.
+    #[inline(never)]
     fn check(&mut self, key: usize, t: f64, cost: f64) -> Result<(bool, f64), String> {
         match self {
             State::Reference(lim) => {
@@ -819,6 +845,7 @@ impl State {
 
     /// Tells the core's limiter of `key` that it refused an attempt: a refusal charges
     /// nothing, but a count-then-block rule starts its block on it. True when a block started.
+    #[inline(never)]
     fn refused(&mut self, key: usize, t: f64, cost: f64) -> bool {
         let State::Core { keys, .. } = self else { return false };
         let lim = &mut keys[key];
@@ -856,13 +883,18 @@ fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Resul
         Retry::None => Ok(None),
         _ if i128::from(attempt) >= max_retries => Ok(None),
         // the reference evaluates `2.0 ** attempt` for every retry mode
-        _ if attempt >= 1024 => Err(SimError::Crash(format!(
-            "2.0 ** {attempt} overflows (max_retries above 1024): the reference raises OverflowError here"
-        ))),
+        _ if attempt >= 1024 => Err(overflow(attempt)),
         Retry::Immediate => Ok(Some(0.1)),
         Retry::Backoff => Ok(Some(2f64.powi(attempt as i32))),
         Retry::Honor => Ok(Some(wait + 0.05)),
     }
+}
+
+#[cold]
+fn overflow(attempt: u32) -> SimError {
+    SimError::Crash(format!(
+        "2.0 ** {attempt} overflows (max_retries above 1024): the reference raises OverflowError here"
+    ))
 }
 
 /// The queue's lane of a retry delayed by a constant ([`Queue::push`]): 0 for immediate
@@ -878,6 +910,27 @@ fn retry_lane(mode: Retry, attempt: u32) -> Option<usize> {
 const NO_KEY: u32 = u32::MAX;
 const NO_SLOT: u32 = u32::MAX;
 
+/// Numbers for `(client, endpoint)` pairs, in the order first seen.
+#[derive(Default)]
+pub(super) struct Pairs(HashMap<(u32, u32), u32, FixedState>);
+
+impl Pairs {
+    /// The number of a pair, and whether it is new.
+    #[inline]
+    pub(super) fn number(&mut self, client: u32, endpoint: u32) -> (u32, bool) {
+        let next = self.0.len() as u32;
+        match self.0.entry((client, endpoint)) {
+            hashbrown::hash_map::Entry::Occupied(e) => (*e.get(), false),
+            hashbrown::hash_map::Entry::Vacant(e) => (*e.insert(next), true),
+        }
+    }
+
+    /// How many pairs are numbered.
+    pub(super) fn len(&self) -> u32 {
+        self.0.len() as u32
+    }
+}
+
 /// The replay: feed it requests in order ([`Engine::push`]), then [`Engine::finish`].
 pub struct Engine<'c, 'o> {
     cfg: &'c Config,
@@ -890,8 +943,14 @@ pub struct Engine<'c, 'o> {
     retry: Vec<(Retry, i128)>,
     /// `(client, endpoint)` → pair number; `pair_keys[pair * policies + j]` is the key of
     /// policy `j` for that pair, or `NO_KEY`.
-    pairs: HashMap<(u32, u32), u32, FixedState>,
+    pairs: Pairs,
     pair_keys: Vec<u32>,
+    /// The server policies that apply to each pair, as `(policy, key)`: pair `p`'s are
+    /// `server_keys[server_from[p] as usize..server_from[p + 1] as usize]`.
+    server_keys: Vec<(u32, u32)>,
+    server_from: Vec<u32>,
+    /// Per pair: attempts the server policies checked (each applying policy's `checks`).
+    pair_checks: Vec<u64>,
     key_names: Vec<Names>,
     states: Vec<State>,
     /// Admission times in the last window, per policy and key.
@@ -902,9 +961,8 @@ pub struct Engine<'c, 'o> {
     /// Per policy, per client slot: rejected at least once.
     rejected_clients: Vec<Vec<bool>>,
     pacers: Vec<usize>,
-    servers: Vec<usize>,
-    /// The policies rejecting the attempt being decided.
-    rejecting: Vec<usize>,
+    /// The policies rejecting the attempt being decided, with the attempt's key in each.
+    rejecting: Vec<(u32, u32)>,
     /// Per policy: the number of its name (policies sharing a name share a count).
     name_of: Vec<u32>,
     queue: Queue,
@@ -955,7 +1013,6 @@ impl<'c, 'o> Engine<'c, 'o> {
             .collect();
         let n = cfg.policies.len();
         let pacers = (0..n).filter(|&j| cfg.policies[j].algorithm.is_pacer()).collect();
-        let servers = (0..n).filter(|&j| !cfg.policies[j].algorithm.is_pacer()).collect();
         Engine {
             cfg,
             observer,
@@ -963,8 +1020,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             endpoints,
             slot: Vec::new(),
             retry: Vec::new(),
-            pairs: HashMap::with_hasher(FixedState::default()),
+            pairs: Pairs::default(),
             pair_keys: Vec::new(),
+            server_keys: Vec::new(),
+            server_from: vec![0],
+            pair_checks: Vec::new(),
             key_names: vec![Names::default(); n],
             states,
             windows: vec![Vec::new(); n],
@@ -978,7 +1038,6 @@ impl<'c, 'o> Engine<'c, 'o> {
                 .collect(),
             rejected_clients: vec![Vec::new(); n],
             pacers,
-            servers,
             rejecting: Vec::new(),
             name_of: {
                 let mut names = Names::default();
@@ -1036,14 +1095,26 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// [`Engine::push`] for requests already put in the replay's order (a trace read through
     /// the reorder window, which lets rows out whole instants at a time, each sorted).
-    pub(super) fn push_sorted(&mut self, r: Request) -> Result<(), SimError> {
+    /// `pair` is the request's [`Pairs`] number, found by the reader (numbering the pairs
+    /// of the rows it hands on, in order, as the replay would).
+    pub(super) fn push_sorted(&mut self, r: Request, pair: u32) -> Result<(), SimError> {
         debug_assert!(self.check_order(r).is_ok(), "rows come in the replay's order");
         self.last = Some(r);
-        self.push_in_order(r)
+        if pair == self.pairs.len() {
+            self.new_pair(r.client, r.endpoint);
+        }
+        debug_assert_eq!(self.pairs.number(r.client, r.endpoint), (pair, false), "the reader's pair numbers");
+        self.push_pair(r, pair)
     }
 
     /// [`Engine::push`] for a request known to come in order.
     fn push_in_order(&mut self, r: Request) -> Result<(), SimError> {
+        let pair = self.pair(r.client, r.endpoint);
+        self.push_pair(r, pair)
+    }
+
+    /// [`Engine::push_in_order`] of a request of pair number `pair`.
+    fn push_pair(&mut self, r: Request, pair: u32) -> Result<(), SimError> {
         // Retries due strictly before it; at the same instant first attempts go first (the
         // reference numbers every first attempt before any retry).
         while let Some(a) = self.queue.pop_before(Some(r.t)) {
@@ -1051,11 +1122,10 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         self.out.requests += 1;
         let slot = self.slot(r.client) as u32;
-        let base = self.pair(r.client, r.endpoint) as u32;
         self.decide(Attempt {
             t: r.t,
             slot,
-            base,
+            pair,
             client: r.client,
             endpoint: r.endpoint,
             cost: r.cost,
@@ -1072,6 +1142,12 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         if let Some(cur) = self.current.take() {
             self.close_second(cur);
+        }
+        for (p, &checked) in self.pair_checks.iter().enumerate() {
+            let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
+            for &(j, _) in &self.server_keys[from..to] {
+                self.out.policies[j as usize].checks += checked;
+            }
         }
         for (_, s) in &mut self.out.clients {
             s.blocked_by = s
@@ -1102,6 +1178,15 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// The index in `out.clients` of client number `c`.
     fn slot(&mut self, c: u32) -> usize {
+        match self.slot.get(c as usize) {
+            Some(&slot) if slot != NO_SLOT => slot as usize,
+            _ => self.new_slot(c),
+        }
+    }
+
+    /// [`Engine::slot`] for a client not seen before.
+    #[cold]
+    fn new_slot(&mut self, c: u32) -> usize {
         let c = c as usize;
         if self.slot.len() <= c {
             self.slot.resize(c + 1, NO_SLOT);
@@ -1119,6 +1204,15 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// The retry mode of client number `c`: the last config entry of its name wins.
     fn retry_of(&mut self, c: u32) -> (Retry, i128) {
+        match self.retry.get(c as usize) {
+            Some(&mode) => mode,
+            None => self.new_retry(c),
+        }
+    }
+
+    /// [`Engine::retry_of`] for a client not seen before.
+    #[cold]
+    fn new_retry(&mut self, c: u32) -> (Retry, i128) {
         let c = c as usize;
         while self.retry.len() <= c {
             let name = self.clients.name(self.retry.len() as u32);
@@ -1134,14 +1228,27 @@ impl<'c, 'o> Engine<'c, 'o> {
         self.retry[c]
     }
 
-    /// The first index into `pair_keys` of a `(client, endpoint)` pair.
-    fn pair(&mut self, client: u32, endpoint: u32) -> usize {
-        let n = self.cfg.policies.len();
-        if let Some(&p) = self.pairs.get(&(client, endpoint)) {
-            return p as usize * n;
+    /// The number of a `(client, endpoint)` pair (its policies' keys are found the first
+    /// time it comes up).
+    fn pair(&mut self, client: u32, endpoint: u32) -> u32 {
+        match self.pairs.number(client, endpoint) {
+            (p, false) => p,
+            (p, true) => {
+                self.add_pair(client, endpoint);
+                p
+            }
         }
-        let p = self.pairs.len() as u32;
-        self.pairs.insert((client, endpoint), p);
+    }
+
+    /// [`Engine::pair`] for a pair not seen before (numbered here).
+    fn new_pair(&mut self, client: u32, endpoint: u32) {
+        self.pairs.number(client, endpoint);
+        self.add_pair(client, endpoint);
+    }
+
+    /// Finds the key of each policy for a new pair (numbered [`Pairs::len`]` - 1`).
+    #[cold]
+    fn add_pair(&mut self, client: u32, endpoint: u32) {
         let (cname, ename) = (self.clients.name(client), self.endpoints.name(endpoint));
         for (j, policy) in self.cfg.policies.iter().enumerate() {
             let key = match policy.key_for(cname, ename) {
@@ -1158,8 +1265,12 @@ impl<'c, 'o> Engine<'c, 'o> {
                 }
             };
             self.pair_keys.push(key);
+            if key != NO_KEY && !policy.algorithm.is_pacer() {
+                self.server_keys.push((j as u32, key));
+            }
         }
-        p as usize * n
+        self.server_from.push(self.server_keys.len() as u32);
+        self.pair_checks.push(0);
     }
 
     /// Decides one attempt (a first attempt or a retry) in the replay's steps: a new attempt
@@ -1169,7 +1280,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn decide(&mut self, a: Attempt) -> Result<(), SimError> {
         if !a.paced {
             self.count_attempt(a);
-            if self.pace(a)? {
+            if !self.pacers.is_empty() && self.pace(a)? {
                 return Ok(());
             }
         }
@@ -1195,15 +1306,14 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// to it): each reserves the attempt's cost and says how long it must wait. When one
     /// must, the attempt is held back by the longest wait (queued, to be checked by the
     /// server policies then) and true is returned.
+    #[inline(never)]
     fn pace(&mut self, a: Attempt) -> Result<bool, SimError> {
-        if self.pacers.is_empty() {
-            return Ok(false);
-        }
         let s = &mut self.out.clients[a.slot as usize].1;
         let mut wait = 0.0f64;
         let mut by = None;
+        let keys = &self.pair_keys[a.pair as usize * self.cfg.policies.len()..];
         for &j in &self.pacers {
-            let key = self.pair_keys[a.base as usize + j];
+            let key = keys[j];
             if key == NO_KEY {
                 continue;
             }
@@ -1238,23 +1348,28 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn check_policies(&mut self, a: Attempt) -> Result<f64, SimError> {
         self.rejecting.clear();
         let mut wait = 0.0f64;
-        for &j in &self.servers {
-            let key = self.pair_keys[a.base as usize + j];
-            if key == NO_KEY {
-                continue;
-            }
-            self.out.policies[j].checks += 1;
-            let (allowed, w) = self.states[j].check(key as usize, a.t, a.cost).map_err(|msg| {
-                let p = &self.cfg.policies[j];
-                SimError::Input(format!(
-                    "policy '{}' ({}) {msg} (client '{}')",
-                    p.name,
-                    p.algorithm.name(),
-                    self.clients.name(a.client)
-                ))
-            })?;
+        let p = a.pair as usize;
+        self.pair_checks[p] += 1;
+        let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
+        for &(j, key) in &self.server_keys[from..to] {
+            let (allowed, w) = match &mut self.states[j as usize] {
+                // the reference's limiters take any attempt: no error to name
+                State::Reference(lim) => {
+                    let c = lim.check(key as usize, a.t, a.cost);
+                    (c.allowed, c.wait)
+                }
+                state => state.check(key as usize, a.t, a.cost).map_err(|msg| {
+                    let p = &self.cfg.policies[j as usize];
+                    SimError::Input(format!(
+                        "policy '{}' ({}) {msg} (client '{}')",
+                        p.name,
+                        p.algorithm.name(),
+                        self.clients.name(a.client)
+                    ))
+                })?,
+            };
             if !allowed {
-                self.rejecting.push(j);
+                self.rejecting.push((j, key));
                 if w > wait {
                     wait = w;
                 }
@@ -1266,11 +1381,10 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Admits an attempt every server policy let through: each one is charged, every
     /// policy's rolling window counts it, and so do the client and the second it falls in.
     fn admit(&mut self, a: Attempt) {
-        for &j in &self.servers {
-            let key = self.pair_keys[a.base as usize + j];
-            if key != NO_KEY {
-                self.states[j].charge(key as usize, a.t, a.cost);
-            }
+        let p = a.pair as usize;
+        let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
+        for &(j, key) in &self.server_keys[from..to] {
+            self.states[j as usize].charge(key as usize, a.t, a.cost);
         }
         self.count_in_windows(a);
         let s = &mut self.out.clients[a.slot as usize].1;
@@ -1297,7 +1411,8 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// keys). The old times are dropped many at a time, in sequential memory, rather than an
     /// old time read for every admission.
     fn count_in_windows(&mut self, a: Attempt) {
-        let keys = &self.pair_keys[a.base as usize..][..self.cfg.policies.len()];
+        let n = self.cfg.policies.len();
+        let keys = &self.pair_keys[a.pair as usize * n..][..n];
         let per_policy = self.windows.iter_mut().zip(&self.window_of).zip(self.out.policies.iter_mut());
         for (&key, ((windows, &(w, core)), ps)) in keys.iter().zip(per_policy) {
             if key == NO_KEY {
@@ -1326,12 +1441,15 @@ impl<'c, 'o> Engine<'c, 'o> {
                 cur.admitted += 1;
                 cur.retries += retry;
             }
-            cur => {
-                let next = Peak { second: sec, admitted: 1, retries: retry };
-                if let Some(done) = cur.replace(next) {
-                    self.close_second(done);
-                }
-            }
+            _ => self.next_second(Peak { second: sec, admitted: 1, retries: retry }),
+        }
+    }
+
+    /// Starts counting a new second; the one before competes for the busiest.
+    #[cold]
+    fn next_second(&mut self, next: Peak) {
+        if let Some(done) = self.current.replace(next) {
+            self.close_second(done);
         }
     }
 
@@ -1341,10 +1459,10 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// kept as the sample 429.
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
-        for &j in &self.rejecting {
-            let key = self.pair_keys[a.base as usize + j];
-            if self.states[j].refused(key as usize, a.t, a.cost) {
-                let ps = &mut self.out.policies[j];
+        for &(j, key) in &self.rejecting {
+            let state = &mut self.states[j as usize];
+            if matches!(state, State::Core { .. }) && state.refused(key as usize, a.t, a.cost) {
+                let ps = &mut self.out.policies[j as usize];
                 ps.blocks += 1;
                 let name = &self.out.clients[ci].0;
                 match ps.blocked_clients.iter_mut().find(|(n, _)| n == name) {
@@ -1360,28 +1478,35 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         s.first_reject.get_or_insert(a.t);
         // the first rejecting policy, in config order, is the one the client blames
-        let first_name = self.name_of[self.rejecting[0]];
+        let first = self.rejecting[0].0 as usize;
+        let first_name = self.name_of[first];
         match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
             Some((_, n)) => *n += 1,
             None => s.blocked.push((first_name, 1)),
         }
-        for &j in &self.rejecting {
-            self.out.policies[j].rejects += 1;
-            self.rejected_clients[j][ci] = true;
+        for &(j, _) in &self.rejecting {
+            self.out.policies[j as usize].rejects += 1;
+            self.rejected_clients[j as usize][ci] = true;
         }
         if self.out.sample.is_none() {
-            let first = &self.cfg.policies[self.rejecting[0]];
-            self.out.sample = Some(Sample {
-                t: round(a.t, 3),
-                client: self.clients.name(a.client).into(),
-                endpoint: self.endpoints.name(a.endpoint).into(),
-                policy: first.name.clone(),
-                retry_after: (wait.ceil() as i128).max(1),
-                quota: first.quota.clone(),
-                window_s: first.window_s,
-            });
+            self.sample(a, first, wait);
         }
         self.observe(a, false);
+    }
+
+    /// Keeps the first refusal, by policy `first` with `wait`, as the sample 429.
+    #[cold]
+    fn sample(&mut self, a: Attempt, first: usize, wait: f64) {
+        let first = &self.cfg.policies[first];
+        self.out.sample = Some(Sample {
+            t: round(a.t, 3),
+            client: self.clients.name(a.client).into(),
+            endpoint: self.endpoints.name(a.endpoint).into(),
+            policy: first.name.clone(),
+            retry_after: (wait.ceil() as i128).max(1),
+            quota: first.quota.clone(),
+            window_s: first.window_s,
+        });
     }
 
     /// Queues the retry of a refused attempt as the client's retry mode says ([`retry_delay`]),
@@ -1399,7 +1524,15 @@ impl<'c, 'o> Engine<'c, 'o> {
     }
 
     /// Hands a decided attempt to the observer, if any.
+    #[inline]
     fn observe(&mut self, a: Attempt, admitted: bool) {
+        if self.observer.is_some() {
+            self.tell_observer(a, admitted);
+        }
+    }
+
+    #[inline(never)]
+    fn tell_observer(&mut self, a: Attempt, admitted: bool) {
         if let Some(o) = self.observer.as_mut() {
             o.attempt(&Event {
                 t: a.t,

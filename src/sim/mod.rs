@@ -156,6 +156,8 @@ pub fn simulate_trace_within<R: Read + Send>(
 #[derive(Default)]
 struct Batch {
     rows: Vec<Request>,
+    /// Each row's `(client, endpoint)` pair number (numbered as the replay first meets them).
+    pairs: Vec<u32>,
     clients: Vec<Box<str>>,
     endpoints: Vec<Box<str>>,
     stepped_back: bool,
@@ -172,6 +174,7 @@ fn read_batches<R: Read>(
     mut take: impl FnMut(Batch) -> bool,
 ) -> Result<bool, SimError> {
     let (mut clients, mut endpoints) = (Names::default(), Names::default());
+    let mut pairs = engine::Pairs::default();
     let mut reorder = reorder::Reorder::new(window);
     let mut batch = Batch::default();
     // how many names have been handed on (in this batch or an earlier one)
@@ -192,6 +195,7 @@ fn read_batches<R: Read>(
         if batch.rows.len() > start {
             // rows come out of the reorder window whole instants at a time
             sort_instants(&clients, &endpoints, &mut batch.rows[start..]);
+            number_pairs(&mut pairs, &mut batch, start);
             if batch.rows.len() >= BATCH && !hand_on(&mut batch, &mut take) {
                 return Ok(false);
             }
@@ -200,7 +204,14 @@ fn read_batches<R: Read>(
     let start = batch.rows.len();
     reorder.finish(&mut batch.rows);
     sort_instants(&clients, &endpoints, &mut batch.rows[start..]);
+    number_pairs(&mut pairs, &mut batch, start);
     Ok(hand_on(&mut batch, &mut take))
+}
+
+/// Numbers the pairs of the batch's rows from `start` on (the replay then need not).
+fn number_pairs(pairs: &mut engine::Pairs, batch: &mut Batch, start: usize) {
+    let rows = &batch.rows[start..];
+    batch.pairs.extend(rows.iter().map(|r| pairs.number(r.client, r.endpoint).0));
 }
 
 /// Hands `batch` to `take`, in pieces of [`BATCH`] rows when it is much longer (rows held
@@ -212,9 +223,9 @@ fn hand_on(batch: &mut Batch, take: &mut impl FnMut(Batch) -> bool) -> bool {
         return take(batch);
     }
     let mut names = Some((batch.clients, batch.endpoints));
-    batch.rows.chunks(BATCH).all(|piece| {
+    batch.rows.chunks(BATCH).zip(batch.pairs.chunks(BATCH)).all(|(rows, pairs)| {
         let (clients, endpoints) = names.take().unwrap_or_default();
-        take(Batch { rows: piece.to_vec(), clients, endpoints, stepped_back: false })
+        take(Batch { rows: rows.to_vec(), pairs: pairs.to_vec(), clients, endpoints, stepped_back: false })
     })
 }
 
@@ -284,8 +295,8 @@ fn replay(engine: &mut Engine<'_, '_>, batch: Batch) -> Result<bool, SimError> {
     for name in &batch.endpoints {
         engine.endpoint(name);
     }
-    for r in batch.rows {
-        engine.push_sorted(r)?;
+    for (r, pair) in batch.rows.into_iter().zip(batch.pairs) {
+        engine.push_sorted(r, pair)?;
     }
     Ok(!batch.stepped_back)
 }
