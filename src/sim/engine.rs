@@ -890,6 +890,7 @@ fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Resul
     }
 }
 
+/// The reference's `OverflowError` for a retry numbered `attempt` (1024 or more).
 #[cold]
 fn overflow(attempt: u32) -> SimError {
     SimError::Crash(format!(
@@ -1531,6 +1532,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
     }
 
+    /// [`Engine::observe`] when there is an observer.
     #[inline(never)]
     fn tell_observer(&mut self, a: Attempt, admitted: bool) {
         if let Some(o) = self.observer.as_mut() {
