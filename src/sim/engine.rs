@@ -445,11 +445,9 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
 #[derive(Clone, Copy)]
 struct Attempt {
     t: f64,
-    client: u32,
-    endpoint: u32,
     /// The client's index in the outcome.
     slot: u32,
-    /// Its `(client, endpoint)` pair's number.
+    /// Its `(client, endpoint)` pair's number (client and endpoint are in `pair_names`).
     pair: u32,
     cost: f64,
     attempt: u32,
@@ -940,11 +938,13 @@ pub struct Engine<'c, 'o> {
     endpoints: Names,
     /// Per client number: index into `out.clients`, or `NO_SLOT`.
     slot: Vec<u32>,
-    /// Per client number: retry mode and retries allowed (the last config entry of a name).
+    /// Per client slot: retry mode and retries allowed (the last config entry of a name).
     retry: Vec<(Retry, i128)>,
     /// `(client, endpoint)` → pair number; `pair_keys[pair * policies + j]` is the key of
     /// policy `j` for that pair, or `NO_KEY`.
     pairs: Pairs,
+    /// Per pair: its client and endpoint numbers.
+    pair_names: Vec<(u32, u32)>,
     pair_keys: Vec<u32>,
     /// The server policies that apply to each pair, as `(policy, key)`: pair `p`'s are
     /// `server_keys[server_from[p] as usize..server_from[p + 1] as usize]`.
@@ -1022,6 +1022,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             slot: Vec::new(),
             retry: Vec::new(),
             pairs: Pairs::default(),
+            pair_names: Vec::new(),
             pair_keys: Vec::new(),
             server_keys: Vec::new(),
             server_from: vec![0],
@@ -1123,16 +1124,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         self.out.requests += 1;
         let slot = self.slot(r.client) as u32;
-        self.decide(Attempt {
-            t: r.t,
-            slot,
-            pair,
-            client: r.client,
-            endpoint: r.endpoint,
-            cost: r.cost,
-            attempt: 0,
-            paced: false,
-        })?;
+        self.decide(Attempt { t: r.t, slot, pair, cost: r.cost, attempt: 0, paced: false })?;
         Ok(())
     }
 
@@ -1199,34 +1191,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             for r in &mut self.rejected_clients {
                 r.push(false);
             }
+            // the last config entry of its name wins
+            let mode = self.cfg.clients.iter().rev().find(|x| x.name == name);
+            self.retry.push(mode.map_or((Retry::None, 3), |x| (x.retry, x.max_retries)));
         }
         self.slot[c] as usize
-    }
-
-    /// The retry mode of client number `c`: the last config entry of its name wins.
-    fn retry_of(&mut self, c: u32) -> (Retry, i128) {
-        match self.retry.get(c as usize) {
-            Some(&mode) => mode,
-            None => self.new_retry(c),
-        }
-    }
-
-    /// [`Engine::retry_of`] for a client not seen before.
-    #[cold]
-    fn new_retry(&mut self, c: u32) -> (Retry, i128) {
-        let c = c as usize;
-        while self.retry.len() <= c {
-            let name = self.clients.name(self.retry.len() as u32);
-            let mode = self
-                .cfg
-                .clients
-                .iter()
-                .rev()
-                .find(|x| x.name == name)
-                .map_or((Retry::None, 3), |x| (x.retry, x.max_retries));
-            self.retry.push(mode);
-        }
-        self.retry[c]
     }
 
     /// The number of a `(client, endpoint)` pair (its policies' keys are found the first
@@ -1250,6 +1219,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Finds the key of each policy for a new pair (numbered [`Pairs::len`]` - 1`).
     #[cold]
     fn add_pair(&mut self, client: u32, endpoint: u32) {
+        self.pair_names.push((client, endpoint));
         let (cname, ename) = (self.clients.name(client), self.endpoints.name(endpoint));
         for (j, policy) in self.cfg.policies.iter().enumerate() {
             let key = match policy.key_for(cname, ename) {
@@ -1365,7 +1335,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                         "policy '{}' ({}) {msg} (client '{}')",
                         p.name,
                         p.algorithm.name(),
-                        self.clients.name(a.client)
+                        self.clients.name(self.pair_names[a.pair as usize].0)
                     ))
                 })?,
             };
@@ -1499,10 +1469,11 @@ impl<'c, 'o> Engine<'c, 'o> {
     #[cold]
     fn sample(&mut self, a: Attempt, first: usize, wait: f64) {
         let first = &self.cfg.policies[first];
+        let (client, endpoint) = self.pair_names[a.pair as usize];
         self.out.sample = Some(Sample {
             t: round(a.t, 3),
-            client: self.clients.name(a.client).into(),
-            endpoint: self.endpoints.name(a.endpoint).into(),
+            client: self.clients.name(client).into(),
+            endpoint: self.endpoints.name(endpoint).into(),
             policy: first.name.clone(),
             retry_after: (wait.ceil() as i128).max(1),
             quota: first.quota.clone(),
@@ -1513,7 +1484,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Queues the retry of a refused attempt as the client's retry mode says ([`retry_delay`]),
     /// or counts its logical request as failed when the client gives up.
     fn schedule_retry(&mut self, a: Attempt, wait: f64) -> Result<(), SimError> {
-        let (mode, max_retries) = self.retry_of(a.client);
+        let (mode, max_retries) = self.retry[a.slot as usize];
         match retry_delay(mode, max_retries, a.attempt, wait)? {
             Some(delay) => {
                 let retry = Attempt { t: a.t + delay, attempt: a.attempt + 1, paced: false, ..a };
@@ -1535,12 +1506,13 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// [`Engine::observe`] when there is an observer.
     #[inline(never)]
     fn tell_observer(&mut self, a: Attempt, admitted: bool) {
+        let (client, endpoint) = self.pair_names[a.pair as usize];
         if let Some(o) = self.observer.as_mut() {
             o.attempt(&Event {
                 t: a.t,
                 client: a.slot as usize,
-                name: self.clients.name(a.client),
-                endpoint: self.endpoints.name(a.endpoint),
+                name: self.clients.name(client),
+                endpoint: self.endpoints.name(endpoint),
                 cost: a.cost,
                 attempt: a.attempt,
                 admitted,
