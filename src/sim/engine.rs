@@ -806,28 +806,6 @@ impl State {
         }
     }
 
-    /// Whether a server policy's limiter for `key` admits `cost` at `t`, and the wait when it
-    /// does not. The key's state moves on (refill, window roll, log expiry) but nothing is
-    /// charged: the attempt is admitted only if every policy admits it. An error says why
-    /// the core's limiters cannot take the attempt at all.
-    #[inline(never)]
-    fn check(&mut self, key: usize, t: f64, cost: f64) -> Result<(bool, f64), String> {
-        match self {
-            State::Reference(lim) => {
-                let c = lim.check(key, t, cost);
-                Ok((c.allowed, c.wait))
-            }
-            State::Core { keys, .. } => {
-                let (now, units) = (core_now(t)?, core_units(cost)?);
-                match keys[key].peek(now, units).map_err(|e| format!("refuses forever: {e}"))? {
-                    Decision::Allow { .. } => Ok((true, 0.0)),
-                    Decision::Deny { retry_after } => Ok((false, secs(retry_after))),
-                }
-            }
-            State::Pacer { .. } => unreachable!("pacers are not servers"),
-        }
-    }
-
     /// Charges an admitted attempt to `key` (checked as admitted just before, with the same
     /// `t` and `cost`). A pacer was charged when it reserved.
     fn charge(&mut self, key: usize, t: f64, cost: f64) {
@@ -843,15 +821,32 @@ impl State {
 
     /// Tells the core's limiter of `key` that it refused an attempt: a refusal charges
     /// nothing, but a count-then-block rule starts its block on it. True when a block started.
-    #[inline(never)]
+    #[inline]
     fn refused(&mut self, key: usize, t: f64, cost: f64) -> bool {
         let State::Core { keys, .. } = self else { return false };
-        let lim = &mut keys[key];
-        let now = Instant::from_nanos(nanos(t));
-        let was_blocked = lim.blocked_until(now).is_some();
-        let _ = lim.check(now, cost as u32);
-        !was_blocked && lim.blocked_until(now).is_some()
+        refused_core(&mut keys[key], t, cost)
     }
+}
+
+/// Whether one of the core's limiters admits `cost` at `t`, and the wait when it does not
+/// (peeking: nothing is charged); an error says why it cannot take the attempt at all. (Out
+/// of line: the reference's limiters, checked in line, are the replay's hot path.)
+#[inline(never)]
+fn check_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) -> Result<(bool, f64), String> {
+    let (now, units) = (core_now(t)?, core_units(cost)?);
+    match lim.peek(now, units).map_err(|e| format!("refuses forever: {e}"))? {
+        Decision::Allow { .. } => Ok((true, 0.0)),
+        Decision::Deny { retry_after } => Ok((false, secs(retry_after))),
+    }
+}
+
+/// [`State::refused`] for one of the core's limiters.
+#[inline(never)]
+fn refused_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) -> bool {
+    let now = Instant::from_nanos(nanos(t));
+    let was_blocked = lim.blocked_until(now).is_some();
+    let _ = lim.check(now, cost as u32);
+    !was_blocked && lim.blocked_until(now).is_some()
 }
 
 /// `t` as the core's limiters take it: they count time from 0.
@@ -922,6 +917,11 @@ impl Pairs {
             hashbrown::hash_map::Entry::Occupied(e) => (*e.get(), false),
             hashbrown::hash_map::Entry::Vacant(e) => (*e.insert(next), true),
         }
+    }
+
+    /// The number of a pair already numbered.
+    fn get(&self, client: u32, endpoint: u32) -> Option<u32> {
+        self.0.get(&(client, endpoint)).copied()
     }
 
     /// How many pairs are numbered.
@@ -1105,7 +1105,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         if pair == self.pairs.len() {
             self.new_pair(r.client, r.endpoint);
         }
-        debug_assert_eq!(self.pairs.number(r.client, r.endpoint), (pair, false), "the reader's pair numbers");
+        debug_assert_eq!(self.pairs.get(r.client, r.endpoint), Some(pair), "the reader's pair numbers");
         self.push_pair(r, pair)
     }
 
@@ -1313,9 +1313,11 @@ impl<'c, 'o> Engine<'c, 'o> {
         Ok(true)
     }
 
-    /// Asks every server policy that applies to the attempt whether it fits ([`State::check`]).
-    /// The policies that refuse it are left in `rejecting`; returns the longest wait they
-    /// give (0 when none refuses).
+    /// Asks every server policy that applies to the attempt whether it fits. Each key's state
+    /// moves on (refill, window roll, log expiry) but nothing is charged: the attempt is
+    /// admitted only if every policy admits it. The policies that refuse it are left in
+    /// `rejecting`; returns the longest wait they give (0 when none refuses), or an error
+    /// when one of the core's limiters cannot take the attempt at all.
     fn check_policies(&mut self, a: Attempt) -> Result<f64, SimError> {
         self.rejecting.clear();
         let mut wait = 0.0f64;
@@ -1323,21 +1325,17 @@ impl<'c, 'o> Engine<'c, 'o> {
         self.pair_checks[p] += 1;
         let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
         for &(j, key) in &self.server_keys[from..to] {
+            // the reference's limiters, which take any attempt, in line: the replay's hot path
             let (allowed, w) = match &mut self.states[j as usize] {
-                // the reference's limiters take any attempt: no error to name
                 State::Reference(lim) => {
                     let c = lim.check(key as usize, a.t, a.cost);
                     (c.allowed, c.wait)
                 }
-                state => state.check(key as usize, a.t, a.cost).map_err(|msg| {
-                    let p = &self.cfg.policies[j as usize];
-                    SimError::Input(format!(
-                        "policy '{}' ({}) {msg} (client '{}')",
-                        p.name,
-                        p.algorithm.name(),
-                        self.clients.name(self.pair_names[a.pair as usize].0)
-                    ))
-                })?,
+                State::Core { keys, .. } => {
+                    let checked = check_core(&mut keys[key as usize], a.t, a.cost);
+                    checked.map_err(|msg| self.cannot_take(j as usize, a, &msg))?
+                }
+                State::Pacer { .. } => unreachable!("pacers are not servers"),
             };
             if !allowed {
                 self.rejecting.push((j, key));
@@ -1347,6 +1345,14 @@ impl<'c, 'o> Engine<'c, 'o> {
             }
         }
         Ok(wait)
+    }
+
+    /// The error for an attempt policy `j` cannot take at all, `msg` saying why.
+    #[cold]
+    fn cannot_take(&self, j: usize, a: Attempt, msg: &str) -> SimError {
+        let p = &self.cfg.policies[j];
+        let client = self.clients.name(self.pair_names[a.pair as usize].0);
+        SimError::Input(format!("policy '{}' ({}) {msg} (client '{client}')", p.name, p.algorithm.name()))
     }
 
     /// Admits an attempt every server policy let through: each one is charged, every
@@ -1431,8 +1437,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
         for &(j, key) in &self.rejecting {
-            let state = &mut self.states[j as usize];
-            if matches!(state, State::Core { .. }) && state.refused(key as usize, a.t, a.cost) {
+            if self.states[j as usize].refused(key as usize, a.t, a.cost) {
                 let ps = &mut self.out.policies[j as usize];
                 ps.blocks += 1;
                 let name = &self.out.clients[ci].0;
