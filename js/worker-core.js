@@ -4,14 +4,47 @@
 import { DurableObject, env as workerEnv } from "cloudflare:workers";
 
 /**
- * `{ RateLimiter, through, createEdge }` over `glue`. `adaptEnv` may change what the rules
- * see of `env` (the development build injects faults with it). With `library`, the rules
+ * `{ RateLimiter, through, createEdge, setUp }` over `glue`. `adaptEnv` and `adaptRequest` may
+ * change what the rules see of `env` and of each request (the development build injects
+ * faults with them). With `library`, the rules
  * are the ones given to `createEdge`, which the Worker must call at module scope (where its
  * Durable Objects run too), else they come from `env` (the standalone Worker).
  */
-export function edgeOver(glue, wasm, { adaptEnv = (env) => env, library = false } = {}) {
+export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (request) => request, library = false } = {}) {
   glue.initSync({ module: wasm });
   let created = false;
+  // A panic (a bug) replaces the module's instance: `generation` counts them; the set-up
+  // calls made at module scope are made again on the new instance; the requests in flight
+  // on the old one are answered 503.
+  let generation = 0;
+  const setUps = [];
+  const inFlight = new Set();
+  glue.onPanic(() => {
+    generation += 1;
+    // Make the new instance now, inside the panic: from here on, a callback of the old
+    // instance (a pending await, a stream's check) refuses to run instead of running
+    // against the new instance's memory.
+    glue.renew();
+    for (const setUp of setUps) setUp();
+    for (const fail of [...inFlight]) fail();
+  });
+
+  /** Run `setUp()` now and again on every new instance of the module. */
+  function setUp(call) {
+    call();
+    setUps.push(call);
+  }
+
+  /** `handle()`'s answer, or the edge's 503 if the module panics before it comes. */
+  function guarded(handle) {
+    let fail;
+    const failed = new Promise((resolve) => {
+      fail = resolve;
+    });
+    inFlight.add(fail);
+    const unavailable = failed.then(() => glue.unavailable());
+    return Promise.race([new Promise((resolve) => resolve(handle())), unavailable]).finally(() => inFlight.delete(fail));
+  }
 
   /** Exact counting for the counting keys routed to this object (one per key). */
   class RateLimiter extends DurableObject {
@@ -22,7 +55,18 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, library = false 
         );
       }
       super(ctx, env);
-      this.counter = new glue.Counter(env, ctx.storage);
+      this.made = { env, storage: ctx.storage };
+      this.generation = generation;
+      this.kept = new glue.Counter(env, ctx.storage);
+    }
+
+    /** The counter, made anew (from storage) when the module panicked since it was made. */
+    get counter() {
+      if (this.generation !== generation) {
+        this.generation = generation;
+        this.kept = new glue.Counter(this.made.env, this.made.storage);
+      }
+      return this.kept;
     }
 
     /** RPC from the Worker: `[allowed (1|0), remaining, wait_ms]`. */
@@ -72,16 +116,17 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, library = false 
    */
   function through(handler) {
     if (handler === undefined) {
-      return (request, env, ctx) => glue.handle(request, adaptEnv(env), ctx);
+      return (request, env, ctx) => guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx));
     }
-    return (request, env, ctx) => glue.handle(request, adaptEnv(env), ctx, (admitted) => handler(admitted, env, ctx));
+    return (request, env, ctx) =>
+      guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx, (admitted) => handler(admitted, env, ctx)));
   }
 
   /** The rules given here (at module scope), in front of the Worker's own handlers. */
   function createEdge(options) {
     const { rules, binding = "RATE_LIMITER" } = options ?? {};
     if (typeof binding !== "string") throw new TypeError("sluicegate: createEdge: binding must be a string");
-    glue.configure(rules, binding, workerEnv ?? {});
+    setUp(() => glue.configure(rules, binding, workerEnv ?? {}));
     created = true;
     return {
       handle(request, env, ctx, handler) {
@@ -95,5 +140,5 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, library = false 
     };
   }
 
-  return { RateLimiter, through, createEdge };
+  return { RateLimiter, through, createEdge, setUp };
 }

@@ -12,6 +12,7 @@ use crate::limit::{Decision, Gcra};
 use crate::time::{Instant, Span};
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt;
 use core::hash::BuildHasher;
 use foldhash::fast::FixedState;
 
@@ -143,6 +144,148 @@ impl ByteBucket {
     }
 }
 
+/// Why a request's body framing cannot be trusted: answered `400` before anything is read
+/// or charged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FramingError {
+    /// Both `Content-Length` and `Transfer-Encoding`: which one framed the body depends on
+    /// who reads it, so a cap checked against one can be passed by the other (RFC 9112
+    /// §6.3 calls such a message an attempt at request smuggling).
+    LengthAndEncoding,
+    /// A `Content-Length` that is not one whole number of bytes (repeats of one value are
+    /// that value).
+    BadLength,
+}
+
+impl fmt::Display for FramingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FramingError::LengthAndEncoding => "the request has both Content-Length and Transfer-Encoding",
+            FramingError::BadLength => "the request's Content-Length is not a whole number of bytes",
+        })
+    }
+}
+
+/// The body length a request declares (`None`: no `Content-Length`), from its
+/// `Content-Length` and `Transfer-Encoding` headers as received.
+///
+/// # Examples
+/// ```
+/// use sluicegate::admission::{declared_length, FramingError};
+/// assert_eq!(declared_length(Some("10"), None), Ok(Some(10)));
+/// assert_eq!(declared_length(Some("10, 10"), None), Ok(Some(10)));
+/// assert_eq!(declared_length(None, Some("chunked")), Ok(None));
+/// assert_eq!(declared_length(Some("10"), Some("chunked")), Err(FramingError::LengthAndEncoding));
+/// assert_eq!(declared_length(Some("10, 20"), None), Err(FramingError::BadLength));
+/// ```
+///
+/// # Errors
+/// [`FramingError`] for framing a cap could not be checked against.
+pub fn declared_length(
+    content_length: Option<&str>,
+    transfer_encoding: Option<&str>,
+) -> Result<Option<u64>, FramingError> {
+    let Some(field) = content_length else { return Ok(None) };
+    if transfer_encoding.is_some() {
+        return Err(FramingError::LengthAndEncoding);
+    }
+    let mut length = None;
+    for value in field.split(',').map(|v| v.trim_matches([' ', '\t'])) {
+        let valid = !value.is_empty() && value.len() <= 19 && value.bytes().all(|b| b.is_ascii_digit());
+        let n = value.parse::<u64>().ok().filter(|_| valid).ok_or(FramingError::BadLength)?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(FramingError::BadLength);
+        }
+        length = Some(n);
+    }
+    Ok(length)
+}
+
+/// How a streamed body contradicted its declared length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LengthError {
+    /// More bytes came than `Content-Length` said (the stream is cut at the first of them).
+    Longer {
+        /// The declared length.
+        declared: u64,
+    },
+    /// The body ended before `Content-Length` bytes.
+    Shorter {
+        /// The declared length.
+        declared: u64,
+        /// The bytes that came.
+        seen: u64,
+    },
+}
+
+impl fmt::Display for LengthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LengthError::Longer { declared } => {
+                write!(f, "the body is longer than its Content-Length of {declared} bytes")
+            }
+            LengthError::Shorter { declared, seen } => {
+                write!(f, "the body ended after {seen} of its Content-Length of {declared} bytes")
+            }
+        }
+    }
+}
+
+/// A request body's bytes as they stream, checked against its declared length: caps are
+/// charged what was declared before the body is read, so a body may never bring more.
+///
+/// # Examples
+/// ```
+/// use sluicegate::admission::{BodyLength, LengthError};
+/// let mut body = BodyLength::new(Some(10));
+/// assert_eq!(body.chunk(6), Ok(()));
+/// assert_eq!(body.chunk(6), Err(LengthError::Longer { declared: 10 }));
+/// assert_eq!(BodyLength::new(Some(10)).end(), Err(LengthError::Shorter { declared: 10, seen: 0 }));
+/// let mut open = BodyLength::new(None);
+/// assert_eq!(open.chunk(1 << 40), Ok(()));
+/// assert_eq!(open.end(), Ok(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BodyLength {
+    declared: Option<u64>,
+    seen: u64,
+}
+
+impl BodyLength {
+    /// A body of `declared` bytes (`None`: no length was declared).
+    pub fn new(declared: Option<u64>) -> Self {
+        BodyLength { declared, seen: 0 }
+    }
+
+    /// A chunk of `bytes` came.
+    ///
+    /// # Errors
+    /// [`LengthError::Longer`] once the body has brought more than it declared.
+    pub fn chunk(&mut self, bytes: u64) -> Result<(), LengthError> {
+        self.seen = self.seen.saturating_add(bytes);
+        match self.declared {
+            Some(declared) if self.seen > declared => Err(LengthError::Longer { declared }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The body ended.
+    ///
+    /// # Errors
+    /// [`LengthError::Shorter`] when it brought less than it declared.
+    pub fn end(&self) -> Result<(), LengthError> {
+        match self.declared {
+            Some(declared) if self.seen < declared => Err(LengthError::Shorter { declared, seen: self.seen }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes that came so far.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +357,45 @@ mod tests {
         }
         // 10 s: the burst of 100 plus 100 per second.
         assert!((1_000..=1_100).contains(&admitted), "{admitted}");
+    }
+
+    #[test]
+    fn a_request_framed_two_ways_is_refused_before_anything_is_charged() {
+        for te in ["chunked", "gzip, chunked", ""] {
+            assert_eq!(declared_length(Some("10"), Some(te)), Err(FramingError::LengthAndEncoding), "{te:?}");
+        }
+        assert_eq!(declared_length(None, Some("chunked")), Ok(None));
+        assert_eq!(declared_length(None, None), Ok(None));
+    }
+
+    #[test]
+    fn a_content_length_is_one_whole_number_or_a_refusal() {
+        assert_eq!(declared_length(Some(" 0 "), None), Ok(Some(0)));
+        assert_eq!(declared_length(Some("5,5 , 5"), None), Ok(Some(5)));
+        for bad in ["", "-1", "+5", "0x10", "1e3", "5, 6", "5,", "99999999999999999999", "1 0"] {
+            assert_eq!(declared_length(Some(bad), None), Err(FramingError::BadLength), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_longer_than_declared_is_caught_at_the_first_extra_byte() {
+        let mut body = BodyLength::new(Some(10));
+        assert_eq!(body.chunk(10), Ok(()));
+        assert_eq!(body.end(), Ok(()));
+        assert_eq!(body.chunk(1), Err(LengthError::Longer { declared: 10 }));
+        let mut empty = BodyLength::new(Some(0));
+        assert_eq!(empty.chunk(0), Ok(()));
+        assert_eq!(empty.chunk(1), Err(LengthError::Longer { declared: 0 }));
+    }
+
+    #[test]
+    fn a_body_that_ends_early_contradicts_its_length_and_one_without_a_length_never_does() {
+        let mut body = BodyLength::new(Some(200_000));
+        body.chunk(65_536).unwrap();
+        assert_eq!(body.end(), Err(LengthError::Shorter { declared: 200_000, seen: 65_536 }));
+        let mut open = BodyLength::new(None);
+        open.chunk(u64::MAX).unwrap();
+        open.chunk(u64::MAX).unwrap();
+        assert_eq!((open.seen(), open.end()), (u64::MAX, Ok(())));
     }
 }

@@ -7,11 +7,11 @@ import { edgeOver } from "../js/worker-core.js";
 
 /**
  * The Worker's default export and Durable Object class over a built `glue` module.
- * `adaptEnv` may change what the Worker's requests see of `env` (the development build
- * injects faults with it).
+ * `adaptEnv` and `adaptRequest` may change what the Worker's requests see of `env` and of
+ * themselves (the development build injects faults with them).
  */
-export function edge(glue, wasm, adaptEnv) {
-  const { RateLimiter, through } = edgeOver(glue, wasm, { adaptEnv });
-  glue.start(env);
+export function edge(glue, wasm, adaptEnv, adaptRequest) {
+  const { RateLimiter, through, setUp } = edgeOver(glue, wasm, { adaptEnv, adaptRequest });
+  setUp(() => glue.start(env));
   return { worker: { fetch: through() }, RateLimiter };
 }

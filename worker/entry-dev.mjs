@@ -10,7 +10,11 @@ import { edge } from "./edge.mjs";
  * - `{"store": "slow"}`: every rule's Durable Object call answers after 5 s;
  * - `{"store": "fleet-tenants"}`: only the fleet-wide tenant objects fail (a colo's do not);
  * - `{"lease": "leak"}`: fleet budget leases are taken but never renewed nor given back, as
- *   by an isolate that died holding them.
+ *   by an isolate that died holding them;
+ * - `{"client": "leaves"}`: a request with `Sluicegate-Test-Leave-After-Ms: N` has its
+ *   client go away N ms after it arrives: its `signal` aborts, as Cloudflare's front end
+ *   reports a client that closed its connection (local workerd only notices that when it
+ *   next writes to the client, so before the response it never does).
  */
 function withFaults(env) {
   if (!env.SLUICEGATE_FAULTS) return env;
@@ -50,6 +54,16 @@ function withFaults(env) {
   return Object.create(env, { RATE_LIMITER: { value: faulty } });
 }
 
-const { worker, RateLimiter } = edge(glue, wasm, withFaults);
+function leavingClient(request, env) {
+  if (!env.SLUICEGATE_FAULTS) return request;
+  const header = request.headers.get("sluicegate-test-leave-after-ms");
+  const after = Number(header);
+  if (JSON.parse(env.SLUICEGATE_FAULTS).client !== "leaves" || header === null || !(after >= 0)) return request;
+  const left = new AbortController();
+  setTimeout(() => left.abort(new Error("the client went away (injected fault)")), after);
+  return new Request(request, { signal: left.signal });
+}
+
+const { worker, RateLimiter } = edge(glue, wasm, withFaults, leavingClient);
 export default worker;
 export { RateLimiter };

@@ -13,14 +13,17 @@ export function whenBodyDone(response, done, signal) {
     if (!called) {
       called = true;
       signal?.removeEventListener("abort", finish);
-      done();
+      try {
+        done();
+      } catch {
+        // `done` belonged to a module instance that panicked since: its counts are gone too.
+      }
     }
   };
   if (!response.body || signal?.aborted) {
     finish();
     return response;
   }
-  signal?.addEventListener("abort", finish);
   const reader = response.body.getReader();
   const body = new ReadableStream({
     async pull(controller) {
@@ -42,7 +45,16 @@ export function whenBodyDone(response, done, signal) {
       return reader.cancel(reason);
     },
   });
-  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  let watched;
+  try {
+    watched = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  } catch (error) {
+    // Nothing listens yet and `done` was not called: the caller still owns what it gives back.
+    reader.cancel(error).catch(() => {});
+    throw error;
+  }
+  signal?.addEventListener("abort", finish);
+  return watched;
 }
 
 /** `promise`'s value, or `late` if it has not settled after `ms` milliseconds. */
@@ -54,6 +66,9 @@ export function within(promise, ms, late) {
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
+/** The give-backs of the fleet leases this isolate holds (see `releaseAllLeases`). */
+const heldLeases = new Set();
+
 /**
  * Hold a fleet budget's `lease` (from `stub.acquireSlot(upstream)`): renew it every third
  * of `leaseMs` until the returned function is called, which gives the slot back. The
@@ -64,29 +79,65 @@ export function keepLease(stub, upstream, lease, leaseMs, ctx) {
     Promise.resolve(stub.renewSlot(upstream, lease)).catch(() => {});
   }, Math.max(100, leaseMs / 3));
   let released = false;
-  return () => {
+  const release = () => {
     if (released) return;
     released = true;
+    heldLeases.delete(release);
     clearInterval(renewal);
     const done = Promise.resolve(stub.releaseSlot(upstream, lease)).catch(() => {});
     ctx?.waitUntil?.(done);
   };
+  heldLeases.add(release);
+  return release;
+}
+
+/** Listeners of `panicked` (see `onPanic`). */
+const panicListeners = new Set();
+
+/** Call `listener()` whenever the module panics: its instance is about to be replaced. */
+export function onPanic(listener) {
+  panicListeners.add(listener);
 }
 
 /**
- * An upload of `body` that is cut once `charge(chunk size)` returns false: `{ body, signal }`
- * for the upstream request, whose `signal` aborts it then (so the origin sees an
- * unfinished upload, not a short one), or when `clientSignal` aborts.
+ * The module panicked (its instance traps next and is replaced at the next call): give back
+ * every fleet lease this isolate holds, whose renewals would otherwise go on for ever, and
+ * tell the listeners. Never throws: it runs inside the panic hook.
  */
-export function metered(body, charge, clientSignal) {
+export function panicked() {
+  for (const release of [...heldLeases]) {
+    try {
+      release();
+    } catch {}
+  }
+  for (const listener of panicListeners) {
+    try {
+      listener();
+    } catch {}
+  }
+}
+
+/**
+ * An upload of `body` checked as it streams: each chunk's size goes to `charge`, the end to
+ * `end`; when either returns false the stream is cut. `{ body, signal }` for the upstream
+ * request, whose `signal` aborts it then (so the origin sees an unfinished upload, not a
+ * short one), or when `clientSignal` aborts.
+ */
+export function metered(body, charge, end, clientSignal) {
   const cut = new AbortController();
+  const refuse = (controller, why) => {
+    const error = new Error(why);
+    cut.abort(error);
+    controller.error(error);
+  };
   const stream = body.pipeThrough(
     new TransformStream({
       transform(chunk, controller) {
         if (charge(chunk.byteLength)) return controller.enqueue(chunk);
-        const error = new Error("the source is over its body bytes per second");
-        cut.abort(error);
-        controller.error(error);
+        refuse(controller, "the body was cut: over its source's bytes or longer than its Content-Length");
+      },
+      flush(controller) {
+        if (!end()) refuse(controller, "the body was cut: shorter than its Content-Length");
       },
     }),
   );
@@ -95,11 +146,11 @@ export function metered(body, charge, clientSignal) {
 }
 
 /**
- * `request` with its body passed through while `charge(chunk size)` is true, then cut (its
- * reader sees an error): for a handler in the same Worker, which reads the body itself.
+ * `request` with its body checked as it streams (see `metered`), cut when the check fails
+ * (its reader sees an error): for a handler in the same Worker, which reads the body itself.
  */
-export function meteredRequest(request, charge) {
-  return new Request(request, { body: metered(request.body, charge, null).body, cf: request.cf });
+export function meteredRequest(request, charge, end) {
+  return new Request(request, { body: metered(request.body, charge, end, null).body, cf: request.cf });
 }
 
 /** The SHA-256 of `text` (UTF-8) in lower-case hex. */

@@ -47,6 +47,7 @@ impl Counter {
     /// memory only when it has no synchronous `kv`).
     #[wasm_bindgen(constructor)]
     pub fn new(env: JsValue, storage: JsValue) -> Counter {
+        crate::panic::install();
         let env: Env = env.unchecked_into();
         let kv = if storage.is_object() { storage.unchecked_into::<js::Storage>().kv() } else { JsValue::UNDEFINED };
         let kv = if kv.is_object() {

@@ -101,6 +101,7 @@ pub async fn acquire(
     let woken = js_sys::Promise::new(&mut |resolve, _reject| {
         with_budget(&fleet, &upstream, max_in_flight, |b| b.waiters.insert(ticket, resolve));
     });
+    let mut place = Queued { fleet: &fleet, upstream: &upstream, max_in_flight, ticket: Some(ticket) };
     let deadline = now + max_wait;
     loop {
         // Wake at the deadline, or when a lease may have run out (its holder gone).
@@ -108,7 +109,7 @@ pub async fn acquire(
         let wake =
             with_budget(&fleet, &upstream, max_in_flight, |b| b.first_expiry()).map_or(deadline, |e| e.min(deadline));
         let wait_ms = (wake - now).as_millis_ceil().max(1) as f64;
-        let outcome = JsFuture::from(js::within(&woken, wait_ms, &JsValue::FALSE)).await?;
+        let outcome = JsFuture::from(js::within(&woken, wait_ms, &JsValue::FALSE)?).await?;
         let now = crate::now();
         let id = with_budget(&fleet, &upstream, max_in_flight, |b| {
             if outcome.is_truthy() {
@@ -118,9 +119,11 @@ pub async fn acquire(
             None
         });
         if let Some(id) = id {
+            place.ticket = None;
             return Ok(JsValue::from_f64(id as f64));
         }
         if now >= deadline {
+            place.ticket = None;
             let left = with_budget(&fleet, &upstream, max_in_flight, |b| {
                 b.waiters.remove(&ticket);
                 b.slots.leave(ticket)
@@ -128,6 +131,29 @@ pub async fn acquire(
             // Not in the queue any more: a slot was handed over in the same instant.
             let id = if left { 0 } else { with_budget(&fleet, &upstream, max_in_flight, |b| b.lease(now + lease)) };
             return Ok(JsValue::from_f64(id as f64));
+        }
+    }
+}
+
+/// A place in a fleet budget's queue. Dropped while it still has its ticket (an error on the
+/// way out), it leaves the queue, and gives back a slot that was handed to it meanwhile:
+/// a slot handed to a waiter that never took it would be lost for good (no lease ends it).
+struct Queued<'a> {
+    fleet: &'a Shared,
+    upstream: &'a str,
+    max_in_flight: u32,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            with_budget(self.fleet, self.upstream, self.max_in_flight, |b| {
+                b.waiters.remove(&ticket);
+                if !b.slots.leave(ticket) {
+                    b.release_slot();
+                }
+            });
         }
     }
 }

@@ -69,8 +69,8 @@ extern "C" {
     pub fn fetch(this: &Fetcher, request: &Request) -> Result<Promise, JsValue>;
 
     /// The global `fetch`.
-    #[wasm_bindgen(js_name = fetch)]
-    pub fn fetch(request: &Request) -> Promise;
+    #[wasm_bindgen(catch, js_name = fetch)]
+    pub fn fetch(request: &Request) -> Result<Promise, JsValue>;
 }
 
 /// The Durable Object namespace that counts: `env.RATE_LIMITER`, or the binding the
@@ -102,32 +102,61 @@ pub fn colo(request: &Request) -> Option<String> {
     js_sys::Reflect::get(&cf, &"colo".into()).ok()?.as_string().filter(|c| !c.is_empty())
 }
 
+// Every import that can throw is `catch`: a JavaScript exception that unwound through the
+// module's frames would skip every Rust destructor (and the guards that give slots back).
 #[wasm_bindgen(module = "/js/streams.mjs")]
 extern "C" {
     /// `response` with a body that calls `done` once, when it has been read to the end, has
-    /// failed, or was cancelled by the client (at once when there is no body).
-    #[wasm_bindgen(js_name = whenBodyDone)]
-    pub fn when_body_done(response: &web_sys::Response, done: &JsValue, signal: &JsValue) -> web_sys::Response;
+    /// failed, or was cancelled by the client (at once when there is no body). When it
+    /// throws, `done` was not called.
+    #[wasm_bindgen(catch, js_name = whenBodyDone)]
+    pub fn when_body_done(
+        response: &web_sys::Response,
+        done: &JsValue,
+        signal: &JsValue,
+    ) -> Result<web_sys::Response, JsValue>;
 
     /// `promise`'s value, or `late` if it has not settled after `ms` milliseconds.
-    pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Promise;
+    #[wasm_bindgen(catch)]
+    pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Result<Promise, JsValue>;
 
-    /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true, and a
-    /// signal that aborts the upload when it is cut or `client` aborts.
-    pub fn metered(body: &web_sys::ReadableStream, charge: &JsValue, client: &JsValue) -> JsValue;
+    /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true and cut
+    /// when it is false or when `end()` (at its end) is false, and a signal that aborts the
+    /// upload when it is cut or `client` aborts.
+    #[wasm_bindgen(catch)]
+    pub fn metered(
+        body: &web_sys::ReadableStream,
+        charge: &JsValue,
+        end: &JsValue,
+        client: &JsValue,
+    ) -> Result<JsValue, JsValue>;
 
-    /// `request` with its body passed through while `charge(chunk size)` is true, then
-    /// cut: what the Worker's own handler reads.
+    /// `request` with its body checked as `metered` checks it, then cut: what the Worker's
+    /// own handler reads.
     #[wasm_bindgen(catch, js_name = meteredRequest)]
-    pub fn metered_request(request: &Request, charge: &JsValue) -> Result<Request, JsValue>;
+    pub fn metered_request(request: &Request, charge: &JsValue, end: &JsValue) -> Result<Request, JsValue>;
 
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
-    #[wasm_bindgen(js_name = sha256Hex)]
-    pub fn sha256_hex(text: &str) -> Promise;
+    #[wasm_bindgen(catch, js_name = sha256Hex)]
+    pub fn sha256_hex(text: &str) -> Result<Promise, JsValue>;
+
+    /// The module panicked: give back every fleet lease this isolate holds and tell the
+    /// listeners (`onPanic`). Never throws.
+    pub fn panicked();
+
+    /// Call `listener` whenever the module panics (it outlives the module's instance).
+    #[wasm_bindgen(js_name = onPanic)]
+    pub fn on_panic(listener: &js_sys::Function);
 
     /// Renew a fleet lease until the returned function is called, which releases it.
-    #[wasm_bindgen(js_name = keepLease)]
-    pub fn keep_lease(stub: &Stub, upstream: &str, lease: f64, lease_ms: f64, ctx: &JsValue) -> js_sys::Function;
+    #[wasm_bindgen(catch, js_name = keepLease)]
+    pub fn keep_lease(
+        stub: &Stub,
+        upstream: &str,
+        lease: f64,
+        lease_ms: f64,
+        ctx: &JsValue,
+    ) -> Result<js_sys::Function, JsValue>;
 }
 
 #[wasm_bindgen]

@@ -20,16 +20,20 @@ mod counter;
 #[cfg(feature = "dev-origin")]
 mod dev;
 mod fleet;
+mod guard;
 mod js;
 #[cfg(feature = "dev-origin")]
 mod mock;
+mod panic;
 mod preread;
 mod proxy;
 mod tenancy;
 
 use blocks::BlockCache;
 use config::{config, Origin, Setup};
+use guard::Scope;
 use js::Env;
+use sluicegate::admission::declared_length;
 use sluicegate::headers::{self, RateLimitFields};
 use sluicegate::identity::{client_identity, Identity, Sources};
 use sluicegate::limit::Decision;
@@ -77,6 +81,7 @@ fn log_error(line: &str) {
 /// Every problem with the rules or `ORIGIN_URL`, in one message.
 #[wasm_bindgen]
 pub fn start(env: JsValue) -> Result<(), JsError> {
+    panic::install();
     #[cfg(feature = "dev-origin")]
     dev::set_clock(&env).map_err(|problem| JsError::new(&format!("sluicegate: not starting: {problem}")))?;
     let env: Env = env.unchecked_into();
@@ -96,6 +101,7 @@ pub fn start(env: JsValue) -> Result<(), JsError> {
 /// rules than those already in force.
 #[wasm_bindgen]
 pub fn configure(rules: JsValue, binding: String, env: JsValue) -> Result<(), JsError> {
+    panic::install();
     let env: Env = env.unchecked_into();
     config::use_rules(&rules, &binding, &env)
         .map_err(|problems| JsError::new(&format!("sluicegate: not starting: {problems}")))
@@ -116,6 +122,7 @@ pub async fn handle(
     ctx: JsValue,
     handler: Option<js_sys::Function>,
 ) -> Result<Response, JsValue> {
+    panic::install();
     let env: Env = env.unchecked_into();
     match serve(&request, &env, &ctx, handler.as_ref()).await {
         Ok(response) => Ok(response),
@@ -125,6 +132,24 @@ pub async fn handle(
             Ok(problem(503, &headers::unavailable(), None))
         }
     }
+}
+
+/// Call `listener()` whenever the module panics (a bug): its instance is then replaced at
+/// the next call, and the requests in flight on it are answered by [`unavailable`].
+#[wasm_bindgen(js_name = onPanic)]
+pub fn on_panic(listener: js_sys::Function) {
+    js::on_panic(&listener);
+}
+
+/// Nothing: a call into the module is what replaces an instance that panicked, and this is
+/// the cheapest one (see [`on_panic`]).
+#[wasm_bindgen]
+pub fn renew() {}
+
+/// The edge's `503` for a request it cannot serve (e.g. one in flight when the module panicked).
+#[wasm_bindgen]
+pub fn unavailable() -> Response {
+    problem(503, &headers::unavailable(), Some(Span::from_secs(1)))
 }
 
 /// Why a request was not served.
@@ -161,12 +186,7 @@ async fn serve(
     // Rules match the normalised path; the origin gets the path as it was sent.
     let path = match normalise_path(&raw_path) {
         Ok(path) => path,
-        Err(why) => {
-            log(&format!("sluicegate: 400 for {}: {why}", request.url()));
-            let body =
-                headers::problem(400, "Bad Request", &format!("The request path is malformed: {why}."), None, None);
-            return Ok(problem(400, &body, None));
-        }
+        Err(why) => return Ok(bad_request(request, &format!("The request path is malformed: {why}."))),
     };
     let host = url.hostname();
     let method = request.method();
@@ -182,20 +202,17 @@ async fn serve(
     });
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
 
+    // How the body is framed, before anything is charged for it.
+    let declared = match declared_length(header("content-length").as_deref(), header("transfer-encoding").as_deref()) {
+        Ok(declared) => declared,
+        Err(why) => return Ok(bad_request(request, &format!("{why}."))),
+    };
     // Before anything reads the body or asks a Durable Object: the address, the isolate,
     // the source's declared bytes.
     let source = setup.rules.pre_read().source_of(&facts);
-    let declared = header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
     if let Err((scope, wait)) = preread::check(&setup.rules, identity, source, declared, now) {
         return Ok(pre_read_refusal(request, scope, wait, identity));
     }
-    // A body of no declared length is charged to its source as it streams, and cut if over.
-    let over = Rc::new(Cell::new(false));
-    let meter = (declared.is_none() && setup.rules.pre_read().source_bytes_per_second.is_some()).then(|| {
-        let charge = preread::streamed_charge(&config, source.to_owned(), Rc::clone(&over));
-        Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value()
-    });
-
     // The admin API of tenant limits (only when its token is set).
     if let Some(answer) = admin::serve(request, env, setup, &path, identity).await? {
         return Ok(answer);
@@ -209,38 +226,162 @@ async fn serve(
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
-    // The tenant is charged after the rules: a request they refuse spends none of its quota.
-    // Its place in flight is held until the origin has answered.
-    let has_body = request.body().is_some();
-    let _in_flight = match tenancy::admit(setup, env, &facts, &header, declared, has_body, now).await? {
-        Ok(held) => held,
-        Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
-    };
-    // The budget is charged only once the rules have admitted the request.
-    let slot = match setup.rules.upstream_for(&facts) {
-        None => None,
-        Some(upstream) => match budgets::acquire(upstream, env, ctx).await? {
-            Some(slot) => Some(slot),
-            None => return Ok(checked.finish(busy(request, upstream)?)?),
-        },
-    };
-    let response = match forward(request, env, setup, &url, &facts, meter.as_ref(), handler).await {
-        // An upload cut for its source's bytes is answered as such, whatever came back.
-        _ if over.get() => return Ok(pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity)),
-        Ok(response) => response,
-        Err(Failure::Handler(error)) => return Err(Failure::Handler(error)),
-        Err(Failure::Edge(error)) => {
-            log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
-            let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
-            return Ok(problem(502, &body, None));
+    let admitted = Admitted { request, env, ctx, config: &config, url: &url, facts: &facts, source, declared };
+    admitted.forward(checked, &header, handler, now).await
+}
+
+/// A request the rules admitted, on its way to the origin: what is needed to charge its
+/// tenant, take its upstream slot and send it.
+struct Admitted<'a> {
+    request: &'a Request,
+    env: &'a Env,
+    ctx: &'a JsValue,
+    config: &'a config::Config,
+    url: &'a Url,
+    facts: &'a RequestFacts<'a>,
+    /// The source its body bytes are counted under.
+    source: &'a str,
+    /// Its `Content-Length`.
+    declared: Option<u64>,
+}
+
+impl Admitted<'_> {
+    fn setup(&self) -> Result<&Setup, JsValue> {
+        self.config.as_ref().as_ref().map_err(|problems| JsValue::from_str(problems))
+    }
+
+    /// Charge the tenant, take the upstream slot and send the request on; everything it
+    /// holds is a hold of its [`Scope`], given back however this ends.
+    async fn forward(
+        &self,
+        checked: Checked,
+        header: &impl Fn(&str) -> Option<String>,
+        handler: Option<&js_sys::Function>,
+        now: Instant,
+    ) -> Result<Response, Failure> {
+        let (request, setup) = (self.request, self.setup()?);
+        let scope = Scope::of(request);
+        // The tenant is charged after the rules: a request they refuse spends none of its
+        // quota. Its place in flight is held until the origin has answered.
+        let has_body = request.body().is_some();
+        let tenant = tenancy::admit(setup, self.env, self.facts, header, self.declared, has_body, now, &scope);
+        let tenant = match tenant.await? {
+            Ok(admitted) => admitted,
+            Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
+        };
+        // The budget is charged only once the rules have admitted the request.
+        let slot = match setup.rules.upstream_for(self.facts) {
+            None => None,
+            Some(upstream) => match budgets::acquire(upstream, self.env, self.ctx, &scope).await? {
+                Some(slot) => Some(slot),
+                None if scope.gone() => return Ok(client_gone(request)),
+                None => return Ok(checked.finish(busy(request, upstream)?)?),
+            },
+        };
+        // A client that left while it waited is not forwarded.
+        if scope.gone() {
+            return Ok(client_gone(request));
         }
-    };
-    let response = checked.finish(response)?;
-    // The slot is held until the body has gone to the client (or the client went away).
-    Ok(match slot {
-        Some(slot) => slot.release_when_done(request, &response),
-        None => response,
-    })
+        #[cfg(feature = "dev-origin")]
+        panic::on_purpose(self.env, self.facts.path);
+        let cut = Rc::new(Cell::new(None));
+        let counts_bytes = tenant.counts_bytes || setup.rules.pre_read().source_bytes_per_second.is_some();
+        let checks = (has_body && counts_bytes && !is_bodiless(&request.method()))
+            .then(|| preread::body_checks(self.config, self.source.to_owned(), self.declared, &cut));
+        let response = self.send(setup, checks.as_ref(), handler).await;
+        // An upload cut as it streamed is answered as such, whatever came back.
+        if let Some(why) = cut.get() {
+            return Ok(cut_refusal(request, why, self.facts.identity));
+        }
+        let response = match response {
+            Ok(response) => response,
+            Err(Failure::Handler(error)) => return Err(Failure::Handler(error)),
+            // The origin request was cancelled with the client.
+            Err(Failure::Edge(_)) if scope.gone() => return Ok(client_gone(request)),
+            Err(Failure::Edge(error)) => {
+                log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
+                let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
+                return Ok(problem(502, &body, None));
+            }
+        };
+        if is_interim(response.status()) {
+            return Ok(interim_refusal(request, &response));
+        }
+        let response = checked.finish(response)?;
+        drop(tenant.share);
+        // The slot is held until the body has gone to the client (or the client went away).
+        Ok(match slot {
+            Some(slot) => slot.release_when_done(request, &response)?,
+            None => response,
+        })
+    }
+
+    /// Send the request on: to the Worker's handler when there is one, else to
+    /// `ORIGIN_URL` or to the development origin.
+    #[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
+    async fn send(
+        &self,
+        setup: &Setup,
+        checks: Option<&(JsValue, JsValue)>,
+        handler: Option<&js_sys::Function>,
+    ) -> Result<Response, Failure> {
+        let (request, facts) = (self.request, self.facts);
+        if let Some(handler) = handler {
+            return to_handler(request, handler, checks).await;
+        }
+        Ok(match &setup.origin {
+            Origin::Url { origin, base_path } => {
+                proxy::to_origin(request, self.url, origin, base_path, facts.identity, checks).await?
+            }
+            #[cfg(feature = "dev-origin")]
+            Origin::Dev => dev::serve(request, self.env, self.url, facts).await?,
+            Origin::Handler => return Err(JsValue::from_str("no handler was given for an admitted request").into()),
+        })
+    }
+}
+
+/// Whether `status` is an interim response (1xx) other than a WebSocket's `101`: never a
+/// final answer. The fetch API hands an origin's `100 Continue` or `103 Early Hints` back as
+/// if it were the response, with the real one unread in its body.
+fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
+/// `502` for an origin that answered with an interim response where a final one was due (its
+/// body, the rest of the origin's answer, is cancelled unread).
+fn interim_refusal(request: &Request, response: &Response) -> Response {
+    let status = response.status();
+    if let Some(body) = response.body() {
+        let _ = body.cancel();
+    }
+    log_error(&format!(
+        "{{\"sluicegate\":\"origin-interim\",\"status\":{status},\"url\":{}}}",
+        json_string(&request.url())
+    ));
+    let detail = format!("The origin answered with an interim {status} response where a final one was due.");
+    problem(502, &headers::problem(502, "Bad Gateway", &detail, None, None), None)
+}
+
+/// `400` with `detail`, logged.
+fn bad_request(request: &Request, detail: &str) -> Response {
+    log(&format!("sluicegate: 400 for {}: {detail}", request.url()));
+    problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
+}
+
+/// The answer to a request whose client went away before it was forwarded: nobody reads it
+/// (`499`, as proxies log a client that closed first), and nothing was sent to the origin.
+fn client_gone(request: &Request) -> Response {
+    log(&format!("{{\"sluicegate\":\"client-gone\",\"url\":{}}}", json_string(&request.url())));
+    problem(499, &headers::problem(499, "Client Closed Request", "", None, None), None)
+}
+
+/// The answer to an upload cut as it streamed: `429` for its source's bytes, `400` for a
+/// body that contradicted its `Content-Length`.
+fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>) -> Response {
+    match why {
+        preread::Cut::Source => pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity),
+        preread::Cut::Length(error) => bad_request(request, &format!("{error}.")),
+    }
 }
 
 /// What the rules decided about an admitted request: its RateLimit entries and the rules
@@ -456,40 +597,15 @@ fn log_store_failure(rule: &Rule, key: &str, error: &JsValue) {
     log_error(&line);
 }
 
-/// Send an admitted request on: to the Worker's handler when there is one, else to
-/// `ORIGIN_URL` or to the development origin.
-#[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
-async fn forward(
-    request: &Request,
-    env: &Env,
-    setup: &Setup,
-    url: &Url,
-    facts: &RequestFacts<'_>,
-    meter: Option<&JsValue>,
-    handler: Option<&js_sys::Function>,
-) -> Result<Response, Failure> {
-    if let Some(handler) = handler {
-        return to_handler(request, handler, meter).await;
-    }
-    Ok(match &setup.origin {
-        Origin::Url { origin, base_path } => {
-            proxy::to_origin(request, url, origin, base_path, facts.identity, meter).await?
-        }
-        #[cfg(feature = "dev-origin")]
-        Origin::Dev => dev::serve(request, env, url, facts).await?,
-        Origin::Handler => return Err(JsValue::from_str("no handler was given for an admitted request").into()),
-    })
-}
-
-/// The Worker's handler's answer to `request`. A body of no declared length reaches it
-/// metered by `meter` (cut once its source is over its bytes).
+/// The Worker's handler's answer to `request`. When `checks` are given, the body reaches it
+/// checked as it streams (cut when a check fails).
 async fn to_handler(
     request: &Request,
     handler: &js_sys::Function,
-    meter: Option<&JsValue>,
+    checks: Option<&(JsValue, JsValue)>,
 ) -> Result<Response, Failure> {
-    let metered = match (meter, request.body()) {
-        (Some(charge), Some(_)) if !is_bodiless(&request.method()) => Some(js::metered_request(request, charge)?),
+    let metered = match (checks, request.body()) {
+        (Some((charge, end)), Some(_)) => Some(js::metered_request(request, charge, end)?),
         _ => None,
     };
     let answer = handler.call1(&JsValue::UNDEFINED, metered.as_ref().unwrap_or(request)).map_err(Failure::Handler)?;
@@ -535,7 +651,7 @@ async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(Decision, Ins
     let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(key)?)?;
     let call = js_sys::Promise::resolve(&stub.check(&rule.id, key)?);
-    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     if answer.is_undefined() {
         return Err(JsValue::from_str(&format!("the counter did not answer within {STORE_TIMEOUT_MS} ms")));
     }

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::js;
-use sluicegate::admission::{ByteBucket, IpTable};
+use sluicegate::admission::{BodyLength, ByteBucket, IpTable, LengthError};
 use sluicegate::identity::{ClientIp, Identity};
 use sluicegate::limit::{Decision, Gcra, Limiter};
 use sluicegate::rules::{PreRead, RuleSet};
@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
+use wasm_bindgen::prelude::*;
 
 /// Sources named by host (a request in no named source) counted at once; past this,
 /// full buckets are swept, then the rest share one bucket.
@@ -119,20 +120,59 @@ fn source_bucket<'s>(state: &'s mut State, source: &str, rate: u64, now: Instant
     sources.entry(key.to_owned()).or_insert_with(|| ByteBucket::new(rate, rate).expect("a validated rate"))
 }
 
-/// A charge for a body without a declared length, called with each chunk's size as it
-/// streams: `false` once the source is over its bytes (the body is then cut).
-pub fn streamed_charge(config: &Config, source: String, over: Rc<Cell<bool>>) -> impl FnMut(f64) -> bool {
+/// Why an upload was cut as it streamed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Its source went over its body bytes per second (429).
+    Source,
+    /// It contradicted its `Content-Length` (400).
+    Length(LengthError),
+}
+
+/// The checks of a request body as it streams, as the `charge(chunk size)` and `end()`
+/// functions that `js::metered` calls: the body may not bring more (or less) than its
+/// `declared` length, and a body of no declared length is charged to `source`'s bytes
+/// (when those are counted). `cut` says why it was cut, once it was.
+pub fn body_checks(
+    config: &Config,
+    source: String,
+    declared: Option<u64>,
+    cut: &Rc<Cell<Option<Cut>>>,
+) -> (JsValue, JsValue) {
+    let length = Rc::new(Cell::new(BodyLength::new(declared)));
     let config = Rc::clone(config);
-    move |bytes: f64| {
-        let Ok(setup) = config.as_ref().as_ref() else { return true };
-        let Some(rate) = setup.rules.pre_read().source_bytes_per_second else { return true };
-        let now = crate::now();
-        let admitted = with_state(&setup.rules, |state, _| {
-            source_bucket(state, &source, rate, now).check(bytes.max(0.0) as u64, now).is_allowed()
-        });
-        if !admitted {
-            over.set(true);
+    let (chunk_length, chunk_cut) = (Rc::clone(&length), Rc::clone(cut));
+    let charge = move |bytes: f64| {
+        let bytes = bytes.max(0.0) as u64;
+        let mut body = chunk_length.get();
+        let checked = body.chunk(bytes);
+        chunk_length.set(body);
+        let why = match checked {
+            Err(error) => Some(Cut::Length(error)),
+            Ok(()) if declared.is_none() && !source_admits(&config, &source, bytes) => Some(Cut::Source),
+            Ok(()) => None,
+        };
+        chunk_cut.set(chunk_cut.get().or(why));
+        why.is_none()
+    };
+    let end_cut = Rc::clone(cut);
+    let end = move || match length.get().end() {
+        Ok(()) => true,
+        Err(error) => {
+            end_cut.set(end_cut.get().or(Some(Cut::Length(error))));
+            false
         }
-        admitted
-    }
+    };
+    (
+        Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value(),
+        Closure::<dyn FnMut() -> bool>::new(end).into_js_value(),
+    )
+}
+
+/// Whether `source` may bring `bytes` more now (always, when its bytes are not counted).
+fn source_admits(config: &Config, source: &str, bytes: u64) -> bool {
+    let Ok(setup) = config.as_ref().as_ref() else { return true };
+    let Some(rate) = setup.rules.pre_read().source_bytes_per_second else { return true };
+    let now = crate::now();
+    with_state(&setup.rules, |state, _| source_bucket(state, source, rate, now).check(bytes, now).is_allowed())
 }

@@ -8,15 +8,15 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Url};
 
 /// The origin's answer to `request`, sent to `origin` + `base_path` + the request's path
-/// and query as they were received. Redirects are passed back, not followed. `meter`, when
-/// given, is charged with each chunk of the body as it streams.
+/// and query as they were received. Redirects are passed back, not followed. `checks`, when
+/// given, are the body's `(charge, end)` checks as it streams (see `js::metered`).
 pub async fn to_origin(
     request: &Request,
     url: &Url,
     origin: &str,
     base_path: &str,
     client: Option<Identity>,
-    meter: Option<&JsValue>,
+    checks: Option<&(JsValue, JsValue)>,
 ) -> Result<Response, JsValue> {
     let target = upstream_url(origin, base_path, &format!("{}{}", url.pathname(), url.search()));
     // The join above cannot leave the origin; this keeps it so whatever changes around it.
@@ -32,11 +32,10 @@ pub async fn to_origin(
     let mut signal = js::signal(request);
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
-            match meter {
-                // A body of no declared length is charged as it streams; over its source's
-                // bytes, the upload is aborted.
-                Some(charge) => {
-                    let upload = js::metered(&body, charge, &signal);
+            match checks {
+                // Checked as it streams; a body that fails its checks aborts the upload.
+                Some((charge, end)) => {
+                    let upload = js::metered(&body, charge, end, &signal)?;
                     init.set_body(&js_sys::Reflect::get(&upload, &"body".into())?);
                     signal = js_sys::Reflect::get(&upload, &"signal".into())?;
                 }
@@ -48,7 +47,7 @@ pub async fn to_origin(
         js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
     }
     let upstream = Request::new_with_str_and_init(&target, &init)?;
-    JsFuture::from(js::fetch(&upstream)).await?.dyn_into()
+    JsFuture::from(js::fetch(&upstream)?).await?.dyn_into()
 }
 
 /// The request's headers without the hop-by-hop ones and `Host`, with the counted client appended to

@@ -4,6 +4,7 @@
 //! of what may be in flight to the origin.
 
 use crate::config::Setup;
+use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
 use sluicegate::limit::Decision;
 use sluicegate::rules::RequestFacts;
@@ -48,28 +49,33 @@ pub enum Refusal {
     Overloaded { tenant: String },
 }
 
-/// A tenant's place in flight, given back when dropped (when the origin has answered).
-pub struct Held {
-    tenant: String,
-    bytes: u64,
+/// What admitting a tenant request left it holding.
+#[derive(Default)]
+pub struct Admitted {
+    /// Its tenant's place in flight (given back when dropped: when the origin has answered),
+    /// when the tenant's limit caps what is in flight.
+    pub share: Option<Guard>,
+    /// Whether the tenant's limit counts body bytes (the body is then checked as it streams
+    /// against the length it declared and was charged).
+    pub counts_bytes: bool,
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        QUEUES.with(|q| {
-            let mut q = q.borrow_mut();
-            if let Some(share) = q.get_mut(&self.tenant) {
-                share.release(self.bytes);
-                if share.is_empty() {
-                    q.remove(&self.tenant);
-                }
+/// Give back `bytes` and one request of `tenant`'s place in flight.
+fn release_share(tenant: &str, bytes: u64) {
+    QUEUES.with(|q| {
+        let mut q = q.borrow_mut();
+        if let Some(share) = q.get_mut(tenant) {
+            share.release(bytes);
+            if share.is_empty() {
+                q.remove(tenant);
             }
-        });
-    }
+        }
+    });
 }
 
-/// Admit a tenant request, or say why not. `Ok(None)`: the request carries no tenant (the
-/// section does not match it) or its tenant is unlimited.
+/// Admit a tenant request, or say why not. Nothing held (`Admitted::default()`): the request
+/// carries no tenant (the section does not match it) or its tenant is unlimited.
+#[allow(clippy::too_many_arguments)]
 pub async fn admit(
     setup: &Setup,
     env: &Env,
@@ -78,15 +84,18 @@ pub async fn admit(
     declared: Option<u64>,
     has_body: bool,
     now: Instant,
-) -> Result<Result<Option<Held>, Refusal>, JsValue> {
-    let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else { return Ok(Ok(None)) };
+    scope: &Scope,
+) -> Result<Result<Admitted, Refusal>, JsValue> {
+    let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else {
+        return Ok(Ok(Admitted::default()));
+    };
     let Some(tenant) = identify(setup, tenants, &header).await? else { return Ok(Err(Refusal::Unknown)) };
     let overrides = overrides(env, now).await;
     let overridden = overrides.get(&tenant);
     let Some((limit, _)) =
         effective(overridden.map(|o| &o.limit), tenants.limits.get(&tenant), tenants.default.as_ref())
     else {
-        return Ok(Ok(None));
+        return Ok(Ok(Admitted::default()));
     };
     let generation = overridden.map_or(0, |o| o.set_at);
     let max_body = limit.max_body_bytes.or(tenants.max_body_bytes);
@@ -104,13 +113,14 @@ pub async fn admit(
         return Ok(Err(Refusal::Limited { tenant, wait: retry_after }));
     }
     if limit.max_queue.is_none() && limit.max_queue_bytes.is_none() {
-        return Ok(Ok(None));
+        return Ok(Ok(Admitted { share: None, counts_bytes }));
     }
     let admitted = QUEUES.with(|q| q.borrow_mut().entry(tenant.clone()).or_default().acquire(limit, bytes));
     if !admitted {
         return Ok(Err(Refusal::Overloaded { tenant }));
     }
-    Ok(Ok(Some(Held { tenant, bytes })))
+    let share = scope.hold(move || release_share(&tenant, bytes));
+    Ok(Ok(Admitted { share: Some(share), counts_bytes }))
 }
 
 /// The tenant a request names: by its API key's hash, or by the sender's header.
@@ -123,7 +133,7 @@ async fn identify(
         Identify::Named(name) => Ok(header(name).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())),
         Identify::Key(name) => {
             let Some(key) = header(name).filter(|k| !k.is_empty()) else { return Ok(None) };
-            let hash = JsFuture::from(js::sha256_hex(&key)).await?.as_string().unwrap_or_default();
+            let hash = JsFuture::from(js::sha256_hex(&key)?).await?.as_string().unwrap_or_default();
             Ok(setup.tenant_of_hash(&hash).map(str::to_owned))
         }
     }
@@ -173,7 +183,7 @@ async fn charge_in_store(
     let stub = namespace.get(&namespace.id_from_name(name)?)?;
     let call =
         js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes as f64)?);
-    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let wait_ms = answer
         .as_f64()
         .filter(|w| w.is_finite() && *w >= 0.0)
@@ -229,7 +239,7 @@ pub async fn overrides(env: &Env, now: Instant) -> Rc<Overrides> {
 
 async fn read_overrides(env: &Env) -> Result<Overrides, JsValue> {
     let call = js_sys::Promise::resolve(&overrides_object(env)?.get_overrides()?);
-    let text = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)).await?;
+    let text = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let text = text.as_string().ok_or_else(|| JsValue::from_str("no answer in time"))?;
     Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
 }

@@ -1,0 +1,167 @@
+//! What a request holds, given back exactly once however the request ends.
+//!
+//! A request may hold a slot of an upstream budget (or a place in its queue), a fleet
+//! lease, and its tenant's share of what is in flight. Each is a [`Hold`]: an action that
+//! gives it back, run once, by whichever of these comes first:
+//!
+//! - **the code that took it lets go**: its [`Guard`] is dropped, on every path out of the
+//!   request (an answer, a refusal, an error returned with `?`);
+//! - **the response body it went with is done** (read to its end, failed or cancelled):
+//!   [`Guard::release_with`] hands the hold to that body;
+//! - **the client goes away** (`request.signal` aborts). Cloudflare then cancels what is
+//!   left of the request, so code after an `await` may never run: the [`Scope`]'s listener
+//!   gives back everything the request holds at that moment, at once.
+//!
+//! A panic replaces the whole module instance, and with it every count this isolate kept
+//! (see `crate::panic`).
+//!
+//! ```text
+//! acquire ─┬─ answer ─────────────────── guard dropped ──────┐
+//!          ├─ error / refusal / 1xx ──── guard dropped ──────┤
+//!          ├─ body streams ── body done ─ release_with ──────┼─▶ released once
+//!          └─ client gone (any time) ─── scope's listener ───┘
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use web_sys::{AbortSignal, Request};
+
+type Action = Box<dyn FnOnce()>;
+
+/// One thing a request holds: the action that gives it back, run at most once.
+#[derive(Clone)]
+pub struct Hold(Rc<Cell<Option<Action>>>);
+
+impl Hold {
+    fn new(action: impl FnOnce() + 'static) -> Self {
+        Hold(Rc::new(Cell::new(Some(Box::new(action)))))
+    }
+
+    /// Give it back now; nothing if it already was.
+    pub fn release(&self) {
+        // Taken before it runs: the action may release other holds, never this one twice.
+        if let Some(action) = self.0.take() {
+            action();
+        }
+    }
+
+    /// Whether it is still held.
+    pub fn is_held(&self) -> bool {
+        let action = self.0.take();
+        let held = action.is_some();
+        self.0.set(action);
+        held
+    }
+
+    /// What giving it back does from now on (a place in a queue became a slot); `false`,
+    /// and nothing changed, when it was already given back.
+    pub fn replace(&self, action: impl FnOnce() + 'static) -> bool {
+        if self.0.take().is_none() {
+            return false;
+        }
+        self.0.set(Some(Box::new(action)));
+        true
+    }
+
+    /// Forget it without running its action: it turned out to hold nothing.
+    pub fn disarm(&self) {
+        drop(self.0.take());
+    }
+}
+
+/// The owner of a [`Hold`]: dropping it gives the hold back.
+#[must_use = "dropping a guard gives back what it holds"]
+pub struct Guard(Option<Hold>);
+
+impl Guard {
+    /// The hold this guard owns.
+    pub fn hold(&self) -> Option<&Hold> {
+        self.0.as_ref()
+    }
+
+    /// Hand the hold to `owner`, which gives it back by calling the returned function
+    /// (once; later calls do nothing). If `owner` fails, the guard still owns the hold and
+    /// gives it back when dropped.
+    ///
+    /// # Errors
+    /// What `owner` failed with.
+    pub fn release_with<T>(mut self, owner: impl FnOnce(&JsValue) -> Result<T, JsValue>) -> Result<T, JsValue> {
+        let Some(hold) = self.0.clone() else { return owner(&Closure::once_into_js(|| ())) };
+        let done = Closure::once_into_js(move || hold.release());
+        let handed = owner(&done)?;
+        self.0 = None;
+        Ok(handed)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(hold) = self.0.take() {
+            hold.release();
+        }
+    }
+}
+
+/// Every hold of one request, given back if its client goes away.
+pub struct Scope {
+    holds: Rc<RefCell<Vec<Hold>>>,
+    /// `request.signal` (compatibility flag `enable_request_signal`), when the runtime has one.
+    signal: Option<AbortSignal>,
+    /// The signal's `abort` listener, added with the first hold.
+    listener: RefCell<Option<Closure<dyn FnMut()>>>,
+}
+
+impl Scope {
+    /// The scope of `request`.
+    pub fn of(request: &Request) -> Self {
+        let signal = crate::js::signal(request).dyn_into::<AbortSignal>().ok();
+        Scope { holds: Rc::default(), signal, listener: RefCell::new(None) }
+    }
+
+    /// Whether the client has gone away.
+    pub fn gone(&self) -> bool {
+        self.signal.as_ref().is_some_and(AbortSignal::aborted)
+    }
+
+    /// Hold something that `release` gives back. A client already gone gets it back at once.
+    pub fn hold(&self, release: impl FnOnce() + 'static) -> Guard {
+        let hold = Hold::new(release);
+        if self.gone() {
+            hold.release();
+            return Guard(Some(hold));
+        }
+        self.listen();
+        let mut holds = self.holds.borrow_mut();
+        holds.retain(Hold::is_held);
+        holds.push(hold.clone());
+        Guard(Some(hold))
+    }
+
+    fn listen(&self) {
+        let Some(signal) = &self.signal else { return };
+        let mut listener = self.listener.borrow_mut();
+        if listener.is_some() {
+            return;
+        }
+        let holds = Rc::clone(&self.holds);
+        let gone = Closure::<dyn FnMut()>::new(move || {
+            // Taken out first: releasing runs budget code that may take new holds.
+            let taken = std::mem::take(&mut *holds.borrow_mut());
+            for hold in taken {
+                hold.release();
+            }
+        });
+        if signal.add_event_listener_with_callback("abort", gone.as_ref().unchecked_ref()).is_ok() {
+            *listener = Some(gone);
+        }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        if let (Some(signal), Some(listener)) = (&self.signal, self.listener.get_mut().take()) {
+            let _ = signal.remove_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
+        }
+    }
+}
