@@ -489,6 +489,26 @@ impl RuleSet {
     {
         self.rules.iter().filter(move |rule| rule.matches(facts))
     }
+
+    /// The request headers the rules file reads (lower-case names, each once, in file
+    /// order): every `http.request.headers["…"]` characteristic, then the tenants'
+    /// `key_header` or `tenant_header`.
+    pub fn headers_read(&self) -> Vec<&str> {
+        let characteristics = self.rules.iter().flat_map(|r| &r.characteristics).filter_map(|c| match c {
+            Characteristic::Header(name) => Some(name.as_str()),
+            _ => None,
+        });
+        let tenant = self.tenants.as_ref().map(|t| match &t.identify {
+            crate::tenants::Identify::Key(name) | crate::tenants::Identify::Named(name) => name.as_str(),
+        });
+        let mut names: Vec<&str> = Vec::new();
+        for name in characteristics.chain(tenant) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
 }
 
 /// A placeholder for a characteristic whose value the request does not carry; all such

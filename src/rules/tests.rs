@@ -535,3 +535,17 @@ fn tenants_are_validated_naming_the_field() {
     assert!(text.contains("needs exactly one of key_header"), "{text}");
     assert!(text.contains("field \"tenants.keys\""), "{text}");
 }
+
+#[test]
+fn the_headers_a_rules_file_reads_are_its_header_characteristics_and_its_tenant_header() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[
+            {"id":"a","match":{},"characteristics":["ip.src","http.request.headers[\"Authorization\"]"],"period":10,"requests_per_period":5},
+            {"id":"b","match":{},"characteristics":["http.request.headers[\"x-api-key\"]","http.request.headers[\"authorization\"]"],"period":10,"requests_per_period":5}],
+          "tenants":{"match":{},"tenant_header":"X-Tenant","default":{"rate":1,"burst":1}}}"#,
+    )
+    .unwrap();
+    assert_eq!(set.headers_read(), ["authorization", "x-api-key", "x-tenant"]);
+    let none = RuleSet::from_json(&one_rule(r#""period":10,"requests_per_period":5"#)).unwrap();
+    assert!(none.headers_read().is_empty());
+}

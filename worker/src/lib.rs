@@ -473,7 +473,8 @@ async fn forward(
     }
     Ok(match &setup.origin {
         Origin::Url { origin, base_path } => {
-            proxy::to_origin(request, url, origin, base_path, facts.identity, meter).await?
+            proxy::to_origin(request, url, (origin, base_path), facts.identity, &setup.rules.headers_read(), meter)
+                .await?
         }
         #[cfg(feature = "dev-origin")]
         Origin::Dev => dev::serve(request, env, url, facts).await?,

@@ -1,0 +1,181 @@
+// What the origin and the logs get from the edge, tried over raw sockets against the deploy
+// build in workerd with a recording origin: forwarding headers are the edge's own, a
+// `Connection` list cannot strip what the edge relies on, and header values that count a
+// client never appear in a log line.
+import assert from "node:assert/strict";
+import net from "node:net";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { startEdge } from "../testing.mjs";
+import { originServer } from "./support/origin.mjs";
+
+/** Send `head` (request line and headers, CRLF-separated, no final blank line) and `body`
+ * verbatim; resolve with the final answer's status, headers and body (interim 1xx answers
+ * are skipped). */
+function raw(edgeUrl, head, body = "") {
+  const { hostname, port } = new URL(edgeUrl);
+  const length = body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : "";
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(`${head}${length}\r\n\r\n${body}`));
+    let out = "";
+    /** The final answer's head and what follows it, once its head has arrived. */
+    const final = () => {
+      let rest = out;
+      for (;;) {
+        const split = rest.indexOf("\r\n\r\n");
+        if (split < 0) return null;
+        if (!/^HTTP\/1\.1 1\d\d /.test(rest)) return { top: rest.slice(0, split), rest: rest.slice(split + 4) };
+        rest = rest.slice(split + 4);
+      }
+    };
+    const parse = () => {
+      const { top, rest } = final();
+      const [statusLine, ...lines] = top.split("\r\n");
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+      let text = rest;
+      if (headers["transfer-encoding"] === "chunked") {
+        text = "";
+        for (let at = 0; ; ) {
+          const eol = rest.indexOf("\r\n", at);
+          const size = parseInt(rest.slice(at, eol), 16);
+          if (!size) break;
+          text += rest.slice(eol + 2, eol + 2 + size);
+          at = eol + 2 + size + 2;
+        }
+      }
+      return { status: Number(statusLine.split(" ")[1]), headers, body: text };
+    };
+    const complete = () => {
+      const answer = final();
+      if (!answer) return false;
+      const length = /\r\ncontent-length: *(\d+)/i.exec(answer.top);
+      if (length) return answer.rest.length >= Number(length[1]);
+      if (/\r\ntransfer-encoding: *chunked/i.test(answer.top)) return answer.rest.endsWith("0\r\n\r\n");
+      return false;
+    };
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      socket.destroy();
+      if (!final()) return reject(new Error(`no answer; got ${JSON.stringify(out.slice(0, 200))}`));
+      resolve(parse());
+    };
+    socket.setEncoding("latin1");
+    socket.on("data", (d) => {
+      out += d;
+      if (complete()) finish();
+    });
+    socket.on("error", reject);
+    socket.on("end", finish);
+  });
+}
+
+const SET_BY_EDGE = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "forwarded", "x-real-ip", "true-client-ip", "cf-connecting-ip"];
+const DROPPED = [
+  "X-Original-URL", "X-Rewrite-URL", "X-Original-Host", "X-Host", "X-HTTP-Method-Override", "X-HTTP-Method",
+  "X-Method-Override", "X-Forwarded-Prefix", "X-Forwarded-Server", "X-Forwarded-Scheme", "X-Forwarded-Ssl",
+  "X-Url-Scheme", "Front-End-Https", "X-Client-IP", "X-Cluster-Client-IP", "Client-IP", "X-Originating-IP",
+  "X-Remote-IP", "X-Remote-Addr", "Forwarded-For", "X-Forwarded",
+];
+/** A hostile value for each header a client might send to steer the origin. */
+const hostile = (name) =>
+  /url|prefix|host|server/i.test(name) ? "/admin/delete-everything" : /method/i.test(name) ? "DELETE" : /scheme|proto|ssl|https/i.test(name) ? "on" : "6.6.6.6";
+
+/** Whether the origin's `CF-Connecting-IP` is the edge's value for `client`. The edge sets
+ * it, but Miniflare (like Cloudflare) strips it from every request a Worker sends out, so
+ * all the origin can show here is that no client-chosen value got through. */
+const CF_CONNECTING_IP = (headers, client) => [undefined, client].includes(headers["cf-connecting-ip"]);
+
+const headerRule = (id, header, fields = {}) => ({
+  id,
+  match: { path: { starts_with: "/api/" } },
+  characteristics: [`http.request.headers["${header}"]`],
+  period: 60,
+  requests_per_period: 1_000,
+  ...fields,
+});
+
+describe("forwarding headers are the edge's, never the client's", () => {
+  let edge;
+  let origin;
+  before(async () => {
+    origin = await originServer();
+    edge = await startEdge({ build: "deploy", origin: origin.url, rules: { rules: [headerRule("per-key", "x-api-key")] } });
+  });
+  after(async () => {
+    await edge?.close();
+    await origin?.close();
+  });
+  beforeEach(() => {
+    origin.seen.length = 0;
+  });
+
+  test("every forwarding header in the table reaches the origin dropped or with the edge's value", async () => {
+    const sent = [...SET_BY_EDGE.filter((h) => h !== "cf-connecting-ip"), ...DROPPED].map((h) => `${h}: ${hostile(h)}`);
+    const res = await raw(
+      edge.url,
+      ["GET /api/where HTTP/1.1", "Host: edge.test", "CF-Connecting-IP: 198.51.100.50", "X-Api-Key: k1", ...sent].join("\r\n"),
+    );
+    assert.equal(res.status, 200);
+    const { headers } = origin.seen.at(-1);
+    for (const name of DROPPED) assert.equal(headers[name.toLowerCase()], undefined, name);
+    assert.equal(headers["x-forwarded-for"], "6.6.6.6, 198.51.100.50", "the counted client appended");
+    assert.equal(headers["x-forwarded-proto"], "http");
+    assert.equal(headers["x-forwarded-host"], "edge.test");
+    assert.equal(headers["x-forwarded-port"], "80");
+    assert.equal(headers.forwarded, "for=198.51.100.50;host=edge.test;proto=http");
+    for (const name of ["x-real-ip", "true-client-ip"]) assert.equal(headers[name], "198.51.100.50", name);
+    assert.ok(CF_CONNECTING_IP(headers, "198.51.100.50"));
+  });
+
+  test("an IPv6 client, a host with a port and a request without an identity", async () => {
+    await raw(edge.url, "GET /api/v6 HTTP/1.1\r\nHost: edge.test:8443\r\nCF-Connecting-IP: 2001:db8::7\r\nX-Api-Key: k2\r\nForwarded: for=6.6.6.6");
+    let { headers } = origin.seen.at(-1);
+    assert.equal(headers.forwarded, 'for="[2001:db8::7]";host="edge.test:8443";proto=http');
+    assert.equal(headers["x-forwarded-port"], "8443");
+    assert.equal(headers["x-real-ip"], "2001:db8::7");
+    // Neither source holds an address: the edge names no client, and passes on none of the client's.
+    await raw(edge.url, "GET /api/nobody HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: not-an-address\r\nX-Real-IP: 6.6.6.6\r\nTrue-Client-IP: 6.6.6.6\r\nX-Api-Key: k3");
+    ({ headers } = origin.seen.at(-1));
+    assert.equal(headers.forwarded, "for=unknown;host=edge.test;proto=http");
+    for (const name of ["x-real-ip", "true-client-ip", "cf-connecting-ip", "x-forwarded-for"]) assert.equal(headers[name], undefined, name);
+  });
+
+  test("Connection naming CF-Connecting-IP, Authorization, X-Forwarded-For or a header the rules read strips none of them", async () => {
+    const res = await raw(
+      edge.url,
+      [
+        "GET /api/connection HTTP/1.1",
+        "Host: edge.test",
+        "CF-Connecting-IP: 198.51.100.51",
+        "Authorization: Bearer the-callers-token",
+        "Cookie: session=1",
+        "X-Api-Key: k4",
+        "X-Forwarded-For: 10.0.0.9",
+        "X-Secret: named-by-connection",
+        "Connection: CF-Connecting-IP, Authorization, X-Forwarded-For, Cookie, X-Api-Key, Host, X-Secret",
+      ].join("\r\n"),
+    );
+    assert.equal(res.status, 200);
+    const { headers } = origin.seen.at(-1);
+    assert.ok(CF_CONNECTING_IP(headers, "198.51.100.51"));
+    assert.equal(headers.authorization, "Bearer the-callers-token");
+    assert.equal(headers["x-forwarded-for"], "10.0.0.9, 198.51.100.51");
+    assert.equal(headers.cookie, "session=1");
+    assert.equal(headers["x-api-key"], "k4");
+    assert.equal(headers["x-secret"], undefined, "a header the edge does not rely on is still the client's to name");
+  });
+
+  test("an Expect: 100-continue is answered by the edge, and the origin's final answer reaches the client", async () => {
+    const res = await raw(
+      edge.url,
+      "POST /api/upload HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.52\r\nX-Api-Key: k5\r\nContent-Type: text/plain\r\nExpect: 100-continue",
+      "the body",
+    );
+    assert.equal(res.status, 200);
+    assert.equal(res.body, "ok");
+    const got = origin.seen.at(-1);
+    assert.equal(got.headers.expect, undefined);
+    assert.equal(got.body, "the body");
+  });
+});
