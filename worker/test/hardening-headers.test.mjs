@@ -179,3 +179,72 @@ describe("forwarding headers are the edge's, never the client's", () => {
     assert.equal(got.body, "the body");
   });
 });
+
+describe("header values that count a client never reach a log line", () => {
+  let origin;
+  before(async () => {
+    origin = await originServer();
+  });
+  after(async () => {
+    await origin?.close();
+  });
+  const rules = { rules: [headerRule("per-token", "authorization", { requests_per_period: 1 })] };
+  const TOKEN = "Bearer s3cret-token-0123456789";
+  /** The `key` of every decision line, in order. */
+  const decisionKeys = (edge) =>
+    edge
+      .logLines()
+      .filter((l) => l.includes('"sluicegate":"decision"'))
+      .map((l) => JSON.parse(l).key);
+
+  test("a rule counted by authorization logs a keyed hash of the token, the same for the same token", async () => {
+    const edge = await startEdge({ build: "deploy", origin: origin.url, rules });
+    try {
+      const send = (token) => raw(edge.url, `GET /api/x HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.60\r\nAuthorization: ${token}`);
+      assert.equal((await send(TOKEN)).status, 200);
+      assert.equal((await send(TOKEN)).status, 429, "counted by the token itself");
+      assert.equal((await send(TOKEN)).status, 429);
+      assert.equal((await send("Bearer another-token")).status, 200);
+      await edge.waitForLog(() => decisionKeys(edge).length >= 4);
+      assert.ok(!edge.logLines().some((l) => l.includes("s3cret") || l.includes("another-token")), edge.logLines().join("\n"));
+      const keys = decisionKeys(edge);
+      assert.equal(keys.length, 4, keys.join("\n"));
+      for (const key of keys) assert.match(key, /^per-token\|http\.request\.headers\["authorization"\]=#[0-9a-f]{32}$/);
+      assert.equal(keys[0], keys[1], "the same token: the same hash");
+      assert.equal(keys[1], keys[2], "from the Durable Object and from the isolate's block cache alike");
+      assert.notEqual(keys[0], keys[3], "another token: another hash");
+    } finally {
+      await edge.close();
+    }
+  });
+
+  test("with SLUICEGATE_LOG_KEY, two edges log the same hash for the same token", async () => {
+    const vars = { SLUICEGATE_LOG_KEY: "a log key of at least thirty-two random characters" };
+    const hashes = [];
+    for (const extra of [vars, vars, {}]) {
+      const edge = await startEdge({ build: "deploy", origin: origin.url, rules, vars: extra });
+      try {
+        await raw(edge.url, `GET /api/x HTTP/1.1\r\nHost: edge.test\r\nAuthorization: ${TOKEN}`);
+        await edge.waitForLog('"sluicegate":"decision"');
+        hashes.push(decisionKeys(edge)[0]);
+      } finally {
+        await edge.close();
+      }
+    }
+    assert.equal(hashes[0], hashes[1], "one key, one hash, whichever isolate logs it");
+    assert.notEqual(hashes[0], hashes[2], "without the key, an isolate's own random key");
+  });
+
+  test("a logged URL keeps its query's parameter names, never their values", async () => {
+    const edge = await startEdge({ build: "deploy", origin: origin.url, rules });
+    try {
+      const res = await raw(edge.url, "GET /api/%zz?apikey=s3cret-in-query&page=2 HTTP/1.1\r\nHost: edge.test");
+      assert.equal(res.status, 400);
+      const { message } = await edge.waitForLog("400 for");
+      assert.match(message, /400 for http:\/\/edge\.test\/api\/%zz\?apikey&page: /);
+      assert.ok(!edge.logLines().some((l) => l.includes("s3cret")));
+    } finally {
+      await edge.close();
+    }
+  });
+});
