@@ -334,10 +334,11 @@ async fn check_rules(
     for rule in setup.rules.matching(facts) {
         let keys = rule.counting_key_and_log(facts, header, &hash);
         let key = &keys.key;
+        let digest = hash.digest(key.as_bytes());
         // The clock as this rule is checked (an earlier rule's counter may have taken a while),
         // so a block in the isolate's cache ends when the counter's does.
         let now = now();
-        let cached = BLOCKS.with(|b| b.borrow().blocked_for(key, now));
+        let cached = BLOCKS.with(|b| b.borrow().blocked_for(digest, now));
         let (decision, via, at) = match cached {
             Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache", now),
             None => match ask_counter(env, rule, key).await {
@@ -361,7 +362,7 @@ async fn check_rules(
         if let Decision::Deny { retry_after } = decision {
             if cached.is_none() {
                 // Until the counter's block ends: counted from when it decided.
-                BLOCKS.with(|b| b.borrow_mut().insert(key, at + retry_after, at));
+                BLOCKS.with(|b| b.borrow_mut().insert(digest, at + retry_after, at));
             }
             log_omitted(&checked.fields, request);
             return Ok(Err(refusal(rule, retry_after, &checked)?));

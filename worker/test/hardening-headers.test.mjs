@@ -3,6 +3,7 @@
 // `Connection` list cannot strip what the edge relies on, and header values that count a
 // client never appear in a log line.
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
 import net from "node:net";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
@@ -245,6 +246,46 @@ describe("header values that count a client never reach a log line", () => {
       assert.ok(!edge.logLines().some((l) => l.includes("s3cret")));
     } finally {
       await edge.close();
+    }
+  });
+});
+
+describe("the block cache holds blocked clients whatever the size of their keys", () => {
+  test("many blocked clients counted by ~100 KB header values get their 429s from the cache, and the edge keeps answering", async () => {
+    // An origin that takes large headers (Node's default limit is 16 KB).
+    const seen = [];
+    const server = createServer({ maxHeaderSize: 1024 * 1024 }, (req, res) => {
+      seen.push(req.url);
+      res.end("ok");
+    });
+    await new Promise((r) => server.listen(0, "127.0.0.1", r));
+    const rules = { rules: [headerRule("per-client", "x-client", { requests_per_period: 1, mitigation_timeout: 60 })] };
+    const edge = await startEdge({ build: "deploy", origin: `http://127.0.0.1:${server.address().port}`, rules });
+    try {
+      const CLIENTS = 40;
+      const value = (i) => `client-${i}-`.padEnd(100 * 1024, "v");
+      const send = async (i) => {
+        const res = await edge.fetch(`/api/x?i=${i}`, { headers: { "x-client": value(i), "cf-connecting-ip": "198.51.100.70" } });
+        await res.arrayBuffer();
+        return res;
+      };
+      for (let i = 0; i < CLIENTS; i++) {
+        assert.equal((await send(i)).status, 200, `client ${i}: admitted once`);
+        const blocked = await send(i);
+        assert.equal(blocked.status, 429, `client ${i}: refused by its counter`);
+        assert.equal(blocked.headers.get("retry-after"), "60");
+        assert.equal((await send(i)).status, 429, `client ${i}: refused again`);
+      }
+      const fromCache = () => edge.logLines().filter((l) => l.includes('"via":"isolate-cache"'));
+      await edge.waitForLog(() => fromCache().length >= CLIENTS);
+      assert.equal(fromCache().length, CLIENTS, "every third request was answered from the isolate's cache");
+      assert.equal(seen.length, CLIENTS, "refused requests never reach the origin");
+      assert.ok(!edge.logLines().some((l) => l.includes("v".repeat(64))), "no log line holds a header value");
+      const res = await edge.fetch("/api/after", { headers: { "x-client": "small", "cf-connecting-ip": "198.51.100.71" } });
+      assert.equal(await res.text(), "ok", "the edge keeps answering");
+    } finally {
+      await edge.close();
+      await new Promise((r) => server.close(r));
     }
   });
 });
