@@ -289,3 +289,44 @@ describe("the block cache holds blocked clients whatever the size of their keys"
     }
   });
 });
+
+describe("the admin API's paths in any spelling", () => {
+  const TOKEN = "admin-token-0123456789";
+  const RULES = { rules: [], tenants: { match: { path: { starts_with: "/hooks/" } }, tenant_header: "x-tenant", default: { rate: 1, burst: 5 } } };
+  let origin;
+  let edge;
+  before(async () => {
+    origin = await originServer();
+    edge = await startEdge({ build: "deploy", rules: RULES, origin: origin.url, adminToken: TOKEN });
+  });
+  after(async () => {
+    await edge?.close();
+    await origin?.close();
+  });
+
+  test("/V1/tenants and every other spelling are answered by the admin API, never seen by the origin", async () => {
+    const spellings = [
+      "/V1/tenants",
+      "/V1/Tenants",
+      "/v1/TENANTS/",
+      "/%561/tenants",
+      "/x/../V1/tenants",
+      "//v1//Tenants",
+      "/v1/TENANTS/acme/rate-limit",
+      "/V1/Tenants/acme/RATE-LIMIT",
+    ];
+    for (const path of spellings) {
+      for (const auth of ["", "\r\nAuthorization: Bearer not-the-token"]) {
+        const res = await raw(edge.url, `GET ${path} HTTP/1.1\r\nHost: edge.test${auth}`);
+        assert.equal(res.status, 401, `${path}${auth ? " with a wrong token" : ""}`);
+        assert.equal(res.headers["www-authenticate"], "Bearer", path);
+      }
+    }
+    const list = await raw(edge.url, `GET /V1/Tenants HTTP/1.1\r\nHost: edge.test\r\nAuthorization: Bearer ${TOKEN}`);
+    assert.equal(list.status, 200);
+    assert.deepEqual(JSON.parse(list.body), { default: { rate: 1, burst: 5 }, tenants: [] });
+    const limit = await raw(edge.url, `GET /v1/TENANTS/acme/Rate-Limit HTTP/1.1\r\nHost: edge.test\r\nAuthorization: Bearer ${TOKEN}`);
+    assert.equal(JSON.parse(limit.body).source, "default");
+    assert.equal(origin.seen.length, 0, origin.seen.map((s) => s.url).join("\n"));
+  });
+});
