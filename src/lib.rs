@@ -23,6 +23,7 @@ pub mod keyed;
 pub mod limit;
 pub mod openmeteo;
 pub mod pacer;
+pub mod redact;
 pub mod rules;
 #[cfg(feature = "std")]
 pub mod sim;

@@ -489,6 +489,44 @@ impl RuleSet {
     {
         self.rules.iter().filter(move |rule| rule.matches(facts))
     }
+
+    /// The request headers the rules file reads (lower-case names, each once, in file
+    /// order): every `http.request.headers["…"]` characteristic, then the tenants'
+    /// `key_header` or `tenant_header`.
+    pub fn headers_read(&self) -> Vec<&str> {
+        let characteristics = self.rules.iter().flat_map(|r| &r.characteristics).filter_map(|c| match c {
+            Characteristic::Header(name) => Some(name.as_str()),
+            _ => None,
+        });
+        let tenant = self.tenants.as_ref().map(|t| match &t.identify {
+            crate::tenants::Identify::Key(name) | crate::tenants::Identify::Named(name) => name.as_str(),
+        });
+        let mut names: Vec<&str> = Vec::new();
+        for name in characteristics.chain(tenant) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+}
+
+/// A request's counting key under a rule, and the same key as log lines show it
+/// ([`Rule::counting_key_and_log`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CountingKey {
+    /// What the request is counted by (and its Durable Object's name).
+    pub key: String,
+    /// The key with each header's value as its keyed hash: what log lines show.
+    pub logged: String,
+}
+
+/// `|name=value`, one part of a counting key.
+fn push_part(out: &mut String, name: &str, value: &str) {
+    out.push('|');
+    out.push_str(name);
+    out.push('=');
+    out.push_str(value);
 }
 
 /// A placeholder for a characteristic whose value the request does not carry; all such
@@ -505,35 +543,84 @@ impl Rule {
     /// e.g. `api|ip.src=198.51.100.7|cf.colo.id=AMS`. `header` looks a request header up
     /// by its lower-case name.
     pub fn counting_key(&self, facts: &RequestFacts<'_>, header: impl Fn(&str) -> Option<String>) -> String {
+        self.build_key(facts, header, None).key
+    }
+
+    /// The counting key of a request ([`Rule::counting_key`]) and the same key as log lines
+    /// show it: each value read from a request header as its keyed hash
+    /// ([`KeyedHash::tag`](crate::redact::KeyedHash::tag)), since such a value is often a
+    /// credential: `api|http.request.headers["authorization"]=#3f9a…`. An absent header is
+    /// `unknown` in both.
+    pub fn counting_key_and_log(
+        &self,
+        facts: &RequestFacts<'_>,
+        header: impl Fn(&str) -> Option<String>,
+        hash: &crate::redact::KeyedHash,
+    ) -> CountingKey {
+        self.build_key(facts, header, Some(hash))
+    }
+
+    /// The counting key, and with `hash` its logged form (else that is left empty).
+    fn build_key(
+        &self,
+        facts: &RequestFacts<'_>,
+        header: impl Fn(&str) -> Option<String>,
+        hash: Option<&crate::redact::KeyedHash>,
+    ) -> CountingKey {
         let mut key = String::with_capacity(64);
+        let mut logged = String::new();
         key.push_str(&self.id);
+        if hash.is_some() {
+            logged.push_str(&self.id);
+        }
         for c in &self.characteristics {
-            key.push('|');
-            key.push_str(&c.name());
-            key.push('=');
-            match c {
-                Characteristic::IpSrc => match facts.identity {
-                    Some(id) => {
-                        let _ = write!(key, "{}", id.ip);
-                    }
-                    None => key.push_str(UNKNOWN),
-                },
-                Characteristic::ColoId => key.push_str(facts.colo.unwrap_or(UNKNOWN)),
-                Characteristic::Host => key.extend(host_name(facts.host).chars().map(|c| c.to_ascii_lowercase())),
-                Characteristic::Method => key.extend(facts.method.chars().map(|c| c.to_ascii_uppercase())),
-                Characteristic::Path => {
-                    // The path as the rule matches it: one counter for every spelling.
-                    let path = without_trailing_slash(facts.path);
-                    if self.matcher.case_sensitive {
-                        key.push_str(path);
-                    } else {
-                        key.extend(path.chars().map(|c| c.to_ascii_lowercase()));
-                    }
-                }
-                Characteristic::Header(name) => key.push_str(header(name).as_deref().unwrap_or(UNKNOWN)),
+            let (value, from_header) = self.value_of(c, facts, &header);
+            let name = c.name();
+            push_part(&mut key, &name, &value);
+            if let Some(hash) = hash {
+                let shown = if from_header { Cow::Owned(hash.tag(&value)) } else { Cow::Borrowed(&*value) };
+                push_part(&mut logged, &name, &shown);
             }
         }
-        key
+        CountingKey { key, logged }
+    }
+
+    /// One characteristic's value in a counting key, and whether it was read from a header.
+    fn value_of<'f>(
+        &self,
+        c: &Characteristic,
+        facts: &RequestFacts<'f>,
+        header: &impl Fn(&str) -> Option<String>,
+    ) -> (Cow<'f, str>, bool) {
+        let value: Cow<'f, str> = match c {
+            Characteristic::IpSrc => match facts.identity {
+                Some(id) => {
+                    let mut ip = String::with_capacity(24);
+                    let _ = write!(ip, "{}", id.ip);
+                    ip.into()
+                }
+                None => UNKNOWN.into(),
+            },
+            Characteristic::ColoId => facts.colo.unwrap_or(UNKNOWN).into(),
+            Characteristic::Host => host_name(facts.host).to_ascii_lowercase().into(),
+            Characteristic::Method => facts.method.to_ascii_uppercase().into(),
+            Characteristic::Path => {
+                // The path as the rule matches it: one counter for every spelling.
+                let path = without_trailing_slash(facts.path);
+                if self.matcher.case_sensitive {
+                    path.into()
+                } else {
+                    path.to_ascii_lowercase().into()
+                }
+            }
+            Characteristic::Header(name) => {
+                return match header(name) {
+                    Some(value) => (value.into(), true),
+                    None => (UNKNOWN.into(), false),
+                }
+            }
+        };
+        (value, false)
     }
 
     /// A fresh limiter for one counting key of this rule.

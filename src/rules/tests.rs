@@ -535,3 +535,48 @@ fn tenants_are_validated_naming_the_field() {
     assert!(text.contains("needs exactly one of key_header"), "{text}");
     assert!(text.contains("field \"tenants.keys\""), "{text}");
 }
+
+#[test]
+fn the_headers_a_rules_file_reads_are_its_header_characteristics_and_its_tenant_header() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[
+            {"id":"a","match":{},"characteristics":["ip.src","http.request.headers[\"Authorization\"]"],"period":10,"requests_per_period":5},
+            {"id":"b","match":{},"characteristics":["http.request.headers[\"x-api-key\"]","http.request.headers[\"authorization\"]"],"period":10,"requests_per_period":5}],
+          "tenants":{"match":{},"tenant_header":"X-Tenant","default":{"rate":1,"burst":1}}}"#,
+    )
+    .unwrap();
+    assert_eq!(set.headers_read(), ["authorization", "x-api-key", "x-tenant"]);
+    let none = RuleSet::from_json(&one_rule(r#""period":10,"requests_per_period":5"#)).unwrap();
+    assert!(none.headers_read().is_empty());
+}
+
+#[test]
+fn a_header_value_in_a_counting_key_is_logged_as_its_keyed_hash_never_as_sent() {
+    use crate::redact::KeyedHash;
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"per-token","match":{},"period":10,"requests_per_period":5,
+        "characteristics":["ip.src","http.request.headers[\"authorization\"]","cf.colo.id"]}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    let hash = KeyedHash::from_secret(b"a log key of thirty-two characters");
+    let request = facts("GET", "/api/x", "198.51.100.7", "AMS");
+    let token = |value: &'static str| move |name: &str| (name == "authorization").then(|| value.to_string());
+    let keys = rule.counting_key_and_log(&request, token("Bearer s3cret-token"), &hash);
+    assert_eq!(keys.key, rule.counting_key(&request, token("Bearer s3cret-token")), "one key, counted as before");
+    assert_eq!(
+        keys.key,
+        "per-token|ip.src=198.51.100.7|http.request.headers[\"authorization\"]=Bearer s3cret-token|cf.colo.id=AMS"
+    );
+    assert!(!keys.logged.contains("s3cret"), "{}", keys.logged);
+    let tag = hash.tag("Bearer s3cret-token");
+    assert_eq!(
+        keys.logged,
+        alloc::format!("per-token|ip.src=198.51.100.7|http.request.headers[\"authorization\"]={tag}|cf.colo.id=AMS")
+    );
+    assert_eq!(rule.counting_key_and_log(&request, token("Bearer s3cret-token"), &hash).logged, keys.logged);
+    assert_ne!(rule.counting_key_and_log(&request, token("Bearer other-token"), &hash).logged, keys.logged);
+    let absent = rule.counting_key_and_log(&request, |_| None, &hash);
+    assert_eq!(absent.logged, absent.key, "nothing read from a header: nothing to hide");
+    assert!(absent.logged.contains("authorization\"]=unknown|"));
+}

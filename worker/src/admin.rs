@@ -4,6 +4,9 @@
 //! - `GET | PUT | DELETE /v1/tenants/:tenant/rate-limit`: one tenant's limit, its runtime
 //!   override set (replacing the limit whole and starting fresh buckets) or removed.
 //!
+//! The routes match the normalised path in any case (`/V1/Tenants`), and every path under
+//! `/v1/tenants` is the API's (a 404 when no route matches): none reaches the origin.
+//!
 //! Authorised by `Authorization: Bearer <token>`, compared in constant time; a wrong or
 //! missing token is a bare 401. Overrides are kept by one Durable Object (they survive
 //! restarts) and every isolate reads them at most a second old. Each change is logged:
@@ -33,14 +36,7 @@ pub async fn serve(
     caller: Option<Identity>,
 ) -> Result<Option<Response>, JsValue> {
     let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
-    let route = match path.strip_prefix(PREFIX) {
-        Some("" | "/") => Route::List,
-        Some(rest) => match rest.strip_prefix('/').and_then(|r| r.strip_suffix("/rate-limit")) {
-            Some(tenant) => Route::Limit(tenant),
-            None => Route::Unknown,
-        },
-        None => return Ok(None),
-    };
+    let Some(route) = route(path) else { return Ok(None) };
     let authorised = request
         .headers()
         .get("authorization")?
@@ -70,10 +66,35 @@ pub async fn serve(
     Ok(Some(answer))
 }
 
+#[derive(Debug, PartialEq)]
 enum Route<'a> {
     List,
     Limit(&'a str),
     Unknown,
+}
+
+/// The admin route of the normalised `path`, if it is under `/v1/tenants`. Routes match in
+/// any case (`/V1/Tenants`), as the origin's router may: no spelling of them is forwarded
+/// while the admin API is on. The tenant keeps its case.
+fn route(path: &str) -> Option<Route<'_>> {
+    Some(match strip_prefix_ignoring_case(path, PREFIX)? {
+        "" | "/" => Route::List,
+        rest => match rest.strip_prefix('/').and_then(|r| strip_suffix_ignoring_case(r, "/rate-limit")) {
+            Some(tenant) => Route::Limit(tenant),
+            None => Route::Unknown,
+        },
+    })
+}
+
+fn strip_prefix_ignoring_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let (head, rest) = (text.get(..prefix.len())?, text.get(prefix.len()..)?);
+    head.eq_ignore_ascii_case(prefix).then_some(rest)
+}
+
+fn strip_suffix_ignoring_case<'a>(text: &'a str, suffix: &str) -> Option<&'a str> {
+    let cut = text.len().checked_sub(suffix.len())?;
+    let (rest, tail) = (text.get(..cut)?, text.get(cut..)?);
+    tail.eq_ignore_ascii_case(suffix).then_some(rest)
 }
 
 fn is_tenant(name: &str) -> bool {
@@ -198,4 +219,27 @@ fn store_failed(error: &JsValue) -> Response {
     crate::log_error(&format!("sluicegate: admin change not stored: {}", crate::describe(error)));
     let detail = "The change could not be stored; nothing was changed. Try again.";
     problem(503, &headers::problem(503, "Service Unavailable", detail, None, None), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_routes_match_in_any_case_and_keep_the_tenant_as_sent() {
+        for path in ["/v1/tenants", "/V1/tenants", "/V1/Tenants/", "/v1/TENANTS"] {
+            assert_eq!(route(path), Some(Route::List), "{path}");
+        }
+        assert_eq!(route("/v1/TENANTS/Acme/rate-limit"), Some(Route::Limit("Acme")));
+        assert_eq!(route("/V1/Tenants/acme/RATE-LIMIT"), Some(Route::Limit("acme")));
+        assert_eq!(
+            route("/V1/TENANTS/acme"),
+            Some(Route::Unknown),
+            "under the prefix: the admin API's, never the origin's"
+        );
+        assert_eq!(route("/v1/tenantsX"), Some(Route::Unknown));
+        for path in ["/v1/tenant", "/v2/tenants", "/", "/api/v1/tenants", "/v1/ténants", "/v1/te"] {
+            assert_eq!(route(path), None, "{path}");
+        }
+    }
 }

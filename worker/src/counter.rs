@@ -6,7 +6,7 @@ use crate::fleet;
 use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
-use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Rule, Scope, Upstream};
+use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
 use sluicegate::tenants::{Override, Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::Instant;
 use std::collections::HashMap;
@@ -33,6 +33,8 @@ pub struct Counter {
     /// The runtime overrides of tenant limits (kept by the one object named
     /// [`OVERRIDES_OBJECT`]), read from storage on first use.
     overrides: Option<Overrides>,
+    /// The Worker's `env`, for the keyed hash of log lines.
+    env: Env,
 }
 
 /// The name of the object that keeps the runtime overrides.
@@ -65,6 +67,7 @@ impl Counter {
             fleet: fleet::Shared::default(),
             tenants: HashMap::new(),
             overrides: None,
+            env,
         }
     }
 
@@ -194,10 +197,10 @@ impl Counter {
         let blocked_after = entry.1.blocked_until(now);
         let count = rule.keeps_state().then(|| save_counter(&entry.1));
         if let Some(until) = blocked_after.filter(|_| blocked_before.is_none()) {
-            self.store_block(key, until);
+            self.store_block(rule, key, until);
         }
         if let Some(count) = count {
-            self.store_count(key, &count);
+            self.store_count(rule, key, &count);
         }
         // The fourth number is this object's clock when it decided (ms): what the development
         // build reports in `Sluicegate-Clock`.
@@ -267,22 +270,35 @@ impl Counter {
         value.is_object().then(|| js_sys::Uint8Array::new(&value).to_vec())
     }
 
-    /// Write `key`'s count; a failed write keeps it in memory and is logged.
-    fn store_count(&self, key: &str, bytes: &[u8]) {
+    /// Write `key`'s count (of `rule`); a failed write keeps it in memory and is logged.
+    fn store_count(&self, rule: &Rule, key: &str, bytes: &[u8]) {
         if let Some(kv) = &self.kv {
             if let Err(e) = kv.put(&count_key(key), &js_sys::Uint8Array::from(bytes).into()) {
+                let key = self.logged(rule, key);
                 log_error(&format!("sluicegate: could not store the count of {key}: {}", describe(&e)));
             }
         }
     }
 
-    /// Remember that `key` is blocked until `until` (epoch milliseconds). A failed write
-    /// keeps the block in memory and is logged.
-    fn store_block(&self, key: &str, until: Instant) {
+    /// Remember that `key` (of `rule`) is blocked until `until` (epoch milliseconds). A failed
+    /// write keeps the block in memory and is logged.
+    fn store_block(&self, rule: &Rule, key: &str, until: Instant) {
         if let Some(kv) = &self.kv {
             if let Err(e) = kv.put(key, &JsValue::from_f64(until.as_millis() as f64)) {
+                let key = self.logged(rule, key);
                 log_error(&format!("sluicegate: could not store the block of {key}: {}", describe(&e)));
             }
+        }
+    }
+
+    /// `key` as a log line shows it. This object has the key, not the request it came from,
+    /// so the key of a rule that counts by a header is shown as the rule id and the whole
+    /// key's keyed hash (`per-token|#3f9a…`): a header value never appears.
+    fn logged(&self, rule: &Rule, key: &str) -> String {
+        if rule.characteristics.iter().any(|c| matches!(c, Characteristic::Header(_))) {
+            format!("{}|{}", rule.id, crate::log_hash(&self.env).tag(key))
+        } else {
+            key.to_owned()
         }
     }
 }

@@ -17,6 +17,8 @@ extern "C" {
     pub fn tenant_keys(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = SLUICEGATE_ADMIN_TOKEN)]
     pub fn admin_token(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = SLUICEGATE_LOG_KEY)]
+    pub fn log_key(this: &Env) -> JsValue;
     #[cfg(feature = "dev-origin")]
     #[wasm_bindgen(method, getter, js_name = ASSETS)]
     pub fn assets(this: &Env) -> JsValue;

@@ -37,9 +37,10 @@ use sluicegate::admission::declared_length;
 use sluicegate::headers::{self, RateLimitFields};
 use sluicegate::identity::{client_identity, Identity, Sources};
 use sluicegate::limit::Decision;
+use sluicegate::redact::{url_for_log, KeyedHash};
 use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure, Upstream};
 use sluicegate::time::{Instant, Span};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -56,6 +57,26 @@ thread_local! {
     static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
     /// Fail-open decisions per rule id since this isolate started (the capabilities answer).
     static DEGRADED: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
+    /// The keyed hash of log lines and of the block cache, made on first use.
+    static LOG_HASH: OnceCell<KeyedHash> = const { OnceCell::new() };
+}
+
+/// The keyed hash that log lines show header values as (and that names the block cache's
+/// keys): keyed by the secret `SLUICEGATE_LOG_KEY`, so hashes agree across isolates and
+/// deploys, else by 128 random bits drawn once per isolate (on first use: workerd refuses
+/// random values at module scope).
+fn log_hash(env: &Env) -> KeyedHash {
+    LOG_HASH.with(|cell| {
+        *cell.get_or_init(|| match env.log_key().as_string().filter(|k| !k.is_empty()) {
+            Some(secret) => KeyedHash::from_secret(secret.as_bytes()),
+            None => KeyedHash::new(js::random_u64(), js::random_u64()),
+        })
+    })
+}
+
+/// The request's URL as log lines show it: without its query's values.
+fn logged_url(request: &Request) -> String {
+    url_for_log(&request.url())
 }
 
 fn now() -> Instant {
@@ -177,7 +198,7 @@ async fn serve(
     let setup = match config.as_ref() {
         Ok(setup) => setup,
         Err(problems) => {
-            log_error(&format!("sluicegate: 503 for {}: invalid configuration: {problems}", request.url()));
+            log_error(&format!("sluicegate: 503 for {}: invalid configuration: {problems}", logged_url(request)));
             return Ok(problem(503, &headers::unavailable(), None));
         }
     };
@@ -299,7 +320,11 @@ impl Admitted<'_> {
             // The origin request was cancelled with the client.
             Err(Failure::Edge(_)) if scope.gone() => return Ok(client_gone(request)),
             Err(Failure::Edge(error)) => {
-                log_error(&format!("sluicegate: 502 for {}: the origin failed: {}", request.url(), describe(&error)));
+                log_error(&format!(
+                    "sluicegate: 502 for {}: the origin failed: {}",
+                    logged_url(request),
+                    describe(&error)
+                ));
                 let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
                 return Ok(problem(502, &body, None));
             }
@@ -331,7 +356,8 @@ impl Admitted<'_> {
         }
         Ok(match &setup.origin {
             Origin::Url { origin, base_path } => {
-                proxy::to_origin(request, self.url, origin, base_path, facts.identity, checks).await?
+                let rules_read = setup.rules.headers_read();
+                proxy::to_origin(request, self.url, (origin, base_path), facts.identity, &rules_read, checks).await?
             }
             #[cfg(feature = "dev-origin")]
             Origin::Dev => dev::serve(request, self.env, self.url, facts).await?,
@@ -356,7 +382,7 @@ fn interim_refusal(request: &Request, response: &Response) -> Response {
     }
     log_error(&format!(
         "{{\"sluicegate\":\"origin-interim\",\"status\":{status},\"url\":{}}}",
-        json_string(&request.url())
+        json_string(&logged_url(request))
     ));
     let detail = format!("The origin answered with an interim {status} response where a final one was due.");
     problem(502, &headers::problem(502, "Bad Gateway", &detail, None, None), None)
@@ -364,14 +390,14 @@ fn interim_refusal(request: &Request, response: &Response) -> Response {
 
 /// `400` with `detail`, logged.
 fn bad_request(request: &Request, detail: &str) -> Response {
-    log(&format!("sluicegate: 400 for {}: {detail}", request.url()));
+    log(&format!("sluicegate: 400 for {}: {detail}", logged_url(request)));
     problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
 }
 
 /// The answer to a request whose client went away before it was forwarded: nobody reads it
 /// (`499`, as proxies log a client that closed first), and nothing was sent to the origin.
 fn client_gone(request: &Request) -> Response {
-    log(&format!("{{\"sluicegate\":\"client-gone\",\"url\":{}}}", json_string(&request.url())));
+    log(&format!("{{\"sluicegate\":\"client-gone\",\"url\":{}}}", json_string(&logged_url(request))));
     problem(499, &headers::problem(499, "Client Closed Request", "", None, None), None)
 }
 
@@ -450,18 +476,21 @@ async fn check_rules(
     header: &impl Fn(&str) -> Option<String>,
 ) -> Result<Result<Checked, Response>, JsValue> {
     let mut checked = Checked::default();
+    let hash = log_hash(env);
     for rule in setup.rules.matching(facts) {
-        let key = rule.counting_key(facts, header);
+        let keys = rule.counting_key_and_log(facts, header, &hash);
+        let key = &keys.key;
+        let digest = hash.digest(key.as_bytes());
         // The clock as this rule is checked (an earlier rule's counter may have taken a while),
         // so a block in the isolate's cache ends when the counter's does.
         let now = now();
-        let cached = BLOCKS.with(|b| b.borrow().blocked_for(&key, now));
+        let cached = BLOCKS.with(|b| b.borrow().blocked_for(digest, now));
         let (decision, via, at) = match cached {
             Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache", now),
-            None => match ask_counter(env, rule, &key).await {
+            None => match ask_counter(env, rule, key).await {
                 Ok((decision, at)) => (decision, "durable-object", at),
                 Err(error) => {
-                    log_store_failure(rule, &key, &error);
+                    log_store_failure(rule, &keys.logged, &error);
                     if rule.on_store_failure == StoreFailure::Closed {
                         let refusal = store_unavailable(rule)?;
                         checked.decorate(&refusal.headers())?;
@@ -474,12 +503,12 @@ async fn check_rules(
             },
         };
         checked.decided_at = Some(at);
-        log_decision(rule, &key, facts.identity, &decision, via);
+        log_decision(rule, &keys.logged, facts.identity, &decision, via);
         checked.fields.push(&rule.id, rule.quota(), &decision);
         if let Decision::Deny { retry_after } = decision {
             if cached.is_none() {
                 // Until the counter's block ends: counted from when it decided.
-                BLOCKS.with(|b| b.borrow_mut().insert(&key, at + retry_after, at));
+                BLOCKS.with(|b| b.borrow_mut().insert(digest, at + retry_after, at));
             }
             log_omitted(&checked.fields, request);
             return Ok(Err(refusal(rule, retry_after, &checked)?));
@@ -512,7 +541,7 @@ fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identi
         scope.name(),
         json_string(&identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string())),
         wait.as_millis_ceil(),
-        json_string(&request.url())
+        json_string(&logged_url(request))
     ));
     let detail = match scope {
         preread::Scope::Ip => "Too many requests from this address.",
@@ -558,7 +587,7 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
             tenancy::Refusal::Limited { .. } => "tenant_rate_limited",
             tenancy::Refusal::Overloaded { .. } => "tenant_overload",
         }),
-        json_string(&request.url())
+        json_string(&logged_url(request))
     ));
     let response = problem(status, &body, wait);
     if let Some(scope) = scope {
@@ -573,7 +602,7 @@ fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
     log(&format!(
         "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"url\":{}}}",
         json_string(&upstream.id),
-        json_string(&request.url())
+        json_string(&logged_url(request))
     ));
     let response = problem(503, &headers::upstream_busy(&upstream.id, upstream.max_wait, retry), Some(retry));
     Ok(response)
@@ -586,11 +615,12 @@ fn store_unavailable(rule: &Rule) -> Result<Response, JsValue> {
     Ok(problem(503, &body, Some(Span::from_secs(1))))
 }
 
-fn log_store_failure(rule: &Rule, key: &str, error: &JsValue) {
+/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
+fn log_store_failure(rule: &Rule, logged_key: &str, error: &JsValue) {
     let line = format!(
         "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\",\"error\":{}}}",
         json_string(&rule.id),
-        json_string(key),
+        json_string(logged_key),
         rule.on_store_failure.name(),
         json_string(&describe(error))
     );
@@ -639,7 +669,7 @@ fn log_omitted(fields: &RateLimitFields, request: &Request) {
         log(&format!(
             "sluicegate: {} RateLimit entries left out of the response to {} (the headers are capped at {} bytes)",
             fields.omitted(),
-            request.url(),
+            logged_url(request),
             headers::MAX_RATELIMIT_FIELD_BYTES
         ));
     }
@@ -671,7 +701,8 @@ async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(Decision, Ins
     }
 }
 
-fn log_decision(rule: &Rule, key: &str, identity: Option<Identity>, decision: &Decision, via: &str) {
+/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
+fn log_decision(rule: &Rule, logged_key: &str, identity: Option<Identity>, decision: &Decision, via: &str) {
     let (ip, source) = match identity {
         Some(id) => (id.ip.to_string(), id.source.as_str()),
         None => ("unknown".to_owned(), "none"),
@@ -684,7 +715,7 @@ fn log_decision(rule: &Rule, key: &str, identity: Option<Identity>, decision: &D
         "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"}}",
         json_string(&rule.id),
         json_string(&ip),
-        json_string(key)
+        json_string(logged_key)
     ));
 }
 

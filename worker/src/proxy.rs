@@ -1,21 +1,22 @@
 //! Sending an admitted request to `ORIGIN_URL`, as a proxy (see `sluicegate::forward`).
 
 use crate::js;
-use sluicegate::forward::{forwarded_for, is_hop_by_hop, is_websocket_upgrade, upstream_url};
+use sluicegate::forward::{is_sent_as_received, is_websocket_upgrade, upstream_url, Received, Treatment, FORWARDING};
 use sluicegate::identity::Identity;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Url};
 
 /// The origin's answer to `request`, sent to `origin` + `base_path` + the request's path
-/// and query as they were received. Redirects are passed back, not followed. `checks`, when
+/// and query as they were received. Redirects are passed back, not followed. `rules_read`
+/// names the headers the rules read (a `Connection` token cannot strip them). `checks`, when
 /// given, are the body's `(charge, end)` checks as it streams (see `js::metered`).
 pub async fn to_origin(
     request: &Request,
     url: &Url,
-    origin: &str,
-    base_path: &str,
+    (origin, base_path): (&str, &str),
     client: Option<Identity>,
+    rules_read: &[&str],
     checks: Option<&(JsValue, JsValue)>,
 ) -> Result<Response, JsValue> {
     let target = upstream_url(origin, base_path, &format!("{}{}", url.pathname(), url.search()));
@@ -26,7 +27,7 @@ pub async fn to_origin(
     let init = RequestInit::new();
     let method = request.method();
     init.set_method(&method);
-    init.set_headers(upstream_headers(request, url, client)?.as_ref());
+    init.set_headers(upstream_headers(request, url, client, rules_read)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
     // A client that goes away cancels the origin request too.
     let mut signal = js::signal(request);
@@ -50,10 +51,14 @@ pub async fn to_origin(
     JsFuture::from(js::fetch(&upstream)?).await?.dyn_into()
 }
 
-/// The request's headers without the hop-by-hop ones and `Host`, with the counted client appended to
-/// `X-Forwarded-For` and `X-Forwarded-Proto` / `X-Forwarded-Host` set to what the edge
-/// received.
-fn upstream_headers(request: &Request, url: &Url, client: Option<Identity>) -> Result<Headers, JsValue> {
+/// The request's headers without the hop-by-hop ones, `Host` and the forwarding headers
+/// ([`FORWARDING`]); then those the edge sets, from what it received and whom it counted.
+fn upstream_headers(
+    request: &Request,
+    url: &Url,
+    client: Option<Identity>,
+    rules_read: &[&str],
+) -> Result<Headers, JsValue> {
     let received = request.headers();
     let header = |name: &str| received.get(name).ok().flatten();
     let connection = header("connection");
@@ -63,8 +68,7 @@ fn upstream_headers(request: &Request, url: &Url, client: Option<Identity>) -> R
         for entry in entries {
             let entry: js_sys::Array = entry?.unchecked_into();
             let (name, value) = (entry.get(0).as_string().unwrap_or_default(), entry.get(1));
-            // `Host` names the edge; the upstream request's own comes from its URL.
-            if !is_hop_by_hop(&name, connection.as_deref(), websocket) && name != "host" {
+            if is_sent_as_received(&name, connection.as_deref(), websocket, rules_read) {
                 headers.append(&name, &value.as_string().unwrap_or_default())?;
             }
         }
@@ -72,11 +76,21 @@ fn upstream_headers(request: &Request, url: &Url, client: Option<Identity>) -> R
     if websocket {
         headers.set("connection", "Upgrade")?;
     }
-    match forwarded_for(header("x-forwarded-for").as_deref(), client.map(|c| c.address)) {
-        Some(value) => headers.set("x-forwarded-for", &value)?,
-        None => headers.delete("x-forwarded-for")?,
+    let (scheme, host, x_forwarded_for) = (url.protocol(), url.host(), header("x-forwarded-for"));
+    let edge = Received {
+        scheme: scheme.trim_end_matches(':'),
+        host: &host,
+        port: url.port().parse().ok(),
+        client: client.map(|c| c.address),
+        x_forwarded_for: x_forwarded_for.as_deref(),
+    };
+    for (name, treatment) in FORWARDING {
+        if let Treatment::Set(value) = treatment {
+            match edge.value(*value) {
+                Some(value) => headers.set(name, &value)?,
+                None => headers.delete(name)?,
+            }
+        }
     }
-    headers.set("x-forwarded-proto", url.protocol().trim_end_matches(':'))?;
-    headers.set("x-forwarded-host", &url.host())?;
     Ok(headers)
 }

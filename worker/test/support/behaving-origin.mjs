@@ -137,6 +137,7 @@ function complete(raw) {
   const head = final.slice(0, split).toLowerCase();
   const length = /\r\ncontent-length: *(\d+)/.exec(head);
   if (length) return final.length - split - 4 >= Number(length[1]);
-  if (head.includes("transfer-encoding: chunked")) return final.endsWith("0\r\n\r\n");
+  const body = final.slice(split + 4);
+  if (head.includes("transfer-encoding: chunked")) return body === "0\r\n\r\n" || body.endsWith("\r\n0\r\n\r\n");
   return false;
 }
