@@ -1,8 +1,9 @@
 // The edge's added latency (`npm run bench`): p50/p99 of 2,000 sequential requests through
 // the deploy build in workerd, against a plain pass-through Worker in front of the same
 // origin, measured in the same run; then requests per second (16 at a time, 3 s) for the
-// admission layer: a refusal before the body is read, and a tenant request admitted in
-// colo and in fleet scope. Run with Node 22 after `npm run build`.
+// admission layer: a refusal before the body is read, a tenant request admitted in colo and
+// in fleet scope, and one whose 4 KB body is checked against its Content-Length as it
+// streams (its tenant counts bytes). Run with Node 22 after `npm run build`.
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { Miniflare, Log, LogLevel } from "miniflare";
@@ -25,6 +26,15 @@ const tenantRules = (scope) => ({
   },
 });
 const REFUSING = { rules: [], pre_read: { per_ip: { rate: 0.01, burst: 1 } } };
+/** A tenant whose limit counts body bytes, and a source byte cap: each body is checked
+ * against its Content-Length as it streams to the origin. */
+const bytesRules = () => {
+  const rules = tenantRules("colo");
+  rules.pre_read.source_bytes_per_second = 1e9;
+  rules.tenants.limits.bench = { rate: 1_000_000, burst: 1_000_000, bytes_per_second: 1e9, max_body_bytes: 65_536 };
+  return rules;
+};
+const BODY = "x".repeat(4_096);
 
 const RULES = {
   rules: [
@@ -66,11 +76,11 @@ const plain = new Miniflare({
 const plainUrl = (await plain.ready).origin;
 
 /** Milliseconds of each of `n` sequential requests (each answered `expect`). */
-async function timings(base, method, path, n, { headers = {}, expect = 200 } = {}) {
+async function timings(base, method, path, n, { headers = {}, expect = 200, body } = {}) {
   const out = [];
   for (let i = 0; i < n; i++) {
     const started = performance.now();
-    const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.200", ...headers } });
+    const res = await fetch(`${base}${path}`, { method, body, headers: { "cf-connecting-ip": "198.51.100.200", ...headers } });
     await res.arrayBuffer();
     if (res.status !== expect) throw new Error(`${method} ${path}: ${res.status}`);
     out.push(performance.now() - started);
@@ -79,13 +89,13 @@ async function timings(base, method, path, n, { headers = {}, expect = 200 } = {
 }
 
 /** Requests per second with `concurrency` requests in flight for `seconds`. */
-async function throughput(base, method, path, { headers = {}, concurrency = 16, seconds = 3 } = {}) {
+async function throughput(base, method, path, { headers = {}, concurrency = 16, seconds = 3, body } = {}) {
   const until = performance.now() + seconds * 1000;
   let done = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < until) {
-        const res = await fetch(`${base}${path}`, { method, headers: { "cf-connecting-ip": "198.51.100.201", ...headers } });
+        const res = await fetch(`${base}${path}`, { method, body, headers: { "cf-connecting-ip": "198.51.100.201", ...headers } });
         await res.arrayBuffer();
         done++;
       }
@@ -117,19 +127,24 @@ console.log("(the capabilities answer comes from the edge itself; its pass-throu
 // The admission layer: each case in its own edge, against the same pass-through Worker.
 console.log();
 console.log(`${"admission".padEnd(46)} ${"p50/p99".padEnd(22)} ${"added p50/p99".padEnd(22)} requests/s (pass-through)`);
-const plainLatency = await timings(plainUrl, "POST", "/hooks/in", N);
-const plainRps = await throughput(plainUrl, "POST", "/hooks/in");
-for (const [label, rules, expect, headers] of [
+const plain4k = { latency: await timings(plainUrl, "POST", "/hooks/in", N, { body: BODY }) };
+plain4k.rps = await throughput(plainUrl, "POST", "/hooks/in", { body: BODY });
+const plainEmpty = { latency: await timings(plainUrl, "POST", "/hooks/in", N) };
+plainEmpty.rps = await throughput(plainUrl, "POST", "/hooks/in");
+for (const [label, rules, expect, headers, body] of [
   ["refused before the body is read (per_ip)", REFUSING, 429, {}],
   ["tenant admitted, colo scope", tenantRules("colo"), 200, { "x-api-key": TENANT_KEY }],
   ["tenant admitted, fleet scope", tenantRules("fleet"), 200, { "x-api-key": TENANT_KEY }],
+  ["tenant counting bytes, 4 KB body checked", bytesRules(), 200, { "x-api-key": TENANT_KEY }, BODY],
 ]) {
   const admission = await startEdge({ build: "deploy", rules, origin: originUrl });
+  const plain = body ? plain4k : plainEmpty;
   try {
     if (expect === 429) await fetch(`${admission.url}/hooks/in`, { method: "POST", headers: { "cf-connecting-ip": "198.51.100.200" } });
-    await timings(admission.url, "POST", "/hooks/in", WARMUP, { headers, expect });
-    const ours = await timings(admission.url, "POST", "/hooks/in", N, { headers, expect });
-    const rps = await throughput(admission.url, "POST", "/hooks/in", { headers });
+    await timings(admission.url, "POST", "/hooks/in", WARMUP, { headers, expect, body });
+    const ours = await timings(admission.url, "POST", "/hooks/in", N, { headers, expect, body });
+    const rps = await throughput(admission.url, "POST", "/hooks/in", { headers, body });
+    const [plainLatency, plainRps] = [plain.latency, plain.rps];
     const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(plainLatency, 50), pct(plainLatency, 99)];
     console.log(
       `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(a50 - b50)} / ${ms(a99 - b99)}`.padEnd(22)} ${Math.round(rps)} (${Math.round(plainRps)})`,

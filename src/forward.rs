@@ -141,6 +141,21 @@ pub fn upstream_url(origin: &str, base_path: &str, path_and_query: &str) -> Stri
     url
 }
 
+/// Whether an origin's answer of `status` is an interim response (1xx) other than a
+/// WebSocket's `101`: never a final answer, so never passed on as one. The fetch API hands an
+/// origin's unasked-for `100 Continue` or `103 Early Hints` back as if it were the response,
+/// with the real one unread in its body; the edge answers `502` instead.
+///
+/// # Examples
+/// ```
+/// use sluicegate::forward::is_interim;
+/// assert!(is_interim(100) && is_interim(103));
+/// assert!(!is_interim(101) && !is_interim(200) && !is_interim(204));
+/// ```
+pub fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
 /// Whether a request is a WebSocket upgrade: `Upgrade: websocket` with `Connection`
 /// naming `upgrade`.
 pub fn is_websocket_upgrade(upgrade: Option<&str>, connection: Option<&str>) -> bool {

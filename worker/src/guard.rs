@@ -165,3 +165,70 @@ impl Drop for Scope {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hold whose action counts how often it ran.
+    fn counted() -> (Hold, Rc<Cell<u32>>) {
+        let runs = Rc::new(Cell::new(0));
+        let seen = Rc::clone(&runs);
+        (Hold::new(move || seen.set(seen.get() + 1)), runs)
+    }
+
+    #[test]
+    fn a_hold_is_given_back_once_whoever_gives_it_back_first() {
+        let (hold, runs) = counted();
+        let (by_body, by_client) = (hold.clone(), hold.clone());
+        by_client.release();
+        by_body.release();
+        drop(Guard(Some(hold)));
+        assert_eq!(runs.get(), 1);
+        assert!(!by_body.is_held());
+    }
+
+    #[test]
+    fn dropping_the_guard_gives_it_back() {
+        let (hold, runs) = counted();
+        let watcher = hold.clone();
+        {
+            let _guard = Guard(Some(hold));
+            assert!(watcher.is_held());
+        }
+        assert_eq!(runs.get(), 1);
+    }
+
+    #[test]
+    fn a_place_in_the_queue_becomes_a_slot_only_while_still_held() {
+        let (hold, left) = counted();
+        let released = Rc::new(Cell::new(false));
+        let flag = Rc::clone(&released);
+        assert!(hold.replace(move || flag.set(true)));
+        hold.release();
+        assert_eq!((left.get(), released.get()), (0, true), "the new action ran, the old one never");
+
+        let (gone, _) = counted();
+        gone.release();
+        assert!(!gone.replace(|| panic!("a hold given back is never taken again")));
+    }
+
+    #[test]
+    fn a_disarmed_hold_gives_nothing_back() {
+        let (hold, runs) = counted();
+        hold.disarm();
+        drop(Guard(Some(hold)));
+        assert_eq!(runs.get(), 0);
+    }
+
+    #[test]
+    fn an_action_that_releases_other_holds_runs_each_once() {
+        let (inner, inner_runs) = counted();
+        let chained = inner.clone();
+        let outer = Hold::new(move || chained.release());
+        outer.release();
+        outer.release();
+        inner.release();
+        assert_eq!(inner_runs.get(), 1);
+    }
+}

@@ -329,7 +329,7 @@ impl Admitted<'_> {
                 return Ok(problem(502, &body, None));
             }
         };
-        if is_interim(response.status()) {
+        if sluicegate::forward::is_interim(response.status()) {
             return Ok(interim_refusal(request, &response));
         }
         let response = checked.finish(response)?;
@@ -364,13 +364,6 @@ impl Admitted<'_> {
             Origin::Handler => return Err(JsValue::from_str("no handler was given for an admitted request").into()),
         })
     }
-}
-
-/// Whether `status` is an interim response (1xx) other than a WebSocket's `101`: never a
-/// final answer. The fetch API hands an origin's `100 Continue` or `103 Early Hints` back as
-/// if it were the response, with the real one unread in its body.
-fn is_interim(status: u16) -> bool {
-    (100..200).contains(&status) && status != 101
 }
 
 /// `502` for an origin that answered with an interim response where a final one was due (its
