@@ -88,29 +88,31 @@ impl TenantLimit {
                 let got = obj.get("rate").map_or_else(|| "nothing".to_string(), ToString::to_string);
                 return Err(err(
                     "rate",
-                    format!("must be requests per second above 0 (0.5 is one every 2 s), got {got}"),
+                    format!(
+                        "must be requests per second from one per {MAX_SECONDS} s (about 3.2e-8) to 1e9 \
+                         (0.5 is one every 2 s), got {got}; a slower rate cannot be counted"
+                    ),
                 ));
             }
         };
-        let burst = whole(obj, "burst", 1, u64::from(u32::MAX))?
-            .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?
-            as u32;
+        let burst: u32 = whole(obj, "burst", 1, u32::MAX)?
+            .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?;
         if interval.as_nanos().saturating_mul(u64::from(burst)) > MAX_SECONDS * 1_000_000_000 {
             return Err(err("burst", format!("burst / rate must be at most {MAX_SECONDS} s (the time to refill)")));
         }
-        let bytes_per_second = whole(obj, "bytes_per_second", 1, 1 << 40)?;
-        let burst_bytes = whole(obj, "burst_bytes", 1, 1 << 40)?;
+        let bytes_per_second = whole(obj, "bytes_per_second", 1, 1u64 << 40)?;
+        let burst_bytes = whole(obj, "burst_bytes", 1, 1u64 << 40)?;
         if burst_bytes.is_some() && bytes_per_second.is_none() {
             return Err(err("burst_bytes", "needs bytes_per_second".into()));
         }
-        let max_body_bytes = whole(obj, "max_body_bytes", 1, 1 << 40)?;
+        let max_body_bytes = whole(obj, "max_body_bytes", 1, 1u64 << 40)?;
         if let (Some(own), Some(instance)) = (max_body_bytes, instance_max_body) {
             if own > instance {
                 return Err(err("max_body_bytes", format!("{own} is above the instance's max_body_bytes, {instance}")));
             }
         }
-        let max_queue = whole(obj, "max_queue", 1, u64::from(u32::MAX))?.map(|q| q as u32);
-        let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1 << 40)?;
+        let max_queue = whole(obj, "max_queue", 1, u32::MAX)?;
+        let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1u64 << 40)?;
         Ok(TenantLimit {
             rate,
             burst,
@@ -147,12 +149,17 @@ impl TenantLimit {
     }
 }
 
-fn whole(obj: &Map<String, Value>, field: &str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
+/// A whole number in `min..=max`, as the type the field is kept in (no cast narrows it).
+fn whole<T>(obj: &Map<String, Value>, field: &str, min: T, max: T) -> Result<Option<T>, LimitError>
+where
+    T: Copy + core::fmt::Display + Into<u64> + TryFrom<u64>,
+{
     match obj.get(field) {
         None => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(LimitError {
+        Some(v) => match v.as_u64().filter(|n| (min.into()..=max.into()).contains(n)).and_then(|n| T::try_from(n).ok())
+        {
+            Some(n) => Ok(Some(n)),
+            None => Err(LimitError {
                 field: field.into(),
                 message: format!("must be a whole number from {min} to {max}, got {v}"),
             }),
@@ -299,6 +306,19 @@ mod tests {
         assert_eq!(e(json!({"rate": 1, "burst": 1, "extra": 1})), "extra");
         let round = limit(json!({"rate": 0.5, "burst": 2, "bytes_per_second": 10, "max_queue": 3}));
         assert_eq!(limit(serde_json::from_str(&round.to_json()).unwrap()), round);
+    }
+
+    #[test]
+    fn a_tenant_rate_too_slow_to_represent_is_refused_naming_rate() {
+        for rate in [1e-12, 1e-300, 5e-324] {
+            let e = TenantLimit::from_json(&json!({"rate": rate, "burst": 1}), None).unwrap_err();
+            assert_eq!(e.field, "rate", "{rate}");
+            assert!(e.message.contains("cannot be counted"), "{}", e.message);
+        }
+        let e = TenantLimit::from_json_text(r#"{"rate": 1e-12, "burst": 1}"#, None).unwrap_err();
+        assert_eq!(e.field, "rate");
+        let slowest = limit(json!({"rate": 3.2e-8, "burst": 1}));
+        assert_eq!(slowest.interval, Span::from_nanos(31_250_000_000_000_000));
     }
 
     #[test]

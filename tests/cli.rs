@@ -119,6 +119,11 @@ fn a_token_bucket_too_slow_to_count_is_refused() {
 }
 
 #[test]
+fn a_rate_too_slow_to_represent_is_refused_not_made_unlimited() {
+    refused("vanishing-rate.json", &["field \"rate\"", "got 1e-12", "a slower rate cannot be counted"]);
+}
+
+#[test]
 fn more_rules_than_the_cap_are_refused() {
     let (code, _, stderr) = check_rules("tests/fixtures/rules/too-many-rules.json");
     assert_eq!(code, 1, "{stderr}");

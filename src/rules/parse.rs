@@ -49,7 +49,7 @@ const MAX_SECONDS: u64 = 366 * 86_400;
 /// (undici's limit is 16 KiB for all of them).
 pub const MAX_RULES: usize = 64;
 /// The largest threshold of an exact sliding log (each counted request is remembered).
-const MAX_LOG_REQUESTS: u64 = 10_000;
+const MAX_LOG_REQUESTS: u32 = 10_000;
 const RULE_FIELDS: &[&str] = &[
     "id",
     "description",
@@ -205,7 +205,7 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     let per_ip = bucket("per_ip", errors);
     let node = bucket("node", errors);
     let source_bytes_per_second = obj.get("source_bytes_per_second").and_then(|v| {
-        whole(v, 1, 1 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
+        whole(v, 1, 1u64 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
     });
     let mut sources: Vec<Source> = Vec::new();
     match obj.get("sources") {
@@ -295,7 +295,7 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
     };
     let max_body_bytes = obj
         .get("max_body_bytes")
-        .and_then(|v| whole(v, 1, 1 << 40, "tenants.max_body_bytes", "a whole number of bytes", errors));
+        .and_then(|v| whole(v, 1, 1u64 << 40, "tenants.max_body_bytes", "a whole number of bytes", errors));
     let limit = |field: &str, v: &Value, errors: &mut Errors| match TenantLimit::from_json(v, max_body_bytes) {
         Ok(limit) => Some(limit),
         Err(e) => {
@@ -412,7 +412,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
             errors.push("max_in_flight", "missing; how many requests may be at the upstream at once (1 or more)");
             None
         }
-        Some(v) => whole(v, 1, 100_000, "max_in_flight", "a whole number of requests", errors),
+        Some(v) => whole(v, 1u32, 100_000, "max_in_flight", "a whole number of requests", errors),
     };
     let max_wait = match obj.get("max_wait").map(|v| (v, v.as_f64())) {
         None => Some(Span::ZERO),
@@ -434,9 +434,8 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
     };
     let lease = match obj.get("lease") {
         None => Some(Span::from_secs(30)),
-        Some(v) => {
-            whole(v, 1, u64::from(MAX_WAIT_SECONDS), "lease", "a whole number of seconds", errors).map(Span::from_secs)
-        }
+        Some(v) => whole(v, 1, MAX_WAIT_SECONDS, "lease", "a whole number of seconds", errors)
+            .map(|s| Span::from_secs(s.into())),
     };
     let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
@@ -446,7 +445,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         id: id?,
         description,
         matcher: matcher?,
-        max_in_flight: max_in_flight? as u32,
+        max_in_flight: max_in_flight?,
         max_wait: max_wait?,
         scope: scope?,
         lease: lease?,
@@ -591,11 +590,15 @@ fn is_media_type(s: &str) -> bool {
         })
 }
 
-/// A whole number in `min..=max`, with a message naming the field otherwise.
-fn whole(v: &Value, min: u64, max: u64, field: &str, what: &str, errors: &mut Errors) -> Option<u64> {
-    match v.as_u64() {
-        Some(n) if (min..=max).contains(&n) => Some(n),
-        _ => {
+/// A whole number in `min..=max`, as the type the field is kept in (so no cast narrows it),
+/// with a message naming the field otherwise.
+fn whole<T>(v: &Value, min: T, max: T, field: &str, what: &str, errors: &mut Errors) -> Option<T>
+where
+    T: Copy + fmt::Display + Into<u64> + TryFrom<u64>,
+{
+    match v.as_u64().filter(|n| (min.into()..=max.into()).contains(n)).and_then(|n| T::try_from(n).ok()) {
+        Some(n) => Some(n),
+        None => {
             errors.push(field, format!("must be {what} from {min} to {max}, got {v}"));
             None
         }
@@ -780,14 +783,14 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
         return Some(Algorithm::TokenBucket { interval, burst });
     }
     let period = whole(&obj["period"], 1, MAX_SECONDS, "period", "a whole number of seconds", errors);
-    let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u64::from(u32::MAX) };
+    let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u32::MAX };
     let what = if name == "sliding_log" {
         "a whole number of requests (sliding_log remembers each one; use sliding_window above 10000)"
     } else {
         "a whole number of requests"
     };
     let requests = whole(&obj["requests_per_period"], 1, max, "requests_per_period", what, errors);
-    let (requests_per_period, period) = (requests? as u32, Span::from_secs(period?));
+    let (requests_per_period, period) = (requests?, Span::from_secs(period?));
     Some(match name {
         "fixed_window" => Algorithm::FixedWindow { requests_per_period, period },
         "sliding_window" => Algorithm::SlidingWindow { requests_per_period, period },
@@ -807,16 +810,16 @@ fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors
                 &format!("{prefix}rate"),
                 format!(
                     "must be a number of requests per second from one per {MAX_SECONDS} s (the longest \
-                     period) to 1e9, got {rate}"
+                     period, about 3.2e-8 per second) to 1e9, got {rate}; a slower rate cannot be counted"
                 ),
             );
             return None;
         }
     };
     let field = format!("{prefix}burst");
-    let burst = whole(burst, 1, u64::from(u32::MAX), &field, "a whole number of requests", errors)?;
+    let burst = whole(burst, 1, u32::MAX, &field, "a whole number of requests", errors)?;
     // The time an empty bucket takes to refill is its window (`w` in RateLimit-Policy).
-    let refill = interval.as_nanos().saturating_mul(burst);
+    let refill = interval.as_nanos().saturating_mul(u64::from(burst));
     if refill > MAX_SECONDS * 1_000_000_000 {
         errors.push(
             &field,
@@ -827,7 +830,7 @@ fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors
         );
         return None;
     }
-    Some((interval, burst as u32))
+    Some((interval, burst))
 }
 
 fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
@@ -841,7 +844,7 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
     }
     let status = match obj.get("status_code") {
         None => Some(429),
-        Some(s) => whole(s, 400, 599, "response.status_code", "an HTTP error status", errors).map(|s| s as u16),
+        Some(s) => whole(s, 400u16, 599, "response.status_code", "an HTTP error status", errors),
     };
     let content = obj.get("content");
     let content_type = obj.get("content_type");

@@ -336,6 +336,32 @@ fn a_token_bucket_too_slow_to_count_is_refused() {
     assert_eq!(slowest.rules()[0].policy_header(), "\"api\";q=1;w=31250000");
 }
 
+/// Each problem's item and field, for asserting what is named rather than how it is worded.
+fn fields_of(json: &str) -> Vec<(Option<String>, String)> {
+    RuleSet::from_json(json).unwrap_err().into_iter().map(|e| (e.rule, e.field)).collect()
+}
+
+#[test]
+fn a_rule_rate_too_slow_to_represent_is_refused_naming_rate_not_made_unlimited() {
+    // 1e9 / 1e-12 = 1e21 ns, past u64: it once became a 1 ns interval (1e9 per second).
+    for rate in ["1e-12", "1e-20", "2.2250738585072014e-308", "5e-324"] {
+        let json = one_rule(&alloc::format!(r#""algorithm":"token_bucket","rate":{rate},"burst":1"#));
+        assert_eq!(fields_of(&json), [(Some("rules[0] (\"api\")".into()), "rate".into())], "{rate}");
+        let errs = errors_of(&json);
+        let got = serde_json::Value::from(rate.parse::<f64>().unwrap());
+        assert!(errs[0].contains(&alloc::format!("got {got}; a slower rate cannot be counted")), "{errs:?}");
+    }
+    for bucket in ["per_ip", "node"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"{bucket}":{{"rate":1e-12,"burst":1}}}}}}"#);
+        assert_eq!(fields_of(&json), [(None, alloc::format!("pre_read.{bucket}.rate"))]);
+    }
+    let tenants = r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant",
+        "limits":{"acme":{"rate":1e-12,"burst":1}},"default":{"rate":1e-12,"burst":1}}}"#;
+    let mut fields: Vec<String> = fields_of(tenants).into_iter().map(|(_, f)| f).collect();
+    fields.sort();
+    assert_eq!(fields, ["tenants.default.rate", "tenants.limits.acme.rate"]);
+}
+
 #[test]
 fn a_slow_token_bucket_still_refuses_what_is_over_its_burst() {
     let set = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":1e-6,"burst":2"#)).unwrap();
