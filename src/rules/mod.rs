@@ -182,7 +182,8 @@ pub struct Rule {
 pub struct Match {
     /// The path tests (any may match); empty means any path.
     pub paths: Vec<PathMatch>,
-    /// Upper-case methods; empty means any.
+    /// Upper-case methods; empty means any. A `HEAD` request is the `GET` it stands for:
+    /// it meets a list that names `GET` (or `HEAD`).
     pub methods: Vec<String>,
     /// Lower-case host names without a trailing dot; empty means any.
     pub hosts: Vec<String>,
@@ -220,9 +221,23 @@ impl Match {
     /// Whether a request passes every part of this match.
     pub fn matches(&self, facts: &RequestFacts<'_>) -> bool {
         (self.paths.is_empty() || self.paths.iter().any(|p| p.test(facts.path, self.case_sensitive)))
-            && (self.methods.is_empty() || self.methods.iter().any(|x| x.eq_ignore_ascii_case(facts.method)))
+            && (self.methods.is_empty() || self.methods.iter().any(|listed| method_meets(facts.method, listed)))
             && (self.hosts.is_empty() || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(facts.host))))
     }
+}
+
+/// Whether a request's `method` meets a `listed` (upper-case) one. A `HEAD` also meets
+/// `GET`: Express, Hono, Go's `net/http` and Flask answer a `HEAD` with the `GET` handler,
+/// so a limit on `GET` that let `HEAD` past would leave that handler unguarded.
+fn method_meets(method: &str, listed: &str) -> bool {
+    listed.eq_ignore_ascii_case(method) || (listed == "GET" && method.eq_ignore_ascii_case("HEAD"))
+}
+
+/// A method as the `http.request.method` characteristic counts it: upper case, and a
+/// `HEAD` as the `GET` it runs (one counter for both).
+fn counted_method(method: &str) -> impl Iterator<Item = char> + '_ {
+    let method = if method.eq_ignore_ascii_case("HEAD") { "GET" } else { method };
+    method.chars().map(|c| c.to_ascii_uppercase())
 }
 
 /// `path` without one trailing `/`, unless it is the root.
@@ -248,7 +263,7 @@ pub enum Characteristic {
     ColoId,
     /// `http.host`.
     Host,
-    /// `http.request.method`.
+    /// `http.request.method` (a `HEAD` is counted as `GET`).
     Method,
     /// `http.request.uri.path`.
     Path,
@@ -520,7 +535,7 @@ impl Rule {
                 },
                 Characteristic::ColoId => key.push_str(facts.colo.unwrap_or(UNKNOWN)),
                 Characteristic::Host => key.extend(host_name(facts.host).chars().map(|c| c.to_ascii_lowercase())),
-                Characteristic::Method => key.extend(facts.method.chars().map(|c| c.to_ascii_uppercase())),
+                Characteristic::Method => key.extend(counted_method(facts.method)),
                 Characteristic::Path => {
                     // The path as the rule matches it: one counter for every spelling.
                     let path = without_trailing_slash(facts.path);

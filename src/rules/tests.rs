@@ -561,3 +561,60 @@ fn tenants_are_validated_naming_the_field() {
     assert!(text.contains("needs exactly one of key_header"), "{text}");
     assert!(text.contains("field \"tenants.keys\""), "{text}");
 }
+
+/// traffic.json's geocode rule and nominatim budget (GET only), a GET-only pre_read source
+/// and a GET-only tenants section.
+const GET_ONLY: &str = r#"{
+  "rules": [
+    {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "http.request.method"],
+     "period": 10, "requests_per_period": 20},
+    {"id": "geocode", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "characteristics": ["ip.src"],
+     "algorithm": "token_bucket", "rate": 0.5, "burst": 10},
+    {"id": "head-only", "match": {"path": {"equals": "/api/probe"}, "methods": ["HEAD"]}, "characteristics": ["ip.src"],
+     "period": 10, "requests_per_period": 1}
+  ],
+  "upstreams": [{"id": "nominatim", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "max_in_flight": 1}],
+  "pre_read": {"source_bytes_per_second": 1000, "sources": [{"id": "reads", "match": {"methods": ["GET"]}}]},
+  "tenants": {"match": {"path": {"starts_with": "/api/"}, "methods": ["GET"]}, "tenant_header": "x-tenant",
+              "default": {"rate": 1, "burst": 1}}
+}"#;
+
+#[test]
+fn a_head_request_meets_a_get_only_rule() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    for method in ["HEAD", "head", "GET"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        let ids: Vec<&str> = set.matching(&f).map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["api", "geocode"], "{method}");
+        assert_eq!(set.upstream_for(&f).map(|u| u.id.as_str()), Some("nominatim"), "{method}");
+        assert_eq!(set.pre_read().source_of(&f), "reads", "{method}");
+        assert!(set.tenants().unwrap().matcher.matches(&f), "{method}");
+    }
+    for method in ["POST", "OPTIONS"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        assert_eq!(set.matching(&f).map(|r| r.id.as_str()).collect::<Vec<_>>(), ["api"], "{method}");
+        assert!(set.upstream_for(&f).is_none(), "{method}");
+    }
+}
+
+#[test]
+fn a_get_does_not_meet_a_head_only_rule_but_a_head_does() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let ids = |method| {
+        let f = facts(method, "/api/probe", "192.0.2.1", "AMS");
+        set.matching(&f).map(|r| r.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("HEAD"), ["api", "head-only"]);
+    assert_eq!(ids("GET"), ["api"]);
+}
+
+#[test]
+fn the_method_characteristic_counts_a_head_on_the_get_counter() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let api = set.get("api").unwrap();
+    let key = |method| api.counting_key(&facts(method, "/api/geocode", "192.0.2.1", "AMS"), |_| None);
+    assert_eq!(key("HEAD"), "api|ip.src=192.0.2.1|http.request.method=GET");
+    assert_eq!(key("head"), key("GET"));
+    assert_eq!(key("get"), key("GET"));
+    assert_ne!(key("POST"), key("GET"));
+}
