@@ -17,9 +17,12 @@
 mod parse;
 mod path;
 
-pub(crate) use parse::strict_json;
+pub(crate) use parse::{brief, strict_json};
 
-pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS};
+pub use parse::{
+    RuleError, DEFAULT_CAPABILITIES_PATH, MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES, MAX_PATH_BYTES, MAX_RESPONSE_BYTES,
+    MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS,
+};
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
@@ -210,9 +213,7 @@ impl PathMatch {
             PathMatch::StartsWith(prefix) => {
                 path.len() >= prefix.len() && same(&path.as_bytes()[..prefix.len()], prefix.as_bytes())
             }
-            PathMatch::Equals(exact) => {
-                same(without_trailing_slash(path).as_bytes(), without_trailing_slash(exact).as_bytes())
-            }
+            PathMatch::Equals(exact) => same_path(path, exact, case_sensitive),
         }
     }
 }
@@ -238,6 +239,17 @@ fn method_meets(method: &str, listed: &str) -> bool {
 fn counted_method(method: &str) -> impl Iterator<Item = char> + '_ {
     let method = if method.eq_ignore_ascii_case("HEAD") { "GET" } else { method };
     method.chars().map(|c| c.to_ascii_uppercase())
+}
+
+/// Whether two normalised paths are one as an `equals` test reads them: with or without one
+/// trailing `/`, and ignoring ASCII case unless `case_sensitive`.
+fn same_path(a: &str, b: &str, case_sensitive: bool) -> bool {
+    let (a, b) = (without_trailing_slash(a).as_bytes(), without_trailing_slash(b).as_bytes());
+    if case_sensitive {
+        a == b
+    } else {
+        a.eq_ignore_ascii_case(b)
+    }
 }
 
 /// `path` without one trailing `/`, unless it is the root.
@@ -490,6 +502,16 @@ impl RuleSet {
     /// The (normalised) path of the capabilities answer, unless it is turned off.
     pub fn capabilities_path(&self) -> Option<&str> {
         self.capabilities.as_deref()
+    }
+
+    /// Whether a request for `path` (as sent, or already normalised) asks for the
+    /// capabilities answer: its normalised path is the configured one, ignoring ASCII case
+    /// and one trailing `/`, as an `equals` path test reads it. Never when the answer is
+    /// turned off, nor for a path that cannot be normalised.
+    pub fn is_capabilities_path(&self, path: &str) -> bool {
+        self.capabilities
+            .as_deref()
+            .is_some_and(|answer| normalise_path(path).is_ok_and(|asked| same_path(&asked, answer, false)))
     }
 
     /// The rule with this id.
