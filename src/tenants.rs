@@ -9,9 +9,12 @@
 
 use crate::admission::ByteBucket;
 use crate::limit::{Decision, Gcra, Limiter};
+use crate::rules::brief;
 use crate::time::{Instant, Span};
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -88,29 +91,31 @@ impl TenantLimit {
                 let got = obj.get("rate").map_or_else(|| "nothing".to_string(), ToString::to_string);
                 return Err(err(
                     "rate",
-                    format!("must be requests per second above 0 (0.5 is one every 2 s), got {got}"),
+                    format!(
+                        "must be requests per second from one per {MAX_SECONDS} s (about 3.2e-8) to 1e9 \
+                         (0.5 is one every 2 s), got {got}; a slower rate cannot be counted"
+                    ),
                 ));
             }
         };
-        let burst = whole(obj, "burst", 1, u64::from(u32::MAX))?
-            .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?
-            as u32;
+        let burst: u32 = whole(obj, "burst", 1, u32::MAX)?
+            .ok_or_else(|| err("burst", "missing; the most requests admitted back to back".into()))?;
         if interval.as_nanos().saturating_mul(u64::from(burst)) > MAX_SECONDS * 1_000_000_000 {
             return Err(err("burst", format!("burst / rate must be at most {MAX_SECONDS} s (the time to refill)")));
         }
-        let bytes_per_second = whole(obj, "bytes_per_second", 1, 1 << 40)?;
-        let burst_bytes = whole(obj, "burst_bytes", 1, 1 << 40)?;
+        let bytes_per_second = whole(obj, "bytes_per_second", 1, 1u64 << 40)?;
+        let burst_bytes = whole(obj, "burst_bytes", 1, 1u64 << 40)?;
         if burst_bytes.is_some() && bytes_per_second.is_none() {
             return Err(err("burst_bytes", "needs bytes_per_second".into()));
         }
-        let max_body_bytes = whole(obj, "max_body_bytes", 1, 1 << 40)?;
+        let max_body_bytes = whole(obj, "max_body_bytes", 1, 1u64 << 40)?;
         if let (Some(own), Some(instance)) = (max_body_bytes, instance_max_body) {
             if own > instance {
                 return Err(err("max_body_bytes", format!("{own} is above the instance's max_body_bytes, {instance}")));
             }
         }
-        let max_queue = whole(obj, "max_queue", 1, u64::from(u32::MAX))?.map(|q| q as u32);
-        let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1 << 40)?;
+        let max_queue = whole(obj, "max_queue", 1, u32::MAX)?;
+        let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1u64 << 40)?;
         Ok(TenantLimit {
             rate,
             burst,
@@ -147,12 +152,17 @@ impl TenantLimit {
     }
 }
 
-fn whole(obj: &Map<String, Value>, field: &str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
+/// A whole number in `min..=max`, as the type the field is kept in (no cast narrows it).
+fn whole<T>(obj: &Map<String, Value>, field: &str, min: T, max: T) -> Result<Option<T>, LimitError>
+where
+    T: Copy + core::fmt::Display + Into<u64> + TryFrom<u64>,
+{
     match obj.get(field) {
         None => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(LimitError {
+        Some(v) => match v.as_u64().filter(|n| (min.into()..=max.into()).contains(n)).and_then(|n| T::try_from(n).ok())
+        {
+            Some(n) => Ok(Some(n)),
+            None => Err(LimitError {
                 field: field.into(),
                 message: format!("must be a whole number from {min} to {max}, got {v}"),
             }),
@@ -302,6 +312,19 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_rate_too_slow_to_represent_is_refused_naming_rate() {
+        for rate in [1e-12, 1e-300, 5e-324] {
+            let e = TenantLimit::from_json(&json!({"rate": rate, "burst": 1}), None).unwrap_err();
+            assert_eq!(e.field, "rate", "{rate}");
+            assert!(e.message.contains("cannot be counted"), "{}", e.message);
+        }
+        let e = TenantLimit::from_json_text(r#"{"rate": 1e-12, "burst": 1}"#, None).unwrap_err();
+        assert_eq!(e.field, "rate");
+        let slowest = limit(json!({"rate": 3.2e-8, "burst": 1}));
+        assert_eq!(slowest.interval, Span::from_nanos(31_250_000_000_000_000));
+    }
+
+    #[test]
     fn the_first_limit_found_applies_whole() {
         let (o, c, d) = (
             limit(json!({"rate": 1, "burst": 1})),
@@ -384,6 +407,14 @@ pub struct Tenants {
     pub scope: TenantScope,
 }
 
+/// The longest tenant name, in bytes (as the admin API takes them).
+pub const MAX_TENANT_BYTES: usize = 128;
+
+/// Whether `name` can name a tenant: 1 to [`MAX_TENANT_BYTES`] bytes.
+pub fn is_tenant_name(name: &str) -> bool {
+    (1..=MAX_TENANT_BYTES).contains(&name.len())
+}
+
 impl Tenants {
     /// The tenant of an API key's SHA-256 (lower-case hex), when it is known.
     pub fn tenant_of_hash(&self, hash: &str) -> Option<&str> {
@@ -393,6 +424,84 @@ impl Tenants {
     /// Whether `text` is a SHA-256 in lower- or upper-case hex.
     pub fn is_hash(text: &str) -> bool {
         text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
+    /// API key hashes → tenants, from a JSON object of SHA-256 (hex) → tenant as
+    /// `tenants.keys` and the secret `SLUICEGATE_TENANT_KEYS` give them, the hashes
+    /// lower-cased. Hex is read in either case, so two spellings of one hash would be one
+    /// key of which only the last would count: they are refused, naming both.
+    ///
+    /// # Errors
+    /// Every entry that is not a hash → a tenant name, and every hash given twice.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::tenants::Tenants;
+    /// let hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    /// let keys = Tenants::keys_from_json(&format!(r#"{{"{}": "acme"}}"#, hash.to_ascii_uppercase())).unwrap();
+    /// assert_eq!(keys[hash], "acme");
+    /// let twice = format!(r#"{{"{}": "acme", "{hash}": "beta"}}"#, hash.to_ascii_uppercase());
+    /// assert!(Tenants::keys_from_json(&twice).unwrap_err()[0].contains("one hash in other case"));
+    /// ```
+    pub fn keys_from_object(entries: &Map<String, Value>) -> Result<BTreeMap<String, String>, Vec<String>> {
+        let mut keys = BTreeMap::new();
+        // Each lower-case hash → the spelling it was given in.
+        let mut given: BTreeMap<String, &str> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (hash, tenant) in entries {
+            let Some(tenant) = tenant.as_str().filter(|t| Self::is_hash(hash) && is_tenant_name(t)) else {
+                problems.push(format!(
+                    "each entry is the SHA-256 of an API key in hex (64 digits) → its tenant (a name of 1 to \
+                     {MAX_TENANT_BYTES} bytes), got {} → {}",
+                    brief(&format!("{hash:?}")),
+                    brief(&tenant.to_string())
+                ));
+                continue;
+            };
+            let lower = hash.to_ascii_lowercase();
+            if let Some(earlier) = given.get(&lower) {
+                problems.push(format!(
+                    "\"{earlier}\" → \"{}\" and \"{hash}\" → \"{tenant}\" are one hash in other case \
+                     (hex is read in either case); give each API key once",
+                    keys.get(&lower).map_or("", String::as_str)
+                ));
+                continue;
+            }
+            given.insert(lower.clone(), hash);
+            keys.insert(lower, tenant.to_string());
+        }
+        if problems.is_empty() {
+            Ok(keys)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// [`Tenants::keys_from_object`] of JSON text, which must be one object that repeats no key.
+    ///
+    /// # Errors
+    /// Text that is not such an object, or every problem of its entries.
+    pub fn keys_from_json(text: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
+        let value = crate::rules::strict_json(text).map_err(|e| {
+            alloc::vec![if e.field.is_empty() { e.message } else { format!("\"{}\" {}", brief(&e.field), e.message) }]
+        })?;
+        let entries = value.as_object().ok_or_else(|| {
+            alloc::vec![String::from("must be a JSON object of API key SHA-256 (64 hex digits) → tenant")]
+        })?;
+        Self::keys_from_object(entries)
+    }
+
+    /// The API key hashes that `elsewhere` (lower-case hash → tenant, as
+    /// [`Tenants::keys_from_object`] makes them) gives to another tenant than these keys
+    /// do, each as (hash, tenant here, tenant there): a key has one tenant.
+    pub fn conflicting_keys<'a>(
+        &'a self,
+        elsewhere: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> + 'a {
+        elsewhere.iter().filter_map(|(hash, there)| match self.keys.get(hash) {
+            Some(here) if here != there => Some((hash.as_str(), here.as_str(), there.as_str())),
+            _ => None,
+        })
     }
 }
 
@@ -512,5 +621,51 @@ mod override_tests {
         assert!(partial.get("ok").is_some());
         assert_eq!(o.remove("acme").map(|x| x.set_at), Some(42));
         assert!(Overrides::from_json("[]").is_err());
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    const OTHER: &str = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752";
+
+    #[test]
+    fn secret_keys_are_read_as_the_rules_file_reads_tenants_keys() {
+        let upper = HASH.to_ascii_uppercase();
+        assert_eq!(Tenants::keys_from_json(&format!(r#"{{"{upper}":"acme"}}"#)).unwrap()[HASH], "acme");
+        let errs = Tenants::keys_from_json(&format!(r#"{{"{HASH}":"acme","{upper}":"beta"}}"#)).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].contains(&format!("\"{upper}\" → \"beta\" and \"{HASH}\" → \"acme\"")), "{errs:?}");
+        let errs = Tenants::keys_from_json(&format!(r#"{{"{HASH}":"acme","{HASH}":"beta"}}"#)).unwrap_err();
+        assert!(errs[0].contains(&format!("\"{HASH}\" is given twice")), "{errs:?}");
+        for bad in [
+            r#"{"nothex":"acme"}"#.to_string(),
+            format!(r#"{{"{HASH}":""}}"#),
+            format!(r#"{{"{HASH}":7}}"#),
+            format!(r#"{{"{HASH}":"{}"}}"#, "t".repeat(MAX_TENANT_BYTES + 1)),
+            "[]".to_string(),
+            "not json".to_string(),
+        ] {
+            assert_eq!(Tenants::keys_from_json(&bad).unwrap_err().len(), 1, "{bad}");
+        }
+        let long = format!(r#"{{"{HASH}":"{}"}}"#, "t".repeat(10_000));
+        assert!(Tenants::keys_from_json(&long).unwrap_err()[0].len() < 400, "a long value is not repeated whole");
+    }
+
+    #[test]
+    fn a_key_the_rules_file_and_the_secret_give_to_two_tenants_is_a_conflict_naming_both() {
+        let set = crate::rules::RuleSet::from_json(&format!(
+            r#"{{"rules":[],"tenants":{{"match":{{}},"key_header":"x-api-key","keys":{{"{HASH}":"acme","{OTHER}":"beta"}}}}}}"#
+        ))
+        .unwrap();
+        let tenants = set.tenants().unwrap();
+        let secret =
+            Tenants::keys_from_json(&format!(r#"{{"{}":"intruder","{OTHER}":"beta"}}"#, HASH.to_ascii_uppercase()))
+                .unwrap();
+        assert_eq!(tenants.conflicting_keys(&secret).collect::<Vec<_>>(), [(HASH, "acme", "intruder")]);
+        let agreeing = Tenants::keys_from_json(&format!(r#"{{"{HASH}":"acme"}}"#)).unwrap();
+        assert_eq!(tenants.conflicting_keys(&agreeing).count(), 0, "the same tenant in both is no conflict");
     }
 }

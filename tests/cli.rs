@@ -119,6 +119,47 @@ fn a_token_bucket_too_slow_to_count_is_refused() {
 }
 
 #[test]
+fn a_rate_too_slow_to_represent_is_refused_not_made_unlimited() {
+    refused("vanishing-rate.json", &["field \"rate\"", "got 1e-12", "a slower rate cannot be counted"]);
+}
+
+#[test]
+fn each_configuration_that_would_be_silently_wrong_is_refused_naming_its_field() {
+    let hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let rule = |id: &str, extra: &str| {
+        format!(
+            r#"{{"id":"{id}","match":{{}},"characteristics":["ip.src"],"period":1,"requests_per_period":1{extra}}}"#
+        )
+    };
+    let text = format!(
+        r#"{{"rules":[{},{}],
+            "upstreams":[{{"id":"u","match":{{}},"max_in_flight":1,"lease":10}}],
+            "capabilities":{{"path":"/api//caps"}},
+            "tenants":{{"match":{{}},"key_header":"x-api-key","keys":{{"{hash}":"acme","{}":"beta"}}}}}}"#,
+        rule("api", &format!(r#","response":{{"content":"{}"}}"#, "x".repeat(30_001))),
+        rule("API", ""),
+        hash.to_ascii_uppercase()
+    );
+    let file = std::env::temp_dir().join(format!("sluicegate-small-refusals-{}.json", std::process::id()));
+    std::fs::write(&file, text).unwrap();
+    let (code, _, stderr) = check_rules(file.to_str().unwrap());
+    std::fs::remove_file(&file).ok();
+    assert_eq!(code, 1, "{stderr}");
+    for want in [
+        "rule rules[0] (\"api\"): field \"response.content\": is 30001 bytes long; at most 30000 are allowed",
+        "rule rules[1] (\"API\"): field \"id\": \"API\" is an earlier rule's id, \"api\", in other case",
+        "upstream upstreams[0] (\"u\"): field \"lease\": lease is only used with scope \"fleet\"",
+        "rules file: field \"capabilities.path\": \"/api//caps\" is not a normalised path",
+        "write \"/api/caps\"",
+        "rules file: field \"tenants.keys\": ",
+        "are one hash in other case",
+        "5 problem(s); nothing was loaded",
+    ] {
+        assert!(stderr.contains(want), "expected {want:?} in:\n{stderr}");
+    }
+}
+
+#[test]
 fn more_rules_than_the_cap_are_refused() {
     let (code, _, stderr) = check_rules("tests/fixtures/rules/too-many-rules.json");
     assert_eq!(code, 1, "{stderr}");

@@ -37,8 +37,42 @@ fn respell(path: &str, choices: &[u8]) -> String {
     out
 }
 
+/// `path` with `;` and a parameter after each segment (each run of bytes between raw `/`s)
+/// whose choice says so, the empty ones before the first `/` and after a trailing `/`
+/// included. A parameter holds anything but a
+/// raw `/` or `\`: more `;`, `=`, `,`, dots, and escapes (`%2F` too).
+fn with_parameters(path: &str, params: &[(bool, String)]) -> String {
+    let mut out = String::new();
+    for (i, segment) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        out.push_str(segment);
+        let (insert, param) = &params[i % params.len()];
+        if *insert {
+            out.push(';');
+            out.push_str(param);
+        }
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn inserting_path_parameters_after_any_segment_leaves_the_normal_form_unchanged(
+        path in plain_path(),
+        params in prop::collection::vec((any::<bool>(), "([A-Za-z0-9=,;._~-]|%2[Ff]|%3[Bb]|%41|\\.\\.){0,6}"), 1..8),
+        choices in prop::collection::vec(any::<u8>(), 1..16),
+    ) {
+        let expected = normalise_path(&path).unwrap().into_owned();
+        let sent = with_parameters(&path, &params);
+        prop_assert_eq!(normalise_path(&sent).unwrap(), expected.as_str(), "{}", sent);
+        // Respelled as well (escapes, doubled slashes, dot segments): still the same path.
+        let respelled = with_parameters(&respell(&path, &choices), &params);
+        prop_assert_eq!(normalise_path(&respelled).unwrap(), expected.as_str(), "{}", respelled);
+    }
 
     #[test]
     fn every_respelling_of_a_path_normalises_to_the_path(

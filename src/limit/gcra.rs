@@ -79,7 +79,9 @@ impl Gcra {
 
     /// The emission interval of `per_second` requests per second, rounded up to whole
     /// nanoseconds so the rate is never exceeded; `None` outside one per `slowest` to 1e9
-    /// per second (a longer interval would overflow the bucket's arithmetic).
+    /// per second (a longer interval would overflow the bucket's arithmetic), and for NaN or
+    /// an infinity. The quotient is bounded in floating point before it becomes an integer,
+    /// so a rate too slow to represent is refused, never wrapped into a fast one.
     ///
     /// # Examples
     /// ```
@@ -89,16 +91,24 @@ impl Gcra {
     /// assert_eq!(Gcra::interval_of_rate(0.5, year), Some(Span::from_secs(2)));
     /// assert_eq!(Gcra::interval_of_rate(3.0, year), Some(Span::from_nanos(333_333_334)));
     /// assert_eq!(Gcra::interval_of_rate(1e-10, year), None);
+    /// assert_eq!(Gcra::interval_of_rate(1e-12, Span::from_nanos(u64::MAX)), None, "1e21 ns is past u64");
     /// ```
     pub fn interval_of_rate(per_second: f64, slowest: Span) -> Option<Span> {
-        let fastest = 1e9;
-        if !(per_second.is_finite() && per_second > 0.0 && per_second <= fastest) {
+        /// 2^64: the first quotient a `u64` cannot hold.
+        const PAST_U64: f64 = 18_446_744_073_709_551_616.0;
+        if !(per_second.is_finite() && per_second > 0.0 && per_second <= 1e9) {
             return None;
         }
-        // No `f64::ceil` without std: round up by hand.
+        // At least 1: the rate is at most 1e9. At most +∞: the rate may be subnormal.
         let nanos = 1e9 / per_second;
-        let truncated = nanos as u64;
-        let interval = Span::from_nanos(if (truncated as f64) < nanos { truncated + 1 } else { truncated }.max(1));
+        if !(nanos < PAST_U64 && nanos <= slowest.as_nanos() as f64) {
+            return None;
+        }
+        // 1 ≤ nanos < 2^64: the cast is the exact floor. No `f64::ceil` without std: round up by hand.
+        let floor = nanos as u64;
+        let ceil = if (floor as f64) < nanos { floor.checked_add(1)? } else { floor };
+        // The float comparison rounds `slowest`; the integer one is exact.
+        let interval = Span::from_nanos(ceil);
         (interval <= slowest).then_some(interval)
     }
 
@@ -228,5 +238,84 @@ mod tests {
         assert_eq!(g.interval(), Span::from_nanos(1));
         assert_eq!(Gcra::new(0, Span::from_secs(1), 1), Err(ConfigError::ZeroLimit));
         assert_eq!(Gcra::new(1, Span::ZERO, 1), Err(ConfigError::ZeroPeriod));
+    }
+
+    const YEAR: Span = Span::from_secs(366 * 86_400);
+
+    #[test]
+    fn a_rate_too_slow_to_represent_is_refused_not_made_unlimited() {
+        // 1e9 / 1e-12 = 1e21 ns: past u64, which a cast would saturate and the round-up wrap to 0.
+        for slowest in [YEAR, Span::from_nanos(u64::MAX)] {
+            assert_eq!(Gcra::interval_of_rate(1e-12, slowest), None);
+            assert_eq!(Gcra::interval_of_rate(f64::MIN_POSITIVE, slowest), None);
+            assert_eq!(Gcra::interval_of_rate(5e-324, slowest), None, "subnormal: the quotient is infinite");
+        }
+        for nonsense in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -1.0, 1e9 + 1.0, f64::MAX] {
+            assert_eq!(Gcra::interval_of_rate(nonsense, YEAR), None, "{nonsense}");
+        }
+    }
+
+    #[test]
+    fn the_slowest_and_fastest_rates_are_their_bounds_exactly() {
+        assert_eq!(Gcra::interval_of_rate(1e9, YEAR), Some(Span::from_nanos(1)));
+        // 2^-24 per second: exactly 1e9·2^24 ns (194 days), at the bound and 1 ns past it.
+        let (rate, interval) = (1.0 / 16_777_216.0, Span::from_nanos(16_777_216_000_000_000));
+        assert_eq!(Gcra::interval_of_rate(rate, interval), Some(interval));
+        assert_eq!(Gcra::interval_of_rate(rate, Span::from_nanos(interval.as_nanos() - 1)), None);
+        // 2^-34 per second: 1e9·2^34 ns, about 1.7e19, just below 2^64.
+        let tiny = 1.0 / 17_179_869_184.0;
+        assert_eq!(
+            Gcra::interval_of_rate(tiny, Span::from_nanos(u64::MAX)),
+            Some(Span::from_nanos(17_179_869_184_000_000_000))
+        );
+        assert_eq!(Gcra::interval_of_rate(tiny / 2.0, Span::from_nanos(u64::MAX)), None, "3.4e19 ns is past u64");
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    mod extremes {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Any f64 at all: every bit pattern (NaN, infinities, subnormals, negatives) and
+        /// the neighbourhood of the bounds.
+        fn any_rate() -> impl Strategy<Value = f64> {
+            prop_oneof![any::<u64>().prop_map(f64::from_bits), any::<f64>(), (1e-30f64..1e-6), (1e-9f64..2e9),]
+        }
+
+        fn any_slowest() -> impl Strategy<Value = Span> {
+            prop_oneof![Just(YEAR), Just(Span::from_nanos(u64::MAX)), (1u64..=u64::MAX).prop_map(Span::from_nanos)]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+            #[test]
+            fn any_rate_is_refused_or_an_interval_within_bounds_never_faster_than_asked(
+                rate in any_rate(),
+                slowest in any_slowest(),
+            ) {
+                if let Some(interval) = Gcra::interval_of_rate(rate, slowest) {
+                    let nanos = interval.as_nanos();
+                    prop_assert!(rate.is_finite() && rate > 0.0 && rate <= 1e9, "accepted {}", rate);
+                    prop_assert!((1..=slowest.as_nanos()).contains(&nanos), "{} ns for {}/s", nanos, rate);
+                    // Never faster: the interval is at least the quotient, and within 1 ns of it.
+                    let exact = 1e9 / rate;
+                    prop_assert!(nanos as f64 >= exact, "{} ns is faster than {}/s ({} ns)", nanos, rate, exact);
+                    prop_assert!(nanos as f64 - exact < 1.0, "{} ns for {} ns", nanos, exact);
+                    // And a bucket built on it (within the year rules allow, so that its arithmetic
+                    // cannot overflow) admits no more than its rate.
+                    if interval <= YEAR {
+                        let mut bucket = Gcra::with_interval(1, interval);
+                        let t = Instant::from_secs(1_000);
+                        prop_assert!(bucket.check(t, 1).unwrap().is_allowed());
+                        prop_assert!(!bucket.check(t + Span::from_nanos(nanos - 1), 1).unwrap().is_allowed());
+                        prop_assert!(bucket.check(t + interval, 1).unwrap().is_allowed());
+                    }
+                } else {
+                    let fits = rate.is_finite() && rate > 0.0 && rate <= 1e9 && 1e9 / rate <= slowest.as_nanos() as f64 * (1.0 - 1e-15);
+                    prop_assert!(!fits, "refused {}/s although {} ns fits under {:?}", rate, 1e9 / rate, slowest);
+                }
+            }
+        }
     }
 }

@@ -17,9 +17,12 @@
 mod parse;
 mod path;
 
-pub(crate) use parse::strict_json;
+pub(crate) use parse::{brief, strict_json};
 
-pub use parse::{RuleError, DEFAULT_CAPABILITIES_PATH, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS};
+pub use parse::{
+    RuleError, DEFAULT_CAPABILITIES_PATH, MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES, MAX_PATH_BYTES, MAX_RESPONSE_BYTES,
+    MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS,
+};
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
@@ -182,7 +185,8 @@ pub struct Rule {
 pub struct Match {
     /// The path tests (any may match); empty means any path.
     pub paths: Vec<PathMatch>,
-    /// Upper-case methods; empty means any.
+    /// Upper-case methods; empty means any. A `HEAD` request is the `GET` it stands for:
+    /// it meets a list that names `GET` (or `HEAD`).
     pub methods: Vec<String>,
     /// Lower-case host names without a trailing dot; empty means any.
     pub hosts: Vec<String>,
@@ -209,9 +213,7 @@ impl PathMatch {
             PathMatch::StartsWith(prefix) => {
                 path.len() >= prefix.len() && same(&path.as_bytes()[..prefix.len()], prefix.as_bytes())
             }
-            PathMatch::Equals(exact) => {
-                same(without_trailing_slash(path).as_bytes(), without_trailing_slash(exact).as_bytes())
-            }
+            PathMatch::Equals(exact) => same_path(path, exact, case_sensitive),
         }
     }
 }
@@ -220,8 +222,33 @@ impl Match {
     /// Whether a request passes every part of this match.
     pub fn matches(&self, facts: &RequestFacts<'_>) -> bool {
         (self.paths.is_empty() || self.paths.iter().any(|p| p.test(facts.path, self.case_sensitive)))
-            && (self.methods.is_empty() || self.methods.iter().any(|x| x.eq_ignore_ascii_case(facts.method)))
+            && (self.methods.is_empty() || self.methods.iter().any(|listed| method_meets(facts.method, listed)))
             && (self.hosts.is_empty() || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host_name(facts.host))))
+    }
+}
+
+/// Whether a request's `method` meets a `listed` (upper-case) one. A `HEAD` also meets
+/// `GET`: Express, Hono, Go's `net/http` and Flask answer a `HEAD` with the `GET` handler,
+/// so a limit on `GET` that let `HEAD` past would leave that handler unguarded.
+fn method_meets(method: &str, listed: &str) -> bool {
+    listed.eq_ignore_ascii_case(method) || (listed == "GET" && method.eq_ignore_ascii_case("HEAD"))
+}
+
+/// A method as the `http.request.method` characteristic counts it: upper case, and a
+/// `HEAD` as the `GET` it runs (one counter for both).
+fn counted_method(method: &str) -> impl Iterator<Item = char> + '_ {
+    let method = if method.eq_ignore_ascii_case("HEAD") { "GET" } else { method };
+    method.chars().map(|c| c.to_ascii_uppercase())
+}
+
+/// Whether two normalised paths are one as an `equals` test reads them: with or without one
+/// trailing `/`, and ignoring ASCII case unless `case_sensitive`.
+fn same_path(a: &str, b: &str, case_sensitive: bool) -> bool {
+    let (a, b) = (without_trailing_slash(a).as_bytes(), without_trailing_slash(b).as_bytes());
+    if case_sensitive {
+        a == b
+    } else {
+        a.eq_ignore_ascii_case(b)
     }
 }
 
@@ -248,7 +275,7 @@ pub enum Characteristic {
     ColoId,
     /// `http.host`.
     Host,
-    /// `http.request.method`.
+    /// `http.request.method` (a `HEAD` is counted as `GET`).
     Method,
     /// `http.request.uri.path`.
     Path,
@@ -477,6 +504,16 @@ impl RuleSet {
         self.capabilities.as_deref()
     }
 
+    /// Whether a request for `path` (as sent, or already normalised) asks for the
+    /// capabilities answer: its normalised path is the configured one, ignoring ASCII case
+    /// and one trailing `/`, as an `equals` path test reads it. Never when the answer is
+    /// turned off, nor for a path that cannot be normalised.
+    pub fn is_capabilities_path(&self, path: &str) -> bool {
+        self.capabilities
+            .as_deref()
+            .is_some_and(|answer| normalise_path(path).is_ok_and(|asked| same_path(&asked, answer, false)))
+    }
+
     /// The rule with this id.
     pub fn get(&self, id: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.id == id)
@@ -603,7 +640,7 @@ impl Rule {
             },
             Characteristic::ColoId => facts.colo.unwrap_or(UNKNOWN).into(),
             Characteristic::Host => host_name(facts.host).to_ascii_lowercase().into(),
-            Characteristic::Method => facts.method.to_ascii_uppercase().into(),
+            Characteristic::Method => counted_method(facts.method).collect::<String>().into(),
             Characteristic::Path => {
                 // The path as the rule matches it: one counter for every spelling.
                 let path = without_trailing_slash(facts.path);

@@ -49,7 +49,7 @@ const MAX_SECONDS: u64 = 366 * 86_400;
 /// (undici's limit is 16 KiB for all of them).
 pub const MAX_RULES: usize = 64;
 /// The largest threshold of an exact sliding log (each counted request is remembered).
-const MAX_LOG_REQUESTS: u64 = 10_000;
+const MAX_LOG_REQUESTS: u32 = 10_000;
 const RULE_FIELDS: &[&str] = &[
     "id",
     "description",
@@ -75,6 +75,16 @@ const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read",
 
 /// The most named sources `pre_read` may hold.
 pub const MAX_SOURCES: usize = 64;
+/// The longest refusal body (`response.content`), in bytes: Cloudflare's limit for the
+/// custom response of a rate limiting rule is 30 KB; this stays within it.
+pub const MAX_RESPONSE_BYTES: usize = 30_000;
+/// The longest `description` of a rule or upstream, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 1_024;
+/// The longest path in a path test or `capabilities.path`, in bytes, as written.
+pub const MAX_PATH_BYTES: usize = 1_024;
+/// The longest header name (`http.request.headers["name"]`, `tenants.key_header`,
+/// `tenants.tenant_header`) and `response.content_type`, in bytes.
+pub const MAX_HEADER_BYTES: usize = 256;
 /// Where the capabilities answer is served unless the file says otherwise.
 pub const DEFAULT_CAPABILITIES_PATH: &str = "/api/capabilities";
 const ALGORITHMS: &str = "\"sliding_log\" (the default), \"fixed_window\", \"sliding_window\" or \"token_bucket\"";
@@ -132,17 +142,18 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let mut rules = Vec::with_capacity(list.len());
+    // The ids seen so far, valid rule or not: a repeated id is reported beside any other problem.
+    let mut ids = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
         let id = value.get("id").and_then(Value::as_str);
-        errors.rule = Some(match id {
-            Some(id) => format!("rules[{index}] (\"{id}\")"),
-            None => format!("rules[{index}]"),
-        });
+        errors.rule = Some(item_name("rules", index, id));
         if let Some(rule) = rule(value, &mut errors) {
-            if rules.iter().any(|r: &Rule| r.id == rule.id) {
-                errors.push("id", format!("\"{}\" is used by an earlier rule; ids must be unique", rule.id));
-            }
             rules.push(rule);
+        }
+        if let Some(id) = id.filter(|id| is_name(id)) {
+            if unique_id(id, ids.iter().copied(), "id", "rule", &mut errors) {
+                ids.push(id);
+            }
         }
     }
     if errors.list.is_empty() {
@@ -160,17 +171,46 @@ fn capabilities(v: Option<&Value>, errors: &mut Errors) -> Option<String> {
         None => Some(DEFAULT_CAPABILITIES_PATH.into()),
         Some(Value::Bool(false)) => None,
         Some(Value::Object(obj)) if obj.len() == 1 && obj.contains_key("path") => {
-            match obj["path"].as_str().filter(|p| p.starts_with('/')).map(normalise_path) {
-                Some(Ok(path)) => Some(path.into_owned()),
-                _ => {
-                    errors
-                        .push("capabilities.path", format!("must be a path starting with \"/\", got {}", obj["path"]));
-                    None
-                }
-            }
+            capabilities_path(&obj["path"], errors)
         }
         Some(other) => {
             errors.push("capabilities", format!("{HOW}, got {other}"));
+            None
+        }
+    }
+}
+
+/// `capabilities.path`: a path already in normal form. Requests are compared by their
+/// normalised path, so a path that normalising would change (`/api//caps`, `/%61pi/caps`,
+/// one with `;`, `?` or `#`) could never be asked for; the problem names the form to write.
+fn capabilities_path(v: &Value, errors: &mut Errors) -> Option<String> {
+    const FIELD: &str = "capabilities.path";
+    let Some(path) = v.as_str().filter(|p| p.starts_with('/')) else {
+        errors.push(FIELD, format!("must be a path starting with \"/\", got {v}"));
+        return None;
+    };
+    if !within(path, MAX_PATH_BYTES, FIELD, errors) {
+        return None;
+    }
+    // A query or a fragment is not part of the path a request is matched on.
+    let (bare, extra) = match path.find(['?', '#']) {
+        Some(at) => (&path[..at], " without a query or fragment"),
+        None => (path, ""),
+    };
+    match normalise_path(bare) {
+        Ok(normal) if extra.is_empty() && normal == path => Some(normal.into_owned()),
+        Ok(normal) => {
+            errors.push(
+                FIELD,
+                format!(
+                    "\"{path}\" is not a normalised path{extra}, so no request would ever reach it \
+                     (requests are matched on their normalised path); write \"{normal}\""
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            errors.push(FIELD, format!("cannot be normalised: {e}"));
             None
         }
     }
@@ -205,7 +245,7 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     let per_ip = bucket("per_ip", errors);
     let node = bucket("node", errors);
     let source_bytes_per_second = obj.get("source_bytes_per_second").and_then(|v| {
-        whole(v, 1, 1 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
+        whole(v, 1, 1u64 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
     });
     let mut sources: Vec<Source> = Vec::new();
     match obj.get("sources") {
@@ -221,7 +261,7 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
                     continue;
                 };
                 let id = match item.get("id").and_then(Value::as_str) {
-                    Some(id) if is_name(id) && !sources.iter().any(|s| s.id == id) => id.to_string(),
+                    Some(id) if is_name(id) => id.to_string(),
                     _ => {
                         errors.push(
                             &format!("{field}.id"),
@@ -230,6 +270,9 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
                         continue;
                     }
                 };
+                if !unique_id(&id, sources.iter().map(|s| s.id.as_str()), &format!("{field}.id"), "source", errors) {
+                    continue;
+                }
                 match item.get("match") {
                     Some(m) => {
                         errors.rule = Some(field);
@@ -276,7 +319,9 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
     errors.rule = None;
     let header = |field: &str, errors: &mut Errors| match obj.get(field) {
         None => None,
-        Some(Value::String(h)) if is_token(h) => Some(h.to_ascii_lowercase()),
+        Some(Value::String(h)) if is_token(h) => {
+            within(h, MAX_HEADER_BYTES, &format!("tenants.{field}"), errors).then(|| h.to_ascii_lowercase())
+        }
         Some(other) => {
             errors.push(&format!("tenants.{field}"), format!("must be a header name, got {other}"));
             None
@@ -285,6 +330,8 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
     let identify = match (header("key_header", errors), header("tenant_header", errors)) {
         (Some(h), None) => Some(Identify::Key(h)),
         (None, Some(h)) => Some(Identify::Named(h)),
+        // One of them is given but was refused, naming its field.
+        _ if obj.contains_key("key_header") != obj.contains_key("tenant_header") => None,
         _ => {
             errors.push(
                 "tenants",
@@ -295,7 +342,7 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
     };
     let max_body_bytes = obj
         .get("max_body_bytes")
-        .and_then(|v| whole(v, 1, 1 << 40, "tenants.max_body_bytes", "a whole number of bytes", errors));
+        .and_then(|v| whole(v, 1, 1u64 << 40, "tenants.max_body_bytes", "a whole number of bytes", errors));
     let limit = |field: &str, v: &Value, errors: &mut Errors| match TenantLimit::from_json(v, max_body_bytes) {
         Ok(limit) => Some(limit),
         Err(e) => {
@@ -310,6 +357,18 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
         None => {}
         Some(Value::Object(list)) => {
             for (tenant, v) in list {
+                if !crate::tenants::is_tenant_name(tenant) {
+                    errors.push(
+                        "tenants.limits",
+                        format!(
+                            "a tenant name is 1 to {} bytes, got {} ({} bytes)",
+                            crate::tenants::MAX_TENANT_BYTES,
+                            brief(&format!("{tenant:?}")),
+                            tenant.len()
+                        ),
+                    );
+                    continue;
+                }
                 if let Some(l) = limit(&format!("tenants.limits.{tenant}"), v, errors) {
                     limits.insert(tenant.clone(), l);
                 }
@@ -338,27 +397,23 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
     Some(Tenants { matcher: matcher?, identify: identify?, keys, limits, default, max_body_bytes, scope: scope? })
 }
 
-/// `tenants.keys`: the SHA-256 (hex, lowercased) of each API key → its tenant.
+/// `tenants.keys`: the SHA-256 (hex, lowercased) of each API key → its tenant
+/// ([`Tenants::keys_from_object`]).
 fn tenant_keys(v: Option<&Value>, errors: &mut Errors) -> alloc::collections::BTreeMap<String, String> {
-    let mut keys = alloc::collections::BTreeMap::new();
-    match v {
-        None => {}
-        Some(Value::Object(list)) => {
-            for (hash, tenant) in list {
-                match tenant.as_str() {
-                    Some(t) if Tenants::is_hash(hash) && !t.is_empty() => {
-                        keys.insert(hash.to_ascii_lowercase(), t.to_string());
-                    }
-                    _ => errors.push(
-                        "tenants.keys",
-                        format!("each entry is the SHA-256 of an API key in hex → its tenant, got {hash:?}: {tenant}"),
-                    ),
-                }
+    match v.map(|v| (v, v.as_object().map(Tenants::keys_from_object))) {
+        None => alloc::collections::BTreeMap::new(),
+        Some((_, Some(Ok(keys)))) => keys,
+        Some((_, Some(Err(problems)))) => {
+            for problem in problems {
+                errors.push("tenants.keys", problem);
             }
+            alloc::collections::BTreeMap::new()
         }
-        Some(other) => errors.push("tenants.keys", format!("must be an object of SHA-256 (hex) → tenant, got {other}")),
+        Some((other, None)) => {
+            errors.push("tenants.keys", format!("must be an object of SHA-256 (hex) → tenant, got {other}"));
+            alloc::collections::BTreeMap::new()
+        }
     }
-    keys
 }
 
 fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {
@@ -372,17 +427,17 @@ fn upstreams(v: Option<&Value>, errors: &mut Errors) -> Vec<Upstream> {
         return Vec::new();
     }
     let mut out: Vec<Upstream> = Vec::with_capacity(list.len());
+    let mut ids = Vec::with_capacity(list.len());
     for (index, value) in list.iter().enumerate() {
         let id = value.get("id").and_then(Value::as_str);
-        errors.rule = Some(match id {
-            Some(id) => format!("upstreams[{index}] (\"{id}\")"),
-            None => format!("upstreams[{index}]"),
-        });
+        errors.rule = Some(item_name("upstreams", index, id));
         if let Some(upstream) = upstream(value, errors) {
-            if out.iter().any(|u| u.id == upstream.id) {
-                errors.push("id", format!("\"{}\" is used by an earlier upstream; ids must be unique", upstream.id));
-            }
             out.push(upstream);
+        }
+        if let Some(id) = id.filter(|id| is_name(id)) {
+            if unique_id(id, ids.iter().copied(), "id", "upstream", errors) {
+                ids.push(id);
+            }
         }
     }
     errors.rule = None;
@@ -412,7 +467,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
             errors.push("max_in_flight", "missing; how many requests may be at the upstream at once (1 or more)");
             None
         }
-        Some(v) => whole(v, 1, 100_000, "max_in_flight", "a whole number of requests", errors),
+        Some(v) => whole(v, 1u32, 100_000, "max_in_flight", "a whole number of requests", errors),
     };
     let max_wait = match obj.get("max_wait").map(|v| (v, v.as_f64())) {
         None => Some(Span::ZERO),
@@ -434,9 +489,16 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
     };
     let lease = match obj.get("lease") {
         None => Some(Span::from_secs(30)),
-        Some(v) => {
-            whole(v, 1, u64::from(MAX_WAIT_SECONDS), "lease", "a whole number of seconds", errors).map(Span::from_secs)
+        Some(_) if scope == Some(Scope::Isolate) => {
+            errors.push(
+                "lease",
+                "lease is only used with scope \"fleet\" (an isolate's own count holds no lease); \
+                 remove it or set \"scope\": \"fleet\"",
+            );
+            None
         }
+        Some(v) => whole(v, 1, MAX_WAIT_SECONDS, "lease", "a whole number of seconds", errors)
+            .map(|s| Span::from_secs(s.into())),
     };
     let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
@@ -446,7 +508,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         id: id?,
         description,
         matcher: matcher?,
-        max_in_flight: max_in_flight? as u32,
+        max_in_flight: max_in_flight?,
         max_wait: max_wait?,
         scope: scope?,
         lease: lease?,
@@ -471,7 +533,7 @@ fn name_field(v: Option<&Value>, what: &str, errors: &mut Errors) -> Option<Stri
 fn description(v: Option<&Value>, errors: &mut Errors) -> Option<String> {
     match v {
         None => None,
-        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::String(s)) => within(s, MAX_DESCRIPTION_BYTES, "description", errors).then(|| s.clone()),
         Some(other) => {
             errors.push("description", format!("must be a string, got {other}"));
             None
@@ -555,8 +617,48 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
     })
 }
 
+/// How problems name the item `list[index]`: with its id when it has one (cut short when
+/// long: an id is checked only later, and may be anything).
+fn item_name(list: &str, index: usize, id: Option<&str>) -> String {
+    match id {
+        Some(id) => format!("{list}[{index}] (\"{}\")", brief(id)),
+        None => format!("{list}[{index}]"),
+    }
+}
+
+/// `text` as a message shows it: whole up to 80 characters, else its start and its length
+/// (a rules file's strings may be megabytes long).
+pub(crate) fn brief(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((cut, _)) if text.chars().nth(80).is_some() => format!("{}… ({} bytes)", &text[..cut], text.len()),
+        _ => text.to_string(),
+    }
+}
+
 fn is_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Whether `id` differs, ignoring ASCII case, from every earlier one; otherwise a problem
+/// naming the earlier spelling. `API` beside `api` would be two policies that logs, headers
+/// and the capabilities answer cannot tell apart.
+fn unique_id<'a>(
+    id: &str,
+    mut earlier: impl Iterator<Item = &'a str>,
+    field: &str,
+    what: &str,
+    errors: &mut Errors,
+) -> bool {
+    let Some(first) = earlier.find(|e| e.eq_ignore_ascii_case(id)) else { return true };
+    let message = if first == id {
+        format!("\"{id}\" is used by an earlier {what}; ids must be unique, ignoring ASCII case")
+    } else {
+        format!(
+            "\"{id}\" is an earlier {what}'s id, \"{first}\", in other case; ids must be unique, ignoring ASCII case"
+        )
+    };
+    errors.push(field, message);
+    false
 }
 
 fn is_token(s: &str) -> bool {
@@ -591,15 +693,29 @@ fn is_media_type(s: &str) -> bool {
         })
 }
 
-/// A whole number in `min..=max`, with a message naming the field otherwise.
-fn whole(v: &Value, min: u64, max: u64, field: &str, what: &str, errors: &mut Errors) -> Option<u64> {
-    match v.as_u64() {
-        Some(n) if (min..=max).contains(&n) => Some(n),
-        _ => {
+/// A whole number in `min..=max`, as the type the field is kept in (so no cast narrows it),
+/// with a message naming the field otherwise.
+fn whole<T>(v: &Value, min: T, max: T, field: &str, what: &str, errors: &mut Errors) -> Option<T>
+where
+    T: Copy + fmt::Display + Into<u64> + TryFrom<u64>,
+{
+    match v.as_u64().filter(|n| (min.into()..=max.into()).contains(n)).and_then(|n| T::try_from(n).ok()) {
+        Some(n) => Some(n),
+        None => {
             errors.push(field, format!("must be {what} from {min} to {max}, got {v}"));
             None
         }
     }
+}
+
+/// Whether `text` is at most `max` bytes; otherwise a problem naming `field`, its length
+/// and the bound (never the text itself, which may be huge).
+fn within(text: &str, max: usize, field: &str, errors: &mut Errors) -> bool {
+    if text.len() <= max {
+        return true;
+    }
+    errors.push(field, format!("is {} bytes long; at most {max} are allowed", text.len()));
+    false
 }
 
 fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
@@ -638,7 +754,7 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
             if METHODS.contains(&upper.as_str()) {
                 Some(upper)
             } else {
-                errors.push("match.methods", format!("\"{m}\" is not a method; use {}", METHODS.join(", ")));
+                errors.push("match.methods", format!("\"{}\" is not a method; use {}", brief(&m), METHODS.join(", ")));
                 None
             }
         })
@@ -652,7 +768,10 @@ fn matcher(v: &Value, errors: &mut Errors) -> Option<Match> {
             } else {
                 errors.push(
                     "match.hosts",
-                    format!("\"{h}\" is not a host name (letters, digits, '-' and '.'; no scheme, port or path)"),
+                    format!(
+                        "\"{}\" is not a host name (letters, digits, '-' and '.'; no scheme, port or path)",
+                        brief(&h)
+                    ),
                 );
                 None
             }
@@ -675,6 +794,7 @@ fn path(v: &Value, errors: &mut Errors) -> Option<PathMatch> {
     let (kind, value) = obj.iter().next()?;
     let field = format!("match.path.{kind}");
     let text = match value.as_str() {
+        Some(s) if !within(s, MAX_PATH_BYTES, &field, errors) => return None,
         Some(s) if s.starts_with('/') => match normalise_path(s) {
             Ok(normal) => normal.into_owned(),
             Err(e) => {
@@ -728,10 +848,17 @@ fn characteristics(v: &Value, errors: &mut Errors) -> Option<Vec<Characteristic>
             Some("http.request.method") => Characteristic::Method,
             Some("http.request.uri.path") => Characteristic::Path,
             Some(s) => match s.strip_prefix("http.request.headers[\"").and_then(|r| r.strip_suffix("\"]")) {
-                Some(name) if is_token(name) => Characteristic::Header(name.to_ascii_lowercase()),
+                Some(name) if is_token(name) => {
+                    if !within(name, MAX_HEADER_BYTES, "characteristics", errors) {
+                        continue;
+                    }
+                    Characteristic::Header(name.to_ascii_lowercase())
+                }
                 _ => {
-                    errors
-                        .push("characteristics", format!("unknown characteristic \"{s}\"; allowed: {CHARACTERISTICS}"));
+                    errors.push(
+                        "characteristics",
+                        format!("unknown characteristic \"{}\"; allowed: {CHARACTERISTICS}", brief(s)),
+                    );
                     continue;
                 }
             },
@@ -780,14 +907,14 @@ fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm>
         return Some(Algorithm::TokenBucket { interval, burst });
     }
     let period = whole(&obj["period"], 1, MAX_SECONDS, "period", "a whole number of seconds", errors);
-    let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u64::from(u32::MAX) };
+    let max = if name == "sliding_log" { MAX_LOG_REQUESTS } else { u32::MAX };
     let what = if name == "sliding_log" {
         "a whole number of requests (sliding_log remembers each one; use sliding_window above 10000)"
     } else {
         "a whole number of requests"
     };
     let requests = whole(&obj["requests_per_period"], 1, max, "requests_per_period", what, errors);
-    let (requests_per_period, period) = (requests? as u32, Span::from_secs(period?));
+    let (requests_per_period, period) = (requests?, Span::from_secs(period?));
     Some(match name {
         "fixed_window" => Algorithm::FixedWindow { requests_per_period, period },
         "sliding_window" => Algorithm::SlidingWindow { requests_per_period, period },
@@ -807,16 +934,16 @@ fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors
                 &format!("{prefix}rate"),
                 format!(
                     "must be a number of requests per second from one per {MAX_SECONDS} s (the longest \
-                     period) to 1e9, got {rate}"
+                     period, about 3.2e-8 per second) to 1e9, got {rate}; a slower rate cannot be counted"
                 ),
             );
             return None;
         }
     };
     let field = format!("{prefix}burst");
-    let burst = whole(burst, 1, u64::from(u32::MAX), &field, "a whole number of requests", errors)?;
+    let burst = whole(burst, 1, u32::MAX, &field, "a whole number of requests", errors)?;
     // The time an empty bucket takes to refill is its window (`w` in RateLimit-Policy).
-    let refill = interval.as_nanos().saturating_mul(burst);
+    let refill = interval.as_nanos().saturating_mul(u64::from(burst));
     if refill > MAX_SECONDS * 1_000_000_000 {
         errors.push(
             &field,
@@ -827,7 +954,7 @@ fn rate_and_burst(rate: &Value, burst: &Value, prefix: &str, errors: &mut Errors
         );
         return None;
     }
-    Some((interval, burst as u32))
+    Some((interval, burst))
 }
 
 fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
@@ -841,7 +968,7 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
     }
     let status = match obj.get("status_code") {
         None => Some(429),
-        Some(s) => whole(s, 400, 599, "response.status_code", "an HTTP error status", errors).map(|s| s as u16),
+        Some(s) => whole(s, 400u16, 599, "response.status_code", "an HTTP error status", errors),
     };
     let content = obj.get("content");
     let content_type = obj.get("content_type");
@@ -851,8 +978,10 @@ fn response(v: &Value, errors: &mut Errors) -> Option<Response> {
             errors.push("response.content_type", "is given without response.content");
             None
         }
+        (Some(Value::String(body)), _) if !within(body, MAX_RESPONSE_BYTES, "response.content", errors) => None,
         (Some(Value::String(body)), ct) => match ct {
             None => Some(("text/plain; charset=utf-8".to_string(), body.clone())),
+            Some(Value::String(ct)) if !within(ct, MAX_HEADER_BYTES, "response.content_type", errors) => None,
             Some(Value::String(ct)) if is_media_type(ct) => Some((ct.clone(), body.clone())),
             Some(other) => {
                 errors.push(

@@ -1,26 +1,34 @@
 //! The path rules match: one spelling for every way of writing the same path.
 //!
 //! Routers decode a request path before they route it: nginx and Express send
-//! `/%61pi/ping`, `/api%2Fping` and `/x/..%2fapi/ping` to the handler of `/api/ping`. A rule
+//! `/%61pi/ping`, `/api%2Fping` and `/x/..%2fapi/ping` to the handler of `/api/ping`, and
+//! Tomcat, Spring and Jetty send `/api;x/ping` and `/x/..;/api/ping` there too. A rule
 //! that compared the path as sent would let each of those spellings past it. So rules match
 //! [`normalise_path`]'s form, in this order:
 //!
-//! 1. `%XX` escapes are decoded when they stand for `/` or an unreserved character
+//! 1. Path parameters are removed from every segment: a raw `;` and everything after it up
+//!    to the end of its segment (the next raw `/` or `\`), so `/api;jsessionid=1/ping` is
+//!    `/api/ping` and `..;` is `..`. This comes before decoding, as in Tomcat: an escaped
+//!    `%3B` is a literal `;` in a segment's name, and stays `%3B`.
+//! 2. `%XX` escapes are decoded when they stand for `/` or an unreserved character
 //!    (`A-Z a-z 0-9 - . _ ~`); every other escape stays, with upper-case hex (`%c3%a9` →
 //!    `%C3%A9`).
 //!    A raw `\` is a `/` (as the WHATWG URL parser and Cloudflare read it); any other byte
 //!    that may not appear raw in a path (a space, `"`, `<`, a control character, anything
 //!    non-ASCII) is escaped, so the raw and the escaped spelling agree.
-//! 2. Dot segments (`.`, `..`, including the decoded `%2e%2e`) are resolved, never above `/`.
-//! 3. Repeated slashes are merged (`/api//ping` → `/api/ping`).
+//! 3. Dot segments (`.`, `..`, including the decoded `%2e%2e` and `..;`) are resolved,
+//!    never above `/`.
+//! 4. Repeated slashes are merged (`/api//ping` → `/api/ping`).
 //!
 //! Escapes are decoded once (`%2561` stays `%2561`, as nginx leaves it). A path with a
-//! malformed escape (`%zz`, `%4`) or a NUL byte cannot be normalised: [`PathError`].
+//! malformed escape (`%zz`, `%4`) or a NUL byte cannot be normalised: [`PathError`], even
+//! inside a path parameter that is then removed.
 //! Case is kept; rules compare case-insensitively unless they say otherwise.
 //!
 //! Cloudflare's own URL normalisation (type "Cloudflare", on by default for incoming URLs)
-//! does the same except that it leaves `%2F` encoded: `/api%2Fping` is not `/api/ping` to a
-//! Cloudflare rule, but it is to nginx and Express, so it is here.
+//! does steps 2–4 except that it leaves `%2F` encoded: `/api%2Fping` is not `/api/ping` to a
+//! Cloudflare rule, but it is to nginx and Express, so it is here. It keeps path parameters,
+//! which Tomcat, Spring and Jetty drop before routing, so they are dropped here.
 
 use alloc::borrow::Cow;
 use alloc::string::String;
@@ -97,9 +105,13 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 /// # Examples
 /// ```
 /// use sluicegate::rules::normalise_path;
-/// for spelling in ["/api/ping", "/%61pi/ping", "/api%2Fping", "//api//ping", "/x/..%2fapi/ping", "/./api/./ping"] {
+/// for spelling in [
+///     "/api/ping", "/%61pi/ping", "/api%2Fping", "//api//ping", "/x/..%2fapi/ping", "/./api/./ping",
+///     "/api;v=1/ping", "/api/ping;jsessionid=0", "/x/..;/api/ping",
+/// ] {
 ///     assert_eq!(normalise_path(spelling).unwrap(), "/api/ping");
 /// }
+/// assert_eq!(normalise_path("/a%3Bb").unwrap(), "/a%3Bb", "an escaped ';' is part of the name");
 /// assert_eq!(normalise_path("/caf\u{e9}").unwrap(), "/caf%C3%A9");
 /// assert!(normalise_path("/api/%zz").is_err());
 /// ```
@@ -114,9 +126,9 @@ pub fn normalise_path(path: &str) -> Result<Cow<'_, str>, PathError> {
     Ok(Cow::Owned(resolve(&decoded)))
 }
 
-/// Whether `path` is already in normal form: starts with `/`, no byte that must be
-/// escaped, no escape that decodes or has lower-case hex, no empty, `.` or `..` segment (a
-/// trailing `/` is kept).
+/// Whether `path` is already in normal form: starts with `/`, no path parameter (raw `;`),
+/// no byte that must be escaped, no escape that decodes or has lower-case hex, no empty,
+/// `.` or `..` segment (a trailing `/` is kept).
 fn is_normal(path: &[u8]) -> bool {
     if path.first() != Some(&b'/') {
         return false;
@@ -141,6 +153,7 @@ fn is_normal(path: &[u8]) -> bool {
                 }
                 _ => return false,
             },
+            b';' => return false,
             b if !is_raw_ok(b) => return false,
             _ => {}
         }
@@ -153,12 +166,15 @@ fn is_dot_segment(segment: &[u8]) -> bool {
     segment == b"." || segment == b".."
 }
 
-/// Step 1: escapes decoded or re-cased, raw bytes escaped where they must be.
+/// Steps 1 and 2: path parameters dropped (their escapes still checked), then escapes
+/// decoded or re-cased and raw bytes escaped where they must be.
 fn decode(path: &[u8]) -> Result<Vec<u8>, PathError> {
     let mut out = Vec::with_capacity(path.len() + 1);
     if path.first() != Some(&b'/') {
         out.push(b'/');
     }
+    // Inside a path parameter: from a raw `;` to the end of its segment.
+    let mut in_parameter = false;
     let mut i = 0;
     while i < path.len() {
         let b = path[i];
@@ -170,30 +186,33 @@ fn decode(path: &[u8]) -> Result<Vec<u8>, PathError> {
             if byte == 0 {
                 return Err(PathError::Nul { at: i });
             }
-            if is_unreserved(byte) || byte == b'/' {
-                out.push(byte);
-            } else {
-                out.extend_from_slice(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+            if !in_parameter {
+                if is_unreserved(byte) || byte == b'/' {
+                    out.push(byte);
+                } else {
+                    out.extend_from_slice(&[b'%', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+                }
             }
             i += 3;
             continue;
         }
-        if b == 0 {
-            return Err(PathError::Nul { at: i });
-        }
-        if is_raw_ok(b) {
-            out.push(b);
-        } else if b == b'\\' {
-            out.push(b'/');
-        } else {
-            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        match b {
+            0 => return Err(PathError::Nul { at: i }),
+            b'/' | b'\\' => {
+                in_parameter = false;
+                out.push(b'/');
+            }
+            b';' => in_parameter = true,
+            _ if in_parameter => {}
+            _ if is_raw_ok(b) => out.push(b),
+            _ => out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]),
         }
         i += 1;
     }
     Ok(out)
 }
 
-/// Steps 2 and 3 on a decoded path (which starts with `/`): empty and `.` segments dropped,
+/// Steps 3 and 4 on a decoded path (which starts with `/`): empty and `.` segments dropped,
 /// `..` removes the segment before it; a path that ended in a `/`, `.` or `..` segment keeps
 /// its trailing `/`.
 fn resolve(path: &[u8]) -> String {
@@ -253,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_path_that_is_already_normal_is_borrowed() {
-        for path in ["/", "/api/ping", "/api/", "/a;b=c/d:e@f", "/caf%C3%A9"] {
+        for path in ["/", "/api/ping", "/api/", "/a,b=c/d:e@f", "/caf%C3%A9", "/a%3Bb"] {
             assert!(matches!(normalise_path(path).unwrap(), Cow::Borrowed(_)), "{path}");
         }
     }
@@ -285,6 +304,30 @@ mod tests {
         assert_eq!(normalise_path("/a/...").unwrap(), "/a/...", "three dots are a name");
         assert_eq!(normalise_path("").unwrap(), "/");
         assert_eq!(normalise_path("api/x").unwrap(), "/api/x");
+    }
+
+    #[test]
+    fn path_parameters_are_removed_from_every_segment_before_decoding() {
+        for (sent, normal) in [
+            ("/api;x/ping", "/api/ping"),
+            ("/api;a=1;b=2/ping;jsessionid=F00", "/api/ping"),
+            ("/api/analyze/..;/analyze", "/api/analyze"),
+            ("/api/x/..;y/ping", "/api/ping"),
+            ("/api/.;/ping", "/api/ping"),
+            ("/;x/api/ping", "/api/ping"),
+            ("/api;x\\ping", "/api/ping"),
+            ("/api;x%2Fy/ping", "/api/ping"),
+            ("/api/ping;", "/api/ping"),
+            ("/api/;x", "/api/"),
+            ("/;", "/"),
+        ] {
+            assert_eq!(normalise_path(sent).unwrap(), normal, "{sent}");
+        }
+        assert_eq!(normalise_path("/a%3Bx/ping").unwrap(), "/a%3Bx/ping", "an escaped ';' is a literal");
+        assert_eq!(normalise_path("/a%3bx/..;/ping").unwrap(), "/ping");
+        assert!(matches!(normalise_path("/api;x/ping").unwrap(), Cow::Owned(_)), "a raw ';' is never normal");
+        assert_eq!(normalise_path("/api;%zz/ping"), Err(PathError::BadEscape { at: 5 }), "checked, then dropped");
+        assert_eq!(normalise_path("/api;%00/ping"), Err(PathError::Nul { at: 5 }));
     }
 
     #[test]

@@ -336,6 +336,32 @@ fn a_token_bucket_too_slow_to_count_is_refused() {
     assert_eq!(slowest.rules()[0].policy_header(), "\"api\";q=1;w=31250000");
 }
 
+/// Each problem's item and field, for asserting what is named rather than how it is worded.
+fn fields_of(json: &str) -> Vec<(Option<String>, String)> {
+    RuleSet::from_json(json).unwrap_err().into_iter().map(|e| (e.rule, e.field)).collect()
+}
+
+#[test]
+fn a_rule_rate_too_slow_to_represent_is_refused_naming_rate_not_made_unlimited() {
+    // 1e9 / 1e-12 = 1e21 ns, past u64: it once became a 1 ns interval (1e9 per second).
+    for rate in ["1e-12", "1e-20", "2.2250738585072014e-308", "5e-324"] {
+        let json = one_rule(&alloc::format!(r#""algorithm":"token_bucket","rate":{rate},"burst":1"#));
+        assert_eq!(fields_of(&json), [(Some("rules[0] (\"api\")".into()), "rate".into())], "{rate}");
+        let errs = errors_of(&json);
+        let got = serde_json::Value::from(rate.parse::<f64>().unwrap());
+        assert!(errs[0].contains(&alloc::format!("got {got}; a slower rate cannot be counted")), "{errs:?}");
+    }
+    for bucket in ["per_ip", "node"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"{bucket}":{{"rate":1e-12,"burst":1}}}}}}"#);
+        assert_eq!(fields_of(&json), [(None, alloc::format!("pre_read.{bucket}.rate"))]);
+    }
+    let tenants = r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant",
+        "limits":{"acme":{"rate":1e-12,"burst":1}},"default":{"rate":1e-12,"burst":1}}}"#;
+    let mut fields: Vec<String> = fields_of(tenants).into_iter().map(|(_, f)| f).collect();
+    fields.sort();
+    assert_eq!(fields, ["tenants.default.rate", "tenants.limits.acme.rate"]);
+}
+
 #[test]
 fn a_slow_token_bucket_still_refuses_what_is_over_its_burst() {
     let set = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":1e-6,"burst":2"#)).unwrap();
@@ -579,4 +605,231 @@ fn a_header_value_in_a_counting_key_is_logged_as_its_keyed_hash_never_as_sent() 
     let absent = rule.counting_key_and_log(&request, |_| None, &hash);
     assert_eq!(absent.logged, absent.key, "nothing read from a header: nothing to hide");
     assert!(absent.logged.contains("authorization\"]=unknown|"));
+}
+
+/// traffic.json's geocode rule and nominatim budget (GET only), a GET-only pre_read source
+/// and a GET-only tenants section.
+const GET_ONLY: &str = r#"{
+  "rules": [
+    {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "http.request.method"],
+     "period": 10, "requests_per_period": 20},
+    {"id": "geocode", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "characteristics": ["ip.src"],
+     "algorithm": "token_bucket", "rate": 0.5, "burst": 10},
+    {"id": "head-only", "match": {"path": {"equals": "/api/probe"}, "methods": ["HEAD"]}, "characteristics": ["ip.src"],
+     "period": 10, "requests_per_period": 1}
+  ],
+  "upstreams": [{"id": "nominatim", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "max_in_flight": 1}],
+  "pre_read": {"source_bytes_per_second": 1000, "sources": [{"id": "reads", "match": {"methods": ["GET"]}}]},
+  "tenants": {"match": {"path": {"starts_with": "/api/"}, "methods": ["GET"]}, "tenant_header": "x-tenant",
+              "default": {"rate": 1, "burst": 1}}
+}"#;
+
+#[test]
+fn a_head_request_meets_a_get_only_rule() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    for method in ["HEAD", "head", "GET"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        let ids: Vec<&str> = set.matching(&f).map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["api", "geocode"], "{method}");
+        assert_eq!(set.upstream_for(&f).map(|u| u.id.as_str()), Some("nominatim"), "{method}");
+        assert_eq!(set.pre_read().source_of(&f), "reads", "{method}");
+        assert!(set.tenants().unwrap().matcher.matches(&f), "{method}");
+    }
+    for method in ["POST", "OPTIONS"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        assert_eq!(set.matching(&f).map(|r| r.id.as_str()).collect::<Vec<_>>(), ["api"], "{method}");
+        assert!(set.upstream_for(&f).is_none(), "{method}");
+    }
+}
+
+#[test]
+fn a_get_does_not_meet_a_head_only_rule_but_a_head_does() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let ids = |method| {
+        let f = facts(method, "/api/probe", "192.0.2.1", "AMS");
+        set.matching(&f).map(|r| r.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("HEAD"), ["api", "head-only"]);
+    assert_eq!(ids("GET"), ["api"]);
+}
+
+#[test]
+fn the_method_characteristic_counts_a_head_on_the_get_counter() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let api = set.get("api").unwrap();
+    let key = |method| api.counting_key(&facts(method, "/api/geocode", "192.0.2.1", "AMS"), |_| None);
+    assert_eq!(key("HEAD"), "api|ip.src=192.0.2.1|http.request.method=GET");
+    assert_eq!(key("head"), key("GET"));
+    assert_eq!(key("get"), key("GET"));
+    assert_ne!(key("POST"), key("GET"));
+}
+
+const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+fn key_tenants(keys: &str) -> String {
+    alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{"path":{{"starts_with":"/hooks/"}}}},"key_header":"x-api-key","keys":{{{keys}}}}}}}"#
+    )
+}
+
+#[test]
+fn two_tenant_key_hashes_differing_only_in_case_are_refused_naming_both() {
+    let upper = HASH.to_ascii_uppercase();
+    let json = key_tenants(&alloc::format!(r#""{HASH}":"acme","{upper}":"beta""#));
+    assert_eq!(fields_of(&json), [(None, "tenants.keys".into())]);
+    let errs = errors_of(&json);
+    assert!(errs[0].contains(&alloc::format!("\"{upper}\" → \"beta\" and \"{HASH}\" → \"acme\"")), "{errs:?}");
+    assert!(errs[0].contains("one hash in other case"), "{errs:?}");
+    // The same tenant twice is still one key given twice.
+    let json = key_tenants(&alloc::format!(r#""{HASH}":"acme","{upper}":"acme""#));
+    assert_eq!(fields_of(&json), [(None, "tenants.keys".into())]);
+    // One spelling alone, in either case, is the lower-case hash.
+    let set = RuleSet::from_json(&key_tenants(&alloc::format!(r#""{upper}":"acme""#))).unwrap();
+    assert_eq!(set.tenants().unwrap().tenant_of_hash(HASH), Some("acme"));
+}
+
+#[test]
+fn an_unnormalised_capabilities_path_is_refused_naming_the_form_to_write() {
+    for (given, normal) in [
+        ("/api//caps", "/api/caps"),
+        ("/api/./caps", "/api/caps"),
+        ("/%61pi/caps", "/api/caps"),
+        ("/api/x/../caps", "/api/caps"),
+        ("/api;v=1/caps", "/api/caps"),
+        ("/api/caps?x=1", "/api/caps"),
+        ("/api/caps#top", "/api/caps"),
+        ("/api/caf\u{e9}", "/api/caf%C3%A9"),
+    ] {
+        let json = alloc::format!(r#"{{"rules":[],"capabilities":{{"path":"{given}"}}}}"#);
+        assert_eq!(fields_of(&json), [(None, "capabilities.path".into())], "{given}");
+        let errs = errors_of(&json);
+        assert!(errs[0].contains(&alloc::format!("write \"{normal}\"")), "{given}: {errs:?}");
+    }
+    assert_eq!(fields_of(r#"{"rules":[],"capabilities":{"path":"/a/%zz"}}"#), [(None, "capabilities.path".into())]);
+    let normal = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/api/caps/"}}"#).unwrap();
+    assert_eq!(normal.capabilities_path(), Some("/api/caps/"));
+}
+
+#[test]
+fn the_capabilities_answer_is_asked_for_by_any_spelling_of_its_path() {
+    let set = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/api/caps"}}"#).unwrap();
+    for asked in ["/api/caps", "/API/Caps", "/api/caps/", "/api//caps", "/%61pi/caps", "/api;x/caps", "/x/../api/caps"]
+    {
+        assert!(set.is_capabilities_path(asked), "{asked}");
+    }
+    for other in ["/api/caps//x", "/api/capsx", "/api", "/api/caps/x", "/api/%zz"] {
+        assert!(!set.is_capabilities_path(other), "{other}");
+    }
+    let slash = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/caps/"}}"#).unwrap();
+    assert!(slash.is_capabilities_path("/caps") && slash.is_capabilities_path("/caps/"));
+    let off = RuleSet::from_json(r#"{"rules":[],"capabilities":false}"#).unwrap();
+    assert!(!off.is_capabilities_path(DEFAULT_CAPABILITIES_PATH));
+    assert!(RuleSet::from_json(REFERENCE).unwrap().is_capabilities_path("/api/capabilities/"));
+}
+
+#[test]
+fn a_lease_on_an_isolate_scoped_upstream_is_refused() {
+    let upstream = |extra: &str| {
+        alloc::format!(r#"{{"rules":[],"upstreams":[{{"id":"u","match":{{}},"max_in_flight":1{extra}}}]}}"#)
+    };
+    for extra in [r#","lease":10"#, r#","lease":10,"scope":"isolate""#] {
+        assert_eq!(fields_of(&upstream(extra)), [(Some("upstreams[0] (\"u\")".into()), "lease".into())], "{extra}");
+        assert!(errors_of(&upstream(extra))[0].contains("lease is only used with scope \"fleet\""));
+    }
+    let fleet = RuleSet::from_json(&upstream(r#","lease":10,"scope":"fleet""#)).unwrap();
+    assert_eq!(fleet.upstreams()[0].lease, Span::from_secs(10));
+    assert!(RuleSet::from_json(&upstream("")).is_ok(), "no lease, isolate scope");
+}
+
+#[test]
+fn ids_differing_only_in_ascii_case_are_refused_for_rules_upstreams_and_sources() {
+    let rule = |id: &str| {
+        alloc::format!(
+            r#"{{"id":"{id}","match":{{}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}"#
+        )
+    };
+    let json = alloc::format!(r#"{{"rules":[{},{}]}}"#, rule("api"), rule("API"));
+    assert_eq!(fields_of(&json), [(Some("rules[1] (\"API\")".into()), "id".into())]);
+    assert!(errors_of(&json)[0].contains("\"API\" is an earlier rule's id, \"api\", in other case"));
+    let json = alloc::format!(r#"{{"rules":[{},{}]}}"#, rule("api"), rule("api"));
+    assert_eq!(fields_of(&json), [(Some("rules[1] (\"api\")".into()), "id".into())]);
+
+    let json = r#"{"rules":[],"upstreams":[{"id":"Overpass","match":{},"max_in_flight":1},
+        {"id":"overpass","match":{},"max_in_flight":1}]}"#;
+    assert_eq!(fields_of(json), [(Some("upstreams[1] (\"overpass\")".into()), "id".into())]);
+
+    let json = r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[
+        {"id":"hooks","match":{}},{"id":"Hooks","match":{}}]}}"#;
+    assert_eq!(fields_of(json), [(None, "pre_read.sources[1].id".into())]);
+    assert!(errors_of(json)[0].contains("\"Hooks\" is an earlier source's id, \"hooks\""));
+}
+
+#[test]
+fn a_refusal_body_longer_than_cloudflare_allows_is_refused_naming_response_content() {
+    let body = |n: usize| {
+        one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,"response":{{"content":"{}"}}"#, "x".repeat(n)))
+    };
+    let set = RuleSet::from_json(&body(MAX_RESPONSE_BYTES)).unwrap();
+    assert_eq!(set.rules()[0].response.body.as_ref().map(|(_, b)| b.len()), Some(MAX_RESPONSE_BYTES));
+    assert_eq!(
+        fields_of(&body(MAX_RESPONSE_BYTES + 1)),
+        [(Some("rules[0] (\"api\")".into()), "response.content".into())]
+    );
+    let five_mb = errors_of(&body(5_000_000));
+    assert!(five_mb[0].contains("is 5000000 bytes long; at most 30000 are allowed"), "{:?}", &five_mb[0][..200]);
+    assert!(five_mb[0].len() < 200, "the message does not repeat the body");
+}
+
+#[test]
+fn every_other_string_of_a_rules_file_has_a_bound_named_by_its_field() {
+    let long = |n: usize| "a".repeat(n);
+    let rule_with = |fields: &str| one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,{fields}"#));
+    let in_rule = |field: &str| [(Some(String::from("rules[0] (\"api\")")), String::from(field))];
+    let cases = [
+        (rule_with(&alloc::format!(r#""description":"{}""#, long(MAX_DESCRIPTION_BYTES + 1))), "description"),
+        (
+            rule_with(&alloc::format!(
+                r#""response":{{"content":"x","content_type":"text/{}"}}"#,
+                long(MAX_HEADER_BYTES)
+            )),
+            "response.content_type",
+        ),
+        (
+            alloc::format!(
+                r#"{{"rules":[{{"id":"api","match":{{"path":{{"starts_with":"/{}"}}}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}]}}"#,
+                long(MAX_PATH_BYTES)
+            ),
+            "match.path.starts_with",
+        ),
+        (
+            alloc::format!(
+                r#"{{"rules":[{{"id":"api","match":{{}},"characteristics":["http.request.headers[\"{}\"]"],"period":1,"requests_per_period":1}}]}}"#,
+                long(MAX_HEADER_BYTES + 1)
+            ),
+            "characteristics",
+        ),
+    ];
+    for (json, field) in &cases {
+        assert_eq!(fields_of(json), in_rule(field), "{field}");
+    }
+    // At the bound, each is accepted.
+    assert!(
+        RuleSet::from_json(&rule_with(&alloc::format!(r#""description":"{}""#, long(MAX_DESCRIPTION_BYTES)))).is_ok()
+    );
+    let upstream = alloc::format!(
+        r#"{{"rules":[],"upstreams":[{{"id":"u","description":"{}","match":{{}},"max_in_flight":1}}]}}"#,
+        long(MAX_DESCRIPTION_BYTES + 1)
+    );
+    assert_eq!(fields_of(&upstream), [(Some("upstreams[0] (\"u\")".into()), "description".into())]);
+    let caps = alloc::format!(r#"{{"rules":[],"capabilities":{{"path":"/{}"}}}}"#, long(MAX_PATH_BYTES));
+    assert_eq!(fields_of(&caps), [(None, "capabilities.path".into())]);
+    let header =
+        alloc::format!(r#"{{"rules":[],"tenants":{{"match":{{}},"key_header":"{}"}}}}"#, long(MAX_HEADER_BYTES + 1));
+    assert_eq!(fields_of(&header), [(None, "tenants.key_header".into())]);
+    let tenant = long(crate::tenants::MAX_TENANT_BYTES + 1);
+    let limits = alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{}},"tenant_header":"t","default":{{"rate":1,"burst":1}},"limits":{{"{tenant}":{{"rate":1,"burst":1}}}}}}}}"#
+    );
+    assert_eq!(fields_of(&limits), [(None, "tenants.limits".into())]);
+    assert_eq!(fields_of(&key_tenants(&alloc::format!(r#""{HASH}":"{tenant}""#))), [(None, "tenants.keys".into())]);
 }

@@ -156,35 +156,46 @@ fn setup(rules: &JsValue, origin: Option<&JsValue>, keys: &JsValue) -> Result<Se
     let rules = RuleSet::from_json(&rules_text(rules))
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
     let origin = origin.map_or(Ok(Origin::Handler), origin_of);
+    let tenant_keys = tenant_keys(keys);
+    let conflicts = match (&rules, &tenant_keys) {
+        (Ok(rules), Ok(keys)) => conflicting_keys(rules, keys),
+        _ => None,
+    };
     let problems: Vec<String> =
-        [rules.as_ref().err().cloned(), origin.as_ref().err().cloned(), tenant_keys(keys).err()]
+        [rules.as_ref().err().cloned(), origin.as_ref().err().cloned(), tenant_keys.as_ref().err().cloned(), conflicts]
             .into_iter()
             .flatten()
             .collect();
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
-    Ok(Setup { rules: rules?, origin: origin?, tenant_keys: tenant_keys(keys)? })
+    Ok(Setup { rules: rules?, origin: origin?, tenant_keys: tenant_keys? })
 }
 
-/// `SLUICEGATE_TENANT_KEYS`: a JSON object of API key SHA-256 (hex) → tenant, or unset.
+/// `SLUICEGATE_TENANT_KEYS`: a JSON object of API key SHA-256 (hex) → tenant, or unset;
+/// read as the rules file's `tenants.keys` is ([`Tenants::keys_from_json`]).
 fn tenant_keys(value: &JsValue) -> Result<BTreeMap<String, String>, String> {
     let Some(text) = value.as_string().filter(|t| !t.trim().is_empty()) else { return Ok(BTreeMap::new()) };
-    let bad = || "SLUICEGATE_TENANT_KEYS must be a JSON object of API key SHA-256 (64 hex digits) → tenant".to_owned();
-    let parsed = js_sys::JSON::parse(&text).map_err(|_| bad())?;
-    if !parsed.is_object() || js_sys::Array::is_array(&parsed) {
-        return Err(bad());
-    }
-    js_sys::Object::entries(parsed.unchecked_ref())
-        .iter()
-        .map(|entry| {
-            let entry: js_sys::Array = entry.unchecked_into();
-            match (entry.get(0).as_string(), entry.get(1).as_string()) {
-                (Some(hash), Some(t)) if Tenants::is_hash(&hash) && !t.is_empty() => Ok((hash.to_ascii_lowercase(), t)),
-                _ => Err(bad()),
-            }
+    Tenants::keys_from_json(&text).map_err(|problems| {
+        problems.iter().map(|p| format!("SLUICEGATE_TENANT_KEYS: {p}")).collect::<Vec<_>>().join("; ")
+    })
+}
+
+/// The API key hashes that `SLUICEGATE_TENANT_KEYS` gives to another tenant than the rules
+/// file's `tenants.keys` does, naming both: a key has one tenant, and which of the two would
+/// win must not depend on a lookup order.
+fn conflicting_keys(rules: &RuleSet, keys: &BTreeMap<String, String>) -> Option<String> {
+    let problems: Vec<String> = rules
+        .tenants()?
+        .conflicting_keys(keys)
+        .map(|(hash, in_file, in_secret)| {
+            format!(
+                "API key hash \"{hash}\" is tenant \"{in_file}\" in the rules file's tenants.keys but \
+                 \"{in_secret}\" in SLUICEGATE_TENANT_KEYS; a key has one tenant"
+            )
         })
-        .collect()
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
 }
 
 /// The rules text in force: `SLUICEGATE_RULES` (a JSON string, or an object that wrangler

@@ -513,7 +513,7 @@ async fn check_rules(
 
 /// The capabilities answer, when this is a `GET` or `HEAD` of its path.
 fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Response>, JsValue> {
-    let asked = setup.rules.capabilities_path().is_some_and(|path| facts.path.eq_ignore_ascii_case(path))
+    let asked = setup.rules.is_capabilities_path(facts.path)
         && (facts.method.eq_ignore_ascii_case("GET") || facts.method.eq_ignore_ascii_case("HEAD"));
     if !asked {
         return Ok(None);
