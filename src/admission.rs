@@ -201,10 +201,12 @@ pub fn declared_length(
     Ok(length)
 }
 
-/// How a streamed body contradicted its declared length.
+/// How a streamed body contradicted the length it declared (and was charged). The body is cut
+/// at the first byte past its `Content-Length`, or at its end when it brought fewer, and the
+/// request answered `400`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LengthError {
-    /// More bytes came than `Content-Length` said (the stream is cut at the first of them).
+    /// More bytes came than `Content-Length` said.
     Longer {
         /// The declared length.
         declared: u64,
@@ -213,8 +215,6 @@ pub enum LengthError {
     Shorter {
         /// The declared length.
         declared: u64,
-        /// The bytes that came.
-        seen: u64,
     },
 }
 
@@ -224,65 +224,10 @@ impl fmt::Display for LengthError {
             LengthError::Longer { declared } => {
                 write!(f, "the body is longer than its Content-Length of {declared} bytes")
             }
-            LengthError::Shorter { declared, seen } => {
-                write!(f, "the body ended after {seen} of its Content-Length of {declared} bytes")
+            LengthError::Shorter { declared } => {
+                write!(f, "the body ended before its Content-Length of {declared} bytes")
             }
         }
-    }
-}
-
-/// A request body's bytes as they stream, checked against its declared length: caps are
-/// charged what was declared before the body is read, so a body may never bring more.
-///
-/// # Examples
-/// ```
-/// use sluicegate::admission::{BodyLength, LengthError};
-/// let mut body = BodyLength::new(Some(10));
-/// assert_eq!(body.chunk(6), Ok(()));
-/// assert_eq!(body.chunk(6), Err(LengthError::Longer { declared: 10 }));
-/// assert_eq!(BodyLength::new(Some(10)).end(), Err(LengthError::Shorter { declared: 10, seen: 0 }));
-/// let mut open = BodyLength::new(None);
-/// assert_eq!(open.chunk(1 << 40), Ok(()));
-/// assert_eq!(open.end(), Ok(()));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BodyLength {
-    declared: Option<u64>,
-    seen: u64,
-}
-
-impl BodyLength {
-    /// A body of `declared` bytes (`None`: no length was declared).
-    pub fn new(declared: Option<u64>) -> Self {
-        BodyLength { declared, seen: 0 }
-    }
-
-    /// A chunk of `bytes` came.
-    ///
-    /// # Errors
-    /// [`LengthError::Longer`] once the body has brought more than it declared.
-    pub fn chunk(&mut self, bytes: u64) -> Result<(), LengthError> {
-        self.seen = self.seen.saturating_add(bytes);
-        match self.declared {
-            Some(declared) if self.seen > declared => Err(LengthError::Longer { declared }),
-            _ => Ok(()),
-        }
-    }
-
-    /// The body ended.
-    ///
-    /// # Errors
-    /// [`LengthError::Shorter`] when it brought less than it declared.
-    pub fn end(&self) -> Result<(), LengthError> {
-        match self.declared {
-            Some(declared) if self.seen < declared => Err(LengthError::Shorter { declared, seen: self.seen }),
-            _ => Ok(()),
-        }
-    }
-
-    /// The bytes that came so far.
-    pub fn seen(&self) -> u64 {
-        self.seen
     }
 }
 
@@ -375,27 +320,5 @@ mod tests {
         for bad in ["", "-1", "+5", "0x10", "1e3", "5, 6", "5,", "99999999999999999999", "1 0"] {
             assert_eq!(declared_length(Some(bad), None), Err(FramingError::BadLength), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_body_longer_than_declared_is_caught_at_the_first_extra_byte() {
-        let mut body = BodyLength::new(Some(10));
-        assert_eq!(body.chunk(10), Ok(()));
-        assert_eq!(body.end(), Ok(()));
-        assert_eq!(body.chunk(1), Err(LengthError::Longer { declared: 10 }));
-        let mut empty = BodyLength::new(Some(0));
-        assert_eq!(empty.chunk(0), Ok(()));
-        assert_eq!(empty.chunk(1), Err(LengthError::Longer { declared: 0 }));
-    }
-
-    #[test]
-    fn a_body_that_ends_early_contradicts_its_length_and_one_without_a_length_never_does() {
-        let mut body = BodyLength::new(Some(200_000));
-        body.chunk(65_536).unwrap();
-        assert_eq!(body.end(), Err(LengthError::Shorter { declared: 200_000, seen: 65_536 }));
-        let mut open = BodyLength::new(None);
-        open.chunk(u64::MAX).unwrap();
-        open.chunk(u64::MAX).unwrap();
-        assert_eq!((open.seen(), open.end()), (u64::MAX, Ok(())));
     }
 }

@@ -118,39 +118,50 @@ export function panicked() {
 }
 
 /**
- * An upload of `body` checked as it streams: each chunk's size goes to `charge`, the end to
- * `end`; when either returns false the stream is cut. `{ body, signal }` for the upstream
- * request, whose `signal` aborts it then (so the origin sees an unfinished upload, not a
- * short one), or when `clientSignal` aborts.
+ * `body` passed through while it brings no more than `length` bytes, and ended only once it
+ * brought exactly that many; otherwise errored, which aborts an upload made of it (the
+ * origin sees an unfinished upload, never a short or a long one). `{ body, cut }`: `cut()`
+ * is "longer" or "shorter" once the body contradicted `length`, else "".
  */
-export function metered(body, charge, end, clientSignal) {
-  const cut = new AbortController();
-  const refuse = (controller, why) => {
-    const error = new Error(why);
-    cut.abort(error);
-    controller.error(error);
-  };
+export function exactLength(body, length) {
+  let seen = 0;
+  let cut = "";
   const stream = body.pipeThrough(
     new TransformStream({
       transform(chunk, controller) {
-        if (charge(chunk.byteLength)) return controller.enqueue(chunk);
-        refuse(controller, "the body was cut: over its source's bytes or longer than its Content-Length");
+        seen += chunk.byteLength;
+        if (seen <= length) return controller.enqueue(chunk);
+        cut = "longer";
+        controller.error(new Error(`the body is longer than its Content-Length of ${length} bytes`));
       },
       flush(controller) {
-        if (!end()) refuse(controller, "the body was cut: shorter than its Content-Length");
+        if (seen === length) return;
+        cut = "shorter";
+        controller.error(new Error(`the body ended before its Content-Length of ${length} bytes`));
       },
     }),
   );
-  const signal = clientSignal ? AbortSignal.any([clientSignal, cut.signal]) : cut.signal;
-  return { body: stream, signal };
+  return { body: stream, cut: () => cut };
 }
 
 /**
- * `request` with its body checked as it streams (see `metered`), cut when the check fails
- * (its reader sees an error): for a handler in the same Worker, which reads the body itself.
+ * `body` passed through while `charge(chunk size)` is true; then errored, which aborts an
+ * upload made of it.
  */
-export function meteredRequest(request, charge, end) {
-  return new Request(request, { body: metered(request.body, charge, end, null).body, cf: request.cf });
+export function charged(body, charge) {
+  return body.pipeThrough(
+    new TransformStream({
+      transform(chunk, controller) {
+        if (charge(chunk.byteLength)) return controller.enqueue(chunk);
+        controller.error(new Error("the body's source is over its body bytes per second"));
+      },
+    }),
+  );
+}
+
+/** `request` with `body` in place of its own: what the Worker's own handler reads. */
+export function withBody(request, body) {
+  return new Request(request, { body, cf: request.cf });
 }
 
 /** The SHA-256 of `text` (UTF-8) in lower-case hex. */

@@ -122,21 +122,19 @@ extern "C" {
     #[wasm_bindgen(catch)]
     pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Result<Promise, JsValue>;
 
-    /// `{ body, signal }`: `body` passed through while `charge(chunk size)` is true and cut
-    /// when it is false or when `end()` (at its end) is false, and a signal that aborts the
-    /// upload when it is cut or `client` aborts.
-    #[wasm_bindgen(catch)]
-    pub fn metered(
-        body: &web_sys::ReadableStream,
-        charge: &JsValue,
-        end: &JsValue,
-        client: &JsValue,
-    ) -> Result<JsValue, JsValue>;
+    /// `{ body, cut }`: `body` passed through while it brings no more than `length` bytes,
+    /// ended only once it brought exactly that many, else errored; `cut()` is `"longer"` or
+    /// `"shorter"` once it contradicted `length`, else `""`.
+    #[wasm_bindgen(catch, js_name = exactLength)]
+    pub fn exact_length(body: &web_sys::ReadableStream, length: f64) -> Result<JsValue, JsValue>;
 
-    /// `request` with its body checked as `metered` checks it, then cut: what the Worker's
-    /// own handler reads.
-    #[wasm_bindgen(catch, js_name = meteredRequest)]
-    pub fn metered_request(request: &Request, charge: &JsValue, end: &JsValue) -> Result<Request, JsValue>;
+    /// `body` passed through while `charge(chunk size)` is true, then errored.
+    #[wasm_bindgen(catch)]
+    pub fn charged(body: &web_sys::ReadableStream, charge: &JsValue) -> Result<web_sys::ReadableStream, JsValue>;
+
+    /// `request` with `body` in place of its own.
+    #[wasm_bindgen(catch, js_name = withBody)]
+    pub fn with_body(request: &Request, body: &JsValue) -> Result<Request, JsValue>;
 
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
     #[wasm_bindgen(catch, js_name = sha256Hex)]

@@ -40,9 +40,8 @@ use sluicegate::limit::Decision;
 use sluicegate::redact::{url_for_log, KeyedHash};
 use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure, Upstream};
 use sluicegate::time::{Instant, Span};
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, Response, ResponseInit, Url};
@@ -226,7 +225,7 @@ async fn serve(
     // How the body is framed, before anything is charged for it.
     let declared = match declared_length(header("content-length").as_deref(), header("transfer-encoding").as_deref()) {
         Ok(declared) => declared,
-        Err(why) => return Ok(bad_request(request, &format!("{why}."))),
+        Err(why) => return Ok(bad_request(request, &format!("The body's framing cannot be trusted: {why}."))),
     };
     // Before anything reads the body or asks a Durable Object: the address, the isolate,
     // the source's declared bytes.
@@ -305,13 +304,12 @@ impl Admitted<'_> {
         }
         #[cfg(feature = "dev-origin")]
         panic::on_purpose(self.env, self.facts.path);
-        let cut = Rc::new(Cell::new(None));
         let counts_bytes = tenant.counts_bytes || setup.rules.pre_read().source_bytes_per_second.is_some();
-        let checks = (has_body && counts_bytes && !is_bodiless(&request.method()))
-            .then(|| preread::body_checks(self.config, self.source.to_owned(), self.declared, &cut));
-        let response = self.send(setup, checks.as_ref(), handler).await;
+        let check = (has_body && counts_bytes && !is_bodiless(&request.method()))
+            .then(|| preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared));
+        let response = self.send(setup, check.as_ref(), handler).await;
         // An upload cut as it streamed is answered as such, whatever came back.
-        if let Some(why) = cut.get() {
+        if let Some(why) = check.as_ref().and_then(preread::BodyCheck::cut) {
             return Ok(cut_refusal(request, why, self.facts.identity));
         }
         let response = match response {
@@ -347,17 +345,17 @@ impl Admitted<'_> {
     async fn send(
         &self,
         setup: &Setup,
-        checks: Option<&(JsValue, JsValue)>,
+        check: Option<&preread::BodyCheck>,
         handler: Option<&js_sys::Function>,
     ) -> Result<Response, Failure> {
         let (request, facts) = (self.request, self.facts);
         if let Some(handler) = handler {
-            return to_handler(request, handler, checks).await;
+            return to_handler(request, handler, check).await;
         }
         Ok(match &setup.origin {
             Origin::Url { origin, base_path } => {
                 let rules_read = setup.rules.headers_read();
-                proxy::to_origin(request, self.url, (origin, base_path), facts.identity, &rules_read, checks).await?
+                proxy::to_origin(request, self.url, (origin, base_path), facts.identity, &rules_read, check).await?
             }
             #[cfg(feature = "dev-origin")]
             Origin::Dev => dev::serve(request, self.env, self.url, facts).await?,
@@ -399,7 +397,7 @@ fn client_gone(request: &Request) -> Response {
 fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>) -> Response {
     match why {
         preread::Cut::Source => pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity),
-        preread::Cut::Length(error) => bad_request(request, &format!("{error}.")),
+        preread::Cut::Length(error) => bad_request(request, &format!("The body was cut: {error}.")),
     }
 }
 
@@ -620,18 +618,18 @@ fn log_store_failure(rule: &Rule, logged_key: &str, error: &JsValue) {
     log_error(&line);
 }
 
-/// The Worker's handler's answer to `request`. When `checks` are given, the body reaches it
-/// checked as it streams (cut when a check fails).
+/// The Worker's handler's answer to `request`. With a `check`, the body reaches it checked
+/// as it streams (cut when the check fails).
 async fn to_handler(
     request: &Request,
     handler: &js_sys::Function,
-    checks: Option<&(JsValue, JsValue)>,
+    check: Option<&preread::BodyCheck>,
 ) -> Result<Response, Failure> {
-    let metered = match (checks, request.body()) {
-        (Some((charge, end)), Some(_)) => Some(js::metered_request(request, charge, end)?),
+    let checked = match (check, request.body()) {
+        (Some(check), Some(body)) => Some(js::with_body(request, &check.apply(&body)?)?),
         _ => None,
     };
-    let answer = handler.call1(&JsValue::UNDEFINED, metered.as_ref().unwrap_or(request)).map_err(Failure::Handler)?;
+    let answer = handler.call1(&JsValue::UNDEFINED, checked.as_ref().unwrap_or(request)).map_err(Failure::Handler)?;
     let answer = JsFuture::from(js_sys::Promise::resolve(&answer)).await.map_err(Failure::Handler)?;
     answer.dyn_into::<Response>().map_err(|answer| {
         let error = js_sys::TypeError::new(&format!(

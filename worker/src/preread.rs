@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::js;
-use sluicegate::admission::{BodyLength, ByteBucket, IpTable, LengthError};
+use sluicegate::admission::{ByteBucket, IpTable, LengthError};
 use sluicegate::identity::{ClientIp, Identity};
 use sluicegate::limit::{Decision, Gcra, Limiter};
 use sluicegate::rules::{PreRead, RuleSet};
@@ -129,44 +129,64 @@ pub enum Cut {
     Length(LengthError),
 }
 
-/// The checks of a request body as it streams, as the `charge(chunk size)` and `end()`
-/// functions that `js::metered` calls: the body may not bring more (or less) than its
-/// `declared` length, and a body of no declared length is charged to `source`'s bytes
-/// (when those are counted). `cut` says why it was cut, once it was.
-pub fn body_checks(
-    config: &Config,
-    source: String,
-    declared: Option<u64>,
-    cut: &Rc<Cell<Option<Cut>>>,
-) -> (JsValue, JsValue) {
-    let length = Rc::new(Cell::new(BodyLength::new(declared)));
-    let config = Rc::clone(config);
-    let (chunk_length, chunk_cut) = (Rc::clone(&length), Rc::clone(cut));
-    let charge = move |bytes: f64| {
-        let bytes = bytes.max(0.0) as u64;
-        let mut body = chunk_length.get();
-        let checked = body.chunk(bytes);
-        chunk_length.set(body);
-        let why = match checked {
-            Err(error) => Some(Cut::Length(error)),
-            Ok(()) if declared.is_none() && !source_admits(&config, &source, bytes) => Some(Cut::Source),
-            Ok(()) => None,
-        };
-        chunk_cut.set(chunk_cut.get().or(why));
-        why.is_none()
-    };
-    let end_cut = Rc::clone(cut);
-    let end = move || match length.get().end() {
-        Ok(()) => true,
-        Err(error) => {
-            end_cut.set(end_cut.get().or(Some(Cut::Length(error))));
-            false
+/// How a request body is checked as it streams, once its bytes are counted: a body that
+/// declared its length was charged that length before it was read, so it may bring exactly
+/// that many bytes; one that did not is charged to its source's bytes as it streams. Either
+/// way a body that fails its check is cut: the upload made of it is aborted.
+pub enum BodyCheck {
+    /// Exactly `length` bytes; what the stream did is kept in `state` (see `js::exact_length`).
+    Exact { length: u64, state: RefCell<JsValue> },
+    /// Each chunk charged to the source by `charge`; `over` once it was refused.
+    Charged { charge: JsValue, over: Rc<Cell<bool>> },
+}
+
+impl BodyCheck {
+    /// The check of a body of `declared` length from `source`.
+    pub fn new(config: &Config, source: String, declared: Option<u64>) -> Self {
+        if let Some(length) = declared {
+            return BodyCheck::Exact { length, state: RefCell::new(JsValue::UNDEFINED) };
         }
-    };
-    (
-        Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value(),
-        Closure::<dyn FnMut() -> bool>::new(end).into_js_value(),
-    )
+        let over = Rc::new(Cell::new(false));
+        let (config, refused) = (Rc::clone(config), Rc::clone(&over));
+        let charge = move |bytes: f64| {
+            let admitted = source_admits(&config, &source, bytes.max(0.0) as u64);
+            refused.set(refused.get() || !admitted);
+            admitted
+        };
+        BodyCheck::Charged { charge: Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value(), over }
+    }
+
+    /// `body`, checked as it streams.
+    ///
+    /// # Errors
+    /// When the stream cannot be made.
+    pub fn apply(&self, body: &web_sys::ReadableStream) -> Result<JsValue, JsValue> {
+        match self {
+            BodyCheck::Exact { length, state } => {
+                let checked = js::exact_length(body, *length as f64)?;
+                let stream = js_sys::Reflect::get(&checked, &"body".into())?;
+                *state.borrow_mut() = checked;
+                Ok(stream)
+            }
+            BodyCheck::Charged { charge, .. } => js::charged(body, charge).map(Into::into),
+        }
+    }
+
+    /// Why the body was cut, if it was.
+    pub fn cut(&self) -> Option<Cut> {
+        match self {
+            BodyCheck::Exact { length, state } => {
+                let cut = js_sys::Reflect::get(&state.borrow(), &"cut".into()).ok()?;
+                let why = cut.dyn_into::<js_sys::Function>().ok()?.call0(&JsValue::NULL).ok()?.as_string()?;
+                match why.as_str() {
+                    "longer" => Some(Cut::Length(LengthError::Longer { declared: *length })),
+                    "shorter" => Some(Cut::Length(LengthError::Shorter { declared: *length })),
+                    _ => None,
+                }
+            }
+            BodyCheck::Charged { over, .. } => over.get().then_some(Cut::Source),
+        }
+    }
 }
 
 /// Whether `source` may bring `bytes` more now (always, when its bytes are not counted).

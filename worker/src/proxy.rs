@@ -1,6 +1,7 @@
 //! Sending an admitted request to `ORIGIN_URL`, as a proxy (see `sluicegate::forward`).
 
 use crate::js;
+use crate::preread::BodyCheck;
 use sluicegate::forward::{is_sent_as_received, is_websocket_upgrade, upstream_url, Received, Treatment, FORWARDING};
 use sluicegate::identity::Identity;
 use wasm_bindgen::prelude::*;
@@ -9,15 +10,15 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Url};
 
 /// The origin's answer to `request`, sent to `origin` + `base_path` + the request's path
 /// and query as they were received. Redirects are passed back, not followed. `rules_read`
-/// names the headers the rules read (a `Connection` token cannot strip them). `checks`, when
-/// given, are the body's `(charge, end)` checks as it streams (see `js::metered`).
+/// names the headers the rules read (a `Connection` token cannot strip them). `check`, when
+/// given, is how the body is checked as it streams.
 pub async fn to_origin(
     request: &Request,
     url: &Url,
     (origin, base_path): (&str, &str),
     client: Option<Identity>,
     rules_read: &[&str],
-    checks: Option<&(JsValue, JsValue)>,
+    check: Option<&BodyCheck>,
 ) -> Result<Response, JsValue> {
     let target = upstream_url(origin, base_path, &format!("{}{}", url.pathname(), url.search()));
     // The join above cannot leave the origin; this keeps it so whatever changes around it.
@@ -30,22 +31,18 @@ pub async fn to_origin(
     init.set_headers(upstream_headers(request, url, client, rules_read)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
     // A client that goes away cancels the origin request too.
-    let mut signal = js::signal(request);
+    let signal = js::signal(request);
+    if signal.is_object() {
+        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
+    }
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
-            match checks {
-                // Checked as it streams; a body that fails its checks aborts the upload.
-                Some((charge, end)) => {
-                    let upload = js::metered(&body, charge, end, &signal)?;
-                    init.set_body(&js_sys::Reflect::get(&upload, &"body".into())?);
-                    signal = js_sys::Reflect::get(&upload, &"signal".into())?;
-                }
+            // A body that fails its check errors, which aborts the upload.
+            match check {
+                Some(check) => init.set_body(&check.apply(&body)?),
                 None => init.set_body(&body),
             }
         }
-    }
-    if signal.is_object() {
-        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
     }
     let upstream = Request::new_with_str_and_init(&target, &init)?;
     JsFuture::from(js::fetch(&upstream)?).await?.dyn_into()

@@ -5,6 +5,7 @@
 // requests as it has slots reach the origin at once.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { startEdge } from "../testing.mjs";
 import { behavingOrigin, rawRequest } from "./support/behaving-origin.mjs";
 
@@ -169,6 +170,43 @@ describe("a body's framing and length (deploy build)", () => {
     const forwarded = origin.seen.filter((r) => r.url === "/upload/ok/chunked");
     assert.ok(forwarded.every((r) => r.bytes <= 20_000), "the upload was cut, not delivered whole");
   });
+});
+
+describe("a body that contradicts the length it declared (the edge inside a Worker of one's own)", () => {
+  let edge;
+  before(async () => {
+    const rules = {
+      rules: [],
+      tenants: {
+        match: { path: { starts_with: "/hooks/" } },
+        tenant_header: "x-tenant",
+        default: { rate: 100, burst: 100, bytes_per_second: 100_000, max_body_bytes: 10_000, max_queue: 1 },
+      },
+    };
+    const main = fileURLToPath(new URL("./fixtures/declared-body-app.mjs", import.meta.url));
+    edge = await startEdge({ main, vars: { APP_RULES: JSON.stringify(rules) } });
+  });
+  after(async () => {
+    await edge?.close();
+  });
+
+  const post = (declare, bytes) =>
+    edge.fetch("/hooks/in", { method: "POST", body: "x".repeat(bytes), headers: { "x-tenant": "acme", "x-declare": String(declare) } });
+
+  for (const [declare, bytes, what] of [
+    [10, 5_000, "longer"],
+    [5_000, 10, "shorter"],
+  ]) {
+    test(`a body ${what} than its Content-Length is cut and answered 400, and its tenant's place comes back`, async () => {
+      const answer = await post(declare, bytes);
+      const text = await answer.text();
+      assert.equal(answer.status, 400, text);
+      assert.match(text, what === "longer" ? /longer than its Content-Length of 10 bytes/ : /ended before its Content-Length of 5000 bytes/);
+      const fine = await post(100, 100);
+      assert.equal(fine.status, 200, "the tenant's one place in flight came back");
+      assert.equal(await fine.text(), "the app read 100 bytes");
+    });
+  }
 });
 
 describe("a client that leaves (development build: the client's signal, as Cloudflare reports it)", () => {
