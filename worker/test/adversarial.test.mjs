@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, request } from "node:http";
-import net from "node:net";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
+import { raw } from "./support/raw.mjs";
 
 /** A server on 127.0.0.1 recording what reaches it; `upgrade` handles WebSocket upgrades. */
 async function recordingServer(answer = (req, res) => res.end(`saw ${req.method} ${req.url}`), upgrade) {
@@ -33,53 +33,6 @@ async function recordingServer(answer = (req, res) => res.end(`saw ${req.method}
       for (const socket of sockets) socket.destroy();
     });
   return { seen, port: server.address().port, close };
-}
-
-/** Send `head` (request line and headers, CRLF-separated, no final blank line) and `body`
- * verbatim; resolve with the status, headers and body text of the answer. */
-function raw(edgeUrl, head, body = "") {
-  const { hostname, port } = new URL(edgeUrl);
-  const length = body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : "";
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write(`${head}${length}\r\n\r\n${body}`));
-    let out = "";
-    const finish = () => {
-      socket.destroy();
-      const split = out.indexOf("\r\n\r\n");
-      const [statusLine, ...lines] = out.slice(0, split).split("\r\n");
-      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-      let rest = out.slice(split + 4);
-      if (headers["transfer-encoding"] === "chunked") {
-        let text = "";
-        for (let at = 0; ; ) {
-          const eol = rest.indexOf("\r\n", at);
-          const size = parseInt(rest.slice(at, eol), 16);
-          if (!size) break;
-          text += rest.slice(eol + 2, eol + 2 + size);
-          at = eol + 2 + size + 2;
-        }
-        rest = text;
-      }
-      resolve({ status: Number(statusLine.split(" ")[1]), headers, body: rest });
-    };
-    /** Whether the whole answer has arrived (by Content-Length or the last chunk). */
-    const complete = () => {
-      const split = out.indexOf("\r\n\r\n");
-      if (split < 0) return false;
-      const top = out.slice(0, split).toLowerCase();
-      const length = /\r\ncontent-length: *(\d+)/.exec(top);
-      if (length) return out.length - split - 4 >= Number(length[1]);
-      if (top.includes("transfer-encoding: chunked")) return out.endsWith("0\r\n\r\n");
-      return false;
-    };
-    socket.setEncoding("latin1");
-    socket.on("data", (d) => {
-      out += d;
-      if (complete()) finish();
-    });
-    socket.on("error", reject);
-    socket.on("end", finish);
-  });
 }
 
 const get = (edge, target, ip, extra = "") =>

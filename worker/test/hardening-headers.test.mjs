@@ -4,72 +4,10 @@
 // client never appear in a log line.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import net from "node:net";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
 import { originServer } from "./support/origin.mjs";
-
-/** Send `head` (request line and headers, CRLF-separated, no final blank line) and `body`
- * verbatim; resolve with the final answer's status, headers and body (interim 1xx answers
- * are skipped). */
-function raw(edgeUrl, head, body = "") {
-  const { hostname, port } = new URL(edgeUrl);
-  const length = body ? `\r\nContent-Length: ${Buffer.byteLength(body)}` : "";
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write(`${head}${length}\r\n\r\n${body}`));
-    let out = "";
-    /** The final answer's head and what follows it, once its head has arrived. */
-    const final = () => {
-      let rest = out;
-      for (;;) {
-        const split = rest.indexOf("\r\n\r\n");
-        if (split < 0) return null;
-        if (!/^HTTP\/1\.1 1\d\d /.test(rest)) return { top: rest.slice(0, split), rest: rest.slice(split + 4) };
-        rest = rest.slice(split + 4);
-      }
-    };
-    const parse = () => {
-      const { top, rest } = final();
-      const [statusLine, ...lines] = top.split("\r\n");
-      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-      let text = rest;
-      if (headers["transfer-encoding"] === "chunked") {
-        text = "";
-        for (let at = 0; ; ) {
-          const eol = rest.indexOf("\r\n", at);
-          const size = parseInt(rest.slice(at, eol), 16);
-          if (!size) break;
-          text += rest.slice(eol + 2, eol + 2 + size);
-          at = eol + 2 + size + 2;
-        }
-      }
-      return { status: Number(statusLine.split(" ")[1]), headers, body: text };
-    };
-    const complete = () => {
-      const answer = final();
-      if (!answer) return false;
-      const length = /\r\ncontent-length: *(\d+)/i.exec(answer.top);
-      if (length) return answer.rest.length >= Number(length[1]);
-      if (/\r\ntransfer-encoding: *chunked/i.test(answer.top)) return answer.rest.endsWith("0\r\n\r\n");
-      return false;
-    };
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      socket.destroy();
-      if (!final()) return reject(new Error(`no answer; got ${JSON.stringify(out.slice(0, 200))}`));
-      resolve(parse());
-    };
-    socket.setEncoding("latin1");
-    socket.on("data", (d) => {
-      out += d;
-      if (complete()) finish();
-    });
-    socket.on("error", reject);
-    socket.on("end", finish);
-  });
-}
+import { raw } from "./support/raw.mjs";
 
 const SET_BY_EDGE = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "forwarded", "x-real-ip", "true-client-ip", "cf-connecting-ip"];
 const DROPPED = [

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, test } from "node:test";
 import { startEdge } from "../testing.mjs";
-import { behavingOrigin, rawRequest } from "./support/behaving-origin.mjs";
+import { behavingOrigin, probeBudget } from "./support/behaving-origin.mjs";
+import { raw } from "./support/raw.mjs";
 
 const ROUNDS = Number(process.env.SLUICEGATE_PROPERTY_ROUNDS || 20);
 const SLOTS = 3;
@@ -63,15 +64,17 @@ const OUTCOMES = {
   stream: (p, id) => edge.fetch(`${p}/stream/${id}`, { headers: { "x-tenant": "acme" } }).then((r) => r.text()),
   originFails: (p, id) => edge.fetch(`${p}/fail/${id}`, { headers: { "x-tenant": "acme" } }).then((r) => r.text()),
   earlyHints: (p, id) => edge.fetch(`${p}/hints/${id}`, { headers: { "x-tenant": "acme" } }).then((r) => r.text()),
-  unaskedContinue: (p, id) => rawRequest(edge.url, HEAD("POST", `${p}/continue/${id}`, "\r\nContent-Length: 5"), "hello"),
+  unaskedContinue: (p, id) => raw(edge.url, HEAD("POST", `${p}/continue/${id}`), "hello"),
   expectContinue: (p, id) =>
-    rawRequest(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 5\r\nExpect: 100-continue"), "hello", { bodyDelay: 50 }),
+    raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nExpect: 100-continue"), "hello", { bodyDelay: 50 }),
   framedTwice: (p, id) =>
-    rawRequest(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 3\r\nTransfer-Encoding: chunked"), "5\r\nhello\r\n0\r\n\r\n"),
+    raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 3\r\nTransfer-Encoding: chunked"), "5\r\nhello\r\n0\r\n\r\n", {
+      length: false,
+    }),
   // Over the tenant's max_body_bytes under /hooks/ (413 before the body is read); forwarded
   // under /fleet/, where the client stops sending and leaves.
   stallsUpload: (p, id) =>
-    rawRequest(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 200000"), "x", { leaveAfter: 300 }),
+    raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 200000"), "x", { length: false, leaveAfter: 300 }),
   unknownTenant: (p, id) => edge.fetch(`${p}/ok/${id}`).then((r) => r.text()),
   leavesEarly: (p, id, random) =>
     edge
@@ -94,25 +97,11 @@ const OUTCOMES = {
       });
       req.on("error", resolve);
     }),
-  leavesBeforeAnswer: (p, id) => rawRequest(edge.url, HEAD("GET", `${p}/slow/${id}`), "", { leaveAfter: 100 }),
+  leavesBeforeAnswer: (p, id) => raw(edge.url, HEAD("GET", `${p}/slow/${id}`), "", { leaveAfter: 100 }),
 };
 const NAMES = Object.keys(OUTCOMES);
 /** An isolate budget with a tenant's share, and a fleet budget (leases from a Durable Object). */
 const PREFIXES = ["/hooks", "/fleet"];
-
-/** Whether `SLOTS` requests under `prefix` reach the origin at once (its budget, and the
- * tenant's share for /hooks/, are whole), and the probes' statuses. */
-async function probe(prefix, name) {
-  const probes = Array.from({ length: SLOTS }, (_, i) =>
-    edge.fetch(`${prefix}/hold/probe-${name}-${i}`, { headers: { "x-tenant": "acme" } }),
-  );
-  const deadline = Date.now() + 900;
-  while (origin.holding() < SLOTS && Date.now() < deadline) await sleep(10);
-  const holding = origin.holding();
-  origin.release();
-  const statuses = await Promise.all(probes.map((p) => p.then((r) => r.status)));
-  return { whole: holding === SLOTS && statuses.every((s) => s === 200), holding, statuses };
-}
 
 /** Once every request of a round has ended, the budget and the share are whole. A request
  * whose client left unnoticed (local workerd notices only when it writes) still runs to its
@@ -123,7 +112,7 @@ async function assertWhole(seed, round, outcomes) {
       const deadline = Date.now() + 5_000;
       while (origin.working() > 0 && Date.now() < deadline) await sleep(20);
       await sleep(150);
-      const { whole, holding, statuses } = await probe(prefix, `${seed}-${round}-${attempt}`);
+      const { whole, holding, statuses } = await probeBudget(edge, origin, prefix, SLOTS, { "x-tenant": "acme" });
       if (whole) break;
       if (attempt === 2) {
         assert.fail(`seed ${seed}, round ${round} (${outcomes}): ${prefix}: ${holding} of ${SLOTS} slots free after (${statuses})`);

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { startEdge } from "../testing.mjs";
-import { behavingOrigin, rawRequest } from "./support/behaving-origin.mjs";
+import { behavingOrigin, probeBudget } from "./support/behaving-origin.mjs";
+import { raw } from "./support/raw.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -22,15 +23,8 @@ async function until(condition, ms, what) {
 /** `slots` requests under `prefix` reach `origin` at the same time: the budget (and any
  * tenant share) has that many free slots. `headers` go with each probe. */
 async function assertWhole(edge, origin, prefix, slots, headers = {}) {
-  const before = origin.holding();
-  const probes = Array.from({ length: slots }, (_, i) =>
-    edge.fetch(`${prefix}/hold/probe-${i}`, { headers: { "cf-connecting-ip": "203.0.113.9", ...headers } }),
-  );
-  await until(() => origin.holding() - before === slots, 1_500, `${slots} probes at the origin at once`);
-  origin.release();
-  for (const response of await Promise.all(probes)) {
-    assert.equal(response.status, 200, await response.text());
-  }
+  const { whole, holding, statuses } = await probeBudget(edge, origin, prefix, slots, headers);
+  assert.ok(whole, `${holding} of ${slots} probes at the origin at once; answered ${statuses}`);
 }
 
 const budget = (extra = {}) => ({
@@ -73,11 +67,11 @@ describe("Expect: 100-continue and interim answers (deploy build)", () => {
       const edge = edges[kind];
       const seenBefore = origin.seen.length;
       const answers = await Promise.all(
-        [1, 2].map((i) => rawRequest(edge.url, expectContinue(`/hooks/ok/${kind}-${i}`), "hello", { bodyDelay: 100 })),
+        [1, 2].map((i) => raw(edge.url, expectContinue(`/hooks/ok/${kind}-${i}`), "hello", { length: false, bodyDelay: 100 })),
       );
       for (const answer of answers) {
-        assert.equal(answer.status, 200, answer.text);
-        assert.match(answer.text, new RegExp(`ok /hooks/ok/${kind}-`));
+        assert.equal(answer.status, 200, answer.raw);
+        assert.match(answer.body, new RegExp(`ok /hooks/ok/${kind}-`));
       }
       const forwarded = origin.seen.slice(seenBefore).filter((r) => r.url.includes("/ok/"));
       assert.equal(forwarded.length, 2);
@@ -149,14 +143,14 @@ describe("a body's framing and length (deploy build)", () => {
     const seenBefore = origin.seen.length;
     const head =
       "POST /hooks/ok/smuggled HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.2\r\nX-Tenant: acme\r\nContent-Length: 10\r\nTransfer-Encoding: chunked";
-    const answer = await rawRequest(edge.url, head, chunked(20));
-    assert.equal(answer.status, 400, answer.text);
-    assert.match(answer.text, /both Content-Length and Transfer-Encoding/);
+    const answer = await raw(edge.url, head, chunked(20), { length: false });
+    assert.equal(answer.status, 400, answer.raw);
+    assert.match(answer.body, /both Content-Length and Transfer-Encoding/);
     assert.equal(origin.seen.length, seenBefore, "nothing reached the origin");
     // Nothing was charged: the tenant's next 900-byte body and the source's bytes are whole.
     const fine = "POST /hooks/ok/after HTTP/1.1\r\nHost: edge.test\r\nX-Tenant: acme\r\nContent-Length: 900";
-    const ok = await rawRequest(edge.url, fine, "y".repeat(900));
-    assert.equal(ok.status, 200, ok.text);
+    const ok = await raw(edge.url, fine, "y".repeat(900), { length: false });
+    assert.equal(ok.status, 200, ok.raw);
     assert.equal(origin.seen.at(-1).bytes, 900);
     await assertWhole(edge, origin, "/hooks", 2, { "x-tenant": "acme" });
   });
@@ -164,9 +158,9 @@ describe("a body's framing and length (deploy build)", () => {
   test("a chunked body of no declared length is charged as it streams and cut over its source's bytes", async () => {
     // No tenant here (outside /hooks/): the source's 10,000 bytes a second alone cap it.
     const head = "POST /upload/ok/chunked HTTP/1.1\r\nHost: edge.test\r\nTransfer-Encoding: chunked";
-    const answer = await rawRequest(edge.url, head, chunked(20));
-    assert.equal(answer.status, 429, answer.text);
-    assert.match(answer.text, /sluicegate-scope: source/i);
+    const answer = await raw(edge.url, head, chunked(20), { length: false });
+    assert.equal(answer.status, 429, answer.raw);
+    assert.equal(answer.headers["sluicegate-scope"], "source");
     const forwarded = origin.seen.filter((r) => r.url === "/upload/ok/chunked");
     assert.ok(forwarded.every((r) => r.bytes <= 20_000), "the upload was cut, not delivered whole");
   });

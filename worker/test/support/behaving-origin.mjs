@@ -2,7 +2,6 @@
 // says (`/<anything>/<behaviour>/<id>`), records every request it saw and how far it got,
 // and can hold requests until the test lets them go.
 import { createServer } from "node:http";
-import net from "node:net";
 
 /**
  * Behaviours (the second-to-last path segment):
@@ -98,46 +97,22 @@ function behave(behaviour, req, res, held) {
   }
 }
 
-/**
- * Send `head` (request line and headers, CRLF-separated, without the blank line) and then
- * `body` verbatim over a socket to `edgeUrl`; resolve with `{ status, text }` (the whole
- * raw answer as text) once the answer is complete or the edge closes, or `{ status: 0 }`
- * after `timeout` ms. `leaveAfter`: destroy the socket after that many ms instead.
- */
-export function rawRequest(edgeUrl, head, body = "", { timeout = 10_000, leaveAfter, bodyDelay = 0 } = {}) {
-  const { hostname, port } = new URL(edgeUrl);
-  return new Promise((resolve) => {
-    let out = "";
-    const socket = net.connect(Number(port), hostname, () => {
-      socket.write(`${head}\r\n\r\n`);
-      if (body) setTimeout(() => socket.writable && socket.write(body), bodyDelay);
-    });
-    const finish = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(out)?.[1] ?? 0), text: out });
-    };
-    const timer = setTimeout(finish, leaveAfter ?? timeout);
-    socket.setEncoding("latin1");
-    socket.on("data", (data) => {
-      out += data;
-      if (leaveAfter === undefined && complete(out)) finish();
-    });
-    socket.on("error", finish);
-    socket.on("end", finish);
-  });
-}
+let probesSent = 0;
 
-/** Whether `raw` holds a whole final answer (by Content-Length or the last chunk). */
-function complete(raw) {
-  // Interim answers (1xx) come before the final one.
-  const final = raw.replace(/^(HTTP\/1\.1 1\d\d[^]*?\r\n\r\n)+/, "");
-  const split = final.indexOf("\r\n\r\n");
-  if (split < 0) return false;
-  const head = final.slice(0, split).toLowerCase();
-  const length = /\r\ncontent-length: *(\d+)/.exec(head);
-  if (length) return final.length - split - 4 >= Number(length[1]);
-  const body = final.slice(split + 4);
-  if (head.includes("transfer-encoding: chunked")) return body === "0\r\n\r\n" || body.endsWith("\r\n0\r\n\r\n");
-  return false;
+/**
+ * Whether `slots` requests under `prefix` (to `<prefix>/hold/…`, with `headers`) reach
+ * `origin` at the same time: the budget there, and any tenant share, has that many free
+ * slots. The origin then lets them go. `{ whole, holding, statuses }`.
+ */
+export async function probeBudget(edge, origin, prefix, slots, headers = {}) {
+  const before = origin.holding();
+  const probes = Array.from({ length: slots }, (_, i) =>
+    edge.fetch(`${prefix}/hold/probe-${++probesSent}-${i}`, { headers: { "cf-connecting-ip": "203.0.113.9", ...headers } }),
+  );
+  const deadline = Date.now() + 900;
+  while (origin.holding() - before < slots && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const holding = origin.holding() - before;
+  origin.release();
+  const statuses = await Promise.all(probes.map((p) => p.then(async (r) => (await r.arrayBuffer(), r.status))));
+  return { whole: holding === slots && statuses.every((status) => status === 200), holding, statuses };
 }
