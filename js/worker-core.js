@@ -26,7 +26,11 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     // against the new instance's memory.
     glue.renew();
     for (const setUp of setUps) setUp();
-    for (const fail of [...inFlight]) fail();
+    // After the new instance is made: their answer comes from it.
+    for (const fail of [...inFlight]) {
+      inFlight.delete(fail);
+      fail();
+    }
   });
 
   /** Run `setUp()` now and again on every new instance of the module. */
@@ -37,13 +41,33 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
 
   /** `handle()`'s answer, or the edge's 503 if the module panics before it comes. */
   function guarded(handle) {
-    let fail;
-    const failed = new Promise((resolve) => {
-      fail = resolve;
+    return new Promise((resolve, reject) => {
+      // Its answer is made in this request's own context, which a Response belongs to
+      // (the panic runs in another request's).
+      let fail;
+      new Promise((failed) => {
+        fail = failed;
+      })
+        .then(() => resolve(glue.unavailable()))
+        .catch(reject);
+      inFlight.add(fail);
+      let answer;
+      try {
+        answer = handle();
+      } catch (error) {
+        answer = Promise.reject(error);
+      }
+      answer.then(
+        (response) => {
+          inFlight.delete(fail);
+          resolve(response);
+        },
+        (error) => {
+          inFlight.delete(fail);
+          reject(error);
+        },
+      );
     });
-    inFlight.add(fail);
-    const unavailable = failed.then(() => glue.unavailable());
-    return Promise.race([new Promise((resolve) => resolve(handle())), unavailable]).finally(() => inFlight.delete(fail));
   }
 
   /** Exact counting for the counting keys routed to this object (one per key). */

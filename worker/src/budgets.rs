@@ -81,7 +81,12 @@ fn leave(upstream: &Upstream, ticket: Ticket) {
 /// when none freed in time, too many already wait, or the client went away meanwhile. A
 /// fleet budget whose Durable Object cannot be reached falls back to this isolate's count,
 /// logged.
-pub async fn acquire(upstream: &Upstream, env: &Env, ctx: &JsValue, scope: &Scope) -> Result<Option<Slot>, JsValue> {
+pub async fn acquire(
+    upstream: &Upstream,
+    env: &Env,
+    ctx: &JsValue,
+    scope: &Scope<'_>,
+) -> Result<Option<Slot>, JsValue> {
     if upstream.scope == BudgetScope::Fleet {
         match acquire_fleet(upstream, env, ctx, scope).await {
             Ok(slot) => return Ok(slot),
@@ -95,7 +100,7 @@ pub async fn acquire(upstream: &Upstream, env: &Env, ctx: &JsValue, scope: &Scop
     acquire_here(upstream, scope).await
 }
 
-async fn acquire_here(upstream: &Upstream, scope: &Scope) -> Result<Option<Slot>, JsValue> {
+async fn acquire_here(upstream: &Upstream, scope: &Scope<'_>) -> Result<Option<Slot>, JsValue> {
     let slot_of = |guard: Guard| Slot { guard };
     let given = upstream.clone();
     let ticket = match with_budget(upstream, |b| b.slots.acquire()) {
@@ -127,7 +132,12 @@ async fn acquire_here(upstream: &Upstream, scope: &Scope) -> Result<Option<Slot>
     Ok(hold.replace(move || release(&given)).then(|| slot_of(waiting)))
 }
 
-async fn acquire_fleet(upstream: &Upstream, env: &Env, ctx: &JsValue, scope: &Scope) -> Result<Option<Slot>, JsValue> {
+async fn acquire_fleet(
+    upstream: &Upstream,
+    env: &Env,
+    ctx: &JsValue,
+    scope: &Scope<'_>,
+) -> Result<Option<Slot>, JsValue> {
     let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(&format!("upstream\u{1f}{}", upstream.id))?)?;
     let call = js_sys::Promise::resolve(&stub.acquire_slot(&upstream.id)?);

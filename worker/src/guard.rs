@@ -22,7 +22,7 @@
 //!          └─ client gone (any time) ─── scope's listener ───┘
 //! ```
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use web_sys::{AbortSignal, Request};
@@ -104,24 +104,29 @@ impl Drop for Guard {
 }
 
 /// Every hold of one request, given back if its client goes away.
-pub struct Scope {
+pub struct Scope<'r> {
+    request: &'r Request,
     holds: Rc<RefCell<Vec<Hold>>>,
-    /// `request.signal` (compatibility flag `enable_request_signal`), when the runtime has one.
-    signal: Option<AbortSignal>,
+    /// `request.signal` (compatibility flag `enable_request_signal`), when the runtime has
+    /// one: read when first needed.
+    signal: OnceCell<Option<AbortSignal>>,
     /// The signal's `abort` listener, added with the first hold.
     listener: RefCell<Option<Closure<dyn FnMut()>>>,
 }
 
-impl Scope {
+impl<'r> Scope<'r> {
     /// The scope of `request`.
-    pub fn of(request: &Request) -> Self {
-        let signal = crate::js::signal(request).dyn_into::<AbortSignal>().ok();
-        Scope { holds: Rc::default(), signal, listener: RefCell::new(None) }
+    pub fn of(request: &'r Request) -> Self {
+        Scope { request, holds: Rc::default(), signal: OnceCell::new(), listener: RefCell::new(None) }
+    }
+
+    fn signal(&self) -> Option<&AbortSignal> {
+        self.signal.get_or_init(|| crate::js::signal(self.request).dyn_into::<AbortSignal>().ok()).as_ref()
     }
 
     /// Whether the client has gone away.
     pub fn gone(&self) -> bool {
-        self.signal.as_ref().is_some_and(AbortSignal::aborted)
+        self.signal().is_some_and(AbortSignal::aborted)
     }
 
     /// Hold something that `release` gives back. A client already gone gets it back at once.
@@ -139,7 +144,7 @@ impl Scope {
     }
 
     fn listen(&self) {
-        let Some(signal) = &self.signal else { return };
+        let Some(signal) = self.signal() else { return };
         let mut listener = self.listener.borrow_mut();
         if listener.is_some() {
             return;
@@ -158,9 +163,9 @@ impl Scope {
     }
 }
 
-impl Drop for Scope {
+impl Drop for Scope<'_> {
     fn drop(&mut self) {
-        if let (Some(signal), Some(listener)) = (&self.signal, self.listener.get_mut().take()) {
+        if let (Some(Some(signal)), Some(listener)) = (self.signal.get(), self.listener.get_mut().take()) {
             let _ = signal.remove_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
         }
     }

@@ -136,6 +136,15 @@ extern "C" {
     #[wasm_bindgen(catch, js_name = withBody)]
     pub fn with_body(request: &Request, body: &JsValue) -> Result<Request, JsValue>;
 
+    /// The names of `headers`, each followed by `\n`.
+    #[wasm_bindgen(catch, js_name = headerNames)]
+    pub fn header_names(headers: &web_sys::Headers) -> Result<String, JsValue>;
+
+    /// A copy of `headers` without the names in `drop` (each followed by `\n`), then with
+    /// the pairs in `set` (`name\nvalue\n`…) set.
+    #[wasm_bindgen(catch, js_name = rebuiltHeaders)]
+    pub fn rebuilt_headers(headers: &web_sys::Headers, drop: &str, set: &str) -> Result<web_sys::Headers, JsValue>;
+
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
     #[wasm_bindgen(catch, js_name = sha256Hex)]
     pub fn sha256_hex(text: &str) -> Result<Promise, JsValue>;

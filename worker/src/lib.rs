@@ -305,7 +305,12 @@ impl Admitted<'_> {
         #[cfg(feature = "dev-origin")]
         panic::on_purpose(self.env, self.facts.path);
         let counts_bytes = tenant.counts_bytes || setup.rules.pre_read().source_bytes_per_second.is_some();
-        let check = (has_body && counts_bytes && !is_bodiless(&request.method()))
+        // A body that declared its length and came in through the runtime's own HTTP server
+        // is framed by that length: it is what was charged (bodies framed otherwise were
+        // refused above). One that the Worker's own code hands its handler is checked as it
+        // streams, as is one of no declared length.
+        let framed = handler.is_none() && self.declared.is_some();
+        let check = (has_body && counts_bytes && !framed && !is_bodiless(&request.method()))
             .then(|| preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared));
         let response = self.send(setup, check.as_ref(), handler).await;
         // An upload cut as it streamed is answered as such, whatever came back.

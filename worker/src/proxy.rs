@@ -60,18 +60,23 @@ fn upstream_headers(
     let header = |name: &str| received.get(name).ok().flatten();
     let connection = header("connection");
     let websocket = is_websocket_upgrade(header("upgrade").as_deref(), connection.as_deref());
-    let headers = Headers::new()?;
-    if let Some(entries) = js_sys::try_iter(&received)? {
-        for entry in entries {
-            let entry: js_sys::Array = entry?.unchecked_into();
-            let (name, value) = (entry.get(0).as_string().unwrap_or_default(), entry.get(1));
-            if is_sent_as_received(&name, connection.as_deref(), websocket, rules_read) {
-                headers.append(&name, &value.as_string().unwrap_or_default())?;
-            }
+    // Decided here, applied in one call: what to leave out, then what the edge sets.
+    let mut drop = String::new();
+    for name in js::header_names(&received)?.lines() {
+        if !is_sent_as_received(name, connection.as_deref(), websocket, rules_read) {
+            drop.push_str(name);
+            drop.push('\n');
         }
     }
+    let mut set = String::new();
+    let mut push = |name: &str, value: &str| {
+        for part in [name, value] {
+            set.push_str(part);
+            set.push('\n');
+        }
+    };
     if websocket {
-        headers.set("connection", "Upgrade")?;
+        push("connection", "Upgrade");
     }
     let (scheme, host, x_forwarded_for) = (url.protocol(), url.host(), header("x-forwarded-for"));
     let edge = Received {
@@ -81,13 +86,13 @@ fn upstream_headers(
         client: client.map(|c| c.address),
         x_forwarded_for: x_forwarded_for.as_deref(),
     };
+    // None of them was copied: a header without the edge's value is simply not sent.
     for (name, treatment) in FORWARDING {
         if let Treatment::Set(value) = treatment {
-            match edge.value(*value) {
-                Some(value) => headers.set(name, &value)?,
-                None => headers.delete(name)?,
+            if let Some(value) = edge.value(*value) {
+                push(name, &value);
             }
         }
     }
-    Ok(headers)
+    js::rebuilt_headers(&received, &drop, &set)
 }

@@ -84,7 +84,7 @@ pub async fn admit(
     declared: Option<u64>,
     has_body: bool,
     now: Instant,
-    scope: &Scope,
+    scope: &Scope<'_>,
 ) -> Result<Result<Admitted, Refusal>, JsValue> {
     let Some(tenants) = setup.rules.tenants().filter(|t| t.matcher.matches(facts)) else {
         return Ok(Ok(Admitted::default()));
