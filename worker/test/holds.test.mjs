@@ -155,6 +155,33 @@ describe("a body's framing and length (deploy build)", () => {
     await assertWhole(edge, origin, "/hooks", 2, { "x-tenant": "acme" });
   });
 
+  test("no spelling of Transfer-Encoding gets a body past its Content-Length to the origin", async () => {
+    const chunkedBody = "5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n";
+    const spellings = [
+      "Transfer-Encoding: chunked",
+      "Transfer-Encoding : chunked",
+      "Transfer-Encoding:\tchunked",
+      "Transfer-Encoding:chunked",
+      "Transfer-Encoding: CHUNKED",
+      "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+      "Transfer-Encoding: chunked, identity",
+      "Transfer-Encoding: gzip, chunked",
+      "Transfer-Encoding: identity",
+      "X-Folded: a\r\n Transfer-Encoding: chunked",
+    ];
+    for (const [i, spelling] of spellings.entries()) {
+      const seenBefore = origin.seen.length;
+      const head = `POST /hooks/ok/te-${i} HTTP/1.1\r\nHost: edge.test\r\nX-Tenant: acme\r\nContent-Length: 3\r\n${spelling}`;
+      const answer = await raw(edge.url, head, chunkedBody, { length: false, timeout: 2_000 });
+      const forwarded = origin.seen.slice(seenBefore);
+      // Refused by the edge (400) or by workerd's own parser; or, where workerd does not
+      // read the header as one, framed by Content-Length: never more than 3 bytes go on.
+      assert.ok(forwarded.every((r) => r.bytes <= 3), `${JSON.stringify(spelling)}: ${forwarded.map((r) => r.bytes)}`);
+      if (answer.status === 200) assert.equal(forwarded.length, 1, JSON.stringify(spelling));
+      else assert.equal(forwarded.length, 0, `${JSON.stringify(spelling)}: ${answer.status}`);
+    }
+  });
+
   test("a chunked body of no declared length is charged as it streams and cut over its source's bytes", async () => {
     // No tenant here (outside /hooks/): the source's 10,000 bytes a second alone cap it.
     const head = "POST /upload/ok/chunked HTTP/1.1\r\nHost: edge.test\r\nTransfer-Encoding: chunked";
