@@ -170,14 +170,19 @@ extern "C" {
 
 #[wasm_bindgen]
 extern "C" {
-    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
-    fn get_random_values(array: &js_sys::Uint32Array);
+    #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(array: &js_sys::Uint32Array) -> Result<JsValue, JsValue>;
 }
 
 /// 64 random bits from `crypto.getRandomValues` (only ever called while serving a request:
-/// workerd refuses random values at module scope).
+/// workerd refuses random values at module scope, and should it ever refuse them there,
+/// `Math.random` stands in rather than an exception unwinding through the module).
 pub fn random_u64() -> u64 {
     let words = js_sys::Uint32Array::new_with_length(2);
-    get_random_values(&words);
+    if get_random_values(&words).is_err() {
+        for i in 0..2 {
+            words.set_index(i, (js_sys::Math::random() * 4_294_967_296.0) as u32);
+        }
+    }
     u64::from(words.get_index(0)) << 32 | u64::from(words.get_index(1))
 }
