@@ -140,10 +140,10 @@ extern "C" {
     #[wasm_bindgen(catch, js_name = headerNames)]
     pub fn header_names(headers: &web_sys::Headers) -> Result<String, JsValue>;
 
-    /// A copy of `headers` without the names in `drop` (each followed by `\n`), then with
+    /// A copy of `headers` without the names in `left_out` (each followed by `\n`), then with
     /// the pairs in `set` (`name\nvalue\n`…) set.
     #[wasm_bindgen(catch, js_name = rebuiltHeaders)]
-    pub fn rebuilt_headers(headers: &web_sys::Headers, drop: &str, set: &str) -> Result<web_sys::Headers, JsValue>;
+    pub fn rebuilt_headers(headers: &web_sys::Headers, left_out: &str, set: &str) -> Result<web_sys::Headers, JsValue>;
 
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
     #[wasm_bindgen(catch, js_name = sha256Hex)]
