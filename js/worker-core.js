@@ -51,22 +51,7 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
         .then(() => resolve(glue.unavailable()))
         .catch(reject);
       inFlight.add(fail);
-      let answer;
-      try {
-        answer = handle();
-      } catch (error) {
-        answer = Promise.reject(error);
-      }
-      answer.then(
-        (response) => {
-          inFlight.delete(fail);
-          resolve(response);
-        },
-        (error) => {
-          inFlight.delete(fail);
-          reject(error);
-        },
-      );
+      new Promise((answered) => answered(handle())).finally(() => inFlight.delete(fail)).then(resolve, reject);
     });
   }
 
@@ -79,7 +64,6 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
         );
       }
       super(ctx, env);
-      this.made = { env, storage: ctx.storage };
       this.generation = generation;
       this.kept = new glue.Counter(env, ctx.storage);
     }
@@ -88,7 +72,7 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     get counter() {
       if (this.generation !== generation) {
         this.generation = generation;
-        this.kept = new glue.Counter(this.made.env, this.made.storage);
+        this.kept = new glue.Counter(this.env, this.ctx.storage);
       }
       return this.kept;
     }

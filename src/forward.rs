@@ -114,8 +114,10 @@ pub fn treatment(name: &str) -> Option<Treatment> {
 /// or `rules_read` (the headers the rules file reads,
 /// [`RuleSet::headers_read`](crate::rules::RuleSet::headers_read)). A `Connection` token
 /// naming it is ignored.
-pub fn is_protected(name: &str, rules_read: &[&str]) -> bool {
-    treatment(name).is_some() || EDGE_READS.iter().chain(rules_read).any(|h| h.eq_ignore_ascii_case(name))
+pub fn is_protected(name: &str, rules_read: &[String]) -> bool {
+    treatment(name).is_some()
+        || EDGE_READS.iter().any(|h| h.eq_ignore_ascii_case(name))
+        || rules_read.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 /// The URL an admitted request is sent to: `origin` (`https://o.example:8443`, no path),
@@ -167,7 +169,7 @@ pub fn is_websocket_upgrade(upgrade: Option<&str>, connection: Option<&str>) -> 
 /// the request's `Connection` value: every header it names is hop-by-hop too, except one the
 /// edge sets or reads ([`is_protected`], with `rules_read`). A WebSocket upgrade keeps its
 /// `Upgrade` header (the caller sends `Connection: Upgrade` with it).
-pub fn is_hop_by_hop(name: &str, connection: Option<&str>, websocket: bool, rules_read: &[&str]) -> bool {
+pub fn is_hop_by_hop(name: &str, connection: Option<&str>, websocket: bool, rules_read: &[String]) -> bool {
     if websocket && name.eq_ignore_ascii_case("upgrade") {
         return false;
     }
@@ -179,7 +181,7 @@ pub fn is_hop_by_hop(name: &str, connection: Option<&str>, websocket: bool, rule
 /// Whether the client's `name` header is sent on as the client sent it: not hop-by-hop
 /// ([`is_hop_by_hop`]), not `Host` (the upstream request's comes from its URL) and not a
 /// forwarding header ([`FORWARDING`]: those the edge sets are added by the caller).
-pub fn is_sent_as_received(name: &str, connection: Option<&str>, websocket: bool, rules_read: &[&str]) -> bool {
+pub fn is_sent_as_received(name: &str, connection: Option<&str>, websocket: bool, rules_read: &[String]) -> bool {
     !is_hop_by_hop(name, connection, websocket, rules_read)
         && !name.eq_ignore_ascii_case("host")
         && treatment(name).is_none()
@@ -293,8 +295,7 @@ pub fn forwarded_element(client: Option<IpAddr>, host: &str, scheme: &str) -> St
 
 /// `value` as an RFC 9110 token when it is one, else as a quoted string.
 fn push_token_or_quoted(out: &mut String, value: &str) {
-    let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if !value.is_empty() && value.bytes().all(is_tchar) {
+    if crate::headers::is_token(value) {
         out.push_str(value);
         return;
     }
@@ -347,7 +348,7 @@ mod tests {
             "CF-Connecting-IP, Authorization, X-Forwarded-For, cookie, HOST, Content-Length, \
                                Content-Type, Content-Encoding, X-Api-Key, X-Tenant, X-Real-IP, X-Secret",
         );
-        let rules_read = ["x-api-key", "x-tenant"];
+        let rules_read = ["x-api-key", "x-tenant"].map(String::from);
         for name in [
             "cf-connecting-ip",
             "Authorization",

@@ -234,6 +234,19 @@ pub fn unavailable() -> String {
     problem(503, "Service Unavailable", "The service is not available right now. Try again later.", None, None)
 }
 
+/// Whether `s` is an RFC 9110 token (`tchar`s: letters, digits and `` !#$%&'*+-.^_`|~ ``),
+/// as a header name or an unquoted parameter value must be.
+///
+/// # Examples
+/// ```
+/// use sluicegate::headers::is_token;
+/// assert!(is_token("x-api-key") && is_token("edge.example"));
+/// assert!(!is_token("") && !is_token("edge.example:8443") && !is_token("a b"));
+/// ```
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// The reason phrase for the statuses a rule may answer with.
 pub fn status_title(status: u16) -> &'static str {
     match status {

@@ -45,6 +45,7 @@ pub struct RuleSet {
     capabilities: Option<String>,
     pre_read: PreRead,
     tenants: Option<crate::tenants::Tenants>,
+    headers_read: Vec<String>,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
@@ -529,23 +530,28 @@ impl RuleSet {
 
     /// The request headers the rules file reads (lower-case names, each once, in file
     /// order): every `http.request.headers["…"]` characteristic, then the tenants'
-    /// `key_header` or `tenant_header`.
-    pub fn headers_read(&self) -> Vec<&str> {
-        let characteristics = self.rules.iter().flat_map(|r| &r.characteristics).filter_map(|c| match c {
-            Characteristic::Header(name) => Some(name.as_str()),
-            _ => None,
-        });
-        let tenant = self.tenants.as_ref().map(|t| match &t.identify {
-            crate::tenants::Identify::Key(name) | crate::tenants::Identify::Named(name) => name.as_str(),
-        });
-        let mut names: Vec<&str> = Vec::new();
-        for name in characteristics.chain(tenant) {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
+    /// `key_header` or `tenant_header`. Listed once, when the file is read.
+    pub fn headers_read(&self) -> &[String] {
+        &self.headers_read
     }
+}
+
+/// [`RuleSet::headers_read`] of these rules and tenants.
+fn headers_read(rules: &[Rule], tenants: Option<&crate::tenants::Tenants>) -> Vec<String> {
+    let characteristics = rules.iter().flat_map(|r| &r.characteristics).filter_map(|c| match c {
+        Characteristic::Header(name) => Some(name),
+        _ => None,
+    });
+    let tenant = tenants.map(|t| match &t.identify {
+        crate::tenants::Identify::Key(name) | crate::tenants::Identify::Named(name) => name,
+    });
+    let mut names: Vec<String> = Vec::new();
+    for name in characteristics.chain(tenant) {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
 }
 
 /// A request's counting key under a rule, and the same key as log lines show it

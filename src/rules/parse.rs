@@ -4,6 +4,7 @@ use super::{
     normalise_path, Algorithm, Characteristic, Match, PathMatch, PreRead, Response, Rule, RuleSet, Scope, Source,
     StoreFailure, Upstream,
 };
+use crate::headers::is_token;
 use crate::limit::Gcra;
 use crate::tenants::{Identify, TenantLimit, TenantScope, Tenants};
 use crate::time::Span;
@@ -157,7 +158,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         }
     }
     if errors.list.is_empty() {
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants })
+        let headers_read = super::headers_read(&rules, tenants.as_ref());
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read })
     } else {
         Err(errors.list)
     }
@@ -659,10 +661,6 @@ fn unique_id<'a>(
     };
     errors.push(field, message);
     false
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn is_host_name(s: &str) -> bool {

@@ -121,7 +121,7 @@ async fn acquire_here(upstream: &Upstream, scope: &Scope<'_>) -> Result<Option<S
             b.waiters.remove(&ticket);
             !b.slots.leave(ticket)
         });
-    let Some(hold) = waiting.hold() else { return Ok(None) };
+    let hold = waiting.hold();
     if !handed {
         // Out of the queue, holding nothing: leaving again would give back a slot not held.
         hold.disarm();
@@ -150,9 +150,10 @@ async fn acquire_fleet(
     }
     let lease_ms = upstream.lease.as_nanos() as f64 / 1e6;
     let give_back = js::keep_lease(&stub, &upstream.id, lease, lease_ms, ctx)?;
-    // A client that left while it waited gives the lease back at once (`hold` runs it).
+    // A client that left while it waited gives the lease back at once (`hold` runs it), and
+    // is not forwarded (the caller asks its scope).
     let guard = scope.hold(move || {
         let _ = give_back.call0(&JsValue::NULL);
     });
-    Ok((!scope.gone()).then_some(Slot { guard }))
+    Ok(Some(Slot { guard }))
 }

@@ -70,14 +70,22 @@ impl Hold {
     }
 }
 
-/// The owner of a [`Hold`]: dropping it gives the hold back.
+/// The owner of a [`Hold`]: dropping it gives the hold back, unless it was handed on
+/// ([`Guard::release_with`]).
 #[must_use = "dropping a guard gives back what it holds"]
-pub struct Guard(Option<Hold>);
+pub struct Guard {
+    hold: Hold,
+    handed: bool,
+}
 
 impl Guard {
+    fn new(hold: Hold) -> Self {
+        Guard { hold, handed: false }
+    }
+
     /// The hold this guard owns.
-    pub fn hold(&self) -> Option<&Hold> {
-        self.0.as_ref()
+    pub fn hold(&self) -> &Hold {
+        &self.hold
     }
 
     /// Hand the hold to `owner`, which gives it back by calling the returned function
@@ -87,18 +95,17 @@ impl Guard {
     /// # Errors
     /// What `owner` failed with.
     pub fn release_with<T>(mut self, owner: impl FnOnce(&JsValue) -> Result<T, JsValue>) -> Result<T, JsValue> {
-        let Some(hold) = self.0.clone() else { return owner(&Closure::once_into_js(|| ())) };
-        let done = Closure::once_into_js(move || hold.release());
-        let handed = owner(&done)?;
-        self.0 = None;
+        let hold = self.hold.clone();
+        let handed = owner(&Closure::once_into_js(move || hold.release()))?;
+        self.handed = true;
         Ok(handed)
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(hold) = self.0.take() {
-            hold.release();
+        if !self.handed {
+            self.hold.release();
         }
     }
 }
@@ -134,13 +141,13 @@ impl<'r> Scope<'r> {
         let hold = Hold::new(release);
         if self.gone() {
             hold.release();
-            return Guard(Some(hold));
+            return Guard::new(hold);
         }
         self.listen();
         let mut holds = self.holds.borrow_mut();
         holds.retain(Hold::is_held);
         holds.push(hold.clone());
-        Guard(Some(hold))
+        Guard::new(hold)
     }
 
     fn listen(&self) {
@@ -188,7 +195,7 @@ mod tests {
         let (by_body, by_client) = (hold.clone(), hold.clone());
         by_client.release();
         by_body.release();
-        drop(Guard(Some(hold)));
+        drop(Guard::new(hold));
         assert_eq!(runs.get(), 1);
         assert!(!by_body.is_held());
     }
@@ -198,7 +205,7 @@ mod tests {
         let (hold, runs) = counted();
         let watcher = hold.clone();
         {
-            let _guard = Guard(Some(hold));
+            let _guard = Guard::new(hold);
             assert!(watcher.is_held());
         }
         assert_eq!(runs.get(), 1);
@@ -222,7 +229,7 @@ mod tests {
     fn a_disarmed_hold_gives_nothing_back() {
         let (hold, runs) = counted();
         hold.disarm();
-        drop(Guard(Some(hold)));
+        drop(Guard::new(hold));
         assert_eq!(runs.get(), 0);
     }
 

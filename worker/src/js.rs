@@ -122,11 +122,18 @@ extern "C" {
     #[wasm_bindgen(catch)]
     pub fn within(promise: &Promise, ms: f64, late: &JsValue) -> Result<Promise, JsValue>;
 
-    /// `{ body, cut }`: `body` passed through while it brings no more than `length` bytes,
-    /// ended only once it brought exactly that many, else errored; `cut()` is `"longer"` or
-    /// `"shorter"` once it contradicted `length`, else `""`.
+    /// `body` passed through while it brings no more than `length` bytes, ended only once
+    /// it brought exactly that many, else errored.
     #[wasm_bindgen(catch, js_name = exactLength)]
-    pub fn exact_length(body: &web_sys::ReadableStream, length: f64) -> Result<JsValue, JsValue>;
+    pub fn exact_length(body: &web_sys::ReadableStream, length: f64) -> Result<ExactLength, JsValue>;
+
+    /// What `exactLength` gives: the checked body, and what became of it.
+    pub type ExactLength;
+    #[wasm_bindgen(method, getter)]
+    pub fn body(this: &ExactLength) -> web_sys::ReadableStream;
+    /// `"longer"` or `"shorter"` once the body contradicted its length, else `""`.
+    #[wasm_bindgen(method)]
+    pub fn cut(this: &ExactLength) -> String;
 
     /// `body` passed through while `charge(chunk size)` is true, then errored.
     #[wasm_bindgen(catch)]

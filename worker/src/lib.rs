@@ -246,7 +246,7 @@ async fn serve(
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
-    let admitted = Admitted { request, env, ctx, config: &config, url: &url, facts: &facts, source, declared };
+    let admitted = Admitted { request, env, ctx, config: &config, setup, url: &url, facts: &facts, source, declared };
     admitted.forward(checked, &header, handler, now).await
 }
 
@@ -256,7 +256,9 @@ struct Admitted<'a> {
     request: &'a Request,
     env: &'a Env,
     ctx: &'a JsValue,
+    /// The configuration in force (the body checks keep it), and its setup.
     config: &'a config::Config,
+    setup: &'a Setup,
     url: &'a Url,
     facts: &'a RequestFacts<'a>,
     /// The source its body bytes are counted under.
@@ -266,10 +268,6 @@ struct Admitted<'a> {
 }
 
 impl Admitted<'_> {
-    fn setup(&self) -> Result<&Setup, JsValue> {
-        self.config.as_ref().as_ref().map_err(|problems| JsValue::from_str(problems))
-    }
-
     /// Charge the tenant, take the upstream slot and send the request on; everything it
     /// holds is a hold of its [`Scope`], given back however this ends.
     async fn forward(
@@ -279,7 +277,7 @@ impl Admitted<'_> {
         handler: Option<&js_sys::Function>,
         now: Instant,
     ) -> Result<Response, Failure> {
-        let (request, setup) = (self.request, self.setup()?);
+        let (request, setup) = (self.request, self.setup);
         let scope = Scope::of(request);
         // The tenant is charged after the rules: a request they refuse spends none of its
         // quota. Its place in flight is held until the origin has answered.
@@ -312,7 +310,7 @@ impl Admitted<'_> {
         let framed = handler.is_none() && self.declared.is_some();
         let check = (has_body && counts_bytes && !framed && !is_bodiless(&request.method()))
             .then(|| preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared));
-        let response = self.send(setup, check.as_ref(), handler).await;
+        let response = self.send(check.as_ref(), handler).await;
         // An upload cut as it streamed is answered as such, whatever came back.
         if let Some(why) = check.as_ref().and_then(preread::BodyCheck::cut) {
             return Ok(cut_refusal(request, why, self.facts.identity));
@@ -349,18 +347,17 @@ impl Admitted<'_> {
     #[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
     async fn send(
         &self,
-        setup: &Setup,
         check: Option<&preread::BodyCheck>,
         handler: Option<&js_sys::Function>,
     ) -> Result<Response, Failure> {
-        let (request, facts) = (self.request, self.facts);
+        let (request, facts, setup) = (self.request, self.facts, self.setup);
         if let Some(handler) = handler {
             return to_handler(request, handler, check).await;
         }
         Ok(match &setup.origin {
             Origin::Url { origin, base_path } => {
                 let rules_read = setup.rules.headers_read();
-                proxy::to_origin(request, self.url, (origin, base_path), facts.identity, &rules_read, check).await?
+                proxy::to_origin(request, self.url, (origin, base_path), facts.identity, rules_read, check).await?
             }
             #[cfg(feature = "dev-origin")]
             Origin::Dev => dev::serve(request, self.env, self.url, facts).await?,

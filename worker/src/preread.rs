@@ -134,8 +134,8 @@ pub enum Cut {
 /// that many bytes; one that did not is charged to its source's bytes as it streams. Either
 /// way a body that fails its check is cut: the upload made of it is aborted.
 pub enum BodyCheck {
-    /// Exactly `length` bytes; what the stream did is kept in `state` (see `js::exact_length`).
-    Exact { length: u64, state: RefCell<JsValue> },
+    /// Exactly `length` bytes; the stream that checks them, once the body is under way.
+    Exact { length: u64, checked: RefCell<Option<js::ExactLength>> },
     /// Each chunk charged to the source by `charge`; `over` once it was refused.
     Charged { charge: JsValue, over: Rc<Cell<bool>> },
 }
@@ -144,7 +144,7 @@ impl BodyCheck {
     /// The check of a body of `declared` length from `source`.
     pub fn new(config: &Config, source: String, declared: Option<u64>) -> Self {
         if let Some(length) = declared {
-            return BodyCheck::Exact { length, state: RefCell::new(JsValue::UNDEFINED) };
+            return BodyCheck::Exact { length, checked: RefCell::new(None) };
         }
         let over = Rc::new(Cell::new(false));
         let (config, refused) = (Rc::clone(config), Rc::clone(&over));
@@ -162,11 +162,11 @@ impl BodyCheck {
     /// When the stream cannot be made.
     pub fn apply(&self, body: &web_sys::ReadableStream) -> Result<JsValue, JsValue> {
         match self {
-            BodyCheck::Exact { length, state } => {
-                let checked = js::exact_length(body, *length as f64)?;
-                let stream = js_sys::Reflect::get(&checked, &"body".into())?;
-                *state.borrow_mut() = checked;
-                Ok(stream)
+            BodyCheck::Exact { length, checked } => {
+                let exact = js::exact_length(body, *length as f64)?;
+                let stream = exact.body();
+                *checked.borrow_mut() = Some(exact);
+                Ok(stream.into())
             }
             BodyCheck::Charged { charge, .. } => js::charged(body, charge).map(Into::into),
         }
@@ -175,9 +175,8 @@ impl BodyCheck {
     /// Why the body was cut, if it was.
     pub fn cut(&self) -> Option<Cut> {
         match self {
-            BodyCheck::Exact { length, state } => {
-                let cut = js_sys::Reflect::get(&state.borrow(), &"cut".into()).ok()?;
-                let why = cut.dyn_into::<js_sys::Function>().ok()?.call0(&JsValue::NULL).ok()?.as_string()?;
+            BodyCheck::Exact { length, checked } => {
+                let why = checked.borrow().as_ref()?.cut();
                 match why.as_str() {
                     "longer" => Some(Cut::Length(LengthError::Longer { declared: *length })),
                     "shorter" => Some(Cut::Length(LengthError::Shorter { declared: *length })),

@@ -17,7 +17,7 @@ pub async fn to_origin(
     url: &Url,
     (origin, base_path): (&str, &str),
     client: Option<Identity>,
-    rules_read: &[&str],
+    rules_read: &[String],
     check: Option<&BodyCheck>,
 ) -> Result<Response, JsValue> {
     let target = upstream_url(origin, base_path, &format!("{}{}", url.pathname(), url.search()));
@@ -54,7 +54,7 @@ fn upstream_headers(
     request: &Request,
     url: &Url,
     client: Option<Identity>,
-    rules_read: &[&str],
+    rules_read: &[String],
 ) -> Result<Headers, JsValue> {
     let received = request.headers();
     let header = |name: &str| received.get(name).ok().flatten();
