@@ -112,6 +112,21 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.deleteOverride(tenant);
     }
 
+    /** RPC from the Worker: a permit of egress `provider`, `[permit, mirror]`, or 0 (busy). */
+    acquirePermit(provider, weight, avoid, waitMs) {
+      return this.counter.acquirePermit(provider, weight, avoid, waitMs);
+    }
+
+    /** RPC: keep egress `permit` another lease; false when it already ended. */
+    renewPermit(provider, permit) {
+      return this.counter.renewPermit(provider, permit);
+    }
+
+    /** RPC: give egress `permit` back (`failed`: its mirror failed); false if not held. */
+    releasePermit(provider, permit, failed) {
+      return this.counter.releasePermit(provider, permit, failed);
+    }
+
     /** RPC: give `lease` back. */
     releaseSlot(upstream, lease) {
       return this.counter.releaseSlot(upstream, lease);

@@ -80,6 +80,7 @@ function startFailure(err) {
  * @param {"dev"|"deploy"} [options.build] which build to run (default "dev", see above)
  * @param {object} [options.tenantKeys]   → secret SLUICEGATE_TENANT_KEYS: API key SHA-256 (hex) → tenant
  * @param {string} [options.adminToken]   → secret SLUICEGATE_ADMIN_TOKEN: turns the admin API on
+ * @param {string} [options.egressToken]  → secret SLUICEGATE_EGRESS_TOKEN: turns the egress routes on
  * @param {string} [options.main]         a Worker module of one's own (a path) in place of the edge's
  *                                         entry, exporting its RateLimiter class; needs the deploy build
  * @param {object} [options.vars]         more env bindings (name → string), e.g. for `main`
@@ -113,6 +114,7 @@ export async function startEdge({
   faults,
   tenantKeys,
   adminToken,
+  egressToken,
   main,
   vars,
   binding = "RATE_LIMITER",
@@ -146,6 +148,9 @@ export async function startEdge({
   }
   if (adminToken) {
     bindings.SLUICEGATE_ADMIN_TOKEN = String(adminToken);
+  }
+  if (egressToken) {
+    bindings.SLUICEGATE_EGRESS_TOKEN = String(egressToken);
   }
   if (tenantKeys) {
     bindings.SLUICEGATE_TENANT_KEYS = JSON.stringify(tenantKeys);

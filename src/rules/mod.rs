@@ -20,8 +20,8 @@ mod path;
 pub(crate) use parse::{brief, strict_json};
 
 pub use parse::{
-    RuleError, DEFAULT_CAPABILITIES_PATH, MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES, MAX_PATH_BYTES, MAX_RESPONSE_BYTES,
-    MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS,
+    RuleError, DEFAULT_CAPABILITIES_PATH, DEFAULT_EGRESS_PREFIX, MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES,
+    MAX_PATH_BYTES, MAX_PROVIDERS, MAX_RESPONSE_BYTES, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS,
 };
 pub use path::{normalise_path, PathError};
 
@@ -46,6 +46,7 @@ pub struct RuleSet {
     pre_read: PreRead,
     tenants: Option<crate::tenants::Tenants>,
     headers_read: Vec<String>,
+    egress: Option<crate::egress::Egress>,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
@@ -498,6 +499,11 @@ impl RuleSet {
     /// The tenant quotas, if the file has them.
     pub fn tenants(&self) -> Option<&crate::tenants::Tenants> {
         self.tenants.as_ref()
+    }
+
+    /// The providers the app calls through the edge, if the file has them.
+    pub fn egress(&self) -> Option<&crate::egress::Egress> {
+        self.egress.as_ref()
     }
 
     /// The (normalised) path of the capabilities answer, unless it is turned off.

@@ -1,5 +1,9 @@
 //! Validation of a rules file: JSON in, a [`RuleSet`] or every problem out.
 
+mod egress;
+
+pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
+
 use super::{
     normalise_path, Algorithm, Characteristic, Match, PathMatch, PreRead, Response, Rule, RuleSet, Scope, Source,
     StoreFailure, Upstream,
@@ -33,7 +37,7 @@ impl fmt::Display for RuleError {
             Some(item) if item.starts_with("upstreams[") => {
                 write!(f, "upstream {}: field \"{}\": {}", item, self.field, self.message)
             }
-            Some(item) if item.starts_with("pre_read") || item == "tenants" => {
+            Some(item) if item.starts_with("pre_read") || item == "tenants" || item.starts_with("egress") => {
                 write!(f, "{}: field \"{}\": {}", item, self.field, self.message)
             }
             Some(rule) => write!(f, "rule {}: field \"{}\": {}", rule, self.field, self.message),
@@ -72,7 +76,7 @@ const UPSTREAM_FIELDS: &[&str] =
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
-const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read", "tenants"];
+const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress"];
 
 /// The most named sources `pre_read` may hold.
 pub const MAX_SOURCES: usize = 64;
@@ -142,6 +146,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     let pre_read = pre_read(root.get("pre_read"), &mut errors);
     let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
+    let egress = root.get("egress").and_then(|e| egress::egress(e, &mut errors));
     let mut rules = Vec::with_capacity(list.len());
     // The ids seen so far, valid rule or not: a repeated id is reported beside any other problem.
     let mut ids = Vec::with_capacity(list.len());
@@ -159,7 +164,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     if errors.list.is_empty() {
         let headers_read = super::headers_read(&rules, tenants.as_ref());
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read })
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress })
     } else {
         Err(errors.list)
     }

@@ -91,6 +91,28 @@ export function keepLease(stub, upstream, lease, leaseMs, ctx) {
   return release;
 }
 
+/**
+ * Hold a fleet egress `permit` of `provider` (from `stub.acquirePermit`): renew it every
+ * third of `leaseMs` until the returned `release(failed)` is called, which gives it back
+ * (`failed`: its mirror failed). The release outlives the response through `ctx.waitUntil`.
+ */
+export function keepPermit(stub, provider, permit, leaseMs, ctx) {
+  const renewal = setInterval(() => {
+    Promise.resolve(stub.renewPermit(provider, permit)).catch(() => {});
+  }, Math.max(100, leaseMs / 3));
+  let released = false;
+  const release = (failed) => {
+    if (released) return;
+    released = true;
+    heldLeases.delete(release);
+    clearInterval(renewal);
+    const done = Promise.resolve(stub.releasePermit(provider, permit, failed === true)).catch(() => {});
+    ctx?.waitUntil?.(done);
+  };
+  heldLeases.add(release);
+  return release;
+}
+
 /** Listeners of `panicked` (see `onPanic`). */
 const panicListeners = new Set();
 

@@ -8,7 +8,7 @@ use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
 use sluicegate::tenants::{Override, Overrides, TenantBuckets, TenantLimit};
-use sluicegate::time::Instant;
+use sluicegate::time::{Instant, Span};
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 
@@ -27,6 +27,8 @@ pub struct Counter {
     kv: Option<js::SyncKv>,
     /// The fleet-wide upstream budgets this object keeps (one upstream per object).
     fleet: fleet::Shared,
+    /// The fleet-wide egress budgets this object keeps (one provider per object).
+    egress: crate::egress::Shared,
     /// Tenant buckets (one tenant per object, per colo or for the fleet), with the limit
     /// (as JSON) they are of.
     tenants: HashMap<String, (String, TenantBuckets)>,
@@ -65,6 +67,7 @@ impl Counter {
             limiters: HashMap::new(),
             kv,
             fleet: fleet::Shared::default(),
+            egress: crate::egress::Shared::default(),
             tenants: HashMap::new(),
             overrides: None,
             env,
@@ -164,6 +167,61 @@ impl Counter {
         Ok(())
     }
 
+    /// A leased permit of fleet egress `provider` for a call of `weight` thousandths at a
+    /// mirror not in `avoid`: `[permit, mirror]`, or 0 when none started within `wait_ms`
+    /// (or it can never start). The promise holds no borrow of this object.
+    ///
+    /// # Errors
+    /// When `provider` is not a fleet egress provider of the rules in force.
+    #[wasm_bindgen(js_name = acquirePermit)]
+    pub fn acquire_permit(
+        &self,
+        provider: &str,
+        weight: f64,
+        avoid: f64,
+        wait_ms: f64,
+    ) -> Result<js_sys::Promise, JsError> {
+        let p = self.fleet_provider(provider)?;
+        let gates = self.egress.clone();
+        let deadline = now() + Span::from_millis(wait_ms.clamp(0.0, 600_000.0) as u64);
+        let future = async move {
+            use sluicegate::egress::gate::Ask;
+            let lease = Some(p.lease);
+            let grant = match crate::egress::ask(&gates, &p, weight as u64, avoid as u32, lease) {
+                Ask::Granted(grant) => Some(grant),
+                Ask::Refused(_) => None,
+                Ask::Queued(ticket) => crate::egress::wait(&gates, &p, ticket, deadline).await?,
+            };
+            Ok(match grant {
+                Some(g) => {
+                    js_sys::Array::of2(&JsValue::from_f64(g.permit as f64), &JsValue::from_f64(g.mirror as f64)).into()
+                }
+                None => JsValue::from_f64(0.0),
+            })
+        };
+        Ok(wasm_bindgen_futures::future_to_promise(future))
+    }
+
+    /// Keep egress `permit` another lease; `false` when it already ended.
+    ///
+    /// # Errors
+    /// When `provider` is not a fleet egress provider of the rules in force.
+    #[wasm_bindgen(js_name = renewPermit)]
+    pub fn renew_permit(&self, provider: &str, permit: f64) -> Result<bool, JsError> {
+        let p = self.fleet_provider(provider)?;
+        Ok(crate::egress::renew(&self.egress, &p, permit as u64))
+    }
+
+    /// Give egress `permit` back (`failed`: its mirror failed); `false` when it was not held.
+    ///
+    /// # Errors
+    /// When `provider` is not a fleet egress provider of the rules in force.
+    #[wasm_bindgen(js_name = releasePermit)]
+    pub fn release_permit(&self, provider: &str, permit: f64, failed: bool) -> Result<bool, JsError> {
+        let p = self.fleet_provider(provider)?;
+        Ok(crate::egress::finish(&self.egress, &p, permit as u64, failed))
+    }
+
     /// Count one request of `key` under rule `rule_id`, at this object's clock:
     /// `[allowed (1 or 0), remaining, wait_ms]`, where `wait_ms` is the reset for an allow
     /// and the retry-after for a refusal.
@@ -255,6 +313,16 @@ impl Counter {
             .find(|u| u.id == upstream && u.scope == Scope::Fleet)
             .cloned()
             .ok_or_else(|| JsError::new(&format!("no fleet upstream budget \"{upstream}\"")))
+    }
+
+    fn fleet_provider(&self, provider: &str) -> Result<sluicegate::egress::Provider, JsError> {
+        let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
+        setup
+            .rules
+            .egress()
+            .and_then(|e| e.providers.iter().find(|p| p.id == provider && p.scope == Scope::Fleet))
+            .cloned()
+            .ok_or_else(|| JsError::new(&format!("no fleet egress provider \"{provider}\"")))
     }
 
     /// The end of the block stored for `key`, if it is stored and readable.

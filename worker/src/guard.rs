@@ -83,6 +83,11 @@ impl Guard {
         Guard { hold, handed: false }
     }
 
+    /// A guard of its own, in no request's scope (work that outlives the request).
+    pub fn detached(release: impl FnOnce() + 'static) -> Self {
+        Guard::new(Hold::new(release))
+    }
+
     /// The hold this guard owns.
     pub fn hold(&self) -> &Hold {
         &self.hold

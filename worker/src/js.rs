@@ -17,6 +17,8 @@ extern "C" {
     pub fn tenant_keys(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = SLUICEGATE_ADMIN_TOKEN)]
     pub fn admin_token(this: &Env) -> JsValue;
+    #[wasm_bindgen(method, getter, js_name = SLUICEGATE_EGRESS_TOKEN)]
+    pub fn egress_token(this: &Env) -> JsValue;
     #[wasm_bindgen(method, getter, js_name = SLUICEGATE_LOG_KEY)]
     pub fn log_key(this: &Env) -> JsValue;
     #[cfg(feature = "dev-origin")]
@@ -36,6 +38,16 @@ extern "C" {
     pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = acquireSlot)]
     pub fn acquire_slot(this: &Stub, upstream: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = acquirePermit)]
+    pub fn acquire_permit(
+        this: &Stub,
+        provider: &str,
+        weight: f64,
+        avoid: f64,
+        wait_ms: f64,
+    ) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = releasePermit)]
+    pub fn release_permit(this: &Stub, provider: &str, permit: f64, failed: bool) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = chargeTenant)]
     pub fn charge_tenant(
         this: &Stub,
@@ -163,6 +175,17 @@ extern "C" {
     /// Call `listener` whenever the module panics (it outlives the module's instance).
     #[wasm_bindgen(js_name = onPanic)]
     pub fn on_panic(listener: &js_sys::Function);
+
+    /// Renew a fleet egress permit until the returned function is called (with whether its
+    /// call failed), which gives it back.
+    #[wasm_bindgen(catch, js_name = keepPermit)]
+    pub fn keep_permit(
+        stub: &Stub,
+        provider: &str,
+        permit: f64,
+        lease_ms: f64,
+        ctx: &JsValue,
+    ) -> Result<js_sys::Function, JsValue>;
 
     /// Renew a fleet lease until the returned function is called, which releases it.
     #[wasm_bindgen(catch, js_name = keepLease)]

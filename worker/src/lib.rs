@@ -19,6 +19,7 @@ mod config;
 mod counter;
 #[cfg(feature = "dev-origin")]
 mod dev;
+mod egress;
 mod fleet;
 mod guard;
 mod js;
@@ -235,6 +236,10 @@ async fn serve(
     }
     // The admin API of tenant limits (only when its token is set).
     if let Some(answer) = admin::serve(request, env, setup, &path, identity).await? {
+        return Ok(answer);
+    }
+    // The app's calls to its providers (only when the egress token is set).
+    if let Some(answer) = egress::serve(request, env, ctx, setup, &path, &url).await? {
         return Ok(answer);
     }
     // The edge's own answer, cheap and cacheable: not counted, so reading the limits never
