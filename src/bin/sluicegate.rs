@@ -66,6 +66,28 @@ fn check_rules(file: &str) -> ExitCode {
                     upstream.max_wait.as_millis_ceil()
                 );
             }
+            for (prefix, p) in set.egress().iter().flat_map(|e| e.providers.iter().map(|p| (&e.prefix, p))) {
+                let mut limits =
+                    vec![format!("{} in flight per mirror ({} mirror(s))", p.max_in_flight, p.mirrors.len())];
+                if !p.min_interval.is_zero() {
+                    limits.push(format!("starts {} ms apart", p.min_interval.as_millis_ceil()));
+                }
+                if let Some(w) = p.weight_per_minute {
+                    limits.push(format!("{w} weighted calls per rolling minute"));
+                }
+                if let Some(c) = p.cache {
+                    let how = if c.refresh_behind { "refreshed behind" } else { "refreshed ahead" };
+                    limits.push(format!("cached {} s, {how}", c.ttl.as_secs_ceil()));
+                }
+                println!(
+                    "  egress {}: {prefix}{}/…: {}, per {}, waiting up to {} ms",
+                    p.id,
+                    p.id,
+                    limits.join(", "),
+                    p.scope.name(),
+                    p.max_wait.as_millis_ceil()
+                );
+            }
             match set.capabilities_path() {
                 Some(path) => println!("  capabilities: GET {path}"),
                 None => println!("  capabilities: off"),

@@ -732,6 +732,8 @@ mod capabilities {
         upstreams: Vec<UpstreamEntry<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         pre_read: Option<PreReadEntry>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        egress: Vec<ProviderEntry<'a>>,
         /// Fail-open decisions per rule since this isolate started.
         degraded: Vec<Degraded<'a>>,
     }
@@ -766,6 +768,29 @@ mod capabilities {
         matches: MatchEntry<'a>,
         max_in_flight: u32,
         max_wait_s: f64,
+        scope: &'static str,
+    }
+
+    /// An egress provider's budget (its mirrors' addresses are the app's business: counted,
+    /// not listed).
+    #[derive(Serialize)]
+    struct ProviderEntry<'a> {
+        id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<&'a str>,
+        mirrors: usize,
+        max_in_flight_per_mirror: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_interval_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        weight: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        weight_per_minute: Option<u32>,
+        max_wait_s: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_ttl_s: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_refresh: Option<&'static str>,
         scope: &'static str,
     }
 
@@ -896,7 +921,26 @@ mod capabilities {
                 node: pre.node.as_ref().map(bucket),
                 source_bytes_per_second: pre.source_bytes_per_second,
             });
-            serde_json::to_string(&Answer { rules, upstreams, pre_read, degraded }).unwrap_or_default()
+            let egress = self
+                .egress
+                .iter()
+                .flat_map(|e| e.providers.iter())
+                .filter(|p| p.public)
+                .map(|p| ProviderEntry {
+                    id: &p.id,
+                    description: p.description.as_deref(),
+                    mirrors: p.mirrors.len(),
+                    max_in_flight_per_mirror: p.max_in_flight,
+                    min_interval_ms: (!p.min_interval.is_zero()).then(|| p.min_interval.as_millis_ceil()),
+                    weight: p.weight.map(crate::egress::Weigh::name),
+                    weight_per_minute: p.weight_per_minute,
+                    max_wait_s: p.max_wait.as_nanos() as f64 / 1e9,
+                    cache_ttl_s: p.cache.map(|c| c.ttl.as_secs_ceil()),
+                    cache_refresh: p.cache.map(|c| if c.refresh_behind { "behind" } else { "ahead" }),
+                    scope: p.scope.name(),
+                })
+                .collect();
+            serde_json::to_string(&Answer { rules, upstreams, pre_read, egress, degraded }).unwrap_or_default()
         }
     }
 }

@@ -833,3 +833,75 @@ fn every_other_string_of_a_rules_file_has_a_bound_named_by_its_field() {
     assert_eq!(fields_of(&limits), [(None, "tenants.limits".into())]);
     assert_eq!(fields_of(&key_tenants(&alloc::format!(r#""{HASH}":"{tenant}""#))), [(None, "tenants.keys".into())]);
 }
+
+fn egress_file(providers: &str) -> String {
+    alloc::format!(r#"{{"rules":[],"egress":{{"providers":[{providers}]}}}}"#)
+}
+
+#[test]
+fn an_egress_section_reads_every_provider_field_with_the_seed_defaults() {
+    let set = RuleSet::from_json(&egress_file(
+        r#"{"id":"overpass","mirrors":["https://overpass-api.de/api/","https://overpass.kumi.systems/api"],"max_in_flight":2},
+           {"id":"weather","mirrors":"https://api.open-meteo.com/v1/","max_in_flight":4,"weight":"open-meteo",
+            "weight_per_minute":550,"cache":{"ttl_s":900},"scope":"fleet","lease":90},
+           {"id":"nominatim","mirrors":["https://nominatim.openstreetmap.org/"],"max_in_flight":1,
+            "min_interval_ms":3500,"user_agent":"app/1.0 (ops@example.com)","max_wait":10},
+           {"id":"wildfires","mirrors":["https://services3.arcgis.com/x/"],"max_in_flight":1,
+            "cache":{"ttl_s":600,"refresh":"behind","retry_after_failure_s":60}}"#,
+    ))
+    .unwrap();
+    let egress = set.egress().unwrap();
+    assert_eq!(egress.prefix, "/egress/");
+    let [overpass, weather, nominatim, wildfires] = &egress.providers[..] else { panic!("four providers") };
+    assert_eq!(overpass.mirrors[1].url(), "https://overpass.kumi.systems/api/");
+    assert_eq!(overpass.max_wait, Span::from_secs(30), "UPSTREAM_BUDGET_WAIT_S");
+    assert_eq!((overpass.min_interval, overpass.weight, overpass.cache), (Span::ZERO, None, None));
+    assert_eq!(overpass.retry_after_failure, Span::from_secs(60));
+    assert_eq!((weather.weight, weather.weight_per_minute), (Some(crate::egress::Weigh::OpenMeteo), Some(550)));
+    assert_eq!((weather.scope, weather.lease), (Scope::Fleet, Span::from_secs(90)));
+    let cache = weather.cache.unwrap();
+    assert_eq!((cache.ttl, cache.refresh_behind, cache.stale_if_error), (Span::from_secs(900), false, false));
+    assert_eq!(nominatim.min_interval, Span::from_millis(3_500));
+    assert_eq!(nominatim.user_agent.as_deref(), Some("app/1.0 (ops@example.com)"));
+    assert_eq!(nominatim.max_wait, Span::from_secs(10));
+    assert!(wildfires.cache.unwrap().refresh_behind);
+    let caps = set.capabilities_json(|_| 0);
+    assert!(caps.contains(r#""id":"weather""#) && caps.contains(r#""weight_per_minute":550"#), "{caps}");
+    assert!(!caps.contains("open-meteo.com"), "mirror addresses are not published: {caps}");
+}
+
+#[test]
+fn egress_problems_name_the_provider_and_the_field() {
+    let cases: &[(&str, &str)] = &[
+        (r#"{"id":"a","max_in_flight":1}"#, "\"mirrors\""),
+        (r#"{"id":"a","mirrors":["ftp://x.example/"],"max_in_flight":1}"#, "mirrors[0]"),
+        (r#"{"id":"a","mirrors":["https://u@x.example/"],"max_in_flight":1}"#, "user name"),
+        (r#"{"id":"a","mirrors":["https://x.example/","https://X.example"],"max_in_flight":1}"#, "listed twice"),
+        (r#"{"id":"a","mirrors":["https://x.example/"]}"#, "\"max_in_flight\""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"open-meteo"}"#, "weight_per_minute"),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"bytes","weight_per_minute":5}"#,
+            "\"weight\"",
+        ),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"max_wait":301}"#, "\"max_wait\""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"user_agent":"bad\nua"}"#, "user_agent"),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{}}"#, "cache.ttl_s"),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{"ttl_s":1,"refresh":"now"}}"#,
+            "cache.refresh",
+        ),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"colour":1}"#, "\"colour\""),
+        (r#"{"id":"permit","mirrors":["https://x.example/"],"max_in_flight":1}"#, "permit route"),
+    ];
+    for (provider, expected) in cases {
+        let errors = errors_of(&egress_file(provider)).join("\n");
+        assert!(errors.contains("egress.providers[0]"), "{provider}: {errors}");
+        assert!(errors.contains(expected), "{provider}: expected {expected} in {errors}");
+    }
+    let twice = errors_of(&egress_file(
+        r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1},{"id":"A","mirrors":["https://y.example/"],"max_in_flight":1}"#,
+    ));
+    assert!(twice.join("\n").contains("ignoring ASCII case"), "{twice:?}");
+    let prefix = errors_of(r#"{"rules":[],"egress":{"prefix":"/a/../b/","providers":[]}}"#);
+    assert!(prefix.join("\n").contains("\"prefix\""), "{prefix:?}");
+}

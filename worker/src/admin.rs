@@ -37,15 +37,8 @@ pub async fn serve(
 ) -> Result<Option<Response>, JsValue> {
     let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let Some(route) = route(path) else { return Ok(None) };
-    let authorised = request
-        .headers()
-        .get("authorization")?
-        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
-        .is_some_and(|given| same_secret(&given, &token));
-    if !authorised {
-        let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
-        response.headers().set("www-authenticate", "Bearer")?;
-        return Ok(Some(response));
+    if let Some(refusal) = unauthorised(request, &token)? {
+        return Ok(Some(refusal));
     }
     let Some(tenants) = setup.rules.tenants() else {
         return Ok(Some(not_found("This edge has no tenants section in its rules.")));
@@ -64,6 +57,25 @@ pub async fn serve(
         (Route::Unknown, _) => not_found("Not an admin route."),
     };
     Ok(Some(answer))
+}
+
+/// A bare `401` unless `request` carries `Authorization: Bearer <token>` (compared in
+/// constant time).
+///
+/// # Errors
+/// When the headers cannot be read.
+pub fn unauthorised(request: &Request, token: &str) -> Result<Option<Response>, JsValue> {
+    let authorised = request
+        .headers()
+        .get("authorization")?
+        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
+        .is_some_and(|given| same_secret(&given, token));
+    if authorised {
+        return Ok(None);
+    }
+    let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
+    response.headers().set("www-authenticate", "Bearer")?;
+    Ok(Some(response))
 }
 
 #[derive(Debug, PartialEq)]

@@ -25,7 +25,6 @@ use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
 use sluicegate::egress::{self as rules, Provider, Route, Weigh};
 use sluicegate::headers;
 use sluicegate::rules::Scope as BudgetScope;
-use sluicegate::tenants::same_secret;
 use sluicegate::time::{Instant, Span};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -244,11 +243,7 @@ async fn start(
     if p.scope == BudgetScope::Fleet {
         match start_fleet(p, env, ctx, weight, avoid, deadline, scope).await {
             Ok(taken) => return Ok(taken),
-            Err(error) => log_error(&format!(
-                "{{\"sluicegate\":\"store-failure\",\"provider\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
-                json_string(&p.id),
-                json_string(&describe(&error))
-            )),
+            Err(error) => store_failure(p, &error),
         }
     }
     let gates = here();
@@ -287,6 +282,15 @@ async fn start(
     Ok(Taken::Permit(Permit { grant, failed, guard: waiting }))
 }
 
+/// The provider's Durable Object failed: this isolate's count stands in, logged.
+fn store_failure(p: &Provider, error: &JsValue) {
+    log_error(&format!(
+        "{{\"sluicegate\":\"store-failure\",\"provider\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
+        json_string(&p.id),
+        json_string(&describe(error))
+    ));
+}
+
 fn stub_of(p: &Provider, env: &Env) -> Result<js::Stub, JsValue> {
     let namespace = js::rate_limiter(env)?;
     namespace.get(&namespace.id_from_name(&format!("egress\u{1f}{}", p.id))?)
@@ -304,16 +308,9 @@ async fn start_fleet(
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
     let stub = stub_of(p, env)?;
-    let wait_ms = (deadline - now()).as_millis_ceil() as f64;
-    let call = js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, f64::from(avoid), wait_ms)?);
-    // The object answers within the wait; past that and a margin, it is not answering.
-    let got = JsFuture::from(js::within(&call, wait_ms + 1_000.0, &JsValue::UNDEFINED)?).await?;
-    if got.is_undefined() {
-        return Err(JsValue::from_str("the provider's object did not answer in time"));
-    }
-    let Some(pair) = got.dyn_ref::<js_sys::Array>() else { return Ok(Taken::Late) };
-    let permit = pair.get(0).as_f64().unwrap_or(0.0) as u64;
-    let mirror = pair.get(1).as_f64().unwrap_or(0.0) as usize;
+    let Some(Grant { permit, mirror }) = ask_fleet(&stub, p, weight, avoid, deadline).await? else {
+        return Ok(Taken::Late);
+    };
     let lease_ms = p.lease.as_millis_ceil() as f64;
     let give_back = js::keep_permit(&stub, &p.id, permit as f64, lease_ms, ctx)?;
     let failed = Rc::new(Cell::new(false));
@@ -343,15 +340,8 @@ pub async fn serve(
     let Some(token) = env.egress_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let method = request.method().to_ascii_uppercase();
     let Some(route) = egress.route(&method, path) else { return Ok(None) };
-    let authorised = request
-        .headers()
-        .get("authorization")?
-        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
-        .is_some_and(|given| same_secret(&given, &token));
-    if !authorised {
-        let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
-        response.headers().set("www-authenticate", "Bearer")?;
-        return Ok(Some(response));
+    if let Some(refusal) = crate::admin::unauthorised(request, &token)? {
+        return Ok(Some(refusal));
     }
     let named = match route {
         Route::Unknown => None,
@@ -461,11 +451,7 @@ async fn permit(request: &Request, env: &Env, ctx: &JsValue, p: &Provider) -> Re
         match permit_fleet(p, env, weight, deadline).await {
             Ok(got) => (got, true),
             Err(error) => {
-                log_error(&format!(
-                    "{{\"sluicegate\":\"store-failure\",\"provider\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
-                    json_string(&p.id),
-                    json_string(&describe(&error))
-                ));
+                store_failure(p, &error);
                 (permit_here(p, weight, deadline, &scope).await?, false)
             }
         }
@@ -531,19 +517,29 @@ async fn permit_fleet(
         return Ok(Err(Some(Refused::TooHeavy { weight, budget })));
     }
     let stub = stub_of(p, env)?;
-    let wait_ms = (deadline - now()).as_millis_ceil() as f64;
-    let call = js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, 0.0, wait_ms)?);
+    Ok(ask_fleet(&stub, p, weight, 0, deadline).await?.ok_or(None))
+}
+
+/// A leased permit from the provider's Durable Object, waiting there until `deadline`;
+/// `None` when none started in time.
+async fn ask_fleet(
+    stub: &js::Stub,
+    p: &Provider,
+    weight: u64,
+    avoid: u32,
+    deadline: Instant,
+) -> Result<Option<Grant>, JsValue> {
+    let wait_ms = deadline.saturating_since(now()).as_millis_ceil() as f64;
+    let call = js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, f64::from(avoid), wait_ms)?);
+    // The object answers within the wait; past that and a margin, it is not answering.
     let got = JsFuture::from(js::within(&call, wait_ms + 1_000.0, &JsValue::UNDEFINED)?).await?;
     if got.is_undefined() {
         return Err(JsValue::from_str("the provider's object did not answer in time"));
     }
-    Ok(match got.dyn_ref::<js_sys::Array>() {
-        Some(pair) => Ok(Grant {
-            permit: pair.get(0).as_f64().unwrap_or(0.0) as u64,
-            mirror: pair.get(1).as_f64().unwrap_or(0.0) as usize,
-        }),
-        None => Err(None),
-    })
+    Ok(got.dyn_ref::<js_sys::Array>().map(|pair| Grant {
+        permit: pair.get(0).as_f64().unwrap_or(0.0) as u64,
+        mirror: (pair.get(1).as_f64().unwrap_or(0.0) as usize).min(p.mirrors.len() - 1),
+    }))
 }
 
 /// What `POST …/permit` may send.
