@@ -16,6 +16,7 @@ pub mod admission;
 pub mod batch;
 pub mod budget;
 pub mod cache;
+pub mod egress;
 pub mod forward;
 pub mod headers;
 pub mod identity;

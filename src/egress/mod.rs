@@ -1,0 +1,2 @@
+//! Egress.
+pub mod cache;
