@@ -1,5 +1,6 @@
-//! What the Open-Meteo free tier charges and how it refuses: the weight of one call, the
-//! meaning of a 429 or 503, and when its clock-aligned windows reopen.
+//! What the Open-Meteo free tier charges and how it refuses: the weight of one call (from
+//! its shape or its query string), the meaning of a 429 or 503, and when its clock-aligned
+//! windows reopen.
 //!
 //! The free tier counts *weighted* calls per client IP: 600 a minute, 5,000 an hour and
 //! 10,000 a day, in fixed windows aligned to the clock (the minute counter is cleared every
@@ -10,6 +11,9 @@
 //! Nothing here reads a clock or does I/O: the caller passes the status, the body and `now`.
 
 use crate::time::{Instant, Span};
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// Weighted calls the free tier admits per minute.
@@ -199,6 +203,281 @@ pub fn weight_milli(query: &WeightQuery, mode: WeightMode) -> u64 {
     // milli = ceil(locations × per_location × 1000 / 140) = ceil(locations × per_location × 50 / 7)
     let numerator = u128::from(query.locations).saturating_mul(per_location).saturating_mul(50);
     u64::try_from(numerator.div_ceil(7)).unwrap_or(u64::MAX)
+}
+
+/// The parameters whose comma-separated names are a call's variables.
+const VARIABLE_PARAMETERS: [&str; 4] = ["hourly", "daily", "current", "minutely_15"];
+
+/// Why [`query_weight_milli`] could not price a query string: the parameter, and what was
+/// wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QueryWeightError {
+    /// A parameter the weight needs is absent or empty (`latitude`).
+    Missing {
+        /// The parameter.
+        parameter: &'static str,
+    },
+    /// One of `start_date` and `end_date` without the other.
+    Unpaired {
+        /// The one given.
+        given: &'static str,
+        /// The one missing.
+        missing: &'static str,
+    },
+    /// `forecast_days` or `past_days` together with `start_date`/`end_date`.
+    Conflict {
+        /// The parameter that conflicts with the dates.
+        parameter: &'static str,
+    },
+    /// A value the parameter does not take.
+    Invalid {
+        /// The parameter.
+        parameter: &'static str,
+        /// What it takes.
+        expected: &'static str,
+        /// What it got (decoded, trimmed, cut after 40 characters).
+        got: String,
+    },
+}
+
+impl fmt::Display for QueryWeightError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryWeightError::Missing { parameter } => write!(f, "{parameter} is required"),
+            QueryWeightError::Unpaired { given, missing } => write!(f, "{given} is given without {missing}"),
+            QueryWeightError::Conflict { parameter } => {
+                write!(f, "{parameter} cannot be combined with start_date and end_date")
+            }
+            QueryWeightError::Invalid { parameter, expected, got } => {
+                write!(f, "{parameter} must be {expected}, got {got:?}")
+            }
+        }
+    }
+}
+
+/// The weight, in thousandths as [`weight_milli`] gives it, that the server charges
+/// ([`WeightMode::Server`]) for a forecast or air-quality call with the raw query string
+/// `query` (a leading `?` is skipped).
+///
+/// | weight input | from |
+/// |---|---|
+/// | locations | the items of `latitude` |
+/// | variables | the names in `hourly`, `daily`, `current` and `minutely_15` together |
+/// | models | the names in `models`; 1 without it |
+/// | days | `forecast_days` (0 to 16, default 7) + `past_days` (0 to 92, default 0), or the days from `start_date` to `end_date` inclusive |
+///
+/// A call with no variables at all weighs 1 per location, whatever its days (the server's
+/// `max(1, 0)`). Values are percent-decoded (`%2C` is a comma, `+` a space) and trimmed;
+/// empty list items are skipped; a parameter given twice counts once, as first given; a
+/// parameter given empty is taken as absent. Only what the weight depends on is checked:
+/// a call priced here may still be refused by the server (a longitude list of another
+/// length, a latitude out of range, more than [`MAX_LOCATIONS_PER_CALL`] locations or
+/// [`MAX_WEIGHT_PER_CALL`]: see [`WeightQuery::fits_one_call`]), an error which costs 1,
+/// never more than the weight given here.
+///
+/// # Errors
+/// The [`QueryWeightError`] naming the first parameter that is missing or wrong.
+///
+/// # Examples
+/// ```
+/// use sluicegate::openmeteo::query_weight_milli;
+/// let query = "latitude=52.52%2C48.85&longitude=13.41%2C2.35&hourly=temperature_2m,rain&forecast_days=16";
+/// assert_eq!(query_weight_milli(query), Ok(2_000));
+/// // 15 variables over 14 days: 1.5 per location.
+/// let heavy = "latitude=1&longitude=2&daily=a,b,c,d,e&hourly=f,g,h,i,j,k,l,m,n,o&past_days=7";
+/// assert_eq!(query_weight_milli(heavy), Ok(1_500));
+/// let wrong = query_weight_milli("latitude=1&longitude=2&forecast_days=abc").unwrap_err();
+/// assert_eq!(wrong.to_string(), r#"forecast_days must be a whole number from 0 to 16, got "abc""#);
+/// ```
+pub fn query_weight_milli(query: &str) -> Result<u64, QueryWeightError> {
+    let query = query.strip_prefix('?').unwrap_or(query);
+    let locations = query_locations(query)?;
+    let days = query_days(query)?;
+    let variables =
+        VARIABLE_PARAMETERS.iter().fold(0u32, |sum, name| sum.saturating_add(count_names(param(query, name))));
+    let models = count_names(param(query, "models")).max(1);
+    // No variables: max(1, 0 × …) = 1 per location, which is what 1 variable over 1 day weighs.
+    let (variables, days) = if variables == 0 { (1, 1) } else { (variables, days.max(1)) };
+    Ok(weight_milli(&WeightQuery { locations, days, variables, models }, WeightMode::Server))
+}
+
+/// The value of the first `name=…` pair of `query`, decoded; `None` when absent or blank.
+fn param<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
+    query
+        .split('&')
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+        .find(|(key, _)| percent_decode(key) == name)
+        .map(|(_, value)| percent_decode(value))
+        .filter(|value| !value.trim().is_empty())
+}
+
+/// `+` as a space and `%XX` as its byte; a `%` without two hex digits stays as it is.
+/// Borrows when there is nothing to decode.
+fn percent_decode(text: &str) -> Cow<'_, str> {
+    if !text.contains(['%', '+']) {
+        return Cow::Borrowed(text);
+    }
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let escaped = match (b, bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(high), Some(low)) => u8::try_from(high * 16 + low).ok(),
+            _ => None,
+        };
+        match (escaped, b) {
+            (Some(byte), _) => {
+                out.push(byte);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The non-empty items of a comma-separated list, trimmed.
+fn list_items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|item| !item.is_empty())
+}
+
+fn count_names(value: Option<Cow<'_, str>>) -> u32 {
+    value.map_or(0, |value| u32::try_from(list_items(&value).count()).unwrap_or(u32::MAX))
+}
+
+/// `text` trimmed and cut after 40 characters, for an error message.
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(40) {
+        Some((end, _)) => {
+            let mut clipped = String::from(&text[..end]);
+            clipped.push('…');
+            clipped
+        }
+        None => String::from(text),
+    }
+}
+
+/// The number of `latitude` items, each a decimal number.
+fn query_locations(query: &str) -> Result<u32, QueryWeightError> {
+    let value = param(query, "latitude").ok_or(QueryWeightError::Missing { parameter: "latitude" })?;
+    let mut count = 0u32;
+    for item in value.split(',') {
+        if !is_decimal(item.trim()) {
+            return Err(QueryWeightError::Invalid {
+                parameter: "latitude",
+                expected: "a comma-separated list of numbers",
+                got: clip(item),
+            });
+        }
+        count = count.saturating_add(1);
+    }
+    Ok(count)
+}
+
+/// `-12.5`, `52`, `.5`, `+1e2`: a sign, digits with at most one point, an exponent.
+fn is_decimal(text: &str) -> bool {
+    fn unsigned(part: &str) -> &str {
+        part.strip_prefix(['+', '-']).unwrap_or(part)
+    }
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, Some(unsigned(exponent))),
+        None => (text, None),
+    };
+    let mantissa = unsigned(mantissa);
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    digits(whole)
+        && digits(fraction)
+        && !(whole.is_empty() && fraction.is_empty())
+        && exponent.is_none_or(|e| !e.is_empty() && digits(e))
+}
+
+/// Days asked for: `forecast_days` + `past_days`, or `start_date` to `end_date` inclusive.
+fn query_days(query: &str) -> Result<u32, QueryWeightError> {
+    let (start, end) = (param(query, "start_date"), param(query, "end_date"));
+    if start.is_none() && end.is_none() {
+        let forecast = whole_number(query, "forecast_days", 7, 16, "a whole number from 0 to 16")?;
+        let past = whole_number(query, "past_days", 0, 92, "a whole number from 0 to 92")?;
+        return Ok(forecast + past);
+    }
+    if let Some(parameter) = ["forecast_days", "past_days"].into_iter().find(|name| param(query, name).is_some()) {
+        return Err(QueryWeightError::Conflict { parameter });
+    }
+    let (start, end) = match (start, end) {
+        (Some(start), Some(end)) => (start, end),
+        (Some(_), None) => return Err(QueryWeightError::Unpaired { given: "start_date", missing: "end_date" }),
+        (None, _) => return Err(QueryWeightError::Unpaired { given: "end_date", missing: "start_date" }),
+    };
+    let first = day_number(&start, "start_date")?;
+    let last = day_number(&end, "end_date")?;
+    if last < first {
+        let expected = "a date on or after start_date";
+        return Err(QueryWeightError::Invalid { parameter: "end_date", expected, got: clip(&end) });
+    }
+    Ok(last - first + 1)
+}
+
+/// `name` as a whole number from 0 to `max`, or `default` without it.
+fn whole_number(
+    query: &str,
+    parameter: &'static str,
+    default: u32,
+    max: u32,
+    expected: &'static str,
+) -> Result<u32, QueryWeightError> {
+    let Some(value) = param(query, parameter) else { return Ok(default) };
+    let text = value.trim();
+    match text.parse::<u32>() {
+        Ok(n) if n <= max && text.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(QueryWeightError::Invalid { parameter, expected, got: clip(text) }),
+    }
+}
+
+/// A `YYYY-MM-DD` date from 1940-01-01 to 2100-12-31, as days since 1940-01-01.
+fn day_number(value: &str, parameter: &'static str) -> Result<u32, QueryWeightError> {
+    let text = value.trim();
+    let invalid = || QueryWeightError::Invalid {
+        parameter,
+        expected: "a date YYYY-MM-DD from 1940-01-01 to 2100-12-31",
+        got: clip(text),
+    };
+    let field = |range: core::ops::Range<usize>| -> Option<u32> {
+        let part = text.get(range)?;
+        if part.bytes().all(|b| b.is_ascii_digit()) {
+            part.parse().ok()
+        } else {
+            None
+        }
+    };
+    let dashes = text.len() == 10 && text.get(4..5) == Some("-") && text.get(7..8) == Some("-");
+    let (Some(year), Some(month), Some(day), true) = (field(0..4), field(5..7), field(8..10), dashes) else {
+        return Err(invalid());
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1940..=2100).contains(&year) || !(1..=12).contains(&month) || !(1..=month_days).contains(&day) {
+        return Err(invalid());
+    }
+    // Days in the years since 1940 (469 leap years come before 1940), the months before
+    // this one, and this month.
+    let leap_days = (year - 1) / 4 - (year - 1) / 100 + (year - 1) / 400 - 469;
+    let before_month =
+        [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334][month as usize - 1] + u32::from(leap && month > 2);
+    Ok((year - 1940) * 365 + leap_days + before_month + day - 1)
 }
 
 /// Why the upstream refused a call, from its status and body.
@@ -397,6 +676,212 @@ mod tests {
         assert_eq!(weight_milli(&q(1, 28, 15), WeightMode::Server), 3_000);
         assert_eq!(weight_milli(&q(1, 7, 6).with_models(2).unwrap(), WeightMode::Server), 1_200);
         assert_eq!(weight_milli(&q(100, 7, 3), WeightMode::Server), 100_000);
+    }
+
+    /// `count` variable names, `a0,a1,…`.
+    fn names(count: usize) -> alloc::string::String {
+        (0..count).map(|i| alloc::format!("a{i}")).collect::<Vec<_>>().join(",")
+    }
+
+    #[test]
+    fn a_query_string_weighs_what_the_server_formula_gives() {
+        let ten = names(10);
+        assert_eq!(query_weight_milli(&alloc::format!("latitude=52.52&longitude=13.41&hourly={ten}")), Ok(1_000));
+        let fifty: Vec<_> = (0..50).map(|i| alloc::format!("{i}.5")).collect();
+        let fifty = fifty.join(",");
+        let query = alloc::format!("latitude={fifty}&longitude={fifty}&daily={ten}&forecast_days=16");
+        let expected = weight_milli(&q(50, 16, 10), WeightMode::Server);
+        assert_eq!(query_weight_milli(&query), Ok(expected));
+        // 50 × 10/10 × 16/14 = 57.142857… weighted calls, rounded up in thousandths.
+        assert_eq!(expected, 57_143);
+    }
+
+    #[test]
+    fn the_worked_weights_come_out_of_query_strings() {
+        let weigh = |query: &str| query_weight_milli(&alloc::format!("latitude=1&longitude=2&{query}"));
+        // 15 variables over 14 days: 1.5.
+        assert_eq!(weigh(&alloc::format!("daily={}&forecast_days=7&past_days=7", names(15))), Ok(1_500));
+        // 15 variables over 28 days: 3.0.
+        let dates = "start_date=2026-02-01&end_date=2026-02-28";
+        assert_eq!(weigh(&alloc::format!("hourly={}&{dates}", names(15))), Ok(3_000));
+        // 6 variables from 2 models over 7 days: 1.2.
+        assert_eq!(weigh(&alloc::format!("current={}&models=icon_seamless,gfs_seamless", names(6))), Ok(1_200));
+        // 5 variables over 28 days: 1.0 on the server (2.0 conservatively).
+        assert_eq!(weigh(&alloc::format!("daily={}&{dates}", names(5))), Ok(1_000));
+        assert_eq!(query_weight_milli(&alloc::format!("latitude={}&hourly=a,b,c", ["1"; 100].join(","))), Ok(100_000));
+    }
+
+    #[test]
+    fn variables_add_up_across_sections_and_models_multiply_them() {
+        let base = "latitude=1&longitude=2&forecast_days=14";
+        let weigh = |rest: &str| query_weight_milli(&alloc::format!("{base}&{rest}")).unwrap();
+        assert_eq!(weigh("hourly=a,b,c&daily=d,e,f&current=g,h&minutely_15=i,j,k,l"), 1_200);
+        assert_eq!(weigh("hourly=a,b,c&daily=d,e,f&current=g,h&minutely_15=i,j,k,l&models=x,y"), 2_400);
+        assert_eq!(weigh("hourly=a,,b,%20,c,&models=,x,"), 1_000, "empty items are skipped");
+        assert_eq!(weigh(&alloc::format!("hourly={}&models=x,y", names(10))), 2_000, "as the mock charges it");
+        assert_eq!(weigh(&alloc::format!("hourly={}&hourly=a", names(20))), 2_000, "the first one counts");
+    }
+
+    #[test]
+    fn a_call_without_variables_weighs_one_per_location_whatever_its_days() {
+        assert_eq!(query_weight_milli("latitude=1,2,3&longitude=1,2,3"), Ok(3_000));
+        assert_eq!(query_weight_milli("latitude=1&start_date=2025-01-01&end_date=2025-12-31"), Ok(1_000));
+        assert_eq!(query_weight_milli("latitude=1&hourly=&daily=%2C"), Ok(1_000));
+        // One variable over those 365 days does weigh more: 365/140.
+        let one = query_weight_milli("latitude=1&hourly=a&start_date=2025-01-01&end_date=2025-12-31");
+        assert_eq!(one, Ok(weight_milli(&q(1, 365, 1), WeightMode::Server)));
+        assert_eq!(one, Ok(2_608));
+    }
+
+    #[test]
+    fn encoded_commas_and_spaces_are_decoded() {
+        assert_eq!(query_weight_milli("latitude=1%2C2%2c3&hourly=a%2Cb"), Ok(3_000));
+        assert_eq!(query_weight_milli(&alloc::format!("?latitude=+1,%2B2&hourly={}", names(20))), Ok(4_000));
+        assert_eq!(query_weight_milli(&alloc::format!("%6Catitude=1&hourly={}", names(20))), Ok(2_000));
+        assert_eq!(query_weight_milli("latitude=1&forecast_days=%3116"), Err(invalid_forecast_days("116")));
+        assert_eq!(percent_decode("%zz%4%"), "%zz%4%");
+        assert_eq!(percent_decode("%ff"), "\u{fffd}", "bytes that are not UTF-8 are replaced");
+    }
+
+    #[test]
+    fn the_days_are_counted_inclusively_between_valid_dates() {
+        let days = |query: &str| query_days(query);
+        assert_eq!(days(""), Ok(7));
+        assert_eq!(days("forecast_days=0"), Ok(0));
+        assert_eq!(days("forecast_days=16&past_days=92"), Ok(108));
+        assert_eq!(days("forecast_days=&past_days= 2 "), Ok(9), "blank is absent; values are trimmed");
+        assert_eq!(days("start_date=2026-01-01&end_date=2026-01-01"), Ok(1));
+        assert_eq!(days("start_date=2024-02-28&end_date=2024-03-01"), Ok(3), "2024 is a leap year");
+        assert_eq!(days("start_date=2100-02-28&end_date=2100-03-01"), Ok(2), "2100 is not");
+        assert_eq!(days("start_date=2000-02-28&end_date=2000-03-01"), Ok(3), "2000 is");
+        assert_eq!(days("start_date=1940-01-01&end_date=2100-12-31"), Ok(58_805), "161 years, 40 of them leap");
+        assert_eq!(day_number("1940-01-01", "start_date"), Ok(0));
+        assert_eq!(day_number("1970-01-01", "start_date"), Ok(10_958), "the Unix epoch");
+        assert_eq!(day_number("2026-01-01", "start_date"), Ok(10_958 + 20_454), "the mock's first day");
+    }
+
+    fn invalid_forecast_days(got: &str) -> QueryWeightError {
+        QueryWeightError::Invalid {
+            parameter: "forecast_days",
+            expected: "a whole number from 0 to 16",
+            got: alloc::string::String::from(got),
+        }
+    }
+
+    #[test]
+    fn each_error_names_its_parameter_and_what_was_wrong() {
+        let message = |query: &str| alloc::string::ToString::to_string(&query_weight_milli(query).unwrap_err());
+        assert_eq!(message(""), "latitude is required");
+        assert_eq!(message("longitude=1&latitude= "), "latitude is required");
+        assert_eq!(message("latitude=1,,2"), r#"latitude must be a comma-separated list of numbers, got """#);
+        assert_eq!(
+            message("latitude=52.5,north"),
+            r#"latitude must be a comma-separated list of numbers, got "north""#
+        );
+        assert_eq!(
+            message("latitude=1&forecast_days=abc"),
+            r#"forecast_days must be a whole number from 0 to 16, got "abc""#
+        );
+        assert_eq!(
+            message("latitude=1&forecast_days=17"),
+            r#"forecast_days must be a whole number from 0 to 16, got "17""#
+        );
+        assert_eq!(
+            message("latitude=1&forecast_days=-0"),
+            r#"forecast_days must be a whole number from 0 to 16, got "-0""#
+        );
+        assert_eq!(message("latitude=1&past_days=93"), r#"past_days must be a whole number from 0 to 92, got "93""#);
+        assert_eq!(
+            message("latitude=1&start_date=2026-01-01&end_date=2026-01-02&past_days=1"),
+            "past_days cannot be combined with start_date and end_date"
+        );
+        assert_eq!(message("latitude=1&start_date=2026-01-01"), "start_date is given without end_date");
+        assert_eq!(message("latitude=1&end_date=2026-01-01"), "end_date is given without start_date");
+        assert_eq!(
+            message("latitude=1&start_date=2026-02-30&end_date=2026-03-01"),
+            r#"start_date must be a date YYYY-MM-DD from 1940-01-01 to 2100-12-31, got "2026-02-30""#
+        );
+        for bad in [
+            "1939-12-31",
+            "2101-01-01",
+            "2026-1-01",
+            "2026-13-01",
+            "2026-00-10",
+            "2026/01/01",
+            "+026-01-01",
+            "2026-01-1é",
+        ] {
+            let query = alloc::format!("latitude=1&start_date=2026-01-01&end_date={bad}");
+            assert!(
+                matches!(query_weight_milli(&query), Err(QueryWeightError::Invalid { parameter: "end_date", .. })),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            message("latitude=1&start_date=2026-01-02&end_date=2026-01-01"),
+            r#"end_date must be a date on or after start_date, got "2026-01-01""#
+        );
+        let long = alloc::format!("latitude=1&forecast_days={}", "9".repeat(100));
+        assert_eq!(
+            message(&long),
+            alloc::format!(r#"forecast_days must be a whole number from 0 to 16, got "{}…""#, "9".repeat(40))
+        );
+    }
+
+    #[test]
+    fn numbers_in_the_latitude_list_are_checked_as_decimals() {
+        for good in ["52", "-12.5", ".5", "5.", "+1e2", "1E-3", "0"] {
+            assert!(is_decimal(good), "{good}");
+        }
+        for bad in ["", ".", "-", "e5", "1e", "1e+", "1.2.3", "0x10", "NaN", "inf", "1 2", "--1"] {
+            assert!(!is_decimal(bad), "{bad}");
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Query strings made of the parameters the weight reads, with values near and far
+        /// from valid.
+        fn plausible_query() -> impl Strategy<Value = alloc::string::String> {
+            let name = prop_oneof![
+                Just("latitude"),
+                Just("hourly"),
+                Just("daily"),
+                Just("current"),
+                Just("minutely_15"),
+                Just("models"),
+                Just("forecast_days"),
+                Just("past_days"),
+                Just("start_date"),
+                Just("end_date"),
+                Just("l%61titude"),
+                Just(""),
+            ];
+            let value = prop_oneof![
+                "[0-9,.%+eE-]{0,12}",
+                "(19|20|21)[0-9]{2}-[01][0-9]-[0-3][0-9]",
+                "[a-z_,]{0,30}",
+                "(%2C|%2c|%|,|\\+|[0-9a-fA-F]){0,10}",
+                ".{0,12}",
+            ];
+            prop::collection::vec((name, value), 0..10)
+                .prop_map(|pairs| pairs.iter().map(|(n, v)| alloc::format!("{n}={v}")).collect::<Vec<_>>().join("&"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+            #[test]
+            fn any_string_is_priced_or_refused_never_a_panic(query in prop_oneof![any::<alloc::string::String>(), plausible_query()]) {
+                match query_weight_milli(&query) {
+                    Ok(milli) => prop_assert!(milli >= 1_000, "{} for {:?}", milli, query),
+                    Err(error) => prop_assert!(!alloc::string::ToString::to_string(&error).is_empty()),
+                }
+            }
+        }
     }
 
     #[test]

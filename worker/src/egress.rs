@@ -24,6 +24,7 @@ use sluicegate::egress::cache::{CachePolicy, Lookup, ResponseCache};
 use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
 use sluicegate::egress::{self as rules, Provider, Route, Weigh};
 use sluicegate::headers;
+use sluicegate::openmeteo::query_weight_milli;
 use sluicegate::rules::Scope as BudgetScope;
 use sluicegate::time::{Instant, Span};
 use std::cell::{Cell, RefCell};
@@ -1107,13 +1108,4 @@ async fn fill_with(
         lead.close(|answers| answers.complete(&key, stored, now()));
     }
     Ok(Filled::Kept(kept))
-}
-
-// TEMP until the core's query weight lands.
-fn query_weight_milli(query: &str) -> Result<u64, String> {
-    let n = query.split('&').find_map(|p| p.strip_prefix("latitude=")).map_or(0, |l| l.split(',').count()) as u64;
-    if n == 0 {
-        return Err("latitude is missing".into());
-    }
-    Ok(n * 1000)
 }
