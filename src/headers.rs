@@ -247,6 +247,86 @@ pub fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// The media type of a server-sent event stream.
+pub const EVENT_STREAM: &str = "text/event-stream";
+
+/// Whether an `Accept` field value lists `text/event-stream` (any case, with or without
+/// parameters) as acceptable: a media range with `q=0` is "not acceptable", and wildcards
+/// (`*/*`, `text/*`) do not count, since every `fetch` sends `*/*`.
+///
+/// # Examples
+/// ```
+/// use sluicegate::headers::accepts_event_stream;
+/// assert!(accepts_event_stream("text/html, Text/Event-Stream;charset=utf-8;q=0.5"));
+/// assert!(!accepts_event_stream("text/event-streamx, */*"));
+/// assert!(!accepts_event_stream("text/event-stream;q=0"));
+/// ```
+pub fn accepts_event_stream(accept: &str) -> bool {
+    split_outside_quotes(accept, b',').any(|range| {
+        let mut parts = split_outside_quotes(range, b';');
+        let media = parts.next().unwrap_or("").trim();
+        media.eq_ignore_ascii_case(EVENT_STREAM)
+            && !parts.any(|param| match param.split_once('=') {
+                Some((name, value)) => name.trim().eq_ignore_ascii_case("q") && is_zero_qvalue(value.trim()),
+                None => false,
+            })
+    })
+}
+
+/// A `qvalue` of zero: `0`, `0.`, `0.0` and so on.
+fn is_zero_qvalue(value: &str) -> bool {
+    match value.strip_prefix('0') {
+        Some(rest) => rest.is_empty() || rest.strip_prefix('.').is_some_and(|zeros| zeros.bytes().all(|b| b == b'0')),
+        None => false,
+    }
+}
+
+/// The pieces of `s` between `separator`s that are not inside a quoted string (a quoted
+/// parameter value may hold a `,` or a `;`).
+fn split_outside_quotes(s: &str, separator: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    core::iter::from_fn(move || {
+        let s = rest?;
+        let (mut quoted, mut escaped) = (false, false);
+        for (i, b) in s.bytes().enumerate() {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' if quoted => escaped = true,
+                b'"' => quoted = !quoted,
+                _ if b == separator && !quoted => {
+                    rest = Some(&s[i + 1..]);
+                    return Some(&s[..i]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(s)
+    })
+}
+
+/// A server-sent event stream of one `event: error` whose data is `data` (each of its lines
+/// a `data:` field, so a one-line JSON body is one field), after a `retry:` field of
+/// `retry_after` in milliseconds, so that an `EventSource` reconnects no sooner.
+///
+/// # Examples
+/// ```
+/// use sluicegate::{headers, Span};
+/// let stream = headers::event_stream_error("{\"status\":503}", Span::from_secs(2));
+/// assert_eq!(stream, "retry: 2000\nevent: error\ndata: {\"status\":503}\n\n");
+/// ```
+pub fn event_stream_error(data: &str, retry_after: Span) -> String {
+    let mut out = format!("retry: {}\nevent: error\n", retry_after.as_millis_ceil());
+    // An event stream's lines end with CRLF, LF or CR.
+    for line in data.split("\r\n").flat_map(|l| l.split(['\r', '\n'])) {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
 /// The reason phrase for the statuses a rule may answer with.
 pub fn status_title(status: u16) -> &'static str {
     match status {
@@ -332,5 +412,49 @@ mod tests {
         assert_eq!(fields.policy(), "\"a\";q=2;w=1, \"b\";q=3;w=5");
         assert_eq!(fields.state(), "\"a\";r=1;t=1, \"b\";r=0;t=5");
         assert_eq!(fields.omitted(), 0);
+    }
+
+    #[test]
+    fn accept_lists_the_event_stream_only_by_name_and_not_at_q_zero() {
+        for yes in [
+            "text/event-stream",
+            "TEXT/Event-Stream",
+            "text/html, text/event-stream",
+            "application/json;q=0.9 , text/event-stream ; charset=utf-8",
+            "text/event-stream;q=0.001",
+            "text/event-stream;Q=1",
+            "text/plain;x=\"a,b\", text/event-stream",
+            "text/event-stream;q=0, text/event-stream;q=1",
+        ] {
+            assert!(accepts_event_stream(yes), "{yes:?}");
+        }
+        for no in [
+            "",
+            "*/*",
+            "text/*",
+            "text/event-streamx",
+            "xtext/event-stream",
+            "text/event-stream-x, application/json",
+            "text/event-stream;q=0",
+            "text/event-stream; Q = 0.000",
+            "text/event-stream;q=0.",
+            "text/plain;x=\"a, text/event-stream\"",
+            "application/json;note=text/event-stream",
+        ] {
+            assert!(!accepts_event_stream(no), "{no:?}");
+        }
+    }
+
+    #[test]
+    fn the_event_stream_error_carries_the_problem_as_one_data_line() {
+        let problem = upstream_busy("overpass", Span::from_millis(300), Span::from_secs(1));
+        let stream = event_stream_error(&problem, Span::from_secs(1));
+        assert_eq!(stream, alloc::format!("retry: 1000\nevent: error\ndata: {problem}\n\n"));
+        let lines: Vec<&str> = stream.lines().collect();
+        assert_eq!(lines.len(), 4, "retry, event, one data line, the blank line: {lines:?}");
+        assert_eq!(
+            event_stream_error("a\r\nb\rc\nd", Span::from_millis(1_500)),
+            "retry: 1500\nevent: error\ndata: a\ndata: b\ndata: c\ndata: d\n\n"
+        );
     }
 }

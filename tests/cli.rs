@@ -61,10 +61,12 @@ fn the_traffic_example_with_its_route_buckets_and_upstream_budgets_is_valid() {
     let (code, stdout, stderr) = check_rules("worker/examples/traffic.json");
     assert_eq!(code, 0, "{stderr}");
     for want in [
-        "4 rule(s) valid",
+        "6 rule(s) valid",
         "analyze: token bucket, burst 6, one token every 5000 ms per ip.src",
         "upstream overpass: at most 2 in flight per isolate, waiting up to 30000 ms",
-        "upstream nominatim: at most 1 in flight per isolate",
+        "upstream nominatim: at most 1 in flight per isolate, waiting up to 30000 ms",
+        "wildfires: token bucket, burst 10, one token every 2000 ms per ip.src",
+        "smoke: token bucket, burst 10, one token every 2000 ms per ip.src",
         "capabilities: GET /api/capabilities",
     ] {
         assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
@@ -95,7 +97,7 @@ fn the_simulator_reads_the_traffic_example_as_edge_rules() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let policies: Vec<&str> =
         report["policies"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(policies, ["api", "analyze", "destinations", "geocode"]);
+    assert_eq!(policies, ["api", "analyze", "destinations", "geocode", "wildfires", "smoke"]);
 }
 
 #[test]

@@ -97,7 +97,7 @@ pub struct Upstream {
     pub matcher: Match,
     /// How many requests may be at the upstream at once.
     pub max_in_flight: u32,
-    /// How long a request may wait for a slot before it is answered 503.
+    /// How long a request may wait for a slot before it is shed (default 30 s).
     pub max_wait: Span,
     /// Where the count is kept.
     pub scope: Scope,

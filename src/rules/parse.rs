@@ -476,8 +476,10 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         }
         Some(v) => whole(v, 1u32, 100_000, "max_in_flight", "a whole number of requests", errors),
     };
+    // traffic.md's UPSTREAM_BUDGET_WAIT_S: a saturated upstream queues this long, then sheds.
+    const DEFAULT_MAX_WAIT: Span = Span::from_secs(30);
     let max_wait = match obj.get("max_wait").map(|v| (v, v.as_f64())) {
-        None => Some(Span::ZERO),
+        None => Some(DEFAULT_MAX_WAIT),
         Some((_, Some(s))) if s.is_finite() && (0.0..=f64::from(MAX_WAIT_SECONDS)).contains(&s) => {
             Some(Span::from_nanos((s * 1e9) as u64))
         }

@@ -441,6 +441,7 @@ fn upstream_budgets_are_validated_naming_the_upstream_and_field() {
         (overpass.max_in_flight, overpass.max_wait, overpass.scope),
         (2, Span::from_millis(1_500), Scope::Isolate)
     );
+    assert_eq!(set.upstreams()[1].max_wait, Span::from_secs(30), "max_wait defaults to 30 s");
     let post = RequestFacts { method: "POST", ..normal_facts("/api/destinations", "h") };
     assert_eq!(set.upstream_for(&post).map(|u| u.id.as_str()), Some("overpass"));
     assert!(set.upstream_for(&normal_facts("/api/x", "h")).is_none());

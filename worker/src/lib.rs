@@ -594,15 +594,31 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
     response
 }
 
-/// `503` for a request that found no slot of `upstream` within its `max_wait`.
+/// The shed of a request that found no slot of `upstream` within its `max_wait`: `503`
+/// with a problem+json body and `Retry-After`, never a 500. A request whose `Accept` lists
+/// `text/event-stream` (an `EventSource`) gets the same problem as one `event: error` of a
+/// `200` event stream instead: an `EventSource` dispatches no events from any other status,
+/// only a bare error with nothing in it. Both name the upstream in `Sluicegate-Shed`.
 fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
     let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
+    let accept = request.headers().get("accept").ok().flatten();
+    let event_stream = accept.as_deref().is_some_and(headers::accepts_event_stream);
     log(&format!(
-        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"url\":{}}}",
+        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"event_stream\":{event_stream},\"url\":{}}}",
         json_string(&upstream.id),
         json_string(&logged_url(request))
     ));
-    let response = problem(503, &headers::upstream_busy(&upstream.id, upstream.max_wait, retry), Some(retry));
+    let body = headers::upstream_busy(&upstream.id, upstream.max_wait, retry);
+    let response = if event_stream {
+        let stream = headers::event_stream_error(&body, retry);
+        let retry_after = headers::retry_after(retry);
+        let extra = [("retry-after", retry_after.as_str()), ("sluicegate-shed", upstream.id.as_str())];
+        answer(200, headers::EVENT_STREAM, "no-store", Some(&stream), &extra)?
+    } else {
+        let response = problem(503, &body, Some(retry));
+        response.headers().set("sluicegate-shed", &upstream.id)?;
+        response
+    };
     Ok(response)
 }
 

@@ -60,6 +60,8 @@ describe("route buckets (traffic.json)", () => {
     ["analyze", "POST", "/api/analyze", 6, 5, "198.51.100.11"],
     ["destinations", "POST", "/api/destinations", 10, 2, "198.51.100.12"],
     ["geocode", "GET", "/api/geocode", 10, 2, "198.51.100.13"],
+    ["wildfires", "GET", "/api/wildfires", 10, 2, "198.51.100.14"],
+    ["smoke", "GET", "/api/smoke", 10, 2, "198.51.100.15"],
   ]) {
     test(`${bucket}: a burst of ${burst} at once, then 429 with Retry-After: ${wait} and every matching rule's headers`, async () => {
       for (let i = 0; i < burst; i++) {
@@ -268,7 +270,7 @@ describe("the capabilities answer", () => {
       assert.equal(res.headers.get("cache-control"), "public, max-age=60");
       assert.equal(res.headers.get("content-type"), "application/json");
       const answer = await res.json();
-      assert.deepEqual(answer.rules.map((r) => r.id), ["api", "analyze", "destinations", "geocode"]);
+      assert.deepEqual(answer.rules.map((r) => r.id), ["api", "analyze", "destinations", "geocode", "wildfires", "smoke"]);
       assert.deepEqual(answer.upstreams.map((u) => u.id), ["overpass", "nominatim"]);
       const analyze = answer.rules[1];
       assert.deepEqual(analyze.matches, { paths: [{ equals: "/api/analyze" }, { equals: "/api/analyze/stream" }], methods: ["POST"], case_sensitive: false });
