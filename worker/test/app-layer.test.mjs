@@ -286,6 +286,22 @@ describe("the capabilities answer", () => {
         scope: "isolate",
       });
       assert.deepEqual(answer.degraded, []);
+      // traffic.md's provider table, with the seed's numbers; never the mirrors' addresses.
+      const egress = Object.fromEntries(answer.egress.map((p) => [p.id, p]));
+      assert.deepEqual(Object.keys(egress), ["overpass", "open-meteo", "open-meteo-air-quality", "nominatim", "wildfires", "smoke"]);
+      assert.equal(egress.overpass.mirrors, 3);
+      assert.equal(egress.overpass.max_in_flight_per_mirror, 2);
+      for (const id of ["open-meteo", "open-meteo-air-quality"]) {
+        assert.equal(egress[id].weight, "open-meteo");
+        assert.equal(egress[id].weight_per_minute, 550);
+        assert.equal(egress[id].max_in_flight_per_mirror, 4);
+        assert.equal(egress[id].cache_ttl_s, 900);
+      }
+      assert.equal(egress.nominatim.min_interval_ms, 3500);
+      assert.deepEqual([egress.wildfires.cache_ttl_s, egress.wildfires.cache_refresh], [600, "behind"]);
+      assert.deepEqual([egress.smoke.cache_ttl_s, egress.smoke.cache_refresh], [1800, "behind"]);
+      for (const p of answer.egress) assert.equal(p.max_wait_s, 30, `${p.id} waits UPSTREAM_BUDGET_WAIT_S`);
+      assert.doesNotMatch(JSON.stringify(answer), /https?:\/\//, "no mirror address is published");
     } finally {
       await edge.close();
       await origin.close();
