@@ -452,4 +452,100 @@ mod tests {
         assert_eq!(gate.pump(at(1)).map(|(t, _)| t), Some(c));
         assert_eq!(gate.pump(at(1)), None);
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// Ask for a call of this weight (thousandths), avoiding these mirrors.
+            Ask(u64, u32),
+            /// Finish the n-th held permit (modulo), failed or not.
+            Finish(usize, bool),
+            /// Let this many ms pass, then start whoever can.
+            Wait(u64),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (1_000u64..=12_000, 0u32..8).prop_map(|(w, a)| Op::Ask(w, a)),
+                (0usize..16, any::<bool>()).prop_map(|(i, f)| Op::Finish(i, f)),
+                (0u64..20_000).prop_map(Op::Wait),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            /// Whatever the callers do: no mirror ever has more than max_in_flight calls,
+            /// no two starts are closer than min_interval, no rolling minute holds more
+            /// than the weight budget, and queued callers start in the order they came.
+            #[test]
+            fn every_limit_holds_at_every_start(
+                ops in proptest::collection::vec(op(), 1..200),
+                max_in_flight in 1u32..4,
+                spacing in 0u64..5_000,
+                leased in any::<bool>(),
+            ) {
+                let limits = Limits {
+                    mirrors: 3,
+                    max_in_flight,
+                    min_interval: Span::from_millis(spacing),
+                    weight_per_minute: Some(30_000),
+                    retry_after_failure: Span::from_secs(60),
+                    max_queue: 50,
+                };
+                let lease = leased.then(|| Span::from_secs(5));
+                let mut gate = Gate::new(limits, 1);
+                let mut now = Instant::from_secs(1_000);
+                let mut held: Vec<Grant> = Vec::new();
+                let mut starts: Vec<(Instant, u64)> = Vec::new();
+                let mut weights = BTreeMap::new();
+                let mut queued: Vec<Ticket> = Vec::new();
+                let mut started: Vec<Ticket> = Vec::new();
+                let mut record = |gate: &Gate, grant: Grant, weight: u64, now: Instant, held: &mut Vec<Grant>| {
+                    prop_assert!(gate.in_flight(grant.mirror) <= max_in_flight);
+                    if let Some(&(last, _)) = starts.last() {
+                        prop_assert!(now >= last + Span::from_millis(spacing), "starts {last:?} and {now:?} too close");
+                    }
+                    starts.push((now, weight));
+                    let load: u64 = starts.iter().filter(|(s, _)| *s + MINUTE > now).map(|(_, w)| w).sum();
+                    prop_assert!(load <= 30_000, "{load} in the minute up to {now:?}");
+                    held.push(grant);
+                    Ok(())
+                };
+                for op in ops {
+                    match op {
+                        Op::Ask(weight, avoid) => match gate.ask(now, weight, avoid, lease) {
+                            Ask::Granted(grant) => {
+                                prop_assert_eq!(avoid & (1 << grant.mirror), 0, "an avoided mirror was given");
+                                record(&gate, grant, weight, now, &mut held)?;
+                            }
+                            Ask::Queued(ticket) => {
+                                weights.insert(ticket, weight);
+                                queued.push(ticket);
+                            }
+                            Ask::Refused(_) => {}
+                        },
+                        Op::Finish(i, failed) if !held.is_empty() => {
+                            let grant = held.remove(i % held.len());
+                            gate.finish(grant.permit, failed, now);
+                        }
+                        Op::Finish(..) => {}
+                        Op::Wait(ms) => {
+                            now = now + Span::from_millis(ms);
+                            // Leases that ended free their slots: forget those permits.
+                            while let Some((ticket, grant)) = gate.pump(now) {
+                                started.push(ticket);
+                                record(&gate, grant, weights[&ticket], now, &mut held)?;
+                            }
+                        }
+                    }
+                }
+                let order: Vec<Ticket> = queued.iter().copied().filter(|t| started.contains(t)).collect();
+                prop_assert_eq!(order, started, "queued callers start first come first served");
+            }
+        }
+    }
 }

@@ -780,6 +780,8 @@ async fn send(
                     cancel(&old);
                 }
             }
+            // The app went away and its call was cancelled with it: not the mirror's fault.
+            Err(_) if scope.is_some_and(Scope::gone) => return Ok(Sent::Late),
             Err(error) => {
                 log(&format!(
                     "{{\"sluicegate\":\"egress-failover\",\"provider\":{},\"mirror\":{},\"error\":{}}}",
