@@ -22,10 +22,11 @@
 //! requests the provider answers identically share one entry.
 
 use crate::time::{Instant, Span};
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 
 /// How long a failed snapshot refresh waits before it is retried (the wildfire service's
 /// `WILDFIRE_RETRY_AFTER_FAILURE_S`).
@@ -177,8 +178,8 @@ struct Entry<V> {
 /// flight there is nothing to evict: the new key still leads (`Miss { lead: true }`) but is
 /// not recorded, so its [`complete`](Self::complete) stores nothing and a second caller for
 /// it leads a second call; and an evicted failure record no longer holds calls back.
-/// Look-ups are O(log n) (a `BTreeMap`: no hash an attacker could aim collisions at);
-/// making room scans the entries (O(n)).
+/// Look-ups are O(1) (a hash map: its keys come from the app, which holds the egress
+/// token); making room scans the entries (O(n)).
 ///
 /// # Examples
 /// ```
@@ -204,7 +205,7 @@ struct Entry<V> {
 /// ```
 pub struct ResponseCache<V> {
     policy: CachePolicy,
-    entries: BTreeMap<String, Entry<V>>,
+    entries: HashMap<String, Entry<V>, FixedState>,
 }
 
 impl<V> ResponseCache<V> {
@@ -219,7 +220,7 @@ impl<V> ResponseCache<V> {
         if policy.max_entries == 0 {
             return Err(CachePolicyError::ZeroCapacity);
         }
-        Ok(ResponseCache { policy, entries: BTreeMap::new() })
+        Ok(ResponseCache { policy, entries: HashMap::with_hasher(FixedState::with_seed(0x5eed_e9e5)) })
     }
 
     /// Look `key` up at `now` (see the table on [`ResponseCache`]). A value is fresh until

@@ -18,8 +18,10 @@
 //! [`Gate::finish`]), then calls [`Gate::pump`] to start whoever can start.
 
 use crate::time::{Instant, Span};
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 
 /// The rolling window `weight_per_minute` counts in.
 pub const MINUTE: Span = Span::from_secs(60);
@@ -113,7 +115,7 @@ pub struct Gate {
     last_start: Option<Instant>,
     /// Starts in the last minute and their weights, oldest first.
     spent: VecDeque<(Instant, u64)>,
-    held: BTreeMap<u64, Held>,
+    held: HashMap<u64, Held, FixedState>,
     queue: VecDeque<Waiter>,
     next_permit: u64,
     next_ticket: Ticket,
@@ -129,7 +131,7 @@ impl Gate {
             mirrors: alloc::vec![Mirror { in_flight: 0, failed_until: Instant::ZERO }; limits.mirrors],
             last_start: None,
             spent: VecDeque::new(),
-            held: BTreeMap::new(),
+            held: HashMap::with_hasher(FixedState::with_seed(0x9a7e)),
             queue: VecDeque::new(),
             next_permit: first_permit.max(1),
             next_ticket: 1,
@@ -314,6 +316,7 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::collections::BTreeMap;
 
     fn limits() -> Limits {
         Limits {
@@ -455,6 +458,7 @@ mod tests {
 
     mod properties {
         use super::*;
+        use alloc::collections::BTreeMap;
         use proptest::prelude::*;
 
         #[derive(Clone, Debug)]

@@ -238,6 +238,68 @@ impl Egress {
     }
 }
 
+/// What `POST …/permit` asks for: a weight in thousandths, or the query to weigh.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermitAsk {
+    /// `"weight"` (weighted calls), in thousandths, rounded up.
+    pub weight: Option<u64>,
+    /// `"query"`: the call's query string (without its `?`).
+    pub query: Option<String>,
+}
+
+impl PermitAsk {
+    /// Read a permit request's body: empty, or `{"weight"?: n, "query"?: "…"}`.
+    ///
+    /// # Errors
+    /// What is wrong with it, naming the field.
+    pub fn from_json(body: &str) -> Result<PermitAsk, String> {
+        if body.trim().is_empty() {
+            return Ok(PermitAsk { weight: None, query: None });
+        }
+        let obj = object(body, &["weight", "query"], "a permit request has \"weight\" and \"query\"")?;
+        let weight = match obj.get("weight") {
+            None => None,
+            Some(w) => match w.as_f64().filter(|w| w.is_finite() && *w > 0.0 && *w <= 1e9) {
+                Some(w) => Some((w * 1000.0).ceil() as u64),
+                None => return Err(format!("\"weight\" must be a number above 0, got {w}.")),
+            },
+        };
+        let query = match obj.get("query") {
+            None => None,
+            Some(serde_json::Value::String(q)) => Some(String::from(q.trim_start_matches('?'))),
+            Some(q) => return Err(format!("\"query\" must be the call's query string, got {q}.")),
+        };
+        Ok(PermitAsk { weight, query })
+    }
+}
+
+/// Read a permit's give-back body: empty, or `{"failed": true | false}`; whether the call
+/// failed.
+///
+/// # Errors
+/// What is wrong with it.
+pub fn failed_from_json(body: &str) -> Result<bool, String> {
+    if body.trim().is_empty() {
+        return Ok(false);
+    }
+    let obj = object(body, &["failed"], "a give-back has \"failed\"")?;
+    match obj.get("failed") {
+        None => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("\"failed\" must be true or false, got {v}.")),
+    }
+}
+
+/// A JSON object of only `fields` (a repeated key is refused too).
+fn object(body: &str, fields: &[&str], has: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let value = crate::rules::strict_json(body).map_err(|e| format!("The body must be JSON: {}.", e.message))?;
+    let serde_json::Value::Object(obj) = value else { return Err("The body must be a JSON object.".into()) };
+    if let Some(key) = obj.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(format!("Unknown field \"{}\"; {has}.", crate::rules::brief(key)));
+    }
+    Ok(obj)
+}
+
 /// Why a proxied path may not be sent to a mirror.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetError {
@@ -282,6 +344,29 @@ mod tests {
 
     fn egress() -> Egress {
         Egress { prefix: "/egress/".into(), providers: Vec::new() }
+    }
+
+    #[test]
+    fn permit_bodies_are_read_strictly() {
+        assert_eq!(PermitAsk::from_json(""), Ok(PermitAsk { weight: None, query: None }));
+        assert_eq!(PermitAsk::from_json(r#"{"weight": 1.5}"#).unwrap().weight, Some(1_500));
+        assert_eq!(PermitAsk::from_json(r#"{"query": "?latitude=1"}"#).unwrap().query.as_deref(), Some("latitude=1"));
+        for (bad, named) in [
+            ("{", "JSON"),
+            ("[1]", "object"),
+            (r#"{"weight": 0}"#, "weight"),
+            (r#"{"weight": "2"}"#, "weight"),
+            (r#"{"query": 3}"#, "query"),
+            (r#"{"colour": 1}"#, "colour"),
+            (r#"{"weight": 1, "weight": 2}"#, "JSON"),
+        ] {
+            let error = PermitAsk::from_json(bad).unwrap_err();
+            assert!(error.contains(named), "{bad}: {error}");
+        }
+        assert_eq!(failed_from_json(""), Ok(false));
+        assert_eq!(failed_from_json(r#"{"failed": true}"#), Ok(true));
+        assert!(failed_from_json(r#"{"failed": "yes"}"#).is_err());
+        assert!(failed_from_json(r#"{"ok": 1}"#).is_err());
     }
 
     #[test]

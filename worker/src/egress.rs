@@ -22,7 +22,7 @@ use crate::js::{self, Env};
 use crate::{answer, describe, json_string, log, log_error, now, problem};
 use sluicegate::egress::cache::{CachePolicy, Lookup, ResponseCache};
 use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
-use sluicegate::egress::{self as rules, Provider, Route, Weigh};
+use sluicegate::egress::{self as rules, PermitAsk, Provider, Route, Weigh};
 use sluicegate::headers;
 use sluicegate::openmeteo::query_weight_milli;
 use sluicegate::rules::Scope as BudgetScope;
@@ -37,9 +37,9 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Response
 /// Callers one provider may queue before new ones are refused at once.
 const MAX_QUEUE: usize = 10_000;
 /// The largest request body a proxied call may carry (it is kept to fail over with).
-const MAX_REQUEST_BODY: f64 = 1024.0 * 1024.0;
+const MAX_REQUEST_BODY: u32 = 1024 * 1024;
 /// The largest permit request body.
-const MAX_PERMIT_BODY: f64 = 4096.0;
+const MAX_PERMIT_BODY: u32 = 4096;
 /// Headers of a provider's answer that are not passed on: the body is re-framed here, and
 /// the provider's cookies are not the app's.
 const ANSWER_DROPS: &str =
@@ -48,6 +48,22 @@ const ANSWER_DROPS: &str =
 /// edge's token above all).
 const CALL_HEADERS: &[&str] =
     &["accept", "accept-language", "content-type", "user-agent", "if-none-match", "if-modified-since"];
+
+/// Thousandths of a weighted call, written as a decimal with integers only (`1500` →
+/// `1.5`): formatting a float would weigh 16 KB of wasm.
+struct Milli(u64);
+
+impl std::fmt::Display for Milli {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
+        match frac {
+            0 => write!(f, "{whole}"),
+            _ if frac % 100 == 0 => write!(f, "{whole}.{}", frac / 100),
+            _ if frac % 10 == 0 => write!(f, "{whole}.{:02}", frac / 10),
+            _ => write!(f, "{whole}.{frac:03}"),
+        }
+    }
+}
 
 // ─── Budgets ────────────────────────────────────────────────────────────────────────────
 
@@ -81,24 +97,26 @@ fn limits_of(p: &Provider) -> Limits {
 }
 
 fn with_gate<T>(gates: &Shared, p: &Provider, f: impl FnOnce(&mut Local) -> T) -> T {
-    let mut gates = gates.borrow_mut();
+    f(&mut local(gates, p))
+}
+
+/// The gate of `p` (made on first use, and anew when the rules changed its limits).
+fn local<'a>(gates: &'a Shared, p: &Provider) -> std::cell::RefMut<'a, Local> {
     let limits = limits_of(p);
-    let local = gates.map.entry(p.id.clone()).or_insert_with(|| Local {
-        limits,
-        // Numbered from a random start: a permit of an earlier gate is never this one's.
-        gate: Gate::new(limits, js::random_u64() >> 12),
-        waiters: HashMap::new(),
-        granted: HashMap::new(),
-    });
-    if local.limits != limits {
-        *local = Local {
+    std::cell::RefMut::map(gates.borrow_mut(), |gates| {
+        let fresh = || Local {
             limits,
+            // Numbered from a random start: a permit of an earlier gate is never this one's.
             gate: Gate::new(limits, js::random_u64() >> 12),
             waiters: HashMap::new(),
             granted: HashMap::new(),
         };
-    }
-    f(local)
+        let local = gates.map.entry(p.id.clone()).or_insert_with(fresh);
+        if local.limits != limits {
+            *local = fresh();
+        }
+        local
+    })
 }
 
 /// Start whoever can start now, and wake them.
@@ -385,7 +403,7 @@ fn refused(p: &Provider, why: Refused) -> Response {
         Refused::TooHeavy { weight, budget } => {
             let detail = format!(
                 "The call weighs {} weighted calls, more than the provider \"{}\" allows in a whole minute ({}); split it.",
-                weight as f64 / 1000.0,
+                Milli(weight),
                 p.id,
                 budget / 1000
             );
@@ -405,17 +423,17 @@ fn weight_of(p: &Provider, query: &str) -> Result<u64, Response> {
 }
 
 /// A body of at most `max` bytes (`None`: none sent).
-async fn small_body(request: &Request, max: f64) -> Result<Result<Option<js_sys::Uint8Array>, Response>, JsValue> {
+async fn small_body(request: &Request, max: u32) -> Result<Result<Option<js_sys::Uint8Array>, Response>, JsValue> {
     if request.body().is_none() {
         return Ok(Ok(None));
     }
-    let declared = request.headers().get("content-length")?.and_then(|v| v.parse::<f64>().ok());
-    if declared.is_some_and(|n| n > max) {
+    let declared = request.headers().get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::from(max)) {
         let detail = format!("The body may be at most {max} bytes.");
         return Ok(Err(problem(413, &headers::problem(413, "Content Too Large", &detail, None, None), None)));
     }
     let bytes = js_sys::Uint8Array::new(&JsFuture::from(request.array_buffer()?).await?);
-    if f64::from(bytes.length()) > max {
+    if bytes.length() > max {
         let detail = format!("The body may be at most {max} bytes.");
         return Ok(Err(problem(413, &headers::problem(413, "Content Too Large", &detail, None, None), None)));
     }
@@ -428,12 +446,12 @@ async fn permit(request: &Request, env: &Env, ctx: &JsValue, p: &Provider) -> Re
         Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
         Err(answer) => return Ok(answer),
     };
-    let asked = match PermitAsk::read(&body) {
+    let asked = match PermitAsk::from_json(&body) {
         Ok(asked) => asked,
         Err(why) => return Ok(bad_request(&why)),
     };
     let weight = match (asked.weight, asked.query.as_deref()) {
-        (Some(w), _) => (w * 1000.0).ceil() as u64,
+        (Some(w), _) => w,
         (None, Some(query)) => match weight_of(p, query) {
             Ok(w) => w,
             Err(answer) => return Ok(answer),
@@ -472,7 +490,7 @@ async fn permit(request: &Request, env: &Env, ctx: &JsValue, p: &Provider) -> Re
         json_string(&p.id),
         json_string(&p.mirrors[grant.mirror].url()),
         p.lease.as_millis_ceil(),
-        weight as f64 / 1000.0
+        Milli(weight)
     );
     answer(200, "application/json", "no-store", Some(&body), &[])
 }
@@ -543,56 +561,15 @@ async fn ask_fleet(
     }))
 }
 
-/// What `POST …/permit` may send.
-struct PermitAsk {
-    weight: Option<f64>,
-    query: Option<String>,
-}
-
-impl PermitAsk {
-    fn read(body: &str) -> Result<PermitAsk, String> {
-        if body.trim().is_empty() {
-            return Ok(PermitAsk { weight: None, query: None });
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| format!("The body must be JSON ({e})."))?;
-        let Some(obj) = value.as_object() else { return Err("The body must be an object.".into()) };
-        if let Some(key) = obj.keys().find(|k| !matches!(k.as_str(), "weight" | "query")) {
-            return Err(format!("Unknown field \"{key}\"; a permit request has \"weight\" and \"query\"."));
-        }
-        let weight = match obj.get("weight") {
-            None => None,
-            Some(w) => match w.as_f64().filter(|w| w.is_finite() && *w > 0.0 && *w <= 1e9) {
-                Some(w) => Some(w),
-                None => return Err(format!("\"weight\" must be a number above 0, got {w}.")),
-            },
-        };
-        let query = match obj.get("query") {
-            None => None,
-            Some(serde_json::Value::String(q)) => Some(q.trim_start_matches('?').to_owned()),
-            Some(q) => return Err(format!("\"query\" must be the call's query string, got {q}.")),
-        };
-        Ok(PermitAsk { weight, query })
-    }
-}
-
 /// `DELETE …/permit/<id>`: the app's call is over.
 async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Result<Response, JsValue> {
     let body = match small_body(request, MAX_PERMIT_BODY).await? {
         Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
         Err(answer) => return Ok(answer),
     };
-    let failed = if body.trim().is_empty() {
-        false
-    } else {
-        match serde_json::from_str::<serde_json::Value>(&body).ok().and_then(|v| v.as_object().cloned()) {
-            Some(obj) if obj.keys().all(|k| k == "failed") => match obj.get("failed") {
-                None => false,
-                Some(serde_json::Value::Bool(b)) => *b,
-                Some(_) => return Ok(bad_request("\"failed\" must be true or false.")),
-            },
-            _ => return Ok(bad_request("The body must be empty or {\"failed\": true}.")),
-        }
+    let failed = match rules::failed_from_json(&body) {
+        Ok(failed) => failed,
+        Err(why) => return Ok(bad_request(&why)),
     };
     let (fleet, number) = match (id.get(..1), id.get(1..).and_then(|n| n.parse::<u64>().ok())) {
         (Some("f"), Some(n)) => (true, n),
