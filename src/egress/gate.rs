@@ -456,6 +456,7 @@ mod tests {
         assert_eq!(gate.pump(at(1)), None);
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     mod properties {
         use super::*;
         use alloc::collections::BTreeMap;
