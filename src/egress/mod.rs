@@ -260,7 +260,12 @@ impl PermitAsk {
         let weight = match obj.get("weight") {
             None => None,
             Some(w) => match w.as_f64().filter(|w| w.is_finite() && *w > 0.0 && *w <= 1e9) {
-                Some(w) => Some((w * 1000.0).ceil() as u64),
+                Some(w) => {
+                    // Rounded up, without `ceil` (not in `core`).
+                    let milli = w * 1000.0;
+                    let whole = milli as u64;
+                    Some(if (whole as f64) < milli { whole + 1 } else { whole })
+                }
                 None => return Err(format!("\"weight\" must be a number above 0, got {w}.")),
             },
         };

@@ -5,7 +5,7 @@ use crate::egress::{gate::MAX_MIRRORS, CacheRule, Egress, Mirror, Provider, Weig
 use crate::rules::Scope;
 use crate::time::Span;
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde_json::Value;
 
