@@ -101,7 +101,9 @@ fn with_gate<T>(gates: &Shared, p: &Provider, f: impl FnOnce(&mut Local) -> T) -
     f(local)
 }
 
-/// Start whoever can start now, and wake them.
+/// Start whoever can start now, and wake them. The first still waiting is woken too, to
+/// set its timer again: a finish may leave it waiting on time alone (spacing, the minute's
+/// weight), which the timer it set while every slot was taken does not cover.
 fn pump(gates: &Shared, p: &Provider) {
     let now = now();
     let woken = with_gate(gates, p, |l| {
@@ -110,6 +112,7 @@ fn pump(gates: &Shared, p: &Provider) {
             l.granted.insert(ticket, grant);
             woken.extend(l.waiters.remove(&ticket));
         }
+        woken.extend(l.gate.first_waiting().and_then(|first| l.waiters.remove(&first)));
         woken
     });
     for resolve in woken {
@@ -140,8 +143,12 @@ fn leave(gates: &Shared, p: &Provider, ticket: Ticket) {
             l.granted.remove(&ticket)
         }
     });
-    if let Some(grant) = granted {
-        finish(gates, p, grant.permit, false);
+    match granted {
+        Some(grant) => {
+            finish(gates, p, grant.permit, false);
+        }
+        // The one behind it may be first in line now.
+        None => pump(gates, p),
     }
 }
 
@@ -154,11 +161,12 @@ pub fn ask(gates: &Shared, p: &Provider, weight: u64, avoid: u32, lease: Option<
 /// queue). Every waiter wakes when time alone may start the first in line and starts whoever
 /// can; a finish starts them too.
 pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instant) -> Result<Option<Grant>, JsValue> {
-    let woken = js_sys::Promise::new(&mut |resolve, _reject| {
-        with_gate(gates, p, |l| l.waiters.insert(ticket, resolve));
-    });
     let mut place = Place { gates, p, ticket: Some(ticket) };
     loop {
+        // A promise per round: a wake-up that starts nobody sends the waiter round again.
+        let woken = js_sys::Promise::new(&mut |resolve, _reject| {
+            with_gate(gates, p, |l| l.waiters.insert(ticket, resolve));
+        });
         let now = now();
         let wake = with_gate(gates, p, |l| l.gate.wake_at(now)).map_or(deadline, |w| w.min(deadline));
         let ms = (wake - now).as_millis_ceil().max(1) as f64;
@@ -178,6 +186,9 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
                     l.granted.remove(&ticket)
                 }
             });
+            if grant.is_none() {
+                pump(gates, p);
+            }
             return Ok(grant);
         }
     }
