@@ -169,7 +169,7 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
         });
         let now = now();
         let wake = with_gate(gates, p, |l| l.gate.wake_at(now)).map_or(deadline, |w| w.min(deadline));
-        let ms = (wake - now).as_millis_ceil().max(1) as f64;
+        let ms = crate::timer_ms(wake - now).max(1.0);
         JsFuture::from(js::within(&woken, ms, &JsValue::FALSE)?).await?;
         pump(gates, p);
         if let Some(grant) = with_gate(gates, p, |l| l.granted.remove(&ticket)) {
