@@ -613,7 +613,11 @@ async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Resu
         (Some("i"), Some(n)) => (false, n),
         _ => return Ok(bad_request("Not a permit id.")),
     };
-    let released = if fleet {
+    // Only a fleet provider's object holds `f` permits: asking another provider's (which it
+    // does not keep) would fail.
+    let released = if fleet && p.scope != BudgetScope::Fleet {
+        false
+    } else if fleet {
         let stub = stub_of(p, env)?;
         JsFuture::from(js_sys::Promise::resolve(&stub.release_permit(&p.id, number as f64, failed)?)).await?.is_truthy()
     } else {
