@@ -794,7 +794,11 @@ async fn send(
                     response.status()
                 ));
                 permit.fail();
-                if let Some((old, _)) = last.replace((response, mirror)) {
+                // A status above 599 cannot be passed on (no Response carries it): no answer,
+                // as for a connection error.
+                if response.status() > 599 {
+                    cancel(&response);
+                } else if let Some((old, _)) = last.replace((response, mirror)) {
                     cancel(&old);
                 }
             }
