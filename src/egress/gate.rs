@@ -238,6 +238,11 @@ impl Gate {
         self.mirrors.get(mirror).map_or(0, |m| m.in_flight)
     }
 
+    /// The ticket first in line, if anyone waits.
+    pub fn first_waiting(&self) -> Option<Ticket> {
+        self.queue.front().map(|w| w.ticket)
+    }
+
     /// Callers waiting.
     pub fn waiting(&self) -> usize {
         self.queue.len()

@@ -97,6 +97,14 @@ pub fn clock(real_ms: f64) -> f64 {
     }
 }
 
+/// The real milliseconds in which `ms` pass on the edge's clock (see [`set_clock`]).
+pub fn real_ms(ms: f64) -> f64 {
+    match CLOCK.get() {
+        Some((scale, _, _)) => ms / scale,
+        None => ms,
+    }
+}
+
 /// Whether [`set_clock`] set a clock (responses then report it in `Sluicegate-Clock`).
 pub fn clock_is_set() -> bool {
     CLOCK.get().is_some()

@@ -119,7 +119,9 @@ fn local<'a>(gates: &'a Shared, p: &Provider) -> std::cell::RefMut<'a, Local> {
     })
 }
 
-/// Start whoever can start now, and wake them.
+/// Start whoever can start now, and wake them. The first still waiting is woken too, to
+/// set its timer again: a finish may leave it waiting on time alone (spacing, the minute's
+/// weight), which the timer it set while every slot was taken does not cover.
 fn pump(gates: &Shared, p: &Provider) {
     let now = now();
     let woken = with_gate(gates, p, |l| {
@@ -128,6 +130,7 @@ fn pump(gates: &Shared, p: &Provider) {
             l.granted.insert(ticket, grant);
             woken.extend(l.waiters.remove(&ticket));
         }
+        woken.extend(l.gate.first_waiting().and_then(|first| l.waiters.remove(&first)));
         woken
     });
     for resolve in woken {
@@ -158,8 +161,12 @@ fn leave(gates: &Shared, p: &Provider, ticket: Ticket) {
             l.granted.remove(&ticket)
         }
     });
-    if let Some(grant) = granted {
-        finish(gates, p, grant.permit, false);
+    match granted {
+        Some(grant) => {
+            finish(gates, p, grant.permit, false);
+        }
+        // The one behind it may be first in line now.
+        None => pump(gates, p),
     }
 }
 
@@ -172,14 +179,15 @@ pub fn ask(gates: &Shared, p: &Provider, weight: u64, avoid: u32, lease: Option<
 /// queue). Every waiter wakes when time alone may start the first in line and starts whoever
 /// can; a finish starts them too.
 pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instant) -> Result<Option<Grant>, JsValue> {
-    let woken = js_sys::Promise::new(&mut |resolve, _reject| {
-        with_gate(gates, p, |l| l.waiters.insert(ticket, resolve));
-    });
     let mut place = Place { gates, p, ticket: Some(ticket) };
     loop {
+        // A promise per round: a wake-up that starts nobody sends the waiter round again.
+        let woken = js_sys::Promise::new(&mut |resolve, _reject| {
+            with_gate(gates, p, |l| l.waiters.insert(ticket, resolve));
+        });
         let now = now();
         let wake = with_gate(gates, p, |l| l.gate.wake_at(now)).map_or(deadline, |w| w.min(deadline));
-        let ms = (wake - now).as_millis_ceil().max(1) as f64;
+        let ms = crate::timer_ms(wake - now).max(1.0);
         JsFuture::from(js::within(&woken, ms, &JsValue::FALSE)?).await?;
         pump(gates, p);
         if let Some(grant) = with_gate(gates, p, |l| l.granted.remove(&ticket)) {
@@ -196,6 +204,9 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
                     l.granted.remove(&ticket)
                 }
             });
+            if grant.is_none() {
+                pump(gates, p);
+            }
             return Ok(grant);
         }
     }
@@ -576,7 +587,11 @@ async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Resu
         (Some("i"), Some(n)) => (false, n),
         _ => return Ok(bad_request("Not a permit id.")),
     };
-    let released = if fleet {
+    // Only a fleet provider's object holds `f` permits: asking another provider's (which it
+    // does not keep) would fail.
+    let released = if fleet && p.scope != BudgetScope::Fleet {
+        false
+    } else if fleet {
         let stub = stub_of(p, env)?;
         JsFuture::from(js_sys::Promise::resolve(&stub.release_permit(&p.id, number as f64, failed)?)).await?.is_truthy()
     } else {
@@ -753,7 +768,11 @@ async fn send(
                     response.status()
                 ));
                 permit.fail();
-                if let Some((old, _)) = last.replace((response, mirror)) {
+                // A status above 599 cannot be passed on (no Response carries it): no answer,
+                // as for a connection error.
+                if response.status() > 599 {
+                    cancel(&response);
+                } else if let Some((old, _)) = last.replace((response, mirror)) {
                     cancel(&old);
                 }
             }

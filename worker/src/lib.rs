@@ -86,6 +86,15 @@ fn now() -> Instant {
     Instant::from_millis(ms.max(0.0) as u64)
 }
 
+/// The real milliseconds of a timer that is to last `span` of the edge's clock (a
+/// development clock that runs K times as fast: K times fewer).
+fn timer_ms(span: Span) -> f64 {
+    let ms = span.as_millis_ceil() as f64;
+    #[cfg(feature = "dev-origin")]
+    let ms = dev::real_ms(ms);
+    ms
+}
+
 fn log(line: &str) {
     web_sys::console::log_1(&JsValue::from_str(line));
 }
