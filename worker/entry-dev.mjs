@@ -48,6 +48,13 @@ function withFaults(env) {
         deleteOverride: (tenant) => stub.deleteOverride(tenant),
         renewSlot: (upstream, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewSlot(upstream, id)),
         releaseSlot: (upstream, id) => (lease === "leak" ? Promise.resolve() : stub.releaseSlot(upstream, id)),
+        acquirePermit(provider, weight, avoid, waitMs) {
+          if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
+          return stub.acquirePermit(provider, weight, avoid, waitMs);
+        },
+        renewPermit: (provider, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewPermit(provider, id)),
+        releasePermit: (provider, id, failed) =>
+          lease === "leak" ? Promise.resolve(true) : stub.releasePermit(provider, id, failed),
       };
     },
   };

@@ -813,4 +813,58 @@ describe("Fleet scope: one budget in the provider's Durable Object (deploy build
     assert.equal(await givePermitBack(edge, "shared", permits[1].json.id), 204);
     assert.equal(await givePermitBack(edge, "shared", permits[1].json.id), 404, "given back once only");
   });
+
+  test("a proxied call holds its lease for as long as it runs; a permit never given back ends with its lease", async () => {
+    const one = await startEdge({
+      build: "deploy",
+      origin: origin.url,
+      egressToken: TOKEN,
+      rules: { rules: [], egress: { providers: [{ id: "one", mirrors: `${s.url}/`, max_in_flight: 1, scope: "fleet", lease: 1, max_wait: 10 }] } },
+    });
+    try {
+      s.reset();
+      s.behave = later(2_500, (req) => `answered ${req.url}`);
+      // The first call outlives its 1 s lease three times over: renewed, it keeps the slot.
+      const answers = await Promise.all([call(one, "/egress/one/long"), sleep(200).then(() => call(one, "/egress/one/next"))]);
+      for (const answer of answers) assert.equal(answer.status, 200, answer.body);
+      assert.equal(s.peak, 1, "the second call started only once the first was over");
+      const [first, second] = s.calls;
+      assert.ok(second.t - first.t >= 2_400, `the second call started ${second.t - first.t} ms after the first`);
+      // A permit the app never gives back (its pod died) frees the slot when its lease ends.
+      const lost = await takePermit(one, "one");
+      assert.equal(lost.status, 200, lost.body);
+      const started = Date.now();
+      const next = await takePermit(one, "one");
+      assert.equal(next.status, 200, next.body);
+      assert.ok(Date.now() - started >= 800, "granted once the lost permit's lease ended");
+      assert.equal(await givePermitBack(one, "one", lost.json.id), 404, "the lost permit ended with its lease");
+      assert.equal(await givePermitBack(one, "one", next.json.id), 204);
+    } finally {
+      await one.close();
+    }
+  });
+
+  test("when the provider's Durable Object cannot be reached, the isolate's own count stands in, logged", async () => {
+    const down = await startEdge({
+      build: "dev",
+      egressToken: TOKEN,
+      faults: { store: "unavailable" },
+      rules: { rules: [], egress: { providers: [{ id: "shared", mirrors: `${s.url}/`, max_in_flight: 2, scope: "fleet", max_wait: 10 }] } },
+    });
+    try {
+      s.reset();
+      s.behave = later(200, (req) => `answered ${req.url}`);
+      const answers = await Promise.all(Array.from({ length: 4 }, (_, i) => call(down, `/egress/shared/d${i}`)));
+      for (const answer of answers) assert.equal(answer.status, 200, answer.body);
+      assert.equal(s.peak, 2, "the isolate's count holds the same 2 slots");
+      const permit = await takePermit(down, "shared");
+      assert.equal(permit.status, 200, permit.body);
+      assert.match(permit.json.id, /^i\d+$/, "an isolate's permit");
+      assert.equal(await givePermitBack(down, "shared", permit.json.id), 204);
+      const failures = down.logLines().filter((line) => line.includes('"store-failure"') && line.includes('"provider":"shared"'));
+      assert.ok(failures.length >= 1, "each fallback is logged as a store-failure of the provider");
+    } finally {
+      await down.close();
+    }
+  });
 });
