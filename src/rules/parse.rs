@@ -72,6 +72,10 @@ const RULE_FIELDS: &[&str] = &[
 ];
 const UPSTREAM_FIELDS: &[&str] =
     &["id", "description", "match", "max_in_flight", "max_wait", "scope", "lease", "public"];
+/// How long a request waits for an upstream's slot, or a call for its provider's start,
+/// unless the file says otherwise: traffic.md's `UPSTREAM_BUDGET_WAIT_S` (a saturated budget
+/// queues this long, then sheds).
+pub const DEFAULT_MAX_WAIT_S: u32 = 30;
 /// The longest an upstream's waiting request may wait for a slot.
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
@@ -476,26 +480,8 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         }
         Some(v) => whole(v, 1u32, 100_000, "max_in_flight", "a whole number of requests", errors),
     };
-    // traffic.md's UPSTREAM_BUDGET_WAIT_S: a saturated upstream queues this long, then sheds.
-    const DEFAULT_MAX_WAIT: Span = Span::from_secs(30);
-    let max_wait = match obj.get("max_wait").map(|v| (v, v.as_f64())) {
-        None => Some(DEFAULT_MAX_WAIT),
-        Some((_, Some(s))) if s.is_finite() && (0.0..=f64::from(MAX_WAIT_SECONDS)).contains(&s) => {
-            Some(Span::from_nanos((s * 1e9) as u64))
-        }
-        Some((v, _)) => {
-            errors.push("max_wait", format!("must be a number of seconds from 0 to {MAX_WAIT_SECONDS}, got {v}"));
-            None
-        }
-    };
-    let scope = match obj.get("scope").map(|v| (v, v.as_str())) {
-        None | Some((_, Some("isolate"))) => Some(Scope::Isolate),
-        Some((_, Some("fleet"))) => Some(Scope::Fleet),
-        Some((v, _)) => {
-            errors.push("scope", format!("must be \"isolate\" (the default) or \"fleet\", got {v}"));
-            None
-        }
-    };
+    let max_wait = seconds(obj.get("max_wait"), "max_wait", Some(DEFAULT_MAX_WAIT_S), MAX_WAIT_SECONDS, errors);
+    let scope = budget_scope(obj.get("scope"), errors);
     let lease = match obj.get("lease") {
         None => Some(Span::from_secs(30)),
         Some(_) if scope == Some(Scope::Isolate) => {
@@ -523,6 +509,32 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
         lease: lease?,
         public,
     })
+}
+
+/// A number of seconds in `0..=max` (fractions allowed), `default` when absent.
+fn seconds(v: Option<&Value>, field: &str, default: Option<u32>, max: u32, errors: &mut Errors) -> Option<Span> {
+    match v.map(|v| (v, v.as_f64())) {
+        None => default.map(|s| Span::from_secs(s.into())),
+        Some((_, Some(s))) if s.is_finite() && (0.0..=f64::from(max)).contains(&s) => {
+            Some(Span::from_nanos((s * 1e9) as u64))
+        }
+        Some((v, _)) => {
+            errors.push(field, format!("must be a number of seconds from 0 to {max}, got {v}"));
+            None
+        }
+    }
+}
+
+/// Where a budget is counted: `"isolate"` (the default) or `"fleet"`.
+fn budget_scope(v: Option<&Value>, errors: &mut Errors) -> Option<Scope> {
+    match v.map(|v| (v, v.as_str())) {
+        None | Some((_, Some("isolate"))) => Some(Scope::Isolate),
+        Some((_, Some("fleet"))) => Some(Scope::Fleet),
+        Some((v, _)) => {
+            errors.push("scope", format!("must be \"isolate\" (the default) or \"fleet\", got {v}"));
+            None
+        }
+    }
 }
 
 fn name_field(v: Option<&Value>, what: &str, errors: &mut Errors) -> Option<String> {

@@ -1,8 +1,10 @@
 //! `"egress"`: the providers the app calls through the edge (see [`crate::egress`]).
 
-use super::{brief, description, flag, is_name, item_name, name_field, normalise_path, unique_id, whole, Errors};
+use super::{
+    brief, budget_scope, description, flag, is_name, item_name, name_field, normalise_path, seconds, unique_id, whole,
+    Errors, DEFAULT_MAX_WAIT_S,
+};
 use crate::egress::{gate::MAX_MIRRORS, CacheRule, Egress, Mirror, Provider, Weigh};
-use crate::rules::Scope;
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -32,9 +34,6 @@ const CACHE_FIELDS: &[&str] =
 pub const MAX_PROVIDERS: usize = 32;
 /// Where the egress routes are unless the file says otherwise.
 pub const DEFAULT_PREFIX: &str = "/egress/";
-/// How long a call waits to start unless the provider says otherwise (the seed's
-/// `UPSTREAM_BUDGET_WAIT_S`).
-pub const DEFAULT_MAX_WAIT_S: u32 = 30;
 const MAX_WAIT_S: u32 = 300;
 /// The longest a `User-Agent` may be.
 const MAX_USER_AGENT_BYTES: usize = 256;
@@ -105,19 +104,6 @@ fn prefix(v: &Value, errors: &mut Errors) -> Option<String> {
     }
 }
 
-fn seconds(v: Option<&Value>, field: &str, default: Option<u32>, max: u32, errors: &mut Errors) -> Option<Span> {
-    match v.map(|v| (v, v.as_f64())) {
-        None => default.map(|s| Span::from_secs(s.into())),
-        Some((_, Some(s))) if s.is_finite() && (0.0..=f64::from(max)).contains(&s) => {
-            Some(Span::from_nanos((s * 1e9) as u64))
-        }
-        Some((v, _)) => {
-            errors.push(field, format!("must be a number of seconds from 0 to {max}, got {v}"));
-            None
-        }
-    }
-}
-
 fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
     let Some(obj) = value.as_object() else {
         errors.push("", "must be an object");
@@ -181,14 +167,7 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
     let cache = obj.get("cache").and_then(|v| cache(v, errors));
     let retry_after_failure =
         seconds(obj.get("retry_after_failure_s"), "retry_after_failure_s", Some(60), 86_400, errors);
-    let scope = match obj.get("scope").map(|v| (v, v.as_str())) {
-        None | Some((_, Some("isolate"))) => Some(Scope::Isolate),
-        Some((_, Some("fleet"))) => Some(Scope::Fleet),
-        Some((v, _)) => {
-            errors.push("scope", format!("must be \"isolate\" (the default) or \"fleet\", got {v}"));
-            None
-        }
-    };
+    let scope = budget_scope(obj.get("scope"), errors);
     let lease = match obj.get("lease") {
         None => Some(Span::from_secs(60)),
         Some(v) => {
