@@ -6,6 +6,7 @@
 //! a mirror has a free slot      in_flight < max_in_flight at that mirror (each mirror its own)
 //! spacing                       now ≥ the last start + min_interval
 //! weight                        the weights started in the last 60 s + this one ≤ weight_per_minute
+//!                               (the browser client's pacer, over one 60 s window)
 //! ```
 //!
 //! Mirrors are taken in their order, a healthy one before one that failed less than
@@ -17,6 +18,7 @@
 //! The state machine is pure: the caller waits (until [`Gate::wake_at`], or until a
 //! [`Gate::finish`]), then calls [`Gate::pump`] to start whoever can start.
 
+use crate::pacer::{PacerCore, Window};
 use crate::time::{Instant, Span};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -113,8 +115,8 @@ pub struct Gate {
     limits: Limits,
     mirrors: Vec<Mirror>,
     last_start: Option<Instant>,
-    /// Starts in the last minute and their weights, oldest first.
-    spent: VecDeque<(Instant, u64)>,
+    /// The weight started in the rolling minute: the browser client's pacer, one window.
+    pacer: Option<PacerCore>,
     held: HashMap<u64, Held, FixedState>,
     queue: VecDeque<Waiter>,
     next_permit: u64,
@@ -130,7 +132,9 @@ impl Gate {
             limits,
             mirrors: alloc::vec![Mirror { in_flight: 0, failed_until: Instant::ZERO }; limits.mirrors],
             last_start: None,
-            spent: VecDeque::new(),
+            pacer: limits.weight_per_minute.and_then(|budget| {
+                PacerCore::new(alloc::vec![Window { length: MINUTE, budget: budget.max(1) }], None).ok()
+            }),
             held: HashMap::with_hasher(FixedState::with_seed(0x9a7e)),
             queue: VecDeque::new(),
             next_permit: first_permit.max(1),
@@ -250,7 +254,7 @@ impl Gate {
 
     /// Thousandths of weight started in the minute up to `now`.
     pub fn spent(&self, now: Instant) -> u64 {
-        self.spent.iter().filter(|(at, _)| *at + MINUTE > now).map(|(_, w)| w).sum()
+        self.pacer.as_ref().map_or(0, |p| p.snapshot(now).windows[0].spent)
     }
 
     fn all_avoided(&self, avoid: u32) -> bool {
@@ -278,26 +282,19 @@ impl Gate {
     /// `weight` (slots aside).
     fn earliest_start(&self, now: Instant, weight: u64) -> Instant {
         let spaced = self.last_start.map_or(now, |last| (last + self.limits.min_interval).max(now));
-        let Some(budget) = self.limits.weight_per_minute else { return spaced };
-        // The window at `t` holds the starts in (t − 60 s, t]: drop the oldest until this
-        // call fits; the last one dropped leaves the window at its start + 60 s.
-        let mut load = self.spent(now);
-        let mut at = now;
-        for &(start, w) in self.spent.iter().filter(|(s, _)| *s + MINUTE > now) {
-            if load + weight <= budget {
-                break;
-            }
-            load -= w;
-            at = start + MINUTE;
-        }
-        spaced.max(at)
+        let Some(pacer) = &self.pacer else { return spaced };
+        // A weight above the budget was refused by `ask`; it could never fit.
+        spaced.max(pacer.eta(now, weight).unwrap_or(now))
     }
 
     fn start(&mut self, now: Instant, weight: u64, mirror: usize, lease: Option<Span>) -> Grant {
         self.mirrors[mirror].in_flight += 1;
         self.last_start = Some(now);
-        if self.limits.weight_per_minute.is_some() {
-            self.spent.push_back((now, weight));
+        if let Some(pacer) = &mut self.pacer {
+            // Spent at `now` for the rolling minute; the gate holds the slot, not the pacer.
+            if let Ok(Ok(id)) = pacer.try_acquire(now, weight) {
+                pacer.release(id);
+            }
         }
         let permit = self.next_permit;
         self.next_permit += 1;
@@ -305,11 +302,8 @@ impl Gate {
         Grant { permit, mirror }
     }
 
-    /// Forget starts older than a minute, and end the leases that ran out.
+    /// End the leases that ran out.
     fn expire(&mut self, now: Instant) {
-        while self.spent.front().is_some_and(|&(at, _)| at + MINUTE <= now) {
-            self.spent.pop_front();
-        }
         let ended: Vec<u64> =
             self.held.iter().filter(|(_, h)| h.until.is_some_and(|u| u <= now)).map(|(id, _)| *id).collect();
         for id in ended {
