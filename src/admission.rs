@@ -144,6 +144,16 @@ impl ByteBucket {
     }
 }
 
+impl crate::limit::SaveState for ByteBucket {
+    fn save(&self, out: &mut Vec<u64>) {
+        out.push(self.tat.as_nanos());
+    }
+    fn restore(&mut self, words: &mut dyn Iterator<Item = u64>) -> Option<()> {
+        self.tat = Instant::from_nanos(words.next()?);
+        Some(())
+    }
+}
+
 /// Why a request's body framing cannot be trusted: answered `400` before anything is read
 /// or charged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,9 @@ use alloc::vec::Vec;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod table;
+pub use table::{Placement, Swept, TenantTable};
+
 /// One tenant's limit, validated.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TenantLimit {

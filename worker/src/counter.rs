@@ -5,7 +5,7 @@ use crate::config::{config, Config};
 use crate::fleet;
 use crate::js::{self, Env};
 use crate::{describe, log_error, now};
-use sluicegate::limit::{Blocking, Decision, Limiter};
+use sluicegate::limit::{Blocking, Decision, Limiter, SaveState};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
 use sluicegate::tenants::{Override, Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::{Instant, Span};
@@ -29,9 +29,12 @@ pub struct Counter {
     fleet: fleet::Shared,
     /// The fleet-wide egress budgets this object keeps (one provider per object).
     egress: crate::egress::Shared,
-    /// Tenant buckets (one tenant per object, per colo or for the fleet), with the limit
-    /// (as JSON) they are of.
-    tenants: HashMap<String, (String, TenantBuckets)>,
+    /// Tenant buckets (one tenant per object, per colo or for the fleet, so one entry:
+    /// idle objects are evicted by the platform), with the generation and limit (as JSON)
+    /// they are of, and whether that limit's buckets are written down (see
+    /// [`TenantLimit::keeps_state`]): an evicted object then goes on where it was, so a
+    /// tenant's debt is never forgotten with the object's memory.
+    tenants: HashMap<String, (String, TenantBuckets, bool)>,
     /// The runtime overrides of tenant limits (kept by the one object named
     /// [`OVERRIDES_OBJECT`]), read from storage on first use.
     overrides: Option<Overrides>,
@@ -120,13 +123,25 @@ impl Counter {
     pub fn charge_tenant(&mut self, tenant: &str, limit: &str, generation: f64, bytes: f64) -> Result<f64, JsError> {
         let now = now();
         let seen = format!("{}\u{1f}{limit}", generation as u64);
-        if self.tenants.get(tenant).is_none_or(|(was, _)| *was != seen) {
+        if self.tenants.get(tenant).is_none_or(|(was, _, _)| *was != seen) {
             let parsed = TenantLimit::from_json_text(limit, None)
                 .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?;
-            self.tenants.insert(tenant.to_owned(), (seen, parsed.buckets()));
+            let mut buckets = parsed.buckets();
+            let keeps = parsed.keeps_state();
+            // First charge since this object started: take back what it wrote down, when the
+            // buckets are of this very limit and generation.
+            if keeps && !self.tenants.contains_key(tenant) {
+                self.stored_tenant(tenant, &seen, &mut buckets);
+            }
+            self.tenants.insert(tenant.to_owned(), (seen, buckets, keeps));
         }
-        let (_, buckets) = self.tenants.get_mut(tenant).expect("just inserted");
-        Ok(match buckets.charge(now, bytes.max(0.0) as u64) {
+        let (seen, buckets, keeps) = self.tenants.get_mut(tenant).expect("just inserted");
+        let decision = buckets.charge(now, bytes.max(0.0) as u64);
+        if decision.is_allowed() && *keeps {
+            let record = tenant_record(seen, buckets);
+            self.store_tenant(tenant, &record);
+        }
+        Ok(match decision {
             Decision::Allow { .. } => 0.0,
             Decision::Deny { retry_after } => retry_after.as_millis_ceil().max(1) as f64,
         })
@@ -325,6 +340,36 @@ impl Counter {
             .ok_or_else(|| JsError::new(&format!("no fleet egress provider \"{provider}\"")))
     }
 
+    /// Restore `tenant`'s buckets from storage when what is stored is of `seen` (the same
+    /// limit and generation); otherwise they stay fresh.
+    fn stored_tenant(&self, tenant: &str, seen: &str, buckets: &mut TenantBuckets) {
+        let Some(kv) = &self.kv else { return };
+        let Some(record) = kv.get_value(&tenant_key(tenant)).ok().and_then(|v| v.as_string()) else { return };
+        let Some((of, words)) = record.rsplit_once('\u{1e}') else { return };
+        if of != seen {
+            return;
+        }
+        let words: Option<Vec<u64>> = words.split(',').map(|w| w.parse().ok()).collect();
+        let mut trial = buckets.clone();
+        let mut words = words.unwrap_or_default().into_iter();
+        if trial.restore(&mut words).is_some() && words.next().is_none() {
+            *buckets = trial;
+        }
+    }
+
+    /// Write `tenant`'s buckets down; a failed write keeps them in memory and is logged.
+    fn store_tenant(&self, tenant: &str, record: &str) {
+        if let Some(kv) = &self.kv {
+            if let Err(e) = kv.put(&tenant_key(tenant), &JsValue::from_str(record)) {
+                log_error(&format!(
+                    "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"error\":{}}}",
+                    crate::json_string(tenant),
+                    crate::json_string(&format!("the tenant's buckets could not be written down: {}", describe(&e)))
+                ));
+            }
+        }
+    }
+
     /// The end of the block stored for `key`, if it is stored and readable.
     fn stored_block(&self, key: &str) -> Option<Instant> {
         let value = self.kv.as_ref()?.get_value(key).ok()?;
@@ -369,6 +414,20 @@ impl Counter {
             key.to_owned()
         }
     }
+}
+
+/// Where a tenant's buckets are written down.
+fn tenant_key(tenant: &str) -> String {
+    format!("tenant-buckets\u{1f}{tenant}")
+}
+
+/// A tenant's buckets as written down: the limit and generation they are of (`seen`), then
+/// their state as words.
+fn tenant_record(seen: &str, buckets: &TenantBuckets) -> String {
+    let mut words = Vec::new();
+    buckets.save(&mut words);
+    let words: Vec<String> = words.iter().map(u64::to_string).collect();
+    format!("{seen}\u{1e}{}", words.join(","))
 }
 
 /// Where a key's count is stored, beside its block (stored under the key itself).

@@ -9,7 +9,7 @@ use crate::js::{self, Env};
 use sluicegate::limit::Decision;
 use sluicegate::rules::RequestFacts;
 use sluicegate::tenants::{
-    effective, Identify, Overrides, QueueShare, TenantBuckets, TenantLimit, TenantScope, Tenants,
+    effective, Identify, LimitSource, Overrides, Placement, QueueShare, TenantLimit, TenantScope, TenantTable, Tenants,
 };
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
@@ -18,7 +18,9 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-/// Tenants whose buckets this isolate keeps for when the store cannot answer.
+/// The most buckets this isolate keeps (for when no store answers) of tenants under the
+/// default limit; past it a new such tenant is charged to one shared overflow bucket (see
+/// [`TenantTable`]). Tenants with a limit of their own always get theirs.
 const MAX_LOCAL_TENANTS: usize = 10_000;
 
 /// How long an isolate trusts its copy of the runtime overrides: a change reaches every
@@ -28,10 +30,12 @@ const OVERRIDES_FRESH: Span = Span::from_secs(1);
 thread_local! {
     /// This isolate's copy of the runtime overrides, and when it was read.
     static OVERRIDES: RefCell<Option<(Instant, Rc<Overrides>)>> = const { RefCell::new(None) };
-    /// This isolate's buckets per tenant (the store's stand-in), with the limit (and its
-    /// generation) they are of.
-    static LOCAL: RefCell<HashMap<String, (TenantLimit, u64, TenantBuckets)>> = RefCell::new(HashMap::new());
-    /// What each tenant has in flight from this isolate.
+    /// This isolate's buckets per tenant (the store's stand-in), bounded and swept a shard a
+    /// tick; made on first use (its salt is random, which workerd refuses at module scope).
+    static LOCAL: RefCell<Option<TenantTable>> = const { RefCell::new(None) };
+    /// What each tenant has in flight from this isolate: an entry exists only while a
+    /// request of it is in flight (it is removed when its last one is given back), so the
+    /// map never holds more tenants than this isolate has requests in flight.
     static QUEUES: RefCell<HashMap<String, QueueShare>> = RefCell::new(HashMap::new());
 }
 
@@ -150,6 +154,8 @@ async fn charge(
     bytes: u64,
     now: Instant,
 ) -> Decision {
+    // Every tenant request ticks this isolate's table, so it is swept while stores answer too.
+    tick_local(now);
     let colo_name = format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown"));
     // Fleet scope asks the tenant's one object; when it cannot answer, the colo's own
     // buckets (colo scope's object) do; when no store answers, this isolate's.
@@ -169,7 +175,7 @@ async fn charge(
             )),
         }
     }
-    charge_here(tenant, (limit, generation), bytes, now)
+    charge_here(tenants, tenant, (limit, generation), bytes, now)
 }
 
 async fn charge_in_store(
@@ -195,18 +201,51 @@ async fn charge_in_store(
     })
 }
 
-fn charge_here(tenant: &str, (limit, generation): (&TenantLimit, u64), bytes: u64, now: Instant) -> Decision {
+/// Run `f` on this isolate's table of tenant buckets, making it on first use.
+fn with_local<T>(f: impl FnOnce(&mut TenantTable) -> T) -> T {
     LOCAL.with(|local| {
         let mut local = local.borrow_mut();
-        if local.len() >= MAX_LOCAL_TENANTS && !local.contains_key(tenant) {
-            local.clear();
-        }
-        let entry = local.entry(tenant.to_owned()).or_insert_with(|| (limit.clone(), generation, limit.buckets()));
-        if entry.0 != *limit || entry.1 != generation {
-            *entry = (limit.clone(), generation, limit.buckets());
-        }
-        entry.2.charge(now, bytes)
+        f(local.get_or_insert_with(|| TenantTable::new(MAX_LOCAL_TENANTS, (js::random_u64(), js::random_u64()))))
     })
+}
+
+/// Sweep the next shard of this isolate's table when a tick is due.
+fn tick_local(now: Instant) {
+    with_local(|table| table.tick(now));
+}
+
+/// Where the limit `charge` was handed came from: an override has a generation (when it
+/// was set); otherwise the rules file's entry, else its default.
+fn source_of(tenants: &Tenants, tenant: &str, generation: u64) -> LimitSource {
+    if generation != 0 {
+        LimitSource::Override
+    } else if tenants.limits.contains_key(tenant) {
+        LimitSource::Config
+    } else {
+        LimitSource::Default
+    }
+}
+
+fn charge_here(
+    tenants: &Tenants,
+    tenant: &str,
+    (limit, generation): (&TenantLimit, u64),
+    bytes: u64,
+    now: Instant,
+) -> Decision {
+    let source = source_of(tenants, tenant, generation);
+    let (decision, placement, held, first) = with_local(|table| {
+        let (decision, placement) = table.charge(tenant, limit, source, generation, bytes, now);
+        (decision, placement, table.len(), table.overflowed() == 1)
+    });
+    if placement == Placement::Overflow && first {
+        // Once per tick: the table is full of buckets that still owe.
+        crate::log_error(&format!(
+            "{{\"sluicegate\":\"tenant-table-full\",\"tenants\":{held},\"max_default\":{MAX_LOCAL_TENANTS},\
+             \"detail\":\"new tenants under the default share one overflow bucket until buckets refill\"}}"
+        ));
+    }
+    decision
 }
 
 /// The stub of the object that keeps the runtime overrides.

@@ -1,6 +1,9 @@
 // Tenant quotas (ingest-admission.md's semantics), in workerd.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { startEdge } from "../testing.mjs";
 import { originServer } from "./support/origin.mjs";
@@ -181,6 +184,117 @@ describe("fleet scope and the store", () => {
     } finally {
       await failing.close();
       await origin.close();
+    }
+  });
+});
+
+describe("invented tenant names (tenant_header)", () => {
+  // The sender names its tenant; `debtor` has a limit of its own, everyone else the default.
+  const named = {
+    rules: [],
+    tenants: {
+      match: { path: { starts_with: "/hooks/" } },
+      tenant_header: "x-tenant",
+      limits: { debtor: { rate: 0.00001, burst: 1 }, good: { rate: 1000, burst: 1000 } },
+      default: { rate: 0.01, burst: 1 },
+    },
+  };
+  const send = async (edge, tenant) => {
+    const res = await edge.fetch("/hooks/in", { method: "POST", headers: { "x-tenant": tenant, "cf-connecting-ip": "192.0.2.1" }, cf: { colo: "AMS" } });
+    await res.arrayBuffer();
+    return res.status;
+  };
+  /** Send `count` invented names, `width` at a time; every 1,000, `probe()`. The statuses by count. */
+  const flood = async (edge, prefix, count, probe, width = 100) => {
+    const statuses = {};
+    for (let i = 0; i < count; i += width) {
+      const batch = [];
+      for (let j = i; j < Math.min(count, i + width); j++) batch.push(send(edge, `${prefix}-${j}`));
+      for (const status of await Promise.all(batch)) statuses[status] = (statuses[status] ?? 0) + 1;
+      if (i % 1_000 === 0) await probe(i);
+    }
+    return statuses;
+  };
+
+  test("20,000 invented names, no store: the isolate's table stops at its bound, a tenant in debt stays refused throughout", async () => {
+    const origin = await server();
+    // No store answers: every tenant is counted in this isolate's own table.
+    const edge = await startEdge({ rules: named, origin: origin.url, faults: { store: "unavailable" } });
+    try {
+      assert.deepEqual([await send(edge, "debtor"), await send(edge, "debtor")], [200, 429]);
+      assert.deepEqual([await send(edge, "early"), await send(edge, "early")], [200, 429], "an invented name in debt");
+      const statuses = await flood(edge, "invented", 20_000, async (i) => {
+        assert.equal(await send(edge, "debtor"), 429, `debtor after ${i} names`);
+        assert.equal(await send(edge, "early"), 429, `early after ${i} names`);
+        assert.equal(await send(edge, "good"), 200, `good after ${i} names`);
+      });
+      // 10,000 buckets under the default (early's among them, debtor's and good's beside), then
+      // new names share one overflow bucket of the default limit (a burst of 1), long in debt.
+      assert.ok(statuses[200] >= 9_990 && statuses[200] <= 10_001, JSON.stringify(statuses));
+      assert.equal(statuses[200] + statuses[429], 20_000, JSON.stringify(statuses));
+      const full = JSON.parse((await edge.waitForLog(/"tenant-table-full"/)).message);
+      assert.ok(full.tenants <= 10_002, JSON.stringify(full));
+      assert.equal(full.max_default, 10_000);
+      const refused = await edge.fetch("/hooks/in", { method: "POST", headers: { "x-tenant": "one-more" } });
+      assert.equal(refused.status, 429);
+      assert.equal((await refused.json()).code, "tenant_rate_limited");
+      assert.ok(Number(refused.headers.get("retry-after")) >= 1);
+      // The isolate keeps working: a tenant of its own and a request outside the tenants.
+      assert.equal(await send(edge, "good"), 200);
+      assert.equal(await send(edge, "debtor"), 429);
+      assert.equal((await edge.fetch("/elsewhere")).status, 200);
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+
+  test("10,500 names invented slower than buckets refill are swept, never overflow, and a tenant in debt stays refused", async () => {
+    const origin = await server();
+    // The development clock runs 100 times as fast: a default bucket refills in 1 s, a pass
+    // of the sweep (16 shards, one every 3.75 s) takes 0.6 s; debtor owes for 1,000 s.
+    const edge = await startEdge({
+      rules: named,
+      origin: origin.url,
+      faults: { store: "unavailable" },
+      vars: { SLUICEGATE_CLOCK: `100,${Date.now()},${Date.now()}` },
+    });
+    try {
+      assert.deepEqual([await send(edge, "debtor"), await send(edge, "debtor")], [200, 429]);
+      const statuses = await flood(edge, "gentle", 10_500, async (i) => {
+        assert.equal(await send(edge, "debtor"), 429, `debtor after ${i} names`);
+      });
+      assert.deepEqual(statuses, { 200: 10_500 }, "every new name had a bucket of its own");
+      assert.ok(!edge.logLines().some((l) => l.includes("tenant-table-full")), "the table never filled");
+      assert.equal(await send(edge, "debtor"), 429);
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+});
+
+describe("a Durable Object's tenant buckets", () => {
+  test("a debt longer than a minute is written down, so an object that starts again (a restart) still refuses", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "sluicegate-tenant-debt-"));
+    const origin = await server();
+    const rules = tenantsConfig({ limits: { acme: { rate: 0.01, burst: 1 }, slow: { rate: 1, burst: 2 } } });
+    const start = () => startEdge({ build: "deploy", rules, origin: origin.url, persist: dir });
+    try {
+      let edge = await start();
+      assert.deepEqual([(await post(edge, "acme")).status, (await post(edge, "acme")).status], [200, 429]);
+      await edge.close();
+      edge = await start();
+      try {
+        const r = await post(edge, "acme");
+        assert.equal(r.status, 429, "the object started afresh, and the debt was still there");
+        assert.ok(Number(r.headers.get("retry-after")) > 90);
+      } finally {
+        await edge.close();
+      }
+    } finally {
+      await origin.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
