@@ -102,7 +102,7 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.getOverrides();
     }
 
-    /** RPC (the overrides object): set `tenant`'s override; the replaced one's JSON or "". */
+    /** RPC (the overrides object): set `tenant`'s override: `{before, changed}` or `{refused}`. */
     putOverride(tenant, limit, at) {
       return this.counter.putOverride(tenant, limit, at);
     }

@@ -229,6 +229,29 @@ pub fn tenant_limited(tenant: &str, code: &str, retry_after: Span) -> String {
     serde_json::to_string(&body).unwrap_or_default()
 }
 
+/// An RFC 9457 problem body with a machine-readable `code` (e.g. `store_unavailable`).
+///
+/// # Examples
+/// ```
+/// use sluicegate::headers;
+/// let body = headers::coded_problem(503, "The store cannot be reached.", "store_unavailable");
+/// assert!(body.contains("\"code\":\"store_unavailable\"") && body.contains("\"title\":\"Service Unavailable\""));
+/// ```
+pub fn coded_problem(status: u16, detail: &str, code: &str) -> String {
+    let body = Problem {
+        kind: "about:blank",
+        title: status_title(status),
+        status,
+        detail,
+        rule: None,
+        upstream: None,
+        tenant: None,
+        code: Some(code),
+        retry_after: None,
+    };
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
 /// The body answered while the configuration is invalid: it names nothing internal.
 pub fn unavailable() -> String {
     problem(503, "Service Unavailable", "The service is not available right now. Try again later.", None, None)

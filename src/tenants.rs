@@ -574,6 +574,20 @@ impl Overrides {
         Ok(self.by_tenant.insert(tenant.to_string(), o))
     }
 
+    /// Set `tenant`'s override to `limit` as of `at` (ms), unless that limit is its override
+    /// already: the override it had, if any, and whether anything changed. An unchanged
+    /// override keeps its `set_at`, so a repeated change does not start the tenant's buckets
+    /// afresh again (a retried request is idempotent).
+    ///
+    /// # Errors
+    /// As for [`Overrides::set`].
+    pub fn put(&mut self, tenant: &str, limit: TenantLimit, at: u64) -> Result<(Option<Override>, bool), String> {
+        match self.by_tenant.get(tenant) {
+            Some(same) if same.limit == limit => Ok((Some(same.clone()), false)),
+            _ => self.set(tenant, Override { limit, set_at: at }).map(|before| (before, true)),
+        }
+    }
+
     /// Remove `tenant`'s override; the one removed, if any.
     pub fn remove(&mut self, tenant: &str) -> Option<Override> {
         self.by_tenant.remove(tenant)
@@ -624,6 +638,24 @@ mod override_tests {
         assert!(partial.get("ok").is_some());
         assert_eq!(o.remove("acme").map(|x| x.set_at), Some(42));
         assert!(Overrides::from_json("[]").is_err());
+    }
+
+    #[test]
+    fn putting_the_override_in_force_again_changes_nothing_and_a_full_set_refuses_new_tenants() {
+        let limit = |burst: u32| TenantLimit::from_json(&serde_json::json!({"rate": 1, "burst": burst}), None).unwrap();
+        let mut o = Overrides::default();
+        assert_eq!(o.put("acme", limit(2), 10).unwrap(), (None, true));
+        let (before, changed) = o.put("acme", limit(2), 20).unwrap();
+        assert_eq!((before.map(|b| b.set_at), changed), (Some(10), false));
+        assert_eq!(o.get("acme").unwrap().set_at, 10, "the buckets are not started afresh again");
+        let (before, changed) = o.put("acme", limit(3), 30).unwrap();
+        assert_eq!((before.map(|b| b.limit), changed), (Some(limit(2)), true));
+        assert_eq!(o.get("acme").unwrap().set_at, 30);
+        for i in 1..Overrides::MAX {
+            o.put(&format!("t{i}"), limit(1), 1).unwrap();
+        }
+        assert!(o.put("one-too-many", limit(1), 1).unwrap_err().contains("at most 10000"));
+        assert!(o.put("acme", limit(4), 40).unwrap().1, "a tenant with an override may still change it");
     }
 }
 

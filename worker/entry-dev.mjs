@@ -6,7 +6,8 @@ import { edge } from "./edge.mjs";
 
 /**
  * Faults for tests (`SLUICEGATE_FAULTS`, set by startEdge's `faults`):
- * - `{"store": "unavailable"}`: every rule's Durable Object call fails;
+ * - `{"store": "unavailable"}`: every Durable Object call fails (rules', tenants', the
+ *   tenant overrides object's, egress permits');
  * - `{"store": "slow"}`: every rule's Durable Object call answers after 5 s;
  * - `{"store": "fleet-tenants"}`: only the fleet-wide tenant objects fail (a colo's do not);
  * - `{"lease": "leak"}`: fleet budget leases are taken but never renewed nor given back, as
@@ -16,6 +17,8 @@ import { edge } from "./edge.mjs";
  *   reports a client that closed its connection (local workerd only notices that when it
  *   next writes to the client, so before the response it never does).
  */
+const unavailable = () => Promise.reject(new Error("the store is unavailable (injected fault)"));
+
 function withFaults(env) {
   if (!env.SLUICEGATE_FAULTS) return env;
   const { store, lease } = JSON.parse(env.SLUICEGATE_FAULTS);
@@ -43,9 +46,9 @@ function withFaults(env) {
           return stub.chargeTenant(tenant, limit, generation, bytes);
         },
         acquireSlot: (upstream) => stub.acquireSlot(upstream),
-        getOverrides: () => stub.getOverrides(),
-        putOverride: (tenant, limit, at) => stub.putOverride(tenant, limit, at),
-        deleteOverride: (tenant) => stub.deleteOverride(tenant),
+        getOverrides: () => (store === "unavailable" ? unavailable() : stub.getOverrides()),
+        putOverride: (tenant, limit, at) => (store === "unavailable" ? unavailable() : stub.putOverride(tenant, limit, at)),
+        deleteOverride: (tenant) => (store === "unavailable" ? unavailable() : stub.deleteOverride(tenant)),
         renewSlot: (upstream, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewSlot(upstream, id)),
         releaseSlot: (upstream, id) => (lease === "leak" ? Promise.resolve() : stub.releaseSlot(upstream, id)),
         acquirePermit(provider, weight, avoid, waitMs) {

@@ -1,24 +1,29 @@
 //! The admin API of tenant limits, when the secret `SLUICEGATE_ADMIN_TOKEN` is set:
 //!
 //! - `GET /v1/tenants`: every limit this edge knows, with where it comes from;
-//! - `GET | PUT | DELETE /v1/tenants/:tenant/rate-limit`: one tenant's limit, its runtime
-//!   override set (replacing the limit whole and starting fresh buckets) or removed.
+//! - `GET | PUT | DELETE /v1/tenants/:tenant/rate-limit`: the limit that applies to one
+//!   tenant (override > the rules file's entry > the default, saying which), its runtime
+//!   override set (validated against the tenants section's `max_body_bytes`, replacing the
+//!   limit whole and starting fresh buckets; the override in force again changes nothing)
+//!   or removed (fresh buckets of the limit that applies then; `404` when there is none).
 //!
 //! The routes match the normalised path in any case (`/V1/Tenants`), and every path under
 //! `/v1/tenants` is the API's (a 404 when no route matches): none reaches the origin.
 //!
 //! Authorised by `Authorization: Bearer <token>`, compared in constant time; a wrong or
 //! missing token is a bare 401. Overrides are kept by one Durable Object (they survive
-//! restarts) and every isolate reads them at most a second old. Each change is logged:
-//! who (the caller's address), what, before, after, when.
+//! restarts) and every isolate reads them at most a second old; the API itself reads and
+//! changes them in that object, and answers `503` `store_unavailable` when it cannot be
+//! reached within a second. Each accepted change is logged: who (the caller's address),
+//! what, before, after, when, and whether it changed anything.
 
 use crate::config::Setup;
-use crate::js::Env;
+use crate::js::{self, Env};
 use crate::tenancy;
-use crate::{json_string, log, now, problem};
+use crate::{json_string, log, problem};
 use sluicegate::headers;
 use sluicegate::identity::Identity;
-use sluicegate::tenants::{effective, same_secret, LimitSource, TenantLimit, Tenants};
+use sluicegate::tenants::{effective, same_secret, LimitSource, Overrides, TenantLimit, Tenants};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response};
@@ -45,11 +50,11 @@ pub async fn serve(
     };
     let method = request.method().to_ascii_uppercase();
     let answer = match (route, method.as_str()) {
-        (Route::List, "GET") => json(200, &list(env, tenants).await),
+        (Route::List, "GET") => list(env, tenants).await,
         (Route::Limit(tenant), _) if !is_tenant(tenant) => {
             bad_request("tenant", "must be 1–128 letters, digits, '_', '-' or '.'")
         }
-        (Route::Limit(tenant), "GET") => json(200, &describe(env, tenants, tenant).await),
+        (Route::Limit(tenant), "GET") => describe(env, tenants, tenant).await,
         (Route::Limit(tenant), "PUT") => put(request, env, tenants, tenant, caller).await?,
         (Route::Limit(tenant), "DELETE") => delete(env, tenants, tenant, caller).await?,
         (Route::List, _) => not_allowed("GET"),
@@ -121,12 +126,38 @@ fn source_name(source: LimitSource) -> &'static str {
     }
 }
 
+/// The overrides as their store holds them now: an admin read never answers from this
+/// isolate's copy, which may be a second old or, when the store cannot be read, empty.
+async fn stored_overrides(env: &Env) -> Result<Overrides, Response> {
+    let read = async {
+        let text = call_store(tenancy::overrides_object(env).and_then(|o| o.get_overrides())).await?;
+        let text = text.as_string().ok_or_else(|| JsValue::from_str("the overrides store answered no text"))?;
+        Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
+    };
+    read.await.map_err(|error| store_unavailable(&error, "The tenant overrides cannot be read right now."))
+}
+
+/// The answer of a call to the overrides object, within the store's timeout.
+async fn call_store(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> {
+    let call = js_sys::Promise::resolve(&call?);
+    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    if answer.is_undefined() {
+        return Err(JsValue::from_str(&format!(
+            "the overrides store did not answer within {} ms",
+            crate::STORE_TIMEOUT_MS
+        )));
+    }
+    Ok(answer)
+}
+
 /// `{"tenant", "limit", "source"}` for the limit that applies to `tenant` now.
-async fn describe(env: &Env, tenants: &Tenants, tenant: &str) -> String {
-    let overrides = tenancy::overrides(env, now()).await;
-    let found =
-        effective(overrides.get(tenant).map(|o| &o.limit), tenants.limits.get(tenant), tenants.default.as_ref());
-    entry(tenant, found)
+async fn describe(env: &Env, tenants: &Tenants, tenant: &str) -> Response {
+    let overrides = match stored_overrides(env).await {
+        Ok(overrides) => overrides,
+        Err(refusal) => return refusal,
+    };
+    let overridden = overrides.get(tenant).map(|o| &o.limit);
+    json(200, &entry(tenant, effective(overridden, tenants.limits.get(tenant), tenants.default.as_ref())))
 }
 
 fn entry(tenant: &str, found: Option<(&TenantLimit, LimitSource)>) -> String {
@@ -142,8 +173,11 @@ fn entry(tenant: &str, found: Option<(&TenantLimit, LimitSource)>) -> String {
 }
 
 /// Every tenant with a limit of its own (configured or overridden), sorted, and the default.
-async fn list(env: &Env, tenants: &Tenants) -> String {
-    let overrides = tenancy::overrides(env, now()).await;
+async fn list(env: &Env, tenants: &Tenants) -> Response {
+    let overrides = match stored_overrides(env).await {
+        Ok(overrides) => overrides,
+        Err(refusal) => return refusal,
+    };
     let mut names: Vec<&String> = tenants.limits.keys().chain(overrides.iter().map(|(t, _)| t)).collect();
     names.sort();
     names.dedup();
@@ -152,9 +186,11 @@ async fn list(env: &Env, tenants: &Tenants) -> String {
         .map(|t| entry(t, effective(overrides.get(t).map(|o| &o.limit), tenants.limits.get(t), None)))
         .collect();
     let default = tenants.default.as_ref().map_or_else(|| "null".to_owned(), TenantLimit::to_json);
-    format!("{{\"default\":{default},\"tenants\":[{}]}}", entries.join(","))
+    json(200, &format!("{{\"default\":{default},\"tenants\":[{}]}}", entries.join(",")))
 }
 
+/// Set `tenant`'s override. The same override again is idempotent: the same answer, its
+/// buckets not started afresh again, and an audit line with `"changed": false`.
 async fn put(
     request: &Request,
     env: &Env,
@@ -171,35 +207,46 @@ async fn put(
         Err(e) => return Ok(bad_request(&e.field, &e.message)),
     };
     let at = js_sys::Date::now();
-    let call = tenancy::overrides_object(env)?.put_override(tenant, &limit.to_json(), at)?;
-    let before = match JsFuture::from(js_sys::Promise::resolve(&call)).await {
-        Ok(before) => before.as_string().unwrap_or_default(),
-        Err(error) => return Ok(store_failed(&error)),
+    let call = tenancy::overrides_object(env).and_then(|o| o.put_override(tenant, &limit.to_json(), at));
+    let answer = match call_store(call).await {
+        Ok(answer) => answer,
+        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
     };
-    tenancy::forget_overrides();
-    audit("put", tenant, &before, &limit.to_json(), caller, at);
+    let field = |name: &str| js_sys::Reflect::get(&answer, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    if let Some(why) = field("refused").as_string() {
+        let detail = format!("Tenant \"{tenant}\" has no override and {why}: delete one first.");
+        return Ok(coded(409, &detail, "too_many_overrides"));
+    }
+    let before = field("before").as_string().unwrap_or_default();
+    let changed = field("changed").as_bool().unwrap_or(true);
+    if changed {
+        tenancy::forget_overrides();
+    }
+    audit(("put", changed), tenant, &before, &limit.to_json(), caller, at);
     Ok(json(200, &entry(tenant, Some((&limit, LimitSource::Override)))))
 }
 
+/// Remove `tenant`'s override (`404` when it has none).
 async fn delete(env: &Env, tenants: &Tenants, tenant: &str, caller: Option<Identity>) -> Result<Response, JsValue> {
-    let call = tenancy::overrides_object(env)?.delete_override(tenant)?;
-    let before = match JsFuture::from(js_sys::Promise::resolve(&call)).await {
+    let before = match call_store(tenancy::overrides_object(env).and_then(|o| o.delete_override(tenant))).await {
         Ok(before) => before.as_string().unwrap_or_default(),
-        Err(error) => return Ok(store_failed(&error)),
+        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
     };
     if before.is_empty() {
         return Ok(not_found(&format!("Tenant \"{tenant}\" has no override.")));
     }
     tenancy::forget_overrides();
-    audit("delete", tenant, &before, "", caller, js_sys::Date::now());
+    audit(("delete", true), tenant, &before, "", caller, js_sys::Date::now());
     Ok(json(200, &entry(tenant, effective(None, tenants.limits.get(tenant), tenants.default.as_ref()))))
 }
 
-/// One log line per change: who, what, before, after, when.
-fn audit(action: &str, tenant: &str, before: &str, after: &str, caller: Option<Identity>, at: f64) {
+/// One log line per accepted change: who, what, before, after, when, and whether it
+/// changed anything (a repeated PUT does not).
+fn audit((action, changed): (&str, bool), tenant: &str, before: &str, after: &str, caller: Option<Identity>, at: f64) {
     let or_null = |s: &str| if s.is_empty() { "null".to_owned() } else { s.to_owned() };
     log(&format!(
-        "{{\"sluicegate\":\"admin\",\"action\":\"{action}\",\"tenant\":{},\"before\":{},\"after\":{},\"by\":{},\"at_ms\":{}}}",
+        "{{\"sluicegate\":\"admin\",\"action\":\"{action}\",\"tenant\":{},\"before\":{},\"after\":{},\"changed\":{changed},\
+         \"by\":{},\"at_ms\":{}}}",
         json_string(tenant),
         or_null(before),
         or_null(after),
@@ -227,10 +274,25 @@ fn not_allowed(allow: &str) -> Response {
     response
 }
 
-fn store_failed(error: &JsValue) -> Response {
-    crate::log_error(&format!("sluicegate: admin change not stored: {}", crate::describe(error)));
-    let detail = "The change could not be stored; nothing was changed. Try again.";
-    problem(503, &headers::problem(503, "Service Unavailable", detail, None, None), None)
+/// What a `503` to a change says: a store that timed out may still have made it.
+const CHANGE_NOT_CONFIRMED: &str =
+    "The tenant overrides store cannot be reached: the change was not confirmed. Try again (repeating a change is safe).";
+
+/// `503` with `"code": "store_unavailable"` and `Retry-After: 1`, the store's error logged.
+fn store_unavailable(error: &JsValue, detail: &str) -> Response {
+    crate::log_error(&format!(
+        "{{\"sluicegate\":\"store-failure\",\"store\":\"{}\",\"error\":{}}}",
+        crate::counter::OVERRIDES_OBJECT,
+        json_string(&crate::describe(error))
+    ));
+    let response = coded(503, detail, "store_unavailable");
+    let _ = response.headers().set("retry-after", "1");
+    response
+}
+
+/// A problem+json answer with a `code`.
+fn coded(status: u16, detail: &str, code: &str) -> Response {
+    problem(status, &headers::coded_problem(status, detail, code), None)
 }
 
 #[cfg(test)]

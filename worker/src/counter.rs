@@ -7,7 +7,7 @@ use crate::js::{self, Env};
 use crate::{describe, log_error, now};
 use sluicegate::limit::{Blocking, Decision, Limiter, SaveState};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
-use sluicegate::tenants::{Override, Overrides, TenantBuckets, TenantLimit};
+use sluicegate::tenants::{Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::{Instant, Span};
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
@@ -83,20 +83,34 @@ impl Counter {
         self.overrides().to_json()
     }
 
-    /// Set `tenant`'s override to `limit` (JSON), as of `at` (ms): the override it replaces
-    /// as JSON, or an empty string.
+    /// Set `tenant`'s override to `limit` (JSON), as of `at` (ms), unless it is that
+    /// already (then nothing is written and it keeps when it was set): `{before, changed}`,
+    /// `before` the override it had as JSON or an empty string; `{refused}` (why) when
+    /// there are as many overrides as are kept and `tenant` has none.
     ///
     /// # Errors
-    /// A limit that does not validate, too many overrides, or storage that refused the
-    /// write (nothing is changed then).
+    /// A limit that does not validate, or storage that refused the write (nothing is
+    /// changed then).
     #[wasm_bindgen(js_name = putOverride)]
-    pub fn put_override(&mut self, tenant: &str, limit: &str, at: f64) -> Result<String, JsError> {
+    pub fn put_override(&mut self, tenant: &str, limit: &str, at: f64) -> Result<JsValue, JsError> {
         let limit = TenantLimit::from_json_text(limit, None)
             .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?;
         let mut next = self.overrides().clone();
-        let before = next.set(tenant, Override { limit, set_at: at.max(0.0) as u64 }).map_err(|e| JsError::new(&e))?;
-        self.keep_overrides(next)?;
-        Ok(before.map(|o| o.limit.to_json()).unwrap_or_default())
+        let answer = js_sys::Object::new();
+        let set = |key: &str, value: JsValue| {
+            js_sys::Reflect::set(&answer, &key.into(), &value).map(|_| ()).map_err(|e| JsError::new(&describe(&e)))
+        };
+        match next.put(tenant, limit, at.max(0.0) as u64) {
+            Ok((before, changed)) => {
+                if changed {
+                    self.keep_overrides(next)?;
+                }
+                set("before", before.map(|o| o.limit.to_json()).unwrap_or_default().into())?;
+                set("changed", changed.into())?;
+            }
+            Err(why) => set("refused", why.into())?,
+        }
+        Ok(answer.into())
     }
 
     /// Remove `tenant`'s override: the one removed as JSON, or an empty string when there

@@ -134,3 +134,119 @@ describe("the admin API", () => {
     });
   });
 });
+
+describe("every admin path", () => {
+  let backend;
+  let edge;
+  before(async () => {
+    backend = await origin();
+    edge = await startEdge({ build: "deploy", rules: RULES, origin: backend.url, adminToken: TOKEN });
+  });
+  after(async () => {
+    await edge?.close();
+    await backend?.close();
+  });
+  const auditLines = (tenant) =>
+    edge
+      .logLines()
+      .filter((l) => l.includes('"sluicegate":"admin"') && l.includes(`"tenant":"${tenant}"`))
+      .map((l) => JSON.parse(l));
+  const settle = () => new Promise((r) => setTimeout(r, 200));
+
+  test("the effective limit: override, else the tenant's entry, else the default, saying which; none is unlimited", async () => {
+    const get = async (tenant) => (await admin(edge, "GET", `/v1/tenants/${tenant}/rate-limit`)).json;
+    assert.deepEqual(await get("acme"), { tenant: "acme", limit: { rate: 0.01, burst: 2 }, source: "config" });
+    assert.deepEqual(await get("nobody"), { tenant: "nobody", limit: { rate: 0.01, burst: 1 }, source: "default" });
+    assert.equal((await admin(edge, "PUT", "/v1/tenants/nobody/rate-limit", { body: '{"rate": 2, "burst": 4}' })).status, 200);
+    assert.deepEqual(await get("nobody"), { tenant: "nobody", limit: { rate: 2, burst: 4 }, source: "override" });
+    const list = await admin(edge, "GET", "/v1/tenants");
+    assert.deepEqual(list.json.tenants.map((t) => [t.tenant, t.source]), [["acme", "config"], ["nobody", "override"]]);
+    assert.equal((await admin(edge, "DELETE", "/v1/tenants/nobody/rate-limit")).status, 200);
+    assert.deepEqual(await get("nobody"), { tenant: "nobody", limit: { rate: 0.01, burst: 1 }, source: "default" });
+
+    const { default: _, ...noDefault } = RULES.tenants;
+    const bare = await startEdge({ build: "deploy", rules: { rules: [], tenants: noDefault }, origin: backend.url, adminToken: TOKEN });
+    try {
+      assert.deepEqual((await admin(bare, "GET", "/v1/tenants/beta/rate-limit")).json, { tenant: "beta", limit: null, source: "none" });
+      assert.deepEqual((await admin(bare, "GET", "/v1/tenants")).json, { default: null, tenants: [{ tenant: "acme", limit: { rate: 0.01, burst: 2 }, source: "config" }] });
+    } finally {
+      await bare.close();
+    }
+  });
+
+  test("put is validated against the tenants section's max_body_bytes: at it is fine, past it is 400 naming the field", async () => {
+    const at = await admin(edge, "PUT", "/v1/tenants/capped/rate-limit", { body: JSON.stringify({ rate: 1, burst: 1, max_body_bytes: 100_000 }) });
+    assert.equal(at.status, 200);
+    const past = await admin(edge, "PUT", "/v1/tenants/capped/rate-limit", { body: JSON.stringify({ rate: 1, burst: 1, max_body_bytes: 100_001 }) });
+    assert.equal(past.status, 400);
+    assert.equal(past.headers.get("content-type"), "application/problem+json");
+    assert.match(JSON.parse(past.text).detail, /field "max_body_bytes": 100001 is above the instance's max_body_bytes, 100000/);
+    assert.equal((await admin(edge, "GET", "/v1/tenants/capped/rate-limit")).json.limit.max_body_bytes, 100_000, "nothing changed");
+    assert.equal((await admin(edge, "DELETE", "/v1/tenants/capped/rate-limit")).status, 200);
+  });
+
+  test("the same put twice is idempotent: the same answer, the buckets not reset again, an audit line saying nothing changed", async () => {
+    // beta (the default's burst of 1) is in debt; a put starts fresh buckets of the override.
+    assert.deepEqual([await hook(edge, "key-beta"), await hook(edge, "key-beta")], [200, 429]);
+    const body = JSON.stringify({ rate: 0.01, burst: 2 });
+    const first = await admin(edge, "PUT", "/v1/tenants/beta/rate-limit", { body });
+    assert.equal(first.status, 200);
+    assert.deepEqual([await hook(edge, "key-beta"), await hook(edge, "key-beta"), await hook(edge, "key-beta")], [200, 200, 429], "fresh: a burst of 2 at once");
+    const second = await admin(edge, "PUT", "/v1/tenants/beta/rate-limit", { body });
+    assert.deepEqual([second.status, second.text], [first.status, first.text]);
+    assert.equal(await hook(edge, "key-beta"), 429, "a repeated put is no reset: beta still owes");
+    await settle();
+    const lines = auditLines("beta");
+    assert.deepEqual(
+      lines.map((l) => [l.action, l.before, l.after, l.changed]),
+      [
+        ["put", null, { rate: 0.01, burst: 2 }, true],
+        ["put", { rate: 0.01, burst: 2 }, { rate: 0.01, burst: 2 }, false],
+      ],
+    );
+    for (const l of lines) assert.ok(l.by && l.at_ms > 0, JSON.stringify(l));
+  });
+
+  test("delete resets the tenant's buckets to the limit that applies then; a second delete is 404 with no audit line", async () => {
+    assert.equal(await hook(edge, "key-beta"), 429, "beta owes under its override");
+    const gone = await admin(edge, "DELETE", "/v1/tenants/beta/rate-limit");
+    assert.equal(gone.status, 200);
+    assert.deepEqual(gone.json, { tenant: "beta", limit: { rate: 0.01, burst: 1 }, source: "default" });
+    assert.deepEqual([await hook(edge, "key-beta"), await hook(edge, "key-beta")], [200, 429], "fresh buckets of the default");
+    const again = await admin(edge, "DELETE", "/v1/tenants/beta/rate-limit");
+    assert.equal(again.status, 404);
+    assert.equal(again.headers.get("content-type"), "application/problem+json");
+    assert.match(JSON.parse(again.text).detail, /Tenant "beta" has no override/);
+    await settle();
+    const deletes = auditLines("beta").filter((l) => l.action === "delete");
+    assert.deepEqual(deletes.map((l) => [l.before, l.after, l.changed]), [[{ rate: 0.01, burst: 2 }, null, true]]);
+  });
+});
+
+describe("the admin API without its store", () => {
+  test("every path answers 503 store_unavailable (problem+json, Retry-After) and nothing is audited", async () => {
+    const edge = await startEdge({ rules: RULES, adminToken: TOKEN, faults: { store: "unavailable" } });
+    try {
+      for (const [method, path, body] of [
+        ["GET", "/v1/tenants"],
+        ["GET", "/v1/tenants/acme/rate-limit"],
+        ["PUT", "/v1/tenants/acme/rate-limit", JSON.stringify({ rate: 1, burst: 1 })],
+        ["DELETE", "/v1/tenants/acme/rate-limit"],
+      ]) {
+        const r = await admin(edge, method, path, { body });
+        assert.equal(r.status, 503, `${method} ${path}`);
+        assert.equal(r.headers.get("content-type"), "application/problem+json");
+        assert.equal(r.headers.get("retry-after"), "1");
+        const problem = JSON.parse(r.text);
+        assert.equal(problem.code, "store_unavailable", `${method} ${path}`);
+        assert.match(problem.detail, /tenant overrides/);
+      }
+      // A bad limit is still named first: validation needs no store.
+      assert.equal((await admin(edge, "PUT", "/v1/tenants/acme/rate-limit", { body: '{"rate": 1}' })).status, 400);
+      await edge.waitForLog(/"store-failure","store":"tenant-overrides"/);
+      assert.ok(!edge.logLines().some((l) => l.includes('"sluicegate":"admin"')), "no change, no audit line");
+    } finally {
+      await edge.close();
+    }
+  });
+});
