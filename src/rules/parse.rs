@@ -82,6 +82,12 @@ const MAX_WAIT_SECONDS: u32 = 300;
 pub const MAX_UPSTREAMS: usize = 32;
 const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress"];
 
+/// Body bytes per second per source unless the file says otherwise (`pre_read.
+/// source_bytes_per_second`; `null` turns the ceiling off): 100 MB/s.
+pub const DEFAULT_SOURCE_BYTES_PER_SECOND: u64 = 100_000_000;
+/// The highest `pre_read.source_bytes_per_second`: 2^40 (about 1.1 TB/s).
+const MAX_SOURCE_BYTES_PER_SECOND: u64 = 1 << 40;
+
 /// The most named sources `pre_read` may hold.
 pub const MAX_SOURCES: usize = 64;
 /// The longest refusal body (`response.content`), in bytes: Cloudflare's limit for the
@@ -229,6 +235,8 @@ fn capabilities_path(v: &Value, errors: &mut Errors) -> Option<String> {
 
 /// `"pre_read": {"per_ip": {"rate", "burst"}, "node": {"rate", "burst"},
 /// "source_bytes_per_second": n, "sources": [{"id", "match"}]}`, every part optional.
+/// `source_bytes_per_second` is [`DEFAULT_SOURCE_BYTES_PER_SECOND`] when the file does not
+/// give it (with or without a `pre_read`), and `null` turns it off.
 fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     const FIELDS: &[&str] = &["per_ip", "node", "source_bytes_per_second", "sources"];
     let Some(v) = v else { return PreRead::default() };
@@ -255,15 +263,30 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     };
     let per_ip = bucket("per_ip", errors);
     let node = bucket("node", errors);
-    let source_bytes_per_second = obj.get("source_bytes_per_second").and_then(|v| {
-        whole(v, 1, 1u64 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
-    });
+    let source_bytes_per_second = match obj.get("source_bytes_per_second") {
+        None => Some(DEFAULT_SOURCE_BYTES_PER_SECOND),
+        Some(Value::Null) => None,
+        Some(v) => {
+            let rate = v.as_u64().filter(|n| (1..=MAX_SOURCE_BYTES_PER_SECOND).contains(n));
+            if rate.is_none() {
+                errors.push(
+                    "pre_read.source_bytes_per_second",
+                    format!(
+                        "must be a whole number of bytes per second from 1 to {MAX_SOURCE_BYTES_PER_SECOND}, or null \
+                         to count no body bytes, got {v}"
+                    ),
+                );
+            }
+            rate
+        }
+    };
     let mut sources: Vec<Source> = Vec::new();
     match obj.get("sources") {
         None => {}
-        Some(_) if source_bytes_per_second.is_none() => {
-            errors.push("pre_read.sources", "names sources for source_bytes_per_second, which is not set");
+        Some(_) if obj.get("source_bytes_per_second").is_some_and(Value::is_null) => {
+            errors.push("pre_read.sources", "names sources for source_bytes_per_second, which is null (not counted)");
         }
+        Some(_) if source_bytes_per_second.is_none() => {}
         Some(Value::Array(list)) if list.len() <= MAX_SOURCES => {
             for (i, item) in list.iter().enumerate() {
                 let field = format!("pre_read.sources[{i}]");

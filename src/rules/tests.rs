@@ -499,6 +499,51 @@ fn the_capabilities_answer_lists_every_public_rule_and_budget() {
 }
 
 #[test]
+fn body_bytes_per_source_have_a_ceiling_unless_the_file_turns_it_off() {
+    let default = Some(crate::rules::DEFAULT_SOURCE_BYTES_PER_SECOND);
+    assert_eq!(default, Some(100_000_000));
+    let caps = |set: &RuleSet| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&set.capabilities_json(|_| 0)).unwrap()["pre_read"].clone()
+    };
+    // No pre_read at all, or one that leaves the ceiling out: the default is in force.
+    for json in
+        [REFERENCE, r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3}}}"#, r#"{"rules":[],"pre_read":{}}"#]
+    {
+        let set = RuleSet::from_json(json).unwrap();
+        assert_eq!(set.pre_read().source_bytes_per_second, default, "{json}");
+        assert!(!set.pre_read().is_empty());
+        assert_eq!(caps(&set)["source_bytes_per_second"], 100_000_000, "{json}");
+    }
+    assert_eq!(
+        caps(&RuleSet::from_json(REFERENCE).unwrap()),
+        serde_json::json!({"source_bytes_per_second": 100_000_000})
+    );
+    // Named sources share the default ceiling.
+    let named = RuleSet::from_json(r#"{"rules":[],"pre_read":{"sources":[{"id":"hooks","match":{}}]}}"#).unwrap();
+    assert_eq!(named.pre_read().source_bytes_per_second, default);
+    assert_eq!(named.pre_read().sources.len(), 1);
+    // null turns it off, and the answer says so.
+    let off = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":null}}"#).unwrap();
+    assert_eq!(off.pre_read().source_bytes_per_second, None);
+    assert!(off.pre_read().is_empty());
+    assert_eq!(caps(&off), serde_json::json!({"source_bytes_per_second": null}));
+    let set = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":5000}}"#).unwrap();
+    assert_eq!(set.pre_read().source_bytes_per_second, Some(5_000));
+    for bad in ["0", "-1", "1.5", "\"100\"", "false", "1099511627777"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"source_bytes_per_second":{bad}}}}}"#);
+        let errs = errors_of(&json);
+        assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+        assert!(
+            errs[0].starts_with(
+                "rules file: field \"pre_read.source_bytes_per_second\": must be a whole number of bytes per second \
+                 from 1 to 1099511627776, or null to count no body bytes, got "
+            ),
+            "{errs:?}"
+        );
+    }
+}
+
+#[test]
 fn pre_read_checks_are_validated_and_name_their_field() {
     let set = RuleSet::from_json(
         r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3},"node":{"rate":100,"burst":200},
@@ -510,23 +555,20 @@ fn pre_read_checks_are_validated_and_name_their_field() {
     assert_eq!(pre.source_bytes_per_second, Some(1_000_000));
     assert_eq!(pre.source_of(&normal_facts("/hooks/github", "in.example")), "hooks");
     assert_eq!(pre.source_of(&normal_facts("/other", "In.example.")), "In.example", "else the host");
-    assert!(RuleSet::from_json(REFERENCE).unwrap().pre_read().is_empty());
     let answer: serde_json::Value = serde_json::from_str(&set.capabilities_json(|_| 0)).unwrap();
     assert_eq!(
         answer["pre_read"],
         serde_json::json!({"per_ip": {"rate_per_s": 2.0, "burst": 3}, "node": {"rate_per_s": 100.0, "burst": 200}, "source_bytes_per_second": 1000000})
     );
-    let none: serde_json::Value =
-        serde_json::from_str(&RuleSet::from_json(REFERENCE).unwrap().capabilities_json(|_| 0)).unwrap();
-    assert!(none.get("pre_read").is_none());
     let errs = errors_of(
-        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1}}"#,
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1,
+            "source_bytes_per_second":null}}"#,
     )
     .join("\n");
     for want in [
         "rules file: field \"pre_read.per_ip.rate\": must be a number of requests per second",
         "rules file: field \"pre_read.node\": must be {\"rate\": per second, \"burst\": n}",
-        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is not set",
+        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is null (not counted)",
         "rules file: field \"pre_read.extra\": unknown field",
     ] {
         assert!(errs.contains(want), "expected {want:?} in:\n{errs}");
