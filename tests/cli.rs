@@ -110,6 +110,29 @@ fn the_source_ceiling_in_force_is_printed() {
 }
 
 #[test]
+fn the_trusted_proxies_are_printed_and_checked() {
+    let (code, stdout, stderr) = check_rules("worker/rules.json");
+    assert_eq!(code, 0, "{stderr}");
+    let want = "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer";
+    assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    let (code, stdout, stderr) =
+        check_rules_text("trusted", r#"{"rules": [], "trusted_proxies": ["10.0.0.0/8", "2001:db8::/32"]}"#);
+    assert_eq!(code, 0, "{stderr}");
+    let want = "identity: X-Forwarded-For walked from the right past the trusted proxies 10.0.0.0/8, 2001:db8::/32 \
+                (at most 32 hops), when CF-Connecting-IP (else the peer) is one of them";
+    assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    let (code, _, stderr) =
+        check_rules_text("bad", r#"{"rules": [], "trusted_proxies": ["10.0.0.0/8", "10.0.0.1/8"]}"#);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "field \"trusted_proxies[1]\": \"10.0.0.1/8\" has bits set past its prefix length; write \"10.0.0.0/8\""
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_simulator_reads_the_traffic_example_as_edge_rules() {
     let dir = std::env::temp_dir().join(format!("sluicegate-traffic-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

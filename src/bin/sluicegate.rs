@@ -6,6 +6,7 @@
 //!                               simulate rate-limit policies (same output as rate_sim.py)
 //! ```
 
+use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
 use std::process::ExitCode;
 
@@ -91,6 +92,7 @@ fn check_rules(file: &str) -> ExitCode {
             for line in pre_read_lines(set.pre_read()) {
                 println!("  {line}");
             }
+            println!("  {}", identity_line(set.trusted_proxies()));
             match set.capabilities_path() {
                 Some(path) => println!("  capabilities: GET {path}"),
                 None => println!("  capabilities: off"),
@@ -131,6 +133,19 @@ fn pre_read_lines(pre: &PreRead) -> Vec<String> {
         lines.push(format!("pre_read sources: {} (any other request's source is its host)", ids.join(", ")));
     }
     lines
+}
+
+/// Whose address a request is counted against.
+fn identity_line(trusted: &TrustedProxies) -> String {
+    if trusted.is_empty() {
+        return "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer".into();
+    }
+    let ranges: Vec<String> = trusted.ranges().iter().map(ToString::to_string).collect();
+    format!(
+        "identity: X-Forwarded-For walked from the right past the trusted proxies {} (at most {MAX_FORWARDED_HOPS} \
+         hops), when CF-Connecting-IP (else the peer) is one of them",
+        ranges.join(", ")
+    )
 }
 
 fn summary(rule: &sluicegate::rules::Rule) -> String {

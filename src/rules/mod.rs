@@ -22,12 +22,12 @@ pub(crate) use parse::{brief, strict_json};
 pub use parse::{
     RuleError, DEFAULT_CAPABILITIES_PATH, DEFAULT_EGRESS_PREFIX, DEFAULT_SOURCE_BYTES_PER_SECOND,
     MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES, MAX_PATH_BYTES, MAX_PROVIDERS, MAX_RESPONSE_BYTES, MAX_RULES, MAX_SOURCES,
-    MAX_UPSTREAMS,
+    MAX_TRUSTED_PROXIES, MAX_UPSTREAMS,
 };
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
-use crate::identity::Identity;
+use crate::identity::{Identity, TrustedProxies};
 use crate::limit::{
     Blocking, CostTooHigh, Decision, FixedWindow, Gcra, Limiter, Quota, SaveState, SlidingLog, SlidingWindow,
 };
@@ -48,6 +48,7 @@ pub struct RuleSet {
     tenants: Option<crate::tenants::Tenants>,
     headers_read: Vec<String>,
     egress: Option<crate::egress::Egress>,
+    trusted_proxies: TrustedProxies,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
@@ -509,6 +510,13 @@ impl RuleSet {
     /// The checks made before the body is read.
     pub fn pre_read(&self) -> &PreRead {
         &self.pre_read
+    }
+
+    /// The proxies whose `X-Forwarded-For` hops are believed (`trusted_proxies`; empty when
+    /// the file names none): pass them to
+    /// [`client_identity_behind`](crate::identity::client_identity_behind).
+    pub fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.trusted_proxies
     }
 
     /// The tenant quotas, if the file has them.

@@ -544,6 +544,49 @@ fn body_bytes_per_source_have_a_ceiling_unless_the_file_turns_it_off() {
 }
 
 #[test]
+fn trusted_proxies_are_ranges_checked_one_by_one() {
+    let set =
+        RuleSet::from_json(r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","2001:db8::/32","192.0.2.7"]}"#).unwrap();
+    let shown: Vec<_> = set.trusted_proxies().ranges().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7/32"]);
+    assert!(set.trusted_proxies().contains("::ffff:10.1.2.3".parse().unwrap()));
+    assert!(RuleSet::from_json(REFERENCE).unwrap().trusted_proxies().is_empty());
+    assert!(RuleSet::from_json(r#"{"rules":[],"trusted_proxies":[]}"#).unwrap().trusted_proxies().is_empty());
+    let errs = errors_of(
+        r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","10.1.2.3/8","10.0.0.0/33","0.0.0.0/0","bogus",7,
+            "2001:db8::1/32","::ffff:10.0.0.0/104","[::1]:443","2001:db8::/129"]}"#,
+    );
+    assert_eq!(
+        errs,
+        [
+            "rules file: field \"trusted_proxies[1]\": \"10.1.2.3/8\" has bits set past its prefix length; write \"10.0.0.0/8\"",
+            "rules file: field \"trusted_proxies[2]\": \"10.0.0.0/33\" has a prefix length that is not a whole number \
+             from 1 to 32 (this address's bits)",
+            "rules file: field \"trusted_proxies[3]\": \"0.0.0.0/0\" is a /0 range: it would trust every address, so any \
+             client could name its own identity in X-Forwarded-For",
+            "rules file: field \"trusted_proxies[4]\": \"bogus\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[5]\": must be a string such as \"10.0.0.0/8\", got 7",
+            "rules file: field \"trusted_proxies[6]\": \"2001:db8::1/32\" has bits set past its prefix length; write \
+             \"2001:db8::/32\"",
+            "rules file: field \"trusted_proxies[7]\": \"::ffff:10.0.0.0/104\" is an IPv4-mapped IPv6 range; write the \
+             IPv4 range \"10.0.0.0/8\" (it covers both forms)",
+            "rules file: field \"trusted_proxies[8]\": \"[::1]:443\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[9]\": \"2001:db8::/129\" has a prefix length that is not a whole number \
+             from 1 to 128 (this address's bits)",
+        ]
+    );
+    assert_eq!(
+        errors_of(r#"{"rules":[],"trusted_proxies":"10.0.0.0/8"}"#),
+        ["rules file: field \"trusted_proxies\": must be an array of addresses or CIDR ranges, e.g. [\"10.0.0.0/8\"], \
+          got \"10.0.0.0/8\""]
+    );
+    let many = alloc::format!(r#"{{"rules":[],"trusted_proxies":[{}]}}"#, vec!["\"10.0.0.1\""; 257].join(","));
+    assert_eq!(errors_of(&many), ["rules file: field \"trusted_proxies\": 257 ranges; at most 256 are allowed"]);
+}
+
+#[test]
 fn pre_read_checks_are_validated_and_name_their_field() {
     let set = RuleSet::from_json(
         r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3},"node":{"rate":100,"burst":200},
