@@ -73,6 +73,65 @@ fn the_traffic_example_with_its_route_buckets_and_upstream_budgets_is_valid() {
     }
 }
 
+/// `check-rules` on a file written for the test.
+fn check_rules_text(name: &str, json: &str) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("sluicegate-check-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rules.json");
+    std::fs::write(&file, json).unwrap();
+    let result = check_rules(file.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+    result
+}
+
+#[test]
+fn the_source_ceiling_in_force_is_printed() {
+    let (code, stdout, stderr) = check_rules("worker/rules.json");
+    assert_eq!(code, 0, "{stderr}");
+    let want = "pre_read source_bytes_per_second: 100000000 body bytes per second per source (the default)";
+    assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    let (code, stdout, stderr) = check_rules_text(
+        "set",
+        r#"{"rules": [], "pre_read": {"per_ip": {"rate": 0.5, "burst": 3}, "source_bytes_per_second": 5000,
+                                      "sources": [{"id": "hooks", "match": {}}]}}"#,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    for want in [
+        "pre_read per_ip: 0.5 requests per second, burst 3, per client address",
+        "pre_read source_bytes_per_second: 5000 body bytes per second per source\n",
+        "pre_read sources: hooks",
+    ] {
+        assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    }
+    let (code, stdout, stderr) =
+        check_rules_text("off", r#"{"rules": [], "pre_read": {"source_bytes_per_second": null}}"#);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("pre_read source_bytes_per_second: off (null)"), "{stdout}");
+}
+
+#[test]
+fn the_trusted_proxies_are_printed_and_checked() {
+    let (code, stdout, stderr) = check_rules("worker/rules.json");
+    assert_eq!(code, 0, "{stderr}");
+    let want = "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer";
+    assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    let (code, stdout, stderr) =
+        check_rules_text("trusted", r#"{"rules": [], "trusted_proxies": ["10.0.0.0/8", "2001:db8::/32"]}"#);
+    assert_eq!(code, 0, "{stderr}");
+    let want = "identity: X-Forwarded-For walked from the right past the trusted proxies 10.0.0.0/8, 2001:db8::/32 \
+                (at most 32 hops), when CF-Connecting-IP (else the peer) is one of them";
+    assert!(stdout.contains(want), "expected {want:?} in:\n{stdout}");
+    let (code, _, stderr) =
+        check_rules_text("bad", r#"{"rules": [], "trusted_proxies": ["10.0.0.0/8", "10.0.0.1/8"]}"#);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "field \"trusted_proxies[1]\": \"10.0.0.1/8\" has bits set past its prefix length; write \"10.0.0.0/8\""
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_simulator_reads_the_traffic_example_as_edge_rules() {
     let dir = std::env::temp_dir().join(format!("sluicegate-traffic-{}", std::process::id()));

@@ -6,7 +6,8 @@
 //!                               simulate rate-limit policies (same output as rate_sim.py)
 //! ```
 
-use sluicegate::rules::{Algorithm, RuleSet};
+use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
+use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: sluicegate check-rules FILE
@@ -88,6 +89,10 @@ fn check_rules(file: &str) -> ExitCode {
                     p.max_wait.as_millis_ceil()
                 );
             }
+            for line in pre_read_lines(set.pre_read()) {
+                println!("  {line}");
+            }
+            println!("  {}", identity_line(set.trusted_proxies()));
             match set.capabilities_path() {
                 Some(path) => println!("  capabilities: GET {path}"),
                 None => println!("  capabilities: off"),
@@ -102,6 +107,45 @@ fn check_rules(file: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The checks made before the body is read; the source ceiling always (the one in force).
+fn pre_read_lines(pre: &PreRead) -> Vec<String> {
+    let bucket = |g: &sluicegate::limit::Gcra| {
+        format!("{} requests per second, burst {},", 1e9 / g.interval().as_nanos() as f64, g.burst())
+    };
+    let mut lines = Vec::new();
+    if let Some(g) = &pre.per_ip {
+        lines.push(format!("pre_read per_ip: {} per client address", bucket(g)));
+    }
+    if let Some(g) = &pre.node {
+        lines.push(format!("pre_read node: {} per isolate", bucket(g)));
+    }
+    lines.push(match pre.source_bytes_per_second {
+        Some(rate) if rate == DEFAULT_SOURCE_BYTES_PER_SECOND => {
+            format!("pre_read source_bytes_per_second: {rate} body bytes per second per source (the default)")
+        }
+        Some(rate) => format!("pre_read source_bytes_per_second: {rate} body bytes per second per source"),
+        None => "pre_read source_bytes_per_second: off (null): body bytes are not counted per source".into(),
+    });
+    if !pre.sources.is_empty() {
+        let ids: Vec<&str> = pre.sources.iter().map(|s| s.id.as_str()).collect();
+        lines.push(format!("pre_read sources: {} (any other request's source is its host)", ids.join(", ")));
+    }
+    lines
+}
+
+/// Whose address a request is counted against.
+fn identity_line(trusted: &TrustedProxies) -> String {
+    if trusted.is_empty() {
+        return "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer".into();
+    }
+    let ranges: Vec<String> = trusted.ranges().iter().map(ToString::to_string).collect();
+    format!(
+        "identity: X-Forwarded-For walked from the right past the trusted proxies {} (at most {MAX_FORWARDED_HOPS} \
+         hops), when CF-Connecting-IP (else the peer) is one of them",
+        ranges.join(", ")
+    )
 }
 
 fn summary(rule: &sluicegate::rules::Rule) -> String {

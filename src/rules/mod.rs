@@ -20,13 +20,14 @@ mod path;
 pub(crate) use parse::{brief, strict_json};
 
 pub use parse::{
-    RuleError, DEFAULT_CAPABILITIES_PATH, DEFAULT_EGRESS_PREFIX, MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES,
-    MAX_PATH_BYTES, MAX_PROVIDERS, MAX_RESPONSE_BYTES, MAX_RULES, MAX_SOURCES, MAX_UPSTREAMS,
+    RuleError, DEFAULT_CAPABILITIES_PATH, DEFAULT_EGRESS_PREFIX, DEFAULT_SOURCE_BYTES_PER_SECOND,
+    MAX_DESCRIPTION_BYTES, MAX_HEADER_BYTES, MAX_PATH_BYTES, MAX_PROVIDERS, MAX_RESPONSE_BYTES, MAX_RULES, MAX_SOURCES,
+    MAX_TRUSTED_PROXIES, MAX_UPSTREAMS,
 };
 pub use path::{normalise_path, PathError};
 
 use crate::headers;
-use crate::identity::Identity;
+use crate::identity::{Identity, TrustedProxies};
 use crate::limit::{
     Blocking, CostTooHigh, Decision, FixedWindow, Gcra, Limiter, Quota, SaveState, SlidingLog, SlidingWindow,
 };
@@ -47,17 +48,20 @@ pub struct RuleSet {
     tenants: Option<crate::tenants::Tenants>,
     headers_read: Vec<String>,
     egress: Option<crate::egress::Egress>,
+    trusted_proxies: TrustedProxies,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
 /// protect the edge itself, not a quota (see [`crate::admission`]).
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PreRead {
     /// Requests per client address (IPv6 by /64), in a fixed table of salted slots.
     pub per_ip: Option<Gcra>,
     /// Requests for the whole isolate.
     pub node: Option<Gcra>,
-    /// Body bytes per second per source, up to one second's worth back to back.
+    /// Body bytes per second per source, up to one second's worth back to back:
+    /// [`DEFAULT_SOURCE_BYTES_PER_SECOND`] unless the file says otherwise, `None` when it
+    /// turns the ceiling off (`null`).
     pub source_bytes_per_second: Option<u64>,
     /// Named groups of requests, each a source; a request in none is its host's.
     pub sources: Vec<Source>,
@@ -70,6 +74,18 @@ pub struct Source {
     pub id: String,
     /// Which requests belong to it.
     pub matcher: Match,
+}
+
+impl Default for PreRead {
+    /// What a file without `pre_read` gets: only the default ceiling of body bytes per source.
+    fn default() -> Self {
+        PreRead {
+            per_ip: None,
+            node: None,
+            source_bytes_per_second: Some(DEFAULT_SOURCE_BYTES_PER_SECOND),
+            sources: Vec::new(),
+        }
+    }
 }
 
 impl PreRead {
@@ -496,6 +512,13 @@ impl RuleSet {
         &self.pre_read
     }
 
+    /// The proxies whose `X-Forwarded-For` hops are believed (`trusted_proxies`; empty when
+    /// the file names none): pass them to
+    /// [`client_identity_behind`](crate::identity::client_identity_behind).
+    pub fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.trusted_proxies
+    }
+
     /// The tenant quotas, if the file has them.
     pub fn tenants(&self) -> Option<&crate::tenants::Tenants> {
         self.tenants.as_ref()
@@ -730,8 +753,7 @@ mod capabilities {
     struct Answer<'a> {
         rules: Vec<RuleEntry<'a>>,
         upstreams: Vec<UpstreamEntry<'a>>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pre_read: Option<PreReadEntry>,
+        pre_read: PreReadEntry,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         egress: Vec<ProviderEntry<'a>>,
         /// Fail-open decisions per rule since this isolate started.
@@ -812,14 +834,15 @@ mod capabilities {
         Equals(&'a str),
     }
 
-    /// The checks made before the body is read (per address, per isolate, per source).
+    /// The checks made before the body is read (per address, per isolate, per source). The
+    /// source ceiling is always listed: the one in force (the default unless the file says
+    /// otherwise), `null` when the file turned it off.
     #[derive(Serialize)]
     struct PreReadEntry {
         #[serde(skip_serializing_if = "Option::is_none")]
         per_ip: Option<Bucket>,
         #[serde(skip_serializing_if = "Option::is_none")]
         node: Option<Bucket>,
-        #[serde(skip_serializing_if = "Option::is_none")]
         source_bytes_per_second: Option<u64>,
     }
 
@@ -858,8 +881,9 @@ mod capabilities {
     impl RuleSet {
         /// The capabilities answer as JSON: every public rule and upstream budget (id,
         /// description, what it matches, algorithm, limit and period or rate and burst,
-        /// block time, what it counts by, scope), and `degraded(rule id)`, the fail-open
-        /// decisions of each rule that has had any.
+        /// block time, what it counts by, scope), the checks made before the body is read
+        /// (the source ceiling always, `null` when off), and `degraded(rule id)`, the
+        /// fail-open decisions of each rule that has had any.
         pub fn capabilities_json(&self, degraded: impl Fn(&str) -> u64) -> String {
             let rules = self
                 .rules
@@ -916,11 +940,11 @@ mod capabilities {
                 .filter(|d| d.fail_open_decisions > 0)
                 .collect();
             let pre = &self.pre_read;
-            let pre_read = (!pre.is_empty()).then(|| PreReadEntry {
+            let pre_read = PreReadEntry {
                 per_ip: pre.per_ip.as_ref().map(bucket),
                 node: pre.node.as_ref().map(bucket),
                 source_bytes_per_second: pre.source_bytes_per_second,
-            });
+            };
             let egress = self
                 .egress
                 .iter()

@@ -9,6 +9,7 @@ use super::{
     StoreFailure, Upstream,
 };
 use crate::headers::is_token;
+use crate::identity::{Cidr, TrustedProxies};
 use crate::limit::Gcra;
 use crate::tenants::{Identify, TenantLimit, TenantScope, Tenants};
 use crate::time::Span;
@@ -80,7 +81,16 @@ pub const DEFAULT_MAX_WAIT_S: u32 = 30;
 const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
-const ROOT_FIELDS: &[&str] = &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress"];
+const ROOT_FIELDS: &[&str] =
+    &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress", "trusted_proxies"];
+
+/// Body bytes per second per source unless the file says otherwise (`pre_read.
+/// source_bytes_per_second`; `null` turns the ceiling off): 100 MB/s.
+pub const DEFAULT_SOURCE_BYTES_PER_SECOND: u64 = 100_000_000;
+/// The highest `pre_read.source_bytes_per_second`: 2^40 (about 1.1 TB/s).
+const MAX_SOURCE_BYTES_PER_SECOND: u64 = 1 << 40;
+/// The most ranges `trusted_proxies` may hold.
+pub const MAX_TRUSTED_PROXIES: usize = 256;
 
 /// The most named sources `pre_read` may hold.
 pub const MAX_SOURCES: usize = 64;
@@ -148,6 +158,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     let capabilities = capabilities(root.get("capabilities"), &mut errors);
     let pre_read = pre_read(root.get("pre_read"), &mut errors);
+    let trusted_proxies = trusted_proxies(root.get("trusted_proxies"), &mut errors);
     let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let egress = root.get("egress").and_then(|e| egress::egress(e, &mut errors));
@@ -168,7 +179,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     if errors.list.is_empty() {
         let headers_read = super::headers_read(&rules, tenants.as_ref());
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress })
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress, trusted_proxies })
     } else {
         Err(errors.list)
     }
@@ -227,8 +238,48 @@ fn capabilities_path(v: &Value, errors: &mut Errors) -> Option<String> {
     }
 }
 
+/// `"trusted_proxies": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7"]`: the proxies whose
+/// `X-Forwarded-For` hops are believed ([`crate::identity::client_identity_behind`]); each
+/// problem names its item, `trusted_proxies[2]`.
+fn trusted_proxies(v: Option<&Value>, errors: &mut Errors) -> TrustedProxies {
+    const FIELD: &str = "trusted_proxies";
+    let list = match v {
+        None => return TrustedProxies::default(),
+        Some(Value::Array(list)) if list.len() <= MAX_TRUSTED_PROXIES => list,
+        Some(Value::Array(list)) => {
+            errors.push(FIELD, format!("{} ranges; at most {MAX_TRUSTED_PROXIES} are allowed", list.len()));
+            return TrustedProxies::default();
+        }
+        Some(other) => {
+            errors.push(
+                FIELD,
+                format!(
+                    "must be an array of addresses or CIDR ranges, e.g. [\"10.0.0.0/8\"], got {}",
+                    brief(&other.to_string())
+                ),
+            );
+            return TrustedProxies::default();
+        }
+    };
+    let mut ranges = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let field = format!("{FIELD}[{i}]");
+        let Some(text) = item.as_str() else {
+            errors.push(&field, format!("must be a string such as \"10.0.0.0/8\", got {}", brief(&item.to_string())));
+            continue;
+        };
+        match Cidr::parse(text) {
+            Ok(range) => ranges.push(range),
+            Err(e) => errors.push(&field, format!("\"{}\" {e}", brief(text))),
+        }
+    }
+    TrustedProxies::new(ranges)
+}
+
 /// `"pre_read": {"per_ip": {"rate", "burst"}, "node": {"rate", "burst"},
 /// "source_bytes_per_second": n, "sources": [{"id", "match"}]}`, every part optional.
+/// `source_bytes_per_second` is [`DEFAULT_SOURCE_BYTES_PER_SECOND`] when the file does not
+/// give it (with or without a `pre_read`), and `null` turns it off.
 fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     const FIELDS: &[&str] = &["per_ip", "node", "source_bytes_per_second", "sources"];
     let Some(v) = v else { return PreRead::default() };
@@ -255,15 +306,30 @@ fn pre_read(v: Option<&Value>, errors: &mut Errors) -> PreRead {
     };
     let per_ip = bucket("per_ip", errors);
     let node = bucket("node", errors);
-    let source_bytes_per_second = obj.get("source_bytes_per_second").and_then(|v| {
-        whole(v, 1, 1u64 << 40, "pre_read.source_bytes_per_second", "a whole number of bytes per second", errors)
-    });
+    let source_bytes_per_second = match obj.get("source_bytes_per_second") {
+        None => Some(DEFAULT_SOURCE_BYTES_PER_SECOND),
+        Some(Value::Null) => None,
+        Some(v) => {
+            let rate = v.as_u64().filter(|n| (1..=MAX_SOURCE_BYTES_PER_SECOND).contains(n));
+            if rate.is_none() {
+                errors.push(
+                    "pre_read.source_bytes_per_second",
+                    format!(
+                        "must be a whole number of bytes per second from 1 to {MAX_SOURCE_BYTES_PER_SECOND}, or null \
+                         to count no body bytes, got {v}"
+                    ),
+                );
+            }
+            rate
+        }
+    };
     let mut sources: Vec<Source> = Vec::new();
     match obj.get("sources") {
         None => {}
-        Some(_) if source_bytes_per_second.is_none() => {
-            errors.push("pre_read.sources", "names sources for source_bytes_per_second, which is not set");
+        Some(_) if obj.get("source_bytes_per_second").is_some_and(Value::is_null) => {
+            errors.push("pre_read.sources", "names sources for source_bytes_per_second, which is null (not counted)");
         }
+        Some(_) if source_bytes_per_second.is_none() => {}
         Some(Value::Array(list)) if list.len() <= MAX_SOURCES => {
             for (i, item) in list.iter().enumerate() {
                 let field = format!("pre_read.sources[{i}]");

@@ -499,6 +499,94 @@ fn the_capabilities_answer_lists_every_public_rule_and_budget() {
 }
 
 #[test]
+fn body_bytes_per_source_have_a_ceiling_unless_the_file_turns_it_off() {
+    let default = Some(crate::rules::DEFAULT_SOURCE_BYTES_PER_SECOND);
+    assert_eq!(default, Some(100_000_000));
+    let caps = |set: &RuleSet| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&set.capabilities_json(|_| 0)).unwrap()["pre_read"].clone()
+    };
+    // No pre_read at all, or one that leaves the ceiling out: the default is in force.
+    for json in
+        [REFERENCE, r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3}}}"#, r#"{"rules":[],"pre_read":{}}"#]
+    {
+        let set = RuleSet::from_json(json).unwrap();
+        assert_eq!(set.pre_read().source_bytes_per_second, default, "{json}");
+        assert!(!set.pre_read().is_empty());
+        assert_eq!(caps(&set)["source_bytes_per_second"], 100_000_000, "{json}");
+    }
+    assert_eq!(
+        caps(&RuleSet::from_json(REFERENCE).unwrap()),
+        serde_json::json!({"source_bytes_per_second": 100_000_000})
+    );
+    // Named sources share the default ceiling.
+    let named = RuleSet::from_json(r#"{"rules":[],"pre_read":{"sources":[{"id":"hooks","match":{}}]}}"#).unwrap();
+    assert_eq!(named.pre_read().source_bytes_per_second, default);
+    assert_eq!(named.pre_read().sources.len(), 1);
+    // null turns it off, and the answer says so.
+    let off = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":null}}"#).unwrap();
+    assert_eq!(off.pre_read().source_bytes_per_second, None);
+    assert!(off.pre_read().is_empty());
+    assert_eq!(caps(&off), serde_json::json!({"source_bytes_per_second": null}));
+    let set = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":5000}}"#).unwrap();
+    assert_eq!(set.pre_read().source_bytes_per_second, Some(5_000));
+    for bad in ["0", "-1", "1.5", "\"100\"", "false", "1099511627777"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"source_bytes_per_second":{bad}}}}}"#);
+        let errs = errors_of(&json);
+        assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+        assert!(
+            errs[0].starts_with(
+                "rules file: field \"pre_read.source_bytes_per_second\": must be a whole number of bytes per second \
+                 from 1 to 1099511627776, or null to count no body bytes, got "
+            ),
+            "{errs:?}"
+        );
+    }
+}
+
+#[test]
+fn trusted_proxies_are_ranges_checked_one_by_one() {
+    let set =
+        RuleSet::from_json(r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","2001:db8::/32","192.0.2.7"]}"#).unwrap();
+    let shown: Vec<_> = set.trusted_proxies().ranges().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7/32"]);
+    assert!(set.trusted_proxies().contains("::ffff:10.1.2.3".parse().unwrap()));
+    assert!(RuleSet::from_json(REFERENCE).unwrap().trusted_proxies().is_empty());
+    assert!(RuleSet::from_json(r#"{"rules":[],"trusted_proxies":[]}"#).unwrap().trusted_proxies().is_empty());
+    let errs = errors_of(
+        r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","10.1.2.3/8","10.0.0.0/33","0.0.0.0/0","bogus",7,
+            "2001:db8::1/32","::ffff:10.0.0.0/104","[::1]:443","2001:db8::/129"]}"#,
+    );
+    assert_eq!(
+        errs,
+        [
+            "rules file: field \"trusted_proxies[1]\": \"10.1.2.3/8\" has bits set past its prefix length; write \"10.0.0.0/8\"",
+            "rules file: field \"trusted_proxies[2]\": \"10.0.0.0/33\" has a prefix length that is not a whole number \
+             from 1 to 32 (this address's bits)",
+            "rules file: field \"trusted_proxies[3]\": \"0.0.0.0/0\" is a /0 range: it would trust every address, so any \
+             client could name its own identity in X-Forwarded-For",
+            "rules file: field \"trusted_proxies[4]\": \"bogus\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[5]\": must be a string such as \"10.0.0.0/8\", got 7",
+            "rules file: field \"trusted_proxies[6]\": \"2001:db8::1/32\" has bits set past its prefix length; write \
+             \"2001:db8::/32\"",
+            "rules file: field \"trusted_proxies[7]\": \"::ffff:10.0.0.0/104\" is an IPv4-mapped IPv6 range; write the \
+             IPv4 range \"10.0.0.0/8\" (it covers both forms)",
+            "rules file: field \"trusted_proxies[8]\": \"[::1]:443\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[9]\": \"2001:db8::/129\" has a prefix length that is not a whole number \
+             from 1 to 128 (this address's bits)",
+        ]
+    );
+    assert_eq!(
+        errors_of(r#"{"rules":[],"trusted_proxies":"10.0.0.0/8"}"#),
+        ["rules file: field \"trusted_proxies\": must be an array of addresses or CIDR ranges, e.g. [\"10.0.0.0/8\"], \
+          got \"10.0.0.0/8\""]
+    );
+    let many = alloc::format!(r#"{{"rules":[],"trusted_proxies":[{}]}}"#, vec!["\"10.0.0.1\""; 257].join(","));
+    assert_eq!(errors_of(&many), ["rules file: field \"trusted_proxies\": 257 ranges; at most 256 are allowed"]);
+}
+
+#[test]
 fn pre_read_checks_are_validated_and_name_their_field() {
     let set = RuleSet::from_json(
         r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3},"node":{"rate":100,"burst":200},
@@ -510,23 +598,20 @@ fn pre_read_checks_are_validated_and_name_their_field() {
     assert_eq!(pre.source_bytes_per_second, Some(1_000_000));
     assert_eq!(pre.source_of(&normal_facts("/hooks/github", "in.example")), "hooks");
     assert_eq!(pre.source_of(&normal_facts("/other", "In.example.")), "In.example", "else the host");
-    assert!(RuleSet::from_json(REFERENCE).unwrap().pre_read().is_empty());
     let answer: serde_json::Value = serde_json::from_str(&set.capabilities_json(|_| 0)).unwrap();
     assert_eq!(
         answer["pre_read"],
         serde_json::json!({"per_ip": {"rate_per_s": 2.0, "burst": 3}, "node": {"rate_per_s": 100.0, "burst": 200}, "source_bytes_per_second": 1000000})
     );
-    let none: serde_json::Value =
-        serde_json::from_str(&RuleSet::from_json(REFERENCE).unwrap().capabilities_json(|_| 0)).unwrap();
-    assert!(none.get("pre_read").is_none());
     let errs = errors_of(
-        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1}}"#,
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1,
+            "source_bytes_per_second":null}}"#,
     )
     .join("\n");
     for want in [
         "rules file: field \"pre_read.per_ip.rate\": must be a number of requests per second",
         "rules file: field \"pre_read.node\": must be {\"rate\": per second, \"burst\": n}",
-        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is not set",
+        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is null (not counted)",
         "rules file: field \"pre_read.extra\": unknown field",
     ] {
         assert!(errs.contains(want), "expected {want:?} in:\n{errs}");

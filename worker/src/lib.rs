@@ -36,7 +36,7 @@ use guard::Scope;
 use js::Env;
 use sluicegate::admission::declared_length;
 use sluicegate::headers::{self, RateLimitFields};
-use sluicegate::identity::{client_identity, Identity, Sources};
+use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
 use sluicegate::redact::{url_for_log, KeyedHash};
 use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure, Upstream};
@@ -225,11 +225,14 @@ async fn serve(
     let cf_connecting_ip = header("cf-connecting-ip");
     let x_forwarded_for = header("x-forwarded-for");
     let colo = js::colo(request);
-    let identity = client_identity(&Sources {
+    // One identity for the rules, the checks before the body is read and the tenants:
+    // X-Forwarded-For is believed past the trusted proxies only.
+    let sources = Sources {
         cf_connecting_ip: cf_connecting_ip.as_deref(),
         x_forwarded_for: x_forwarded_for.as_deref(),
         peer: None,
-    });
+    };
+    let identity = client_identity_behind(&sources, setup.rules.trusted_proxies());
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
 
     // How the body is framed, before anything is charged for it.
@@ -543,10 +546,11 @@ fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Respon
 /// `429` from a check made before the body is read, naming the check in `Sluicegate-Scope`
 /// (and in the log line).
 fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identity: Option<Identity>) -> Response {
+    let (ip, source) = identity_fields(identity);
     log(&format!(
-        "{{\"sluicegate\":\"pre-read\",\"scope\":\"{}\",\"identity\":{},\"retry_after_ms\":{},\"url\":{}}}",
+        "{{\"sluicegate\":\"pre-read\",\"scope\":\"{}\",\"identity\":{},\"identity_source\":\"{source}\",\"retry_after_ms\":{},\"url\":{}}}",
         scope.name(),
-        json_string(&identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string())),
+        json_string(&ip),
         wait.as_millis_ceil(),
         json_string(&logged_url(request))
     ));
@@ -726,10 +730,7 @@ async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(Decision, Ins
 
 /// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
 fn log_decision(rule: &Rule, logged_key: &str, identity: Option<Identity>, decision: &Decision, via: &str) {
-    let (ip, source) = match identity {
-        Some(id) => (id.ip.to_string(), id.source.as_str()),
-        None => ("unknown".to_owned(), "none"),
-    };
+    let (ip, source) = identity_fields(identity);
     let outcome = match decision {
         Decision::Allow { remaining, .. } => format!("\"allow\",\"remaining\":{remaining}"),
         Decision::Deny { retry_after } => format!("\"deny\",\"retry_after_ms\":{}", retry_after.as_millis_ceil()),
@@ -740,6 +741,15 @@ fn log_decision(rule: &Rule, logged_key: &str, identity: Option<Identity>, decis
         json_string(&ip),
         json_string(logged_key)
     ));
+}
+
+/// A log line's `identity` (the counted address, IPv6 by /64) and `identity_source` (where
+/// it was read: `cf-connecting-ip`, `x-forwarded-for` or `peer`; `none` without one).
+fn identity_fields(identity: Option<Identity>) -> (String, &'static str) {
+    match identity {
+        Some(id) => (id.ip.to_string(), id.source.as_str()),
+        None => ("unknown".to_owned(), "none"),
+    }
 }
 
 fn json_string(s: &str) -> String {
