@@ -146,6 +146,28 @@ impl TenantLimit {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// Lower this limit's `max_body_bytes` to `instance_max` (the rules file's) when it is
+    /// above it: what it was, when it was lowered. A limit is checked against the instance's
+    /// cap when it is written, but an override stored before a deploy that lowered the cap
+    /// is checked again here, when it is read.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::tenants::TenantLimit;
+    /// let mut limit =
+    ///     TenantLimit::from_json(&serde_json::json!({"rate": 1, "burst": 1, "max_body_bytes": 5000}), None).unwrap();
+    /// assert_eq!(limit.clamp_body(Some(1000)), Some(5000));
+    /// assert_eq!(limit.max_body_bytes, Some(1000));
+    /// assert_eq!(limit.clamp_body(Some(1000)), None, "within the cap: unchanged");
+    /// ```
+    pub fn clamp_body(&mut self, instance_max: Option<u64>) -> Option<u64> {
+        let (own, instance) = (self.max_body_bytes?, instance_max?);
+        (own > instance).then(|| {
+            self.max_body_bytes = Some(instance);
+            own
+        })
+    }
+
     /// Fresh buckets of this limit (full).
     pub fn buckets(&self) -> TenantBuckets {
         TenantBuckets {
@@ -198,6 +220,70 @@ pub fn effective<'a>(
         .or_else(|| default.map(|l| (l, LimitSource::Default)))
 }
 
+/// The biggest body a request of a tenant may send: the smaller of its limit's
+/// `max_body_bytes` and the instance's (the rules file's `tenants.max_body_bytes`), which
+/// binds every tenant the section matches, one with no limit at all too. `None`: no cap.
+///
+/// # Examples
+/// ```
+/// use sluicegate::tenants::{body_cap, TenantLimit};
+/// let own = TenantLimit::from_json(&serde_json::json!({"rate": 1, "burst": 1, "max_body_bytes": 500}), None).unwrap();
+/// assert_eq!(body_cap(Some(&own), Some(1000)), Some(500));
+/// assert_eq!(body_cap(None, Some(1000)), Some(1000), "an unlimited tenant meets the instance's cap");
+/// assert_eq!(body_cap(None, None), None);
+/// ```
+pub fn body_cap(limit: Option<&TenantLimit>, instance_max: Option<u64>) -> Option<u64> {
+    match (limit.and_then(|l| l.max_body_bytes), instance_max) {
+        (Some(own), Some(instance)) => Some(own.min(instance)),
+        (own, instance) => own.or(instance),
+    }
+}
+
+/// A tenant's body of no declared length, counted as it streams against the biggest body
+/// the tenant may send ([`body_cap`]). Its bytes are charged chunk by chunk as they come
+/// ([`TenantBuckets::charge_more`], [`QueueShare::grow`]): the request itself was charged,
+/// with no bytes, before its body was read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamedBody {
+    cap: Option<u64>,
+    seen: u64,
+}
+
+impl StreamedBody {
+    /// A body that may bring at most `cap` bytes (`None`: any number).
+    pub const fn new(cap: Option<u64>) -> Self {
+        StreamedBody { cap, seen: 0 }
+    }
+
+    /// Count `bytes` more; `Err(cap)` once the body has brought more than its cap (those
+    /// bytes are not to be passed on, and the body is cut: `413`).
+    ///
+    /// # Errors
+    /// The cap, when these bytes go past it.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::tenants::StreamedBody;
+    /// let mut body = StreamedBody::new(Some(1000));
+    /// assert_eq!(body.take(600), Ok(()));
+    /// assert_eq!(body.take(400), Ok(()));
+    /// assert_eq!(body.take(1), Err(1000));
+    /// assert_eq!(body.seen(), 1001);
+    /// ```
+    pub fn take(&mut self, bytes: u64) -> Result<(), u64> {
+        self.seen = self.seen.saturating_add(bytes);
+        match self.cap {
+            Some(cap) if self.seen > cap => Err(cap),
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes the body has brought so far.
+    pub const fn seen(&self) -> u64 {
+        self.seen
+    }
+}
+
 /// A tenant's buckets: requests, and body bytes when its limit has them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TenantBuckets {
@@ -220,6 +306,19 @@ impl TenantBuckets {
                 refused => refused,
             },
             _ => count,
+        }
+    }
+
+    /// Charge `bytes` more of the body of a request already charged (one of no declared
+    /// length, charged chunk by chunk as it streams): the byte bucket only, when the limit
+    /// has one. Each chunk is charged as a body of its own would be, so a chunk bigger than
+    /// `burst_bytes` goes only into a full bucket, and a streamed body is refused once it has
+    /// used the bucket up: only a declared body bigger than `burst_bytes` can be admitted
+    /// whole into a full bucket.
+    pub fn charge_more(&mut self, now: Instant, bytes: u64) -> Decision {
+        match &mut self.bytes {
+            Some(bucket) if bytes > 0 => bucket.check(bytes, now),
+            _ => Decision::Allow { remaining: 0, reset: Span::ZERO },
         }
     }
 }
@@ -246,6 +345,19 @@ impl QueueShare {
         self.requests += 1;
         self.bytes = self.bytes.saturating_add(bytes);
         true
+    }
+
+    /// Count `bytes` more of a request already counted, which holds `held` bytes so far (a
+    /// body of no declared length, as it streams) against `max_queue_bytes`; `false`,
+    /// counting nothing, past it. As in [`QueueShare::acquire`], a body bigger than
+    /// `max_queue_bytes` may grow while it is all the tenant holds.
+    pub fn grow(&mut self, limit: &TenantLimit, held: u64, bytes: u64) -> bool {
+        let alone = self.requests <= 1 && self.bytes <= held;
+        let fits = limit.max_queue_bytes.is_none_or(|max| self.bytes.saturating_add(bytes) <= max || alone);
+        if fits {
+            self.bytes = self.bytes.saturating_add(bytes);
+        }
+        fits
     }
 
     /// Give back one request of `bytes`.
@@ -357,6 +469,158 @@ mod tests {
         q.release(400);
         q.release(600);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_streamed_body_grows_its_share_while_it_fits_or_is_all_the_tenant_holds() {
+        let l = limit(json!({"rate": 1, "burst": 1, "max_queue": 3, "max_queue_bytes": 1000}));
+        let mut q = QueueShare::default();
+        assert!(q.acquire(&l, 0), "a body of no declared length is counted with no bytes");
+        assert!(q.grow(&l, 0, 700));
+        assert!(q.acquire(&l, 0), "another one");
+        assert!(!q.grow(&l, 0, 400), "over max_queue_bytes, and not alone: refused, nothing counted");
+        assert!(q.grow(&l, 700, 300), "the first fits");
+        q.release(0);
+        assert!(q.grow(&l, 1_000, 5_000), "alone: it may pass max_queue_bytes");
+        assert!(!q.acquire(&l, 0), "nothing more while it is held");
+        q.release(6_000);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_streamed_body_is_charged_chunk_by_chunk_and_cut_past_its_cap() {
+        let l = limit(json!({"rate": 10, "burst": 1, "bytes_per_second": 1000, "max_body_bytes": 3000}));
+        let mut b = l.buckets();
+        let t = Instant::from_secs(100);
+        assert!(b.charge(t, 0).is_allowed(), "the request, before its body is read");
+        assert!(!b.charge(t, 0).is_allowed(), "its count token was spent");
+        let mut body = StreamedBody::new(body_cap(Some(&l), Some(10_000)));
+        let mut passed = 0;
+        let mut at = t;
+        for chunk in [500, 500, 500] {
+            body.take(chunk).unwrap();
+            if !b.charge_more(at, chunk).is_allowed() {
+                break;
+            }
+            passed += chunk;
+            at = at + Span::from_millis(100);
+        }
+        assert_eq!(passed, 1_000, "1,000 back to back, 200 back by 0.2 s: the third chunk is over");
+        assert_eq!(body.take(1_500), Ok(()));
+        assert_eq!(body.take(1), Err(3_000), "past max_body_bytes");
+        let mut unlimited = limit(json!({"rate": 1, "burst": 1})).buckets();
+        assert!(unlimited.charge_more(t, 1 << 30).is_allowed(), "no byte bucket: nothing to charge");
+    }
+}
+
+/// A tenant's admitted bytes, whatever mix of declared bodies and bodies of no declared
+/// length (charged chunk by chunk, as the edge charges them) comes at whatever times.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A body that declared its length: charged whole with its request.
+        Declared(u64),
+        /// A body of no declared length starts: its request is charged with no bytes.
+        Start,
+        /// The next chunk of the n-th open streamed body (modulo).
+        Chunk(usize, u64),
+        /// Time passes (ms).
+        Wait(u64),
+    }
+
+    /// A rate, a burst (0.1 s to 3 s of it), and what happens.
+    fn case() -> impl Strategy<Value = (u64, u64, Vec<Op>)> {
+        (1_000u64..50_000, 1u64..30).prop_flat_map(|(bps, tenths)| {
+            let burst_bytes = bps * tenths / 10;
+            (Just(bps), Just(burst_bytes), proptest::collection::vec(op(burst_bytes), 1..300))
+        })
+    }
+
+    fn op(burst_bytes: u64) -> impl Strategy<Value = Op> {
+        // Pieces (declared bodies and chunks) up to twice burst_bytes: bigger ones go only
+        // into a full bucket.
+        let piece = 1..=burst_bytes * 2;
+        prop_oneof![
+            piece.clone().prop_map(Op::Declared),
+            Just(Op::Start),
+            (0usize..4, piece).prop_map(|(i, n)| Op::Chunk(i, n)),
+            (0u64..1_500).prop_map(Op::Wait),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Over every window from one admission to a later one, the bytes passed on are at
+        /// most `burst_bytes` plus `bytes_per_second` × its length, a piece bigger than
+        /// `burst_bytes` counted as the whole bucket it empties (it is admitted only into a
+        /// full one); with no piece that big, that is the bytes themselves. A body cut once
+        /// is never charged again, and none passes its cap.
+        #[test]
+        fn admitted_bytes_never_exceed_the_rate_plus_the_burst((bps, burst_bytes, ops) in case()) {
+            let cap = burst_bytes * 3;
+            let l = TenantLimit::from_json(
+                &json!({"rate": 1000, "burst": 1000, "bytes_per_second": bps, "burst_bytes": burst_bytes, "max_body_bytes": cap}),
+                None,
+            ).unwrap();
+            let mut buckets = l.buckets();
+            let mut now = Instant::from_secs(1_000);
+            // What passed: when, and what it cost the bucket (a piece over burst_bytes: the bucket).
+            let mut passed: Vec<(Instant, u64, u64)> = Vec::new();
+            // Each open streamed body, with the bytes of it passed on.
+            let mut open: Vec<(StreamedBody, u64)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Declared(n) if n <= cap => {
+                        if buckets.charge(now, n).is_allowed() {
+                            passed.push((now, n, n.min(burst_bytes)));
+                        }
+                    }
+                    Op::Declared(_) => {}
+                    Op::Start => {
+                        if buckets.charge(now, 0).is_allowed() {
+                            open.push((StreamedBody::new(body_cap(Some(&l), None)), 0));
+                        }
+                    }
+                    Op::Chunk(i, n) if !open.is_empty() => {
+                        let at = i % open.len();
+                        let within = open[at].0.take(n).is_ok();
+                        if within && buckets.charge_more(now, n).is_allowed() {
+                            passed.push((now, n, n.min(burst_bytes)));
+                            open[at].1 += n;
+                            prop_assert!(open[at].1 <= cap, "a body passed its cap");
+                        } else {
+                            // Cut: the rest of that body never comes.
+                            open.remove(at);
+                        }
+                    }
+                    Op::Chunk(..) => {}
+                    Op::Wait(ms) => now = now + Span::from_millis(ms),
+                }
+            }
+            let capacity_ns = u128::from(burst_bytes) * 1_000_000_000;
+            for (i, &(from, _, _)) in passed.iter().enumerate() {
+                let (mut cost, mut bytes, mut none_bigger) = (0u128, 0u128, true);
+                for &(at, n, charged) in &passed[i..] {
+                    cost += u128::from(charged);
+                    bytes += u128::from(n);
+                    none_bigger &= n <= burst_bytes;
+                    let window_ns = u128::from((at - from).as_nanos());
+                    // bytes × 1e9 ≤ burst × 1e9 + rate × window (+ rate: the bucket's capacity
+                    // is rounded up to a whole nanosecond).
+                    let bound = capacity_ns + u128::from(bps) * window_ns + u128::from(bps);
+                    prop_assert!(cost * 1_000_000_000 <= bound, "{cost} B charged from {from:?} to {at:?}");
+                    if none_bigger {
+                        prop_assert!(bytes * 1_000_000_000 <= bound, "{bytes} B from {from:?} to {at:?}");
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -597,6 +861,34 @@ impl Overrides {
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Override)> {
         self.by_tenant.iter()
     }
+
+    /// Lower every override's `max_body_bytes` to `instance_max` where it is above it
+    /// ([`TenantLimit::clamp_body`]): an override is checked against the instance's cap when
+    /// it is read, so one stored before a deploy that lowered the cap never lets a bigger
+    /// body through. The overrides lowered, each with what it had.
+    pub fn clamp_bodies(&mut self, instance_max: Option<u64>) -> Vec<Clamped> {
+        let mut clamped = Vec::new();
+        for (tenant, o) in &mut self.by_tenant {
+            if let Some(was) = o.limit.clamp_body(instance_max) {
+                let to = o.limit.max_body_bytes.unwrap_or(was);
+                clamped.push(Clamped { tenant: tenant.clone(), set_at: o.set_at, was, to });
+            }
+        }
+        clamped
+    }
+}
+
+/// An override whose `max_body_bytes` was above the instance's and was lowered to it when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clamped {
+    /// The tenant.
+    pub tenant: String,
+    /// When its override was set (ms since the epoch): with the tenant, names the override.
+    pub set_at: u64,
+    /// Its `max_body_bytes` as stored.
+    pub was: u64,
+    /// What applies: the instance's.
+    pub to: u64,
 }
 
 /// Whether `given` equals `secret`, in time that depends only on their lengths (a
@@ -656,6 +948,20 @@ mod override_tests {
         }
         assert!(o.put("one-too-many", limit(1), 1).unwrap_err().contains("at most 10000"));
         assert!(o.put("acme", limit(4), 40).unwrap().1, "a tenant with an override may still change it");
+    }
+
+    #[test]
+    fn an_override_above_a_lowered_instance_cap_is_clamped_when_read() {
+        let stored = r#"{"big":{"limit":{"rate":1,"burst":1,"max_body_bytes":5000},"set_at":7},
+                         "small":{"limit":{"rate":1,"burst":1,"max_body_bytes":500},"set_at":8},
+                         "none":{"limit":{"rate":1,"burst":1},"set_at":9}}"#;
+        let (mut o, _) = Overrides::from_json(stored).unwrap();
+        assert_eq!(o.clone().clamp_bodies(None), [], "no instance cap: nothing to clamp");
+        assert_eq!(o.clamp_bodies(Some(1000)), [Clamped { tenant: "big".into(), set_at: 7, was: 5000, to: 1000 }]);
+        assert_eq!(o.get("big").unwrap().limit.max_body_bytes, Some(1000));
+        assert_eq!(o.get("small").unwrap().limit.max_body_bytes, Some(500));
+        assert_eq!(body_cap(Some(&o.get("none").unwrap().limit), Some(1000)), Some(1000), "the instance's cap applies");
+        assert_eq!(o.clamp_bodies(Some(1000)), [], "clamped once");
     }
 }
 

@@ -135,19 +135,44 @@ impl TenantTable {
         body_bytes: u64,
         now: Instant,
     ) -> (Decision, Placement) {
+        self.charge_by(tenant, (limit, source, generation), now, |buckets| buckets.charge(now, body_bytes))
+    }
+
+    /// Charge `bytes` more of the body of a request of `tenant` charged before (a body of no
+    /// declared length, as it streams: [`TenantBuckets::charge_more`]), as
+    /// [`TenantTable::charge`] charges a request.
+    pub fn charge_more(
+        &mut self,
+        tenant: &str,
+        limit: &TenantLimit,
+        source: LimitSource,
+        generation: u64,
+        bytes: u64,
+        now: Instant,
+    ) -> (Decision, Placement) {
+        self.charge_by(tenant, (limit, source, generation), now, |buckets| buckets.charge_more(now, bytes))
+    }
+
+    fn charge_by(
+        &mut self,
+        tenant: &str,
+        (limit, source, generation): (&TenantLimit, LimitSource, u64),
+        now: Instant,
+        charge: impl FnOnce(&mut TenantBuckets) -> Decision,
+    ) -> (Decision, Placement) {
         self.tick(now);
         let version = fingerprint(limit, generation);
         let (shard, key) = self.key(tenant);
         if let Some(entry) = self.shards[shard].get_mut(&key) {
-            return (entry.charge(limit, version, body_bytes, now), Placement::Own);
+            return (entry.charge(limit, version, charge), Placement::Own);
         }
         if source == LimitSource::Default && self.len >= self.max_default {
             self.overflowed += 1;
             let overflow = self.overflow.get_or_insert_with(|| Entry { version, buckets: limit.buckets() });
-            return (overflow.charge(limit, version, body_bytes, now), Placement::Overflow);
+            return (overflow.charge(limit, version, charge), Placement::Overflow);
         }
         let mut fresh = Entry { version, buckets: limit.buckets() };
-        let decision = fresh.buckets.charge(now, body_bytes);
+        let decision = charge(&mut fresh.buckets);
         // A charge that left no trace (refused at once) keeps nothing.
         if !fresh.buckets.is_full(now) {
             self.shards[shard].insert(key, fresh);
@@ -228,11 +253,16 @@ impl TenantTable {
 impl Entry {
     /// Charge these buckets, first starting them afresh when they are of another limit or
     /// generation than `version`.
-    fn charge(&mut self, limit: &TenantLimit, version: u64, body_bytes: u64, now: Instant) -> Decision {
+    fn charge(
+        &mut self,
+        limit: &TenantLimit,
+        version: u64,
+        charge: impl FnOnce(&mut TenantBuckets) -> Decision,
+    ) -> Decision {
         if self.version != version {
             *self = Entry { version, buckets: limit.buckets() };
         }
-        self.buckets.charge(now, body_bytes)
+        charge(&mut self.buckets)
     }
 }
 
