@@ -92,9 +92,12 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.renewSlot(upstream, lease);
     }
 
-    /** RPC from the Worker: charge `tenant` one request of `bytes`; 0 admits, else ms to wait. */
-    chargeTenant(tenant, limit, generation, bytes) {
-      return this.counter.chargeTenant(tenant, limit, generation, bytes);
+    /**
+     * RPC from the Worker: charge `tenant` one request of `bytes` (`requests` 1), or `bytes`
+     * more of a body streaming without a declared length (`requests` 0); 0 admits, else ms to wait.
+     */
+    chargeTenant(tenant, limit, generation, bytes, requests) {
+      return this.counter.chargeTenant(tenant, limit, generation, bytes, requests);
     }
 
     /** RPC (the overrides object): every runtime override, as stored JSON. */

@@ -39,11 +39,11 @@ function withFaults(env) {
           if (store === "slow") return new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key));
           return stub.check(rule, key);
         },
-        chargeTenant(tenant, limit, generation, bytes) {
+        chargeTenant(tenant, limit, generation, bytes, requests) {
           if (store === "unavailable" || (store === "fleet-tenants" && fleetTenant)) {
             return Promise.reject(new Error("the store is unavailable (injected fault)"));
           }
-          return stub.chargeTenant(tenant, limit, generation, bytes);
+          return stub.chargeTenant(tenant, limit, generation, bytes, requests);
         },
         acquireSlot: (upstream) => stub.acquireSlot(upstream),
         getOverrides: () => (store === "unavailable" ? unavailable() : stub.getOverrides()),

@@ -167,23 +167,37 @@ export function exactLength(body, length) {
 }
 
 /**
- * `body` passed through while `charge(chunk size)` is true; then errored, which aborts an
- * upload made of it.
+ * `body` passed through while `charge(chunk size)` (true or false, or a promise of either)
+ * admits each chunk before it goes on; once it does not, errored. `{ body, signal }`: send
+ * the body with `signal`, which aborts when `signal` given here does (the client went away)
+ * and when the body is cut. The abort comes first: a request body that only errors is ended
+ * as if it were whole (workerd sends the last chunk), so the origin would take a cut body for
+ * a complete one, where an aborted upload is one it never finished receiving. What is charged
+ * and which limit refused are `charge`'s to decide.
  */
-export function charged(body, charge) {
-  return body.pipeThrough(
+export function charged(body, charge, signal) {
+  const cut = new AbortController();
+  if (signal?.aborted) cut.abort(signal.reason);
+  else signal?.addEventListener?.("abort", () => cut.abort(signal.reason), { once: true });
+  const stream = body.pipeThrough(
     new TransformStream({
-      transform(chunk, controller) {
-        if (charge(chunk.byteLength)) return controller.enqueue(chunk);
-        controller.error(new Error("the body's source is over its body bytes per second"));
+      async transform(chunk, controller) {
+        if (await charge(chunk.byteLength)) return controller.enqueue(chunk);
+        const error = new Error("the body is over a limit on its bytes");
+        cut.abort(error);
+        controller.error(error);
       },
     }),
   );
+  return { body: stream, signal: cut.signal };
 }
 
-/** `request` with `body` in place of its own: what the Worker's own handler reads. */
-export function withBody(request, body) {
-  return new Request(request, { body, cf: request.cf });
+/**
+ * `request` with `body` in place of its own, and `signal` (when given) in place of its
+ * signal: what the Worker's own handler reads, and forwards with.
+ */
+export function withBody(request, body, signal) {
+  return new Request(request, { body, cf: request.cf, ...(signal ? { signal } : {}) });
 }
 
 /** The names of `headers`, each followed by a newline (no name or value can hold one). */

@@ -150,12 +150,14 @@ async fn call_store(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> 
     Ok(answer)
 }
 
-/// `{"tenant", "limit", "source"}` for the limit that applies to `tenant` now.
+/// `{"tenant", "limit", "source"}` for the limit that applies to `tenant` now (an override's
+/// `max_body_bytes` at most the instance's, as requests meet it).
 async fn describe(env: &Env, tenants: &Tenants, tenant: &str) -> Response {
-    let overrides = match stored_overrides(env).await {
+    let mut overrides = match stored_overrides(env).await {
         Ok(overrides) => overrides,
         Err(refusal) => return refusal,
     };
+    overrides.clamp_bodies(tenants.max_body_bytes);
     let overridden = overrides.get(tenant).map(|o| &o.limit);
     json(200, &entry(tenant, effective(overridden, tenants.limits.get(tenant), tenants.default.as_ref())))
 }
@@ -174,10 +176,11 @@ fn entry(tenant: &str, found: Option<(&TenantLimit, LimitSource)>) -> String {
 
 /// Every tenant with a limit of its own (configured or overridden), sorted, and the default.
 async fn list(env: &Env, tenants: &Tenants) -> Response {
-    let overrides = match stored_overrides(env).await {
+    let mut overrides = match stored_overrides(env).await {
         Ok(overrides) => overrides,
         Err(refusal) => return refusal,
     };
+    overrides.clamp_bodies(tenants.max_body_bytes);
     let mut names: Vec<&String> = tenants.limits.keys().chain(overrides.iter().map(|(t, _)| t)).collect();
     names.sort();
     names.dedup();

@@ -127,14 +127,23 @@ impl Counter {
     }
 
     /// Charge `tenant`'s buckets of `limit` (JSON, as the Worker resolved it) with one
-    /// request of `bytes`: 0 admits, otherwise the milliseconds to wait. The buckets start
-    /// afresh when the limit or its `generation` (when its override was set) changes, so a
-    /// new override is not held back by the old limit's debt.
+    /// request of `bytes` (`requests` 1), or with `bytes` more of the body of a request
+    /// charged before (`requests` 0: a body of no declared length, as it streams): 0 admits,
+    /// otherwise the milliseconds to wait. The buckets start afresh when the limit or its
+    /// `generation` (when its override was set) changes, so a new override is not held back
+    /// by the old limit's debt.
     ///
     /// # Errors
     /// When `limit` is not a valid limit.
     #[wasm_bindgen(js_name = chargeTenant)]
-    pub fn charge_tenant(&mut self, tenant: &str, limit: &str, generation: f64, bytes: f64) -> Result<f64, JsError> {
+    pub fn charge_tenant(
+        &mut self,
+        tenant: &str,
+        limit: &str,
+        generation: f64,
+        bytes: f64,
+        requests: f64,
+    ) -> Result<f64, JsError> {
         let now = now();
         let seen = format!("{}\u{1f}{limit}", generation as u64);
         if self.tenants.get(tenant).is_none_or(|(was, _, _)| *was != seen) {
@@ -150,7 +159,8 @@ impl Counter {
             self.tenants.insert(tenant.to_owned(), (seen, buckets, keeps));
         }
         let (seen, buckets, keeps) = self.tenants.get_mut(tenant).expect("just inserted");
-        let decision = buckets.charge(now, bytes.max(0.0) as u64);
+        let bytes = bytes.max(0.0) as u64;
+        let decision = if requests > 0.0 { buckets.charge(now, bytes) } else { buckets.charge_more(now, bytes) };
         if decision.is_allowed() && *keeps {
             let record = tenant_record(seen, buckets);
             self.store_tenant(tenant, &record);

@@ -55,6 +55,7 @@ extern "C" {
         limit: &str,
         generation: f64,
         bytes: f64,
+        requests: f64,
     ) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getOverrides)]
     pub fn get_overrides(this: &Stub) -> Result<JsValue, JsValue>;
@@ -147,13 +148,23 @@ extern "C" {
     #[wasm_bindgen(method)]
     pub fn cut(this: &ExactLength) -> String;
 
-    /// `body` passed through while `charge(chunk size)` is true, then errored.
+    /// `body` passed through while `charge(chunk size)` admits each chunk (`true`, or a
+    /// promise of it) before it goes on, then errored; with the signal to send it with, which
+    /// aborts with `signal` (the client's) and when the body is cut.
     #[wasm_bindgen(catch)]
-    pub fn charged(body: &web_sys::ReadableStream, charge: &JsValue) -> Result<web_sys::ReadableStream, JsValue>;
+    pub fn charged(body: &web_sys::ReadableStream, charge: &JsValue, signal: &JsValue) -> Result<Charged, JsValue>;
 
-    /// `request` with `body` in place of its own.
+    /// What `charged` gives: the charged body, and the signal to send it with.
+    pub type Charged;
+    #[wasm_bindgen(method, getter)]
+    pub fn body(this: &Charged) -> web_sys::ReadableStream;
+    #[wasm_bindgen(method, getter)]
+    pub fn signal(this: &Charged) -> JsValue;
+
+    /// `request` with `body` in place of its own, and `signal` (unless undefined) in place of
+    /// its signal.
     #[wasm_bindgen(catch, js_name = withBody)]
-    pub fn with_body(request: &Request, body: &JsValue) -> Result<Request, JsValue>;
+    pub fn with_body(request: &Request, body: &JsValue, signal: &JsValue) -> Result<Request, JsValue>;
 
     /// The names of `headers`, each followed by `\n`.
     #[wasm_bindgen(catch, js_name = headerNames)]

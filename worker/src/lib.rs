@@ -300,7 +300,7 @@ impl Admitted<'_> {
         // quota. Its place in flight is held until the origin has answered.
         let has_body = request.body().is_some();
         let tenant = tenancy::admit(setup, self.env, self.facts, header, self.declared, has_body, now, &scope);
-        let tenant = match tenant.await? {
+        let mut tenant = match tenant.await? {
             Ok(admitted) => admitted,
             Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
         };
@@ -323,14 +323,16 @@ impl Admitted<'_> {
         // A body that declared its length and came in through the runtime's own HTTP server
         // is framed by that length: it is what was charged (bodies framed otherwise were
         // refused above). One that the Worker's own code hands its handler is checked as it
-        // streams, as is one of no declared length.
+        // streams, as is one of no declared length (charged to its source and its tenant
+        // chunk by chunk).
         let framed = handler.is_none() && self.declared.is_some();
-        let check = (has_body && counts_bytes && !framed && !is_bodiless(&request.method()))
-            .then(|| preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared));
+        let check = (has_body && counts_bytes && !framed && !is_bodiless(&request.method())).then(|| {
+            preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared, tenant.streamed.take())
+        });
         let response = self.send(check.as_ref(), handler).await;
         // An upload cut as it streamed is answered as such, whatever came back.
         if let Some(why) = check.as_ref().and_then(preread::BodyCheck::cut) {
-            return Ok(cut_refusal(request, why, self.facts.identity));
+            return Ok(checked.finish(cut_refusal(request, why, self.facts.identity))?);
         }
         let response = match response {
             Ok(response) => response,
@@ -412,11 +414,13 @@ fn client_gone(request: &Request) -> Response {
 }
 
 /// The answer to an upload cut as it streamed: `429` for its source's bytes, `400` for a
-/// body that contradicted its `Content-Length`.
+/// body that contradicted its `Content-Length`, and for its tenant what a body that declared
+/// its length gets: `413` past the biggest body, `429` past its bytes or its share in flight.
 fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>) -> Response {
     match why {
         preread::Cut::Source => pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity),
         preread::Cut::Length(error) => bad_request(request, &format!("The body was cut: {error}.")),
+        preread::Cut::Tenant(refusal) => tenant_refusal(request, refusal),
     }
 }
 
@@ -576,10 +580,6 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
             let detail = format!("The body is larger than the {max} bytes this tenant may send.");
             (413, headers::problem(413, "Content Too Large", &detail, None, None), None, None)
         }
-        tenancy::Refusal::LengthRequired => {
-            let detail = "This tenant's limit counts body bytes: send Content-Length.";
-            (411, headers::problem(411, "Length Required", detail, None, None), None, None)
-        }
         tenancy::Refusal::Limited { tenant, wait } => {
             let wait = Span::from_secs(wait.as_secs_ceil().max(1));
             (429, headers::tenant_limited(tenant, "tenant_rate_limited", wait), Some(wait), Some("tenant"))
@@ -594,7 +594,6 @@ fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
         json_string(match refusal {
             tenancy::Refusal::Unknown => "unknown",
             tenancy::Refusal::TooLarge { .. } => "too_large",
-            tenancy::Refusal::LengthRequired => "length_required",
             tenancy::Refusal::Limited { .. } => "tenant_rate_limited",
             tenancy::Refusal::Overloaded { .. } => "tenant_overload",
         }),
@@ -662,7 +661,10 @@ async fn to_handler(
     check: Option<&preread::BodyCheck>,
 ) -> Result<Response, Failure> {
     let checked = match (check, request.body()) {
-        (Some(check), Some(body)) => Some(js::with_body(request, &check.apply(&body)?)?),
+        (Some(check), Some(body)) => {
+            let (body, signal) = check.apply(&body, &js::signal(request))?;
+            Some(js::with_body(request, &body, &signal)?)
+        }
         _ => None,
     };
     let answer = handler.call1(&JsValue::UNDEFINED, checked.as_ref().unwrap_or(request)).map_err(Failure::Handler)?;

@@ -4,12 +4,13 @@
 
 use crate::config::Config;
 use crate::js;
+use crate::tenancy;
 use sluicegate::admission::{ByteBucket, IpTable, LengthError};
 use sluicegate::identity::{ClientIp, Identity};
 use sluicegate::limit::{Decision, Gcra, Limiter};
 use sluicegate::rules::{PreRead, RuleSet};
 use sluicegate::time::{Instant, Span};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
@@ -121,54 +122,88 @@ fn source_bucket<'s>(state: &'s mut State, source: &str, rate: u64, now: Instant
 }
 
 /// Why an upload was cut as it streamed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cut {
     /// Its source went over its body bytes per second (429).
     Source,
     /// It contradicted its `Content-Length` (400).
     Length(LengthError),
+    /// Its tenant's cap, byte budget or share in flight refused it (413 or 429).
+    Tenant(tenancy::Refusal),
 }
 
 /// How a request body is checked as it streams, once its bytes are counted: a body that
 /// declared its length was charged that length before it was read, so it may bring exactly
-/// that many bytes; one that did not is charged to its source's bytes as it streams. Either
-/// way a body that fails its check is cut: the upload made of it is aborted.
+/// that many bytes; one that did not is charged as it streams, chunk by chunk, before each
+/// chunk is passed on: to its tenant (the biggest body it may send, its share in flight),
+/// to its source's bytes, then to its tenant's byte bucket. Either way a body that fails its
+/// check is cut: the upload made of it is aborted.
 pub enum BodyCheck {
     /// Exactly `length` bytes; the stream that checks them, once the body is under way.
     Exact { length: u64, checked: RefCell<Option<js::ExactLength>> },
-    /// Each chunk charged to the source by `charge`; `over` once it was refused.
-    Charged { charge: JsValue, over: Rc<Cell<bool>> },
+    /// Each chunk charged by `charge`; `cut` once one was refused, saying why.
+    Charged { charge: JsValue, cut: Rc<RefCell<Option<Cut>>> },
 }
 
 impl BodyCheck {
-    /// The check of a body of `declared` length from `source`.
-    pub fn new(config: &Config, source: String, declared: Option<u64>) -> Self {
+    /// The check of a body of `declared` length from `source`, of a request whose tenant
+    /// (if any) charges a body of no declared length as `tenant` says.
+    pub fn new(config: &Config, source: String, declared: Option<u64>, tenant: Option<tenancy::Streamed>) -> Self {
         if let Some(length) = declared {
             return BodyCheck::Exact { length, checked: RefCell::new(None) };
         }
-        let over = Rc::new(Cell::new(false));
-        let (config, refused) = (Rc::clone(config), Rc::clone(&over));
-        let charge = move |bytes: f64| {
-            let admitted = source_admits(&config, &source, bytes.max(0.0) as u64);
-            refused.set(refused.get() || !admitted);
-            admitted
+        let cut = Rc::new(RefCell::new(None));
+        let (config, refused, mut tenant) = (Rc::clone(config), Rc::clone(&cut), tenant);
+        let charge = move |bytes: f64| -> JsValue {
+            if refused.borrow().is_some() {
+                return JsValue::FALSE;
+            }
+            let bytes = bytes.max(0.0) as u64;
+            let checked = match tenant.as_mut().map_or(Ok(()), |t| t.take(bytes)) {
+                Err(refusal) => Err(Cut::Tenant(refusal)),
+                Ok(()) if !source_admits(&config, &source, bytes) => Err(Cut::Source),
+                Ok(()) => Ok(tenant.as_ref().and_then(|t| t.charge(bytes))),
+            };
+            match checked {
+                Err(why) => {
+                    *refused.borrow_mut() = Some(why);
+                    JsValue::FALSE
+                }
+                Ok(None) => JsValue::TRUE,
+                // The tenant's bytes are charged in its store: the chunk waits for the answer.
+                Ok(Some(charging)) => {
+                    let refused = Rc::clone(&refused);
+                    wasm_bindgen_futures::future_to_promise(async move {
+                        let admitted = charging.await.map_err(|refusal| {
+                            refused.borrow_mut().get_or_insert(Cut::Tenant(refusal));
+                        });
+                        Ok(JsValue::from_bool(admitted.is_ok()))
+                    })
+                    .into()
+                }
+            }
         };
-        BodyCheck::Charged { charge: Closure::<dyn FnMut(f64) -> bool>::new(charge).into_js_value(), over }
+        BodyCheck::Charged { charge: Closure::<dyn FnMut(f64) -> JsValue>::new(charge).into_js_value(), cut }
     }
 
-    /// `body`, checked as it streams.
+    /// `body`, checked as it streams, and the signal to send it with: `signal` (the
+    /// client's), or for a charged body one that also aborts when the body is cut, so that
+    /// the upload made of it is aborted rather than ended short.
     ///
     /// # Errors
     /// When the stream cannot be made.
-    pub fn apply(&self, body: &web_sys::ReadableStream) -> Result<JsValue, JsValue> {
+    pub fn apply(&self, body: &web_sys::ReadableStream, signal: &JsValue) -> Result<(JsValue, JsValue), JsValue> {
         match self {
             BodyCheck::Exact { length, checked } => {
                 let exact = js::exact_length(body, *length as f64)?;
                 let stream = exact.body();
                 *checked.borrow_mut() = Some(exact);
-                Ok(stream.into())
+                Ok((stream.into(), signal.clone()))
             }
-            BodyCheck::Charged { charge, .. } => js::charged(body, charge).map(Into::into),
+            BodyCheck::Charged { charge, .. } => {
+                let charged = js::charged(body, charge, signal)?;
+                Ok((charged.body().into(), charged.signal()))
+            }
         }
     }
 
@@ -183,7 +218,7 @@ impl BodyCheck {
                     _ => None,
                 }
             }
-            BodyCheck::Charged { over, .. } => over.get().then_some(Cut::Source),
+            BodyCheck::Charged { cut, .. } => cut.borrow().clone(),
         }
     }
 }

@@ -31,18 +31,22 @@ pub async fn to_origin(
     init.set_headers(upstream_headers(request, url, client, rules_read)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
     // A client that goes away cancels the origin request too.
-    let signal = js::signal(request);
-    if signal.is_object() {
-        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
-    }
+    let mut signal = js::signal(request);
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
-            // A body that fails its check errors, which aborts the upload.
+            // A body that fails its check errors, and the upload is aborted.
             match check {
-                Some(check) => init.set_body(&check.apply(&body)?),
+                Some(check) => {
+                    let (checked, with) = check.apply(&body, &signal)?;
+                    init.set_body(&checked);
+                    signal = with;
+                }
                 None => init.set_body(&body),
             }
         }
+    }
+    if signal.is_object() {
+        js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
     }
     let upstream = Request::new_with_str_and_init(&target, &init)?;
     JsFuture::from(js::fetch(&upstream)?).await?.dyn_into()

@@ -4,16 +4,18 @@
 //! of what may be in flight to the origin.
 
 use crate::config::Setup;
-use crate::guard::{Guard, Scope};
+use crate::guard::{Guard, Hold, Scope};
 use crate::js::{self, Env};
 use sluicegate::limit::Decision;
 use sluicegate::rules::RequestFacts;
 use sluicegate::tenants::{
-    effective, Identify, LimitSource, Overrides, Placement, QueueShare, TenantLimit, TenantScope, TenantTable, Tenants,
+    body_cap, effective, Identify, LimitSource, Overrides, Placement, QueueShare, StreamedBody, TenantLimit,
+    TenantScope, TenantTable, Tenants,
 };
 use sluicegate::time::{Instant, Span};
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -37,16 +39,18 @@ thread_local! {
     /// request of it is in flight (it is removed when its last one is given back), so the
     /// map never holds more tenants than this isolate has requests in flight.
     static QUEUES: RefCell<HashMap<String, QueueShare>> = RefCell::new(HashMap::new());
+    /// The overrides (tenant, when set) this isolate has logged as clamped to the
+    /// instance's `max_body_bytes`: each is logged once.
+    static CLAMPED: RefCell<HashSet<(String, u64)>> = RefCell::new(HashSet::new());
 }
 
-/// Why a tenant request is refused.
+/// Why a tenant request is refused (before its body is read, or as it streams).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// No key, or one that names no tenant (401; nothing was charged).
     Unknown,
     /// The body is bigger than the tenant may send (413).
     TooLarge { max: u64 },
-    /// A body without `Content-Length` for a tenant whose limit counts bytes (411).
-    LengthRequired,
     /// Over the tenant's rate or bytes (429).
     Limited { tenant: String, wait: Span },
     /// Over the tenant's share of requests or bytes in flight (429 `tenant_overload`).
@@ -59,9 +63,81 @@ pub struct Admitted {
     /// Its tenant's place in flight (given back when dropped: when the origin has answered),
     /// when the tenant's limit caps what is in flight.
     pub share: Option<Guard>,
-    /// Whether the tenant's limit counts body bytes (the body is then checked as it streams
-    /// against the length it declared and was charged).
+    /// Whether the tenant's body bytes are counted: capped (the instance's `max_body_bytes`
+    /// binds every tenant), charged, or held in flight. A body that declared its length is
+    /// then checked as it streams against that length, which was charged; one that did not
+    /// is charged as it streams ([`Admitted::streamed`]).
     pub counts_bytes: bool,
+    /// How a body of no declared length is charged as it streams (its request was charged,
+    /// with no bytes, when admitted).
+    pub streamed: Option<Streamed>,
+}
+
+/// A tenant's body of no declared length, charged as it streams: each chunk counted against
+/// the biggest body the tenant may send, its share in flight and its byte bucket before it
+/// is passed on. The first refusal cuts the body (the upload made of it is aborted).
+pub struct Streamed {
+    body: StreamedBody,
+    /// The tenant, and the limit (with where it came from and its generation) it was
+    /// admitted under; no limit: only the instance's cap binds.
+    tenant: Rc<str>,
+    limit: Option<Rc<(TenantLimit, LimitSource, u64)>>,
+    /// Where its buckets are counted.
+    env: Env,
+    scope: TenantScope,
+    colo: Option<Rc<str>>,
+    /// Its place in flight and the bytes it holds there, when the limit caps bytes in flight.
+    share: Option<(Hold, Rc<Cell<u64>>)>,
+}
+
+impl Streamed {
+    /// Count `bytes` more against what this isolate holds: the biggest body the tenant may
+    /// send (413), then its share of bytes in flight (429 `tenant_overload`).
+    ///
+    /// # Errors
+    /// The refusal, when these bytes are not to be passed on.
+    pub fn take(&mut self, bytes: u64) -> Result<(), Refusal> {
+        self.body.take(bytes).map_err(|max| Refusal::TooLarge { max })?;
+        let (Some(limit), Some((hold, held))) = (&self.limit, &self.share) else { return Ok(()) };
+        // A share given back (the origin answered first) is not grown again.
+        if !hold.is_held() {
+            return Ok(());
+        }
+        let grown =
+            QUEUES.with(|q| q.borrow_mut().get_mut(&*self.tenant).is_some_and(|s| s.grow(&limit.0, held.get(), bytes)));
+        if !grown {
+            return Err(Refusal::Overloaded { tenant: self.tenant.to_string() });
+        }
+        held.set(held.get() + bytes);
+        Ok(())
+    }
+
+    /// The charge of `bytes` more to the tenant's byte bucket (in its store, as its request
+    /// was charged), when its limit counts bytes: to be awaited before they are passed on.
+    pub fn charge(&self, bytes: u64) -> Option<impl Future<Output = Result<(), Refusal>> + 'static> {
+        let limit = Rc::clone(self.limit.as_ref().filter(|l| l.0.bytes_per_second.is_some() && bytes > 0)?);
+        let env: Env = JsValue::clone(&self.env).unchecked_into();
+        let (scope, tenant, colo) = (self.scope, Rc::clone(&self.tenant), self.colo.clone());
+        Some(async move {
+            let what = Charge::More(bytes);
+            let (limit, source, generation) = (&limit.0, limit.1, limit.2);
+            match charge(&env, scope, &tenant, colo.as_deref(), (limit, source, generation), what, crate::now()).await {
+                Decision::Deny { retry_after } => {
+                    Err(Refusal::Limited { tenant: tenant.to_string(), wait: retry_after })
+                }
+                Decision::Allow { .. } => Ok(()),
+            }
+        })
+    }
+}
+
+/// What a tenant is charged with.
+#[derive(Clone, Copy, Debug)]
+enum Charge {
+    /// One request of this many body bytes (declared, or 0).
+    Request(u64),
+    /// This many more bytes of a body whose request was charged (its bytes as they stream).
+    More(u64),
 }
 
 /// Give back `bytes` and one request of `tenant`'s place in flight.
@@ -78,7 +154,9 @@ fn release_share(tenant: &str, bytes: u64) {
 }
 
 /// Admit a tenant request, or say why not. Nothing held (`Admitted::default()`): the request
-/// carries no tenant (the section does not match it) or its tenant is unlimited.
+/// carries no tenant (the section does not match it), or its tenant is unlimited and no cap
+/// binds its body. A body of no declared length is charged as it streams
+/// ([`Admitted::streamed`]): its request is charged here with no bytes.
 #[allow(clippy::too_many_arguments)]
 pub async fn admit(
     setup: &Setup,
@@ -96,35 +174,55 @@ pub async fn admit(
     let Some(tenant) = identify(setup, tenants, &header).await? else { return Ok(Err(Refusal::Unknown)) };
     let overrides = overrides(env, now).await;
     let overridden = overrides.get(&tenant);
-    let Some((limit, _)) =
-        effective(overridden.map(|o| &o.limit), tenants.limits.get(&tenant), tenants.default.as_ref())
-    else {
-        return Ok(Ok(Admitted::default()));
-    };
-    let generation = overridden.map_or(0, |o| o.set_at);
-    let max_body = limit.max_body_bytes.or(tenants.max_body_bytes);
-    // Bytes are counted before the body is read: a body of unknown length cannot be.
-    let counts_bytes = max_body.is_some() || limit.bytes_per_second.is_some() || limit.max_queue_bytes.is_some();
-    if has_body && declared.is_none() && counts_bytes {
-        return Ok(Err(Refusal::LengthRequired));
-    }
-    let bytes = declared.unwrap_or(0);
-    if let Some(max) = max_body.filter(|max| bytes > *max) {
+    let found = effective(overridden.map(|o| &o.limit), tenants.limits.get(&tenant), tenants.default.as_ref());
+    // The instance's cap binds every tenant, one with no limit at all too.
+    let max_body = body_cap(found.map(|(limit, _)| limit), tenants.max_body_bytes);
+    if let Some(max) = max_body.filter(|max| declared.is_some_and(|bytes| bytes > *max)) {
         return Ok(Err(Refusal::TooLarge { max }));
     }
-    let decision = charge(env, tenants, &tenant, facts.colo, (limit, generation), bytes, now).await;
+    let undeclared = has_body && declared.is_none();
+    let tenant: Rc<str> = tenant.into();
+    let streaming = |limit: Option<Rc<(TenantLimit, LimitSource, u64)>>| Streamed {
+        body: StreamedBody::new(max_body),
+        tenant: Rc::clone(&tenant),
+        limit,
+        env: JsValue::clone(env).unchecked_into(),
+        scope: tenants.scope,
+        colo: facts.colo.map(Rc::from),
+        share: None,
+    };
+    let Some((limit, source)) = found else {
+        let counts_bytes = max_body.is_some();
+        let streamed = (undeclared && counts_bytes).then(|| streaming(None));
+        return Ok(Ok(Admitted { share: None, counts_bytes, streamed }));
+    };
+    let generation = overridden.map_or(0, |o| o.set_at);
+    let counts_bytes = max_body.is_some() || limit.bytes_per_second.is_some() || limit.max_queue_bytes.is_some();
+    let bytes = declared.unwrap_or(0);
+    let what = Charge::Request(bytes);
+    let decision = charge(env, tenants.scope, &tenant, facts.colo, (limit, source, generation), what, now).await;
     if let Decision::Deny { retry_after } = decision {
-        return Ok(Err(Refusal::Limited { tenant, wait: retry_after }));
+        return Ok(Err(Refusal::Limited { tenant: tenant.to_string(), wait: retry_after }));
     }
+    let mut streamed =
+        (undeclared && counts_bytes).then(|| streaming(Some(Rc::new((limit.clone(), source, generation)))));
     if limit.max_queue.is_none() && limit.max_queue_bytes.is_none() {
-        return Ok(Ok(Admitted { share: None, counts_bytes }));
+        return Ok(Ok(Admitted { share: None, counts_bytes, streamed }));
     }
-    let admitted = QUEUES.with(|q| q.borrow_mut().entry(tenant.clone()).or_default().acquire(limit, bytes));
+    let admitted = QUEUES.with(|q| q.borrow_mut().entry(tenant.to_string()).or_default().acquire(limit, bytes));
     if !admitted {
-        return Ok(Err(Refusal::Overloaded { tenant }));
+        return Ok(Err(Refusal::Overloaded { tenant: tenant.to_string() }));
     }
-    let share = scope.hold(move || release_share(&tenant, bytes));
-    Ok(Ok(Admitted { share: Some(share), counts_bytes }))
+    // What it holds in flight: its declared bytes, or those its body has brought so far.
+    let held = Rc::new(Cell::new(bytes));
+    let share = {
+        let (tenant, held) = (Rc::clone(&tenant), Rc::clone(&held));
+        scope.hold(move || release_share(&tenant, held.get()))
+    };
+    if let Some(streamed) = streamed.as_mut().filter(|_| limit.max_queue_bytes.is_some()) {
+        streamed.share = Some((share.hold().clone(), held));
+    }
+    Ok(Ok(Admitted { share: Some(share), counts_bytes, streamed }))
 }
 
 /// The tenant a request names: by its API key's hash, or by the sender's header.
@@ -143,15 +241,16 @@ async fn identify(
     }
 }
 
-/// Charge one request of `bytes` to the tenant's buckets in its Durable Object (per colo or
-/// for the fleet), or, when the store cannot answer, to this isolate's own.
+/// Charge the tenant's buckets in its Durable Object (per colo or for the fleet), or, when
+/// the store cannot answer, this isolate's own. `limit` came from `source`; `generation`
+/// tells one override of it from the next (0 for none).
 async fn charge(
     env: &Env,
-    tenants: &Tenants,
+    scope: TenantScope,
     tenant: &str,
     colo: Option<&str>,
-    (limit, generation): (&TenantLimit, u64),
-    bytes: u64,
+    (limit, source, generation): (&TenantLimit, LimitSource, u64),
+    what: Charge,
     now: Instant,
 ) -> Decision {
     // Every tenant request ticks this isolate's table, so it is swept while stores answer too.
@@ -160,12 +259,12 @@ async fn charge(
     // Fleet scope asks the tenant's one object; when it cannot answer, the colo's own
     // buckets (colo scope's object) do; when no store answers, this isolate's.
     let mut stores = vec![];
-    if tenants.scope == TenantScope::Fleet {
+    if scope == TenantScope::Fleet {
         stores.push(format!("tenant\u{1f}{tenant}"));
     }
     stores.push(colo_name);
     for name in &stores {
-        match charge_in_store(env, name, tenant, (limit, generation), bytes).await {
+        match charge_in_store(env, name, tenant, (limit, generation), what).await {
             Ok(decision) => return decision,
             Err(error) => crate::log_error(&format!(
                 "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"store\":{},\"error\":{}}}",
@@ -175,7 +274,7 @@ async fn charge(
             )),
         }
     }
-    charge_here(tenants, tenant, (limit, generation), bytes, now)
+    charge_here(tenant, (limit, source, generation), what, now)
 }
 
 async fn charge_in_store(
@@ -183,12 +282,16 @@ async fn charge_in_store(
     name: &str,
     tenant: &str,
     (limit, generation): (&TenantLimit, u64),
-    bytes: u64,
+    what: Charge,
 ) -> Result<Decision, JsValue> {
     let namespace = js::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(name)?)?;
+    let (requests, bytes) = match what {
+        Charge::Request(bytes) => (1.0, bytes as f64),
+        Charge::More(bytes) => (0.0, bytes as f64),
+    };
     let call =
-        js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes as f64)?);
+        js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes, requests)?);
     let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let wait_ms = answer
         .as_f64()
@@ -214,28 +317,17 @@ fn tick_local(now: Instant) {
     with_local(|table| table.tick(now));
 }
 
-/// Where the limit `charge` was handed came from: an override has a generation (when it
-/// was set); otherwise the rules file's entry, else its default.
-fn source_of(tenants: &Tenants, tenant: &str, generation: u64) -> LimitSource {
-    if generation != 0 {
-        LimitSource::Override
-    } else if tenants.limits.contains_key(tenant) {
-        LimitSource::Config
-    } else {
-        LimitSource::Default
-    }
-}
-
 fn charge_here(
-    tenants: &Tenants,
     tenant: &str,
-    (limit, generation): (&TenantLimit, u64),
-    bytes: u64,
+    (limit, source, generation): (&TenantLimit, LimitSource, u64),
+    what: Charge,
     now: Instant,
 ) -> Decision {
-    let source = source_of(tenants, tenant, generation);
     let (decision, placement, held, first) = with_local(|table| {
-        let (decision, placement) = table.charge(tenant, limit, source, generation, bytes, now);
+        let (decision, placement) = match what {
+            Charge::Request(bytes) => table.charge(tenant, limit, source, generation, bytes, now),
+            Charge::More(bytes) => table.charge_more(tenant, limit, source, generation, bytes, now),
+        };
         (decision, placement, table.len(), table.overflowed() == 1)
     });
     if placement == Placement::Overflow && first {
@@ -280,7 +372,35 @@ async fn read_overrides(env: &Env) -> Result<Overrides, JsValue> {
     let call = js_sys::Promise::resolve(&overrides_object(env)?.get_overrides()?);
     let text = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let text = text.as_string().ok_or_else(|| JsValue::from_str("no answer in time"))?;
-    Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
+    let mut overrides = Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))?;
+    clamp(env, &mut overrides);
+    Ok(overrides)
+}
+
+/// Lower every override's `max_body_bytes` to the instance's, where it is above it: it was
+/// checked when it was set, but the cap may have been lowered since (a deploy). Each
+/// override clamped is logged once per isolate.
+fn clamp(env: &Env, overrides: &mut Overrides) {
+    let config = crate::config::config(env);
+    let instance_max = config.as_ref().as_ref().ok().and_then(|setup| setup.rules.tenants()?.max_body_bytes);
+    for clamped in overrides.clamp_bodies(instance_max) {
+        let first = CLAMPED.with(|seen| {
+            let mut seen = seen.borrow_mut();
+            if seen.len() >= Overrides::MAX {
+                seen.clear();
+            }
+            seen.insert((clamped.tenant.clone(), clamped.set_at))
+        });
+        if first {
+            crate::log_error(&format!(
+                "{{\"sluicegate\":\"override-clamped\",\"tenant\":{},\"set_at\":{},\"max_body_bytes\":{},\"applied\":{}}}",
+                crate::json_string(&clamped.tenant),
+                clamped.set_at,
+                clamped.was,
+                clamped.to
+            ));
+        }
+    }
 }
 
 /// Forget this isolate's copy of the overrides (after a change made through it).
