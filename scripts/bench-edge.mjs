@@ -2,7 +2,11 @@
 // the deploy build in workerd, against a plain pass-through Worker in front of the same
 // origin, measured in the same run; then requests per second (16 at a time, 3 s) for the
 // admission layer: a refusal before the body is read, a tenant request admitted in colo and
-// in fleet scope, and one with a 4 KB body whose bytes its tenant and its source count.
+// in fleet scope, and a 4 KB body whose bytes its tenant and its source count, declared
+// (Content-Length) and streamed (chunked, no declared length), each beside the same body
+// under a plain rule (one route bucket) with the same source count: the difference is the
+// tenant path (key hash, limit lookup, both buckets; a streamed body's bytes charged as it
+// comes).
 // Run with Node 22 after `npm run build`. (`scripts/bench-edge-ab.mjs` compares this
 // checkout's edge with another's, request by request.)
 import { createHash } from "node:crypto";
@@ -34,7 +38,31 @@ const bytesRules = () => {
   rules.tenants.limits.bench = { rate: 1_000_000, burst: 1_000_000, bytes_per_second: 1e9, max_body_bytes: 65_536 };
   return rules;
 };
+/** The same source byte count and a plain rule (one route bucket per address) in place of the tenant. */
+const ruleRules = () => ({
+  rules: [
+    {
+      id: "hooks",
+      match: { path: { starts_with: "/hooks/" } },
+      characteristics: ["ip.src"],
+      algorithm: "token_bucket",
+      rate: 1_000_000,
+      burst: 1_000_000,
+    },
+  ],
+  pre_read: { per_ip: { rate: 1_000_000, burst: 1_000_000 }, source_bytes_per_second: 1e9 },
+});
 const BODY = "x".repeat(4_096);
+/** A 4 KB body of no declared length (sent chunked): a fresh stream per request. */
+const STREAMED = () =>
+  new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(BODY));
+      controller.close();
+    },
+  });
+/** The fetch options of a body: a function makes a fresh streamed body for each request. */
+const withBody = (body) => (typeof body === "function" ? { body: body(), duplex: "half" } : { body });
 
 const RULES = {
   rules: [
@@ -80,7 +108,7 @@ async function timings(base, method, path, n, { headers = {}, expect = 200, body
   const out = [];
   for (let i = 0; i < n; i++) {
     const started = performance.now();
-    const res = await fetch(`${base}${path}`, { method, body, headers: { "cf-connecting-ip": "198.51.100.200", ...headers } });
+    const res = await fetch(`${base}${path}`, { method, ...withBody(body), headers: { "cf-connecting-ip": "198.51.100.200", ...headers } });
     await res.arrayBuffer();
     if (res.status !== expect) throw new Error(`${method} ${path}: ${res.status}`);
     out.push(performance.now() - started);
@@ -95,7 +123,7 @@ async function throughput(base, method, path, { headers = {}, concurrency = 16, 
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < until) {
-        const res = await fetch(`${base}${path}`, { method, body, headers: { "cf-connecting-ip": "198.51.100.201", ...headers } });
+        const res = await fetch(`${base}${path}`, { method, ...withBody(body), headers: { "cf-connecting-ip": "198.51.100.201", ...headers } });
         await res.arrayBuffer();
         done++;
       }
@@ -131,14 +159,21 @@ const plain4k = { latency: await timings(plainUrl, "POST", "/hooks/in", N, { bod
 plain4k.rps = await throughput(plainUrl, "POST", "/hooks/in", { body: BODY });
 const plainEmpty = { latency: await timings(plainUrl, "POST", "/hooks/in", N) };
 plainEmpty.rps = await throughput(plainUrl, "POST", "/hooks/in");
+const plainStreamed = { latency: await timings(plainUrl, "POST", "/hooks/in", N, { body: STREAMED }) };
+plainStreamed.rps = await throughput(plainUrl, "POST", "/hooks/in", { body: STREAMED });
+const tenant = { "x-api-key": TENANT_KEY };
+const p50s = {};
 for (const [label, rules, expect, headers, body] of [
   ["refused before the body is read (per_ip)", REFUSING, 429, {}],
-  ["tenant admitted, colo scope", tenantRules("colo"), 200, { "x-api-key": TENANT_KEY }],
-  ["tenant admitted, fleet scope", tenantRules("fleet"), 200, { "x-api-key": TENANT_KEY }],
-  ["tenant counting bytes, 4 KB body", bytesRules(), 200, { "x-api-key": TENANT_KEY }, BODY],
+  ["tenant admitted, colo scope", tenantRules("colo"), 200, tenant],
+  ["tenant admitted, fleet scope", tenantRules("fleet"), 200, tenant],
+  ["plain rule, 4 KB body", ruleRules(), 200, {}, BODY],
+  ["tenant counting bytes, 4 KB body", bytesRules(), 200, tenant, BODY],
+  ["plain rule, 4 KB streamed body", ruleRules(), 200, {}, STREAMED],
+  ["tenant counting bytes, 4 KB streamed body", bytesRules(), 200, tenant, STREAMED],
 ]) {
   const admission = await startEdge({ build: "deploy", rules, origin: originUrl });
-  const plain = body ? plain4k : plainEmpty;
+  const plain = !body ? plainEmpty : body === STREAMED ? plainStreamed : plain4k;
   try {
     if (expect === 429) await fetch(`${admission.url}/hooks/in`, { method: "POST", headers: { "cf-connecting-ip": "198.51.100.200" } });
     await timings(admission.url, "POST", "/hooks/in", WARMUP, { headers, expect, body });
@@ -146,6 +181,7 @@ for (const [label, rules, expect, headers, body] of [
     const rps = await throughput(admission.url, "POST", "/hooks/in", { headers, body });
     const [plainLatency, plainRps] = [plain.latency, plain.rps];
     const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(plainLatency, 50), pct(plainLatency, 99)];
+    p50s[label] = a50;
     console.log(
       `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(a50 - b50)} / ${ms(a99 - b99)}`.padEnd(22)} ${Math.round(rps)} (${Math.round(plainRps)})`,
     );
@@ -153,6 +189,10 @@ for (const [label, rules, expect, headers, body] of [
     await admission.close();
   }
 }
+console.log(
+  `the tenant path over the plain rule, p50: declared 4 KB body ${ms(p50s["tenant counting bytes, 4 KB body"] - p50s["plain rule, 4 KB body"])}, ` +
+    `streamed ${ms(p50s["tenant counting bytes, 4 KB streamed body"] - p50s["plain rule, 4 KB streamed body"])}`,
+);
 
 await edge.close();
 await plain.dispose();
