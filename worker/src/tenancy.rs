@@ -232,7 +232,11 @@ async fn identify(
     header: &impl Fn(&str) -> Option<String>,
 ) -> Result<Option<String>, JsValue> {
     match &tenants.identify {
-        Identify::Named(name) => Ok(header(name).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())),
+        // A name no tenant can have (empty, or longer than any tenant name) names none: it
+        // never becomes a Durable Object's name or a key of this isolate's maps.
+        Identify::Named(name) => {
+            Ok(header(name).map(|t| t.trim().to_owned()).filter(|t| sluicegate::tenants::is_tenant_name(t)))
+        }
         Identify::Key(name) => {
             let Some(key) = header(name).filter(|k| !k.is_empty()) else { return Ok(None) };
             let hash = JsFuture::from(js::sha256_hex(&key)?).await?.as_string().unwrap_or_default();

@@ -217,6 +217,21 @@ describe("invented tenant names (tenant_header)", () => {
     return statuses;
   };
 
+  test("a name longer than any tenant's (129 bytes) names no tenant: 401, nothing forwarded", async () => {
+    const origin = await server();
+    const edge = await startEdge({ rules: named, origin: origin.url });
+    try {
+      assert.equal(await send(edge, "t".repeat(128)), 200, "128 bytes is a tenant name");
+      const before = origin.seen?.length;
+      assert.equal(await send(edge, "t".repeat(129)), 401);
+      assert.equal(await send(edge, "x".repeat(8_000)), 401);
+      if (before !== undefined) assert.equal(origin.seen.length, before, "nothing reached the origin");
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+
   test("20,000 invented names, no store: the isolate's table stops at its bound, a tenant in debt stays refused throughout", async () => {
     const origin = await server();
     // No store answers: every tenant is counted in this isolate's own table.
