@@ -387,3 +387,24 @@ test("the workerd entry simulates in a real Worker", { timeout: 30_000 }, async 
     await mf.dispose();
   }
 });
+
+test("npx sluicegate sim refuses a config too big to finish as the native command line does; --max-requests moves the ceiling", async () => {
+  const file = join(scratch, "runaway.json");
+  writeFileSync(file, JSON.stringify(small({ duration_s: 1e12, clients: [{ name: "mobile", rps: 1000 }] })));
+  const out = await sluicegate(["sim", file]);
+  assert.equal(out.code, 2);
+  assert.equal(out.stdout, "");
+  assert.equal(
+    out.stderr,
+    'error: client "mobile": about 1.0e15 requests over 1e+12 s; the most a run may make is 50,000,000 (raise it with --max-requests N)\n',
+  );
+  const under = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "100", "--json"]);
+  assert.equal(under.code, 2);
+  assert.match(under.stderr, /the most a run may make is 100 \(raise it with --max-requests N\)/);
+  const raised = await sluicegate(["sim", "examples/orders-api.json", "--max-requests=10000", "--json"]);
+  assert.equal(raised.stderr, "");
+  assert.equal(raised.stdout, golden("orders-api", "json"));
+  const bad = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "lots"]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /argument --max-requests: expected a whole number, 1 or more, got "lots"/);
+});
