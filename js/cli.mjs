@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]`):
+// `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]`):
 // the native command line's `sim`, with the simulator in wasm. Same arguments (parsed as
 // the reference's argparse parser reads them), same output, same exit status: 0 no high
 // findings, 1 high findings, 2 bad input. `check-rules` needs the native command line.
@@ -11,13 +11,16 @@ import path from "node:path";
 import { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
-       sluicegate sim CONFIG [--trace CSV] [--json] [--self-test]
+       sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]
        sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
                      exits 0 (no high findings), 1 (high findings) or 2 (bad input)
     --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --max-requests N the most requests the configured clients may generate (default
+                     50,000,000): a config estimated past it is refused (exit 2) before it
+                     runs, naming the client and the estimate. Not applied to a trace
     --json           the result as JSON instead of the Markdown report
     --self-test      run the simulator's self-test
   replay             send a trace (t,ip.src[,cf.colo.id][,endpoint]) to the edge worker at its times
@@ -40,8 +43,8 @@ class UsageError extends Error {}
 
 /** `sim`'s options, read the way argparse reads them (long options may be abbreviated, `--trace=CSV` works, `--` ends the options). */
 function simArgs(args) {
-  const LONG = ["--help", "--trace", "--json", "--self-test"];
-  const parsed = { config: null, trace: null, json: false, selfTest: false, help: false };
+  const LONG = ["--help", "--trace", "--max-requests", "--json", "--self-test"];
+  const parsed = { config: null, trace: null, maxRequests: undefined, json: false, selfTest: false, help: false };
   const positional = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
@@ -76,6 +79,14 @@ function simArgs(args) {
         parsed.trace = next;
         i++;
       }
+    } else if (option === "--max-requests") {
+      const text = value ?? args[++i];
+      if (text === undefined) throw new UsageError("argument --max-requests: expected one argument");
+      const n = Number(text.trim().replace(/[_,]/g, ""));
+      if (!(n >= 1) || !Number.isInteger(n) || text.trim() === "") {
+        throw new UsageError(`argument --max-requests: expected a whole number, 1 or more, got ${JSON.stringify(text)}`);
+      }
+      parsed.maxRequests = n;
     } else if (value !== null) {
       throw new UsageError(`argument ${option}: ignored explicit argument`);
     } else if (option === "--json") {
@@ -171,7 +182,16 @@ function sim(args) {
       checkConfig(config); // the configuration's problems come before the trace's
       trace = readText(parsed.trace);
     }
-    const run = runSimulation(config, trace, { traceName: parsed.trace ?? undefined });
+    let run;
+    try {
+      run = runSimulation(config, trace, { traceName: parsed.trace ?? undefined, maxRequests: parsed.maxRequests });
+    } catch (error) {
+      // the ceiling's flag here, as the native command line names it
+      if (error instanceof SimulationError && error.message.endsWith("(raise it with the maxRequests option)")) {
+        throw new SimulationError(error.message.replace(/the maxRequests option\)$/, "--max-requests N)"), error.exitCode);
+      }
+      throw error;
+    }
     if (!parsed.json && run.markdownError !== null) throw run.markdownError;
     process.stdout.write(parsed.json ? run.reportJson : run.markdown);
     return run.exitCode;

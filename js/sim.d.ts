@@ -256,6 +256,12 @@ export interface SimTimeline {
 export interface SimulationOptions {
   /** What trace errors call the trace (`"traces/x.csv line 4: …"`); default `"trace"`. */
   traceName?: string;
+  /**
+   * The most requests the configured clients may generate (default 50,000,000; `Infinity`
+   * for no ceiling): a config estimated past it is refused with a SimulationError (exit
+   * status 2) naming the client and the estimate, before it runs. A trace is not estimated.
+   */
+  maxRequests?: number;
 }
 
 /** Everything `sluicegate sim` can print for one configuration. */

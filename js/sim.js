@@ -87,12 +87,23 @@ function parseJson(text) {
   }
 }
 
+function maxRequests(options) {
+  if (options === undefined || options === null) return undefined;
+  const { maxRequests: max } = options;
+  if (max === undefined || max === null) return undefined;
+  if (typeof max !== "number" || !(max >= 1) || (Number.isFinite(max) && !Number.isInteger(max))) {
+    throw new TypeError(`options.maxRequests must be a whole number, 1 or more (or Infinity), got ${describe(max)}`);
+  }
+  return max;
+}
+
 function runText(config, trace, options) {
   const text = configText(config);
   const csv = traceText(trace);
   const name = traceName(options);
+  const max = maxRequests(options);
   try {
-    return simRun(text, csv, name);
+    return simRun(text, csv, name, max);
   } catch (error) {
     throw simulationError(error);
   }

@@ -100,6 +100,30 @@ test("a client with a negative rps: the message names the client and the field",
   assertSimulationError(() => checkConfig(config), 2, /neg\.rps/);
 });
 
+test("a config too big to finish is refused before it runs, naming the client and the estimate; maxRequests moves the ceiling", () => {
+  const started = Date.now();
+  for (const [config, pattern] of [
+    [small({ duration_s: 1e12, clients: [{ name: "mobile", rps: 1000 }] }), /^client "mobile": about 1\.0e15 requests over 1e\+12 s; the most a run may make is 50,000,000 \(raise it with the maxRequests option\)$/],
+    [small({ clients: [{ name: "app", rps: 1 }, { name: "flood", rps: 1e9 }] }), /^client "flood": about 2\.0e10 requests over 20 s/],
+    [small({ clients: [{ name: "batch", pattern: "burst", burst: 1e9, every_s: 1e-6 }] }), /^client "batch": about 2\.0e16 requests/],
+  ]) {
+    assertSimulationError(() => simulate(config), 2, pattern);
+    assertSimulationError(() => runSimulation(config), 2, pattern);
+  }
+  assert.ok(Date.now() - started < 1000, "refused at once");
+  // 40 + 40 requests: under a ceiling of 80, over one of 79
+  const two = small({ clients: [{ name: "a", kind: "legit", rps: 2 }, { name: "b", kind: "legit", rps: 2 }] });
+  assertSimulationError(() => simulate(two, null, { maxRequests: 79 }), 2, /^the 2 clients together: about 80 requests/);
+  for (const maxRequests of [80, 1e6, Infinity, undefined, null]) {
+    assert.equal(simulate(two, null, { maxRequests }).clients.length, 2, `${maxRequests}`);
+  }
+  // a trace is not estimated
+  assert.equal(simulate(two, "t,client\n0,a\n1,b\n", { maxRequests: 1 }).clients.length, 2);
+  for (const bad of [0, -1, 1.5, Number.NaN, "100"]) {
+    assert.throws(() => simulate(two, null, { maxRequests: bad }), { name: "TypeError", message: /options\.maxRequests/ });
+  }
+});
+
 test("bad JSON, a config that is not an object, and arguments of the wrong type", () => {
   assertSimulationError(() => simulate('{"duration_s": 10, }'), 2, /line 1 column/);
   assertSimulationError(() => simulate([1, 2]), 2, /JSON object/);
@@ -362,4 +386,25 @@ test("the workerd entry simulates in a real Worker", { timeout: 30_000 }, async 
   } finally {
     await mf.dispose();
   }
+});
+
+test("npx sluicegate sim refuses a config too big to finish as the native command line does; --max-requests moves the ceiling", async () => {
+  const file = join(scratch, "runaway.json");
+  writeFileSync(file, JSON.stringify(small({ duration_s: 1e12, clients: [{ name: "mobile", rps: 1000 }] })));
+  const out = await sluicegate(["sim", file]);
+  assert.equal(out.code, 2);
+  assert.equal(out.stdout, "");
+  assert.equal(
+    out.stderr,
+    'error: client "mobile": about 1.0e15 requests over 1e+12 s; the most a run may make is 50,000,000 (raise it with --max-requests N)\n',
+  );
+  const under = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "100", "--json"]);
+  assert.equal(under.code, 2);
+  assert.match(under.stderr, /the most a run may make is 100 \(raise it with --max-requests N\)/);
+  const raised = await sluicegate(["sim", "examples/orders-api.json", "--max-requests=10000", "--json"]);
+  assert.equal(raised.stderr, "");
+  assert.equal(raised.stdout, golden("orders-api", "json"));
+  const bad = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "lots"]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /argument --max-requests: expected a whole number, 1 or more, got "lots"/);
 });

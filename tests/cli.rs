@@ -320,3 +320,102 @@ fn sim_refuses_a_reorder_window_that_is_not_seconds_naming_the_flag() {
     assert_eq!(code, 2);
     assert!(stderr.contains("argument --reorder-window: expected one argument"), "{stderr}");
 }
+
+/// Writes `config` to a temporary file named after `name`; its path.
+fn temp_config(name: &str, config: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("sluicegate-{name}-{}.json", std::process::id()));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+const RUNAWAYS: [(&str, &str, &str); 3] = [
+    (
+        "long",
+        r#"{"duration_s": 1e12, "policies": [{"algorithm": "token_bucket", "rate": 10}],
+            "clients": [{"name": "mobile", "kind": "legit", "rps": 1000}]}"#,
+        r#"client "mobile": about 1.0e15 requests over 1e+12 s; the most a run may make is 50,000,000 (raise it with --max-requests N)"#,
+    ),
+    (
+        "fast",
+        r#"{"policies": [{"algorithm": "token_bucket", "rate": 10}],
+            "clients": [{"name": "app", "kind": "legit", "rps": 5}, {"name": "flood", "rps": 1e9}]}"#,
+        r#"client "flood": about 3.0e11 requests over 300 s; the most a run may make is 50,000,000"#,
+    ),
+    (
+        "bursts",
+        r#"{"policies": [{"algorithm": "token_bucket", "rate": 10}],
+            "clients": [{"name": "batch", "pattern": "burst", "burst": 1e9, "every_s": 1e-6}]}"#,
+        r#"client "batch": about 3.0e17 requests over 300 s; the most a run may make is 50,000,000"#,
+    ),
+];
+
+#[test]
+fn sim_refuses_a_config_that_would_generate_too_many_requests_naming_the_client_and_the_estimate() {
+    for (name, config, wants) in RUNAWAYS {
+        let path = temp_config(name, config);
+        let started = std::time::Instant::now();
+        let (code, stdout, stderr) = sim(&[path.to_str().unwrap()]);
+        let took = started.elapsed();
+        std::fs::remove_file(&path).ok();
+        assert_eq!((code, stdout.as_str()), (2, ""), "{name}: {stderr}");
+        assert!(stderr.contains(wants), "{name}: {stderr}");
+        assert!(took < std::time::Duration::from_secs(1), "{name}: refused after {took:?}");
+    }
+}
+
+#[test]
+fn sim_sums_the_clients_against_the_ceiling_and_the_flag_raises_it() {
+    // 30,000 + 30,000 requests: each client fits under 50,000, both together do not
+    let config = r#"{"duration_s": 300, "policies": [{"algorithm": "token_bucket", "rate": 1000}],
+        "clients": [{"name": "a", "kind": "legit", "rps": 100}, {"name": "b", "kind": "legit", "rps": 100}]}"#;
+    let path = temp_config("summed", config);
+    let file = path.to_str().unwrap();
+    let (code, _, stderr) = sim(&[file, "--max-requests", "50000"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(
+            r#"the 2 clients together: about 60,000 requests (the most, client "a": about 30,000 over 300 s); the most a run may make is 50,000"#
+        ),
+        "{stderr}"
+    );
+    for ok in [&["--max-requests", "60000"][..], &["--max-requests=6e4"], &["--max-requests", "1_000_000"], &[]] {
+        let (code, stdout, stderr) = sim(&[&[file][..], ok].concat());
+        assert_eq!(code, 0, "{ok:?}: {stderr}");
+        assert!(stdout.contains("| a |"), "{ok:?}: {stdout}");
+    }
+    for bad in ["0", "-5", "lots", "1.5"] {
+        let (code, _, stderr) = sim(&[file, "--max-requests", bad]);
+        assert_eq!(code, 2, "{bad}");
+        assert!(stderr.contains("argument --max-requests: expected a whole number, 1 or more"), "{bad}: {stderr}");
+    }
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn sim_runs_every_example_config_under_the_default_ceiling() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut ran = 0;
+    for dir in ["examples", "tests/fixtures/sim/configs"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let (code, _, stderr) = sim(&[path.to_str().unwrap(), "--json"]);
+            assert!(!stderr.contains("the most a run may make"), "{}: {stderr}", path.display());
+            if !path.file_name().unwrap().to_str().unwrap().starts_with("bad-") {
+                assert!(code == 0 || code == 1 || stderr.contains("reference"), "{}: {code} {stderr}", path.display());
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran >= 20, "{ran}");
+}
+
+#[test]
+fn sim_does_not_estimate_a_trace() {
+    // a trace is bounded by its file: the configured clients are not run, so not estimated
+    let (code, _, stderr) =
+        sim(&["configs/trace-config.json", "--trace", "traces/basic.csv", "--max-requests", "1", "--json"]);
+    assert_eq!(code, 1, "{stderr}");
+}

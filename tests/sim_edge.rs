@@ -288,13 +288,24 @@ fn generated_traffic_replayed_on_the_fly_equals_generated_traffic_stored_and_sor
                       {"name": "s", "rps": 2.5, "start": 3.3, "retry": "immediate"},
                       {"name": "p2", "pattern": "poisson", "rps": 5, "start": 10, "duration": 7, "retry": "backoff"},
                       {"name": "p1", "pattern": "poisson", "rps": 1, "endpoint": "/x"}]}"#,
-        // bursts that overlap (sorted in memory), an empty burst, equal names and times
+        // bursts that overlap (merged as they go), an empty burst, equal names and times
         r#"{"duration_s": 20, "policies": [{"algorithm": "token_bucket", "rate": 2, "burst": 5},
             {"algorithm": "gcra", "key": "global", "rate": 10, "burst": 10}],
           "clients": [{"name": "b", "pattern": "burst", "burst": 50, "every_s": 0.02, "duration": 0.1},
                       {"name": "b", "pattern": "burst", "burst": 3, "every_s": 2, "retry": "honor"},
                       {"name": "z", "pattern": "burst", "burst": 0.5, "every_s": 1},
                       {"name": "a", "rps": 1, "cost": 2, "retry": "backoff"}]}"#,
+        // overlapping bursts whose requests tie across bursts (every_s a multiple of 1 ms, or
+        // not quite), starting before 0, at an odd time, or past the end of the run
+        r#"{"duration_s": 6, "policies": [{"algorithm": "sliding_log", "limit": 40, "window_s": 1},
+            {"algorithm": "token_bucket", "key": "global", "rate": 30, "burst": 20}],
+          "clients": [{"name": "tie", "pattern": "burst", "burst": 40, "every_s": 0.003, "duration": 0.05},
+                      {"name": "near", "pattern": "burst", "burst": 25, "every_s": 0.0030000001, "start": 1.1,
+                       "duration": 0.04, "retry": "immediate"},
+                      {"name": "early", "pattern": "burst", "burst": 9, "every_s": 0.0007, "start": -0.01,
+                       "duration": 0.02, "retry": "honor"},
+                      {"name": "odd", "pattern": "burst", "burst": 300, "every_s": 0.1, "start": 2.7,
+                       "retry": "backoff"}]}"#,
     ];
     for text in configs {
         let cfg = Config::from_json(text).unwrap();

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sluicegate check-rules FILE   validate a rules file; exit 1 naming every problem
-//! sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--json] [--self-test]
+//! sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
 //!                               simulate rate-limit policies (same output as rate_sim.py)
 //! ```
 
@@ -11,7 +11,7 @@ use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SE
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: sluicegate check-rules FILE
-       sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--json] [--self-test]
+       sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
@@ -22,6 +22,9 @@ const USAGE: &str = "usage: sluicegate check-rules FILE
                      stream (default 10; 0 or more; inf holds the whole trace in memory); a
                      row further back makes the trace be read again, whole, and sorted. The
                      results are the same whatever the window
+    --max-requests N the most requests the configured clients may generate (default
+                     50,000,000): a config estimated past it is refused (exit 2) before it
+                     runs, naming the client and the estimate. Not applied to a trace
     --json           the result as JSON instead of the Markdown report
     --self-test      run the simulator's self-test";
 
@@ -176,13 +179,14 @@ struct SimArgs<'a> {
     config: Option<&'a str>,
     trace: Option<&'a str>,
     reorder_window: Option<f64>,
+    max_requests: Option<u64>,
     json: bool,
     self_test: bool,
     help: bool,
 }
 
 fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
-    const LONG: [&str; 5] = ["--help", "--trace", "--reorder-window", "--json", "--self-test"];
+    const LONG: [&str; 6] = ["--help", "--trace", "--reorder-window", "--max-requests", "--json", "--self-test"];
     let mut parsed = SimArgs::default();
     let mut positional = Vec::new();
     let mut rest = args.iter();
@@ -227,6 +231,15 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
                 };
                 parsed.reorder_window = Some(window);
             }
+            ("--max-requests", value) => {
+                let Some(v) = value.or_else(|| rest.next().copied()) else {
+                    return Err("argument --max-requests: expected one argument".into());
+                };
+                let Some(n) = count(v) else {
+                    return Err(format!("argument --max-requests: expected a whole number, 1 or more, got {v:?}"));
+                };
+                parsed.max_requests = Some(n);
+            }
             (_, Some(_)) => return Err(format!("argument {option}: ignored explicit argument")),
             ("--json", None) => parsed.json = true,
             ("--self-test", None) => parsed.self_test = true,
@@ -239,6 +252,22 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
         [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
     }
     Ok(parsed)
+}
+
+/// A count, 1 or more: digits (`_` and `,` allowed as separators) or a whole number in
+/// exponent form (`1e9`); `None` for anything else.
+fn count(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits: String = text.chars().filter(|c| *c != '_' && *c != ',').collect();
+    let n = match digits.parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => {
+            let x = digits.parse::<f64>().ok().filter(|x| x.is_finite() && x.fract() == 0.0 && *x >= 1.0)?;
+            // `as` saturates past u64::MAX
+            x as u64
+        }
+    };
+    (n >= 1).then_some(n)
 }
 
 /// A number of seconds, 0 or more (`inf` too); `None` for anything else.
@@ -287,7 +316,11 @@ fn sim(args: &[&str]) -> ExitCode {
                 sim::report(&cfg, sim::simulate_trace_within(&cfg, path, window, open, None)?)?
             }
             // generated and merged on the fly: never stored
-            None => sim::report(&cfg, sim::simulate_generated(&cfg, None)?)?,
+            None => {
+                let max = args.max_requests.unwrap_or(sim::DEFAULT_MAX_REQUESTS);
+                cfg.check_size(max, "--max-requests N")?;
+                sim::report(&cfg, sim::simulate_generated(&cfg, None)?)?
+            }
         };
         let text = if args.json { report.to_json() } else { report.to_markdown()? };
         Ok((report.highs(), text))

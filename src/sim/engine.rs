@@ -333,11 +333,46 @@ enum Source {
         every_s: f64,
         t1: f64,
     },
-    /// Bursts that overlap (1 ms apart, more of them than fit between bursts): sorted here.
-    Stored {
-        times: Vec<f64>,
-        i: usize,
-    },
+    /// Bursts that overlap (1 ms apart, more of them than fit between bursts): merged here in
+    /// the order a stable sort of every burst's times gives, holding only the bursts under
+    /// way (one entry each), never the whole client's traffic.
+    Overlapping(Box<Overlapping>),
+}
+
+/// The state of [`Source::Overlapping`].
+struct Overlapping {
+    /// The bursts under way: `(time's total order, burst number, request in it, burst start)`.
+    heap: BinaryHeap<Reverse<(i64, u64, i128, u64)>>,
+    /// The next burst's start and number.
+    t: f64,
+    b: u64,
+    burst: i128,
+    every_s: f64,
+    t1: f64,
+}
+
+/// `t`'s place in `f64::total_cmp`'s order, as an integer.
+fn total_key(t: f64) -> i64 {
+    let bits = t.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
+}
+
+impl Overlapping {
+    fn next(&mut self) -> Option<f64> {
+        // every burst starting no later than the earliest request under way is under way
+        while self.t < self.t1 && self.heap.peek().is_none_or(|Reverse(head)| total_key(self.t + 0.0) <= head.0) {
+            self.heap.push(Reverse((total_key(self.t + 0.0), self.b, 0, self.t.to_bits())));
+            self.b += 1;
+            self.t += self.every_s;
+        }
+        let Reverse((_, b, k, start)) = self.heap.pop()?;
+        let start_t = f64::from_bits(start);
+        let t = start_t + k as f64 * 0.001;
+        if k + 1 < self.burst {
+            self.heap.push(Reverse((total_key(start_t + (k + 1) as f64 * 0.001), b, k + 1, start)));
+        }
+        Some(t)
+    }
 }
 
 impl Source {
@@ -362,11 +397,7 @@ impl Source {
                     *t + (*k - 1) as f64 * 0.001
                 })
             }
-            Source::Stored { times, i } => {
-                let t = times.get(*i).copied();
-                *i += 1;
-                t
-            }
+            Source::Overlapping(bursts) => bursts.next(),
         }
     }
 }
@@ -401,14 +432,7 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
                 Source::Poisson { rng: own, t: first, t1, rps }
             }
             Pattern::Burst { burst, every_s } if burst >= 2 && (burst - 1) as f64 * 0.001 >= every_s / 2.0 => {
-                let mut times = Vec::new();
-                let mut t = t0;
-                while t < t1 {
-                    times.extend((0..burst).map(|k| t + k as f64 * 0.001));
-                    t += every_s;
-                }
-                times.sort_by(f64::total_cmp);
-                Source::Stored { times, i: 0 }
+                Source::Overlapping(Box::new(Overlapping { heap: BinaryHeap::new(), t: t0, b: 0, burst, every_s, t1 }))
             }
             Pattern::Burst { burst, every_s } => Source::Burst {
                 t: t0,

@@ -46,6 +46,7 @@ mod random;
 mod reorder;
 mod report;
 mod selftest;
+mod size;
 mod timeline;
 mod trace;
 
@@ -60,6 +61,7 @@ pub use limiters::{max_in_window, Check, ReferenceLimiter};
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
+pub use size::{estimate_requests, DEFAULT_MAX_REQUESTS};
 pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, TraceReader};
 
@@ -301,31 +303,63 @@ fn replay(engine: &mut Engine<'_, '_>, batch: Batch) -> Result<bool, SimError> {
     Ok(!batch.stepped_back)
 }
 
-/// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → outcome.
+/// How big a run of generated traffic may be: the most requests, and what to tell the user
+/// to raise it (see [`Config::check_size`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ceiling<'a> {
+    /// The most requests the configured clients may generate.
+    pub max_requests: u64,
+    /// How to raise it, e.g. `--max-requests N`.
+    pub raise: &'a str,
+}
+
+impl Default for Ceiling<'_> {
+    fn default() -> Self {
+        Ceiling { max_requests: DEFAULT_MAX_REQUESTS, raise: "--max-requests N" }
+    }
+}
+
+/// Configuration → traffic (generated, refused past `ceiling`; or `trace` as `(label, CSV
+/// text)`) → outcome.
 fn outcome(
     cfg: &Config,
     trace: Option<(&str, &str)>,
+    ceiling: Ceiling<'_>,
     observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
     match trace {
         Some((label, text)) => simulate_trace(cfg, label, || Ok(text.as_bytes()), observer),
-        None => simulate_generated(cfg, observer),
+        None => {
+            cfg.check_size(ceiling.max_requests, ceiling.raise)?;
+            simulate_generated(cfg, observer)
+        }
     }
 }
 
 /// Configuration → traffic (generated, or `trace` as `(label, CSV text)`) → report, with
-/// the reference's checks in the reference's order.
+/// the reference's checks in the reference's order. Generated traffic past
+/// [`DEFAULT_MAX_REQUESTS`] is refused.
 pub fn run(config_json: &str, trace: Option<(&str, &str)>) -> Result<Report, SimError> {
     let cfg = Config::from_json(config_json)?;
-    report(&cfg, outcome(&cfg, trace, None)?)
+    report(&cfg, outcome(&cfg, trace, Ceiling::default(), None)?)
 }
 
 /// [`run`], also returning the per-second [`Timeline`] of admitted and rejected attempts per
 /// client (what the playground charts).
 pub fn run_with_timeline(config_json: &str, trace: Option<(&str, &str)>) -> Result<(Report, Timeline), SimError> {
+    run_with_timeline_within(config_json, trace, Ceiling::default())
+}
+
+/// [`run_with_timeline`] with generated traffic refused past `ceiling` rather than
+/// [`DEFAULT_MAX_REQUESTS`].
+pub fn run_with_timeline_within(
+    config_json: &str,
+    trace: Option<(&str, &str)>,
+    ceiling: Ceiling<'_>,
+) -> Result<(Report, Timeline), SimError> {
     let cfg = Config::from_json(config_json)?;
     let mut timeline = Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() };
-    let out = outcome(&cfg, trace, Some(&mut timeline))?;
+    let out = outcome(&cfg, trace, ceiling, Some(&mut timeline))?;
     timeline.finish();
     Ok((report(&cfg, out)?, timeline))
 }

@@ -56,15 +56,27 @@ fn failure(e: &SimError) -> js_sys::Error {
 
 /// Run a simulation: `config` is the configuration's JSON text, `trace` the CSV text of
 /// recorded traffic (instead of the configured clients), `traceName` what trace errors
-/// call it (default `"trace"`).
+/// call it (default `"trace"`), `maxRequests` the most requests the configured clients may
+/// generate (default 50,000,000; a config estimated past it is refused before it runs).
 ///
 /// Throws an `Error` with the simulator's message (naming the policy or client and the
 /// field) and `exitCode` 2 for bad input, 1 where the reference simulator crashes.
 #[wasm_bindgen(js_name = simRun, unchecked_return_type = "SimRunText")]
-pub fn sim_run(config: &str, trace: Option<String>, trace_name: Option<String>) -> Result<Object, JsValue> {
+pub fn sim_run(
+    config: &str,
+    trace: Option<String>,
+    trace_name: Option<String>,
+    max_requests: Option<f64>,
+) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let ceiling = sim::Ceiling {
+        // `as` saturates: Infinity is no ceiling at all
+        max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
+        raise: "the maxRequests option",
+    };
     let (report, timeline) =
-        sim::run_with_timeline(config, trace.as_deref().map(|text| (name.as_str(), text))).map_err(|e| failure(&e))?;
+        sim::run_with_timeline_within(config, trace.as_deref().map(|text| (name.as_str(), text)), ceiling)
+            .map_err(|e| failure(&e))?;
     let out = Object::new();
     set_prop(&out, "report", &report.to_json().into());
     match report.to_markdown() {
