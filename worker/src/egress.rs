@@ -278,10 +278,7 @@ async fn start(
     }
     let gates = here();
     let failed = Rc::new(Cell::new(false));
-    let hold = |action: Box<dyn FnOnce()>| match scope {
-        Some(scope) => scope.hold(action),
-        None => Guard::detached(action),
-    };
+    let hold = |action: Box<dyn FnOnce()>| hold_in(scope, action);
     let finish_on = |grant: Grant| {
         let (gates, p, failed) = (gates.clone(), p.clone(), failed.clone());
         move || {
@@ -348,11 +345,16 @@ async fn start_fleet(
     let action = move || {
         let _ = give_back.call1(&JsValue::NULL, &JsValue::from_bool(seen.get()));
     };
-    let guard = match scope {
+    Ok(Taken::Permit(Permit { grant: Grant { permit, mirror }, failed, guard: hold_in(scope, action) }))
+}
+
+/// A hold of `scope` (given back if its client leaves) or, for work that outlives any
+/// request, a guard of its own.
+fn hold_in(scope: Option<&Scope<'_>>, action: impl FnOnce() + 'static) -> Guard {
+    match scope {
         Some(scope) => scope.hold(action),
         None => Guard::detached(action),
-    };
-    Ok(Taken::Permit(Permit { grant: Grant { permit, mirror }, failed, guard }))
+    }
 }
 
 // ─── Routes ─────────────────────────────────────────────────────────────────────────────
@@ -373,21 +375,20 @@ pub async fn serve(
     if let Some(refusal) = crate::admin::unauthorised(request, &token)? {
         return Ok(Some(refusal));
     }
-    let named = match route {
+    let provider = match route {
         Route::Unknown => None,
         Route::Proxy { provider, .. } | Route::Permit { provider } | Route::GiveBack { provider, .. } => {
             egress.provider(provider)
         }
     };
-    let Some(p) = named else {
-        let body = headers::problem(404, "Not Found", "No egress provider has this name.", None, None);
-        return Ok(Some(problem(404, &body, None)));
-    };
-    Ok(Some(match route {
-        Route::Permit { .. } => permit(request, env, ctx, p).await?,
-        Route::GiveBack { permit, .. } => give_back(request, env, p, permit).await?,
-        Route::Proxy { rest, .. } => proxy(request, env, ctx, p, rest, url).await?,
-        Route::Unknown => unreachable!("no provider"),
+    Ok(Some(match (route, provider) {
+        (Route::Permit { .. }, Some(p)) => permit(request, env, p).await?,
+        (Route::GiveBack { permit, .. }, Some(p)) => give_back(request, env, p, permit).await?,
+        (Route::Proxy { rest, .. }, Some(p)) => proxy(request, env, ctx, p, rest, url).await?,
+        _ => {
+            let body = headers::problem(404, "Not Found", "No egress provider has this name.", None, None);
+            problem(404, &body, None)
+        }
     }))
 }
 
@@ -452,7 +453,7 @@ async fn small_body(request: &Request, max: u32) -> Result<Result<Option<js_sys:
 }
 
 /// `POST …/permit`: wait for a start, then hand it to the app.
-async fn permit(request: &Request, env: &Env, ctx: &JsValue, p: &Provider) -> Result<Response, JsValue> {
+async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, JsValue> {
     let body = match small_body(request, MAX_PERMIT_BODY).await? {
         Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
         Err(answer) => return Ok(answer),
@@ -493,7 +494,6 @@ async fn permit(request: &Request, env: &Env, ctx: &JsValue, p: &Provider) -> Re
         Err(Some(why)) => return Ok(refused(p, why)),
         Err(None) => return Ok(shed(p)),
     };
-    let _ = ctx;
     let id = format!("{}{}", if fleet { 'f' } else { 'i' }, grant.permit);
     let body = format!(
         "{{\"id\":{},\"provider\":{},\"mirror\":{},\"lease_ms\":{},\"weight\":{}}}",
@@ -525,7 +525,7 @@ async fn permit_here(
     };
     let grant = wait(&gates, p, ticket, deadline).await?;
     // Held by the app from here on (its lease ends it); the client that left gave it back.
-    let kept = waiting.hold().replace(|| {});
+    let kept = waiting.hold().is_held();
     waiting.hold().disarm();
     Ok(match grant {
         Some(grant) if kept => Ok(grant),
