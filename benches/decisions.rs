@@ -18,7 +18,8 @@ use sluicegate::admission::IpTable;
 use sluicegate::identity::{client_identity, ClientIp, Sources};
 use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
-use sluicegate::pacer::{open_meteo_windows, PacerCore};
+use sluicegate::openmeteo::free_tier_windows;
+use sluicegate::pacer::PacerCore;
 use sluicegate::rules::{normalise_path, AnyLimiter, RequestFacts, RuleSet};
 use sluicegate::{Decision, Instant, Span};
 use std::hint::black_box;
@@ -235,7 +236,7 @@ const FANOUT_WEIGHTS: [u64; 5] = [1_000, 1_500, 1_000, 2_000, 1_000];
 
 /// A pacer with `depth` calls queued at `now`, as a page that fans out `depth` calls at once.
 fn queued_pacer(depth: usize, now: Instant) -> PacerCore {
-    let mut p = PacerCore::new(open_meteo_windows(), Some(5_000_000)).expect("the windows are valid");
+    let mut p = PacerCore::new(free_tier_windows(), Some(5_000_000)).expect("the windows are valid");
     for i in 0..depth {
         p.reserve(now, FANOUT_WEIGHTS[i % FANOUT_WEIGHTS.len()]).expect("admissible");
     }

@@ -4,37 +4,31 @@
 //! and returns a [`Decision`]. The outer layers (the `wasm` bindings, the Worker crate,
 //! the `cli` binary) read the clock once per request and translate.
 //!
-//! Layers depend downward only: `wasm/`, `bin/`, the Worker → [`rules`], [`forward`], [`identity`],
-//! [`headers`], [`keyed`] → [`limit`] → [`time`].
+//! The folders are the layers, each importing only those before it: [`core`] (time, the
+//! limiters, keyed limiters, budgets) → [`client`] (the browser client's pacer, cache,
+//! batches and Smart Flow; Open-Meteo's rules) → [`edge`] (rules, identity, forwarding,
+//! admission, tenants, egress) → `sim` (the policy simulator) → `wasm` (the bindings). The
+//! modules are re-exported here where users have always found them (`sluicegate::limit`,
+//! `sluicegate::rules`, …).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
-pub mod admission;
-pub mod batch;
-pub mod budget;
-pub mod cache;
-pub mod egress;
-pub mod forward;
-pub mod headers;
-pub mod identity;
-pub mod keyed;
-pub mod limit;
-pub mod openmeteo;
-pub mod pacer;
-pub mod redact;
-pub mod rules;
+pub mod client;
+pub mod core;
+pub mod edge;
 #[cfg(feature = "std")]
 pub mod sim;
-pub mod smartflow;
-mod sort;
-pub mod tenants;
-pub mod time;
 
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use limit::{CostTooHigh, Decision, Limiter, Quota};
-pub use time::{Instant, Span};
+// Each module where users have always found it: the public paths do not show the folders.
+pub use self::client::{batch, cache, openmeteo, pacer, smartflow};
+pub use self::core::{budget, keyed, limit, time};
+pub use self::edge::{admission, egress, forward, headers, identity, redact, rules, tenants};
+
+pub use self::core::limit::{CostTooHigh, Decision, Limiter, Quota};
+pub use self::core::time::{Instant, Span};

@@ -1,49 +1,12 @@
 //! From a replay to the report: per-client and per-policy rows, with the findings RL01-RL13
 //! from [`super::findings`].
 
-use super::config::secs;
-use super::config::{Algorithm, Config, Policy};
+use super::config::{Config, Policy};
 use super::engine::{simulate, ClientStats, Outcome, PolicyStats, Sample, Traffic};
-use super::findings;
+use super::findings::{self, mitigation_timeout_s, top_policy, Kinds};
+pub use super::findings::{Finding, Severity};
 use super::py::{round, PyValue};
 use super::SimError;
-use std::collections::HashMap;
-
-/// How bad a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    /// Legit clients hurt or the backend over capacity: exit status 1.
-    High,
-    /// Worth fixing.
-    Medium,
-    /// Worth knowing.
-    Low,
-    /// A reminder.
-    Info,
-}
-
-impl Severity {
-    /// `high`, `medium`, `low` or `info`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::High => "high",
-            Severity::Medium => "medium",
-            Severity::Low => "low",
-            Severity::Info => "info",
-        }
-    }
-}
-
-/// One finding.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Finding {
-    /// How bad.
-    pub severity: Severity,
-    /// `RL01` ... `RL13`.
-    pub code: &'static str,
-    /// What and what to do.
-    pub message: String,
-}
 
 /// One client's row.
 #[derive(Clone, Debug, PartialEq)]
@@ -195,32 +158,6 @@ pub fn report(cfg: &Config, out: Outcome) -> Result<Report, SimError> {
     })
 }
 
-/// Each configured client's kind by name (the last entry of a name wins); `unknown` for a
-/// client that only the trace names.
-pub(super) struct Kinds<'c> {
-    by_name: HashMap<&'c str, &'c PyValue>,
-    unknown: PyValue,
-}
-
-impl<'c> Kinds<'c> {
-    fn new(cfg: &'c Config) -> Self {
-        Kinds {
-            by_name: cfg.clients.iter().map(|c| (c.name.as_str(), &c.kind)).collect(),
-            unknown: PyValue::from("unknown"),
-        }
-    }
-
-    /// The kind of client `name`, as configured.
-    pub(super) fn of(&self, name: &str) -> &PyValue {
-        self.by_name.get(name).copied().unwrap_or(&self.unknown)
-    }
-
-    /// Whether client `name` is configured with kind `kind` (`legit`, `abusive`).
-    pub(super) fn is(&self, name: &str, kind: &str) -> bool {
-        matches!(self.of(name), PyValue::Str(k) if k == kind)
-    }
-}
-
 /// Indexes into `out.clients`, most logical requests first, then by name: the order of the
 /// client rows and of the per-client findings.
 fn most_requests_first(out: &Outcome) -> Vec<usize> {
@@ -231,29 +168,6 @@ fn most_requests_first(out: &Outcome) -> Vec<usize> {
         sb.logical.cmp(&sa.logical).then_with(|| na.cmp(nb))
     });
     order
-}
-
-/// The first of the items with the highest count: Python's `max()` over a dict in insertion
-/// order, which the reference uses to name a winner.
-pub(super) fn first_max<T>(items: impl IntoIterator<Item = T>, count: impl Fn(&T) -> u64) -> Option<T> {
-    items.into_iter().fold(None, |best, item| match best {
-        Some(b) if count(&b) >= count(&item) => Some(b),
-        _ => Some(item),
-    })
-}
-
-/// The policy that rejected the client most (the first rejecting policy of each refusal
-/// counts); empty when none did.
-pub(super) fn top_policy(s: &ClientStats) -> &str {
-    first_max(&s.blocked_by, |(_, n)| *n).map_or("", |(name, _)| name.as_str())
-}
-
-/// A `count_then_block` policy's mitigation timeout in seconds (`None`: another algorithm).
-pub(super) fn mitigation_timeout_s(p: &Policy) -> Option<f64> {
-    match p.algorithm {
-        Algorithm::CountThenBlock { mitigation_timeout, .. } => Some(secs(mitigation_timeout)),
-        _ => None,
-    }
 }
 
 /// One client's row, numbers rounded as the reference prints them.

@@ -5,9 +5,10 @@
 //! same traffic after the change, the response contract, what limits cannot do and what to
 //! monitor.
 
-use super::analyse::{ClientRow, Finding, Report, Severity};
+use super::analyse::{ClientRow, Report};
 use super::config::{Config, KeyBy, Retry};
 use super::engine::{Event, Observer};
+use super::findings::{Finding, Severity};
 use super::py::{format_g, PyValue};
 use super::size::grouped;
 use super::timeline::Timeline;

@@ -5,9 +5,9 @@
 use super::py::{self, PyValue};
 use super::random::Seed;
 use super::SimError;
-use crate::limit::Limiter as _;
-use crate::rules::{self, Characteristic, Match, PathMatch, RuleSet};
-use crate::time::Span;
+use crate::core::limit::Limiter as _;
+use crate::core::time::Span;
+use crate::edge::rules::{self, Characteristic, Match, PathMatch, RuleSet};
 use serde_json::{Map, Value};
 
 /// How a policy counts.
@@ -35,7 +35,7 @@ pub enum Algorithm {
         /// Units per estimated rolling window.
         limit: f64,
     },
-    /// `gcra`: the core's GCRA ([`crate::limit::Gcra`]), the token bucket the edge's
+    /// `gcra`: the core's GCRA ([`crate::core::limit::Gcra`]), the token bucket the edge's
     /// `token_bucket` rules and the browser client count with: whole units, integer time.
     Gcra {
         /// Units per second.
@@ -45,7 +45,7 @@ pub enum Algorithm {
         /// One unit every `interval` (`1 / rate`, to the nanosecond).
         interval: Span,
     },
-    /// `count_then_block`: the edge's rule ([`crate::limit::Blocking`] over the rule's
+    /// `count_then_block`: the edge's rule ([`crate::core::limit::Blocking`] over the rule's
     /// counter): count `requests_per_period` per `period`, and the first refusal blocks the
     /// key for `mitigation_timeout`. Policies from `edge_rules` are of this kind.
     CountThenBlock {
@@ -54,7 +54,7 @@ pub enum Algorithm {
         /// The block.
         mitigation_timeout: Span,
     },
-    /// `smartflow`: the Smart Flow reservation bucket ([`crate::smartflow::TokenBucket`])
+    /// `smartflow`: the Smart Flow reservation bucket ([`crate::client::smartflow::TokenBucket`])
     /// as a client-side pacer. It never refuses: each request reserves `cost` tokens and is
     /// sent when its reservation falls due.
     SmartFlow {
@@ -640,11 +640,11 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Alg
         }
         _ => {
             let rate = num(q.get("rate"), &field("rate"), true)?;
-            if rate < crate::smartflow::RATE_FLOOR {
+            if rate < crate::client::smartflow::RATE_FLOOR {
                 return Err(input(format!(
                     "{} must be >= {} (the Smart Flow bucket's floor), got {}",
                     field("rate"),
-                    crate::smartflow::RATE_FLOOR,
+                    crate::client::smartflow::RATE_FLOOR,
                     float_or_repr(q.get("rate"))
                 )));
             }

@@ -11,10 +11,10 @@ use super::limiters::ReferenceLimiter;
 use super::py::{round, PyValue};
 use super::random::{PyRandom, Seed};
 use super::SimError;
-use crate::limit::{Blocking, Decision, Limiter as _};
-use crate::rules::AnyLimiter;
-use crate::smartflow::TokenBucket as SmartFlowBucket;
-use crate::time::Instant;
+use crate::client::smartflow::TokenBucket as SmartFlowBucket;
+use crate::core::limit::{Blocking, Decision, Limiter as _};
+use crate::core::time::Instant;
+use crate::edge::rules::AnyLimiter;
 use core::cmp::Ordering;
 use core::cmp::Reverse;
 use core::hash::{BuildHasher, Hasher};
@@ -1022,8 +1022,8 @@ impl<'c, 'o> Engine<'c, 'o> {
                 }
                 Algorithm::Gcra { burst, interval, .. } => State::Core {
                     prototype: Blocking::new(
-                        AnyLimiter::Gcra(crate::limit::Gcra::with_interval(burst, interval)),
-                        crate::time::Span::ZERO,
+                        AnyLimiter::Gcra(crate::core::limit::Gcra::with_interval(burst, interval)),
+                        crate::core::time::Span::ZERO,
                     ),
                     keys: Vec::new(),
                 },

@@ -6,12 +6,99 @@
 //! code. The sort is stable, so findings of one severity and code keep that order, which
 //! is the reference's.
 
-use super::analyse::{first_max, mitigation_timeout_s, top_policy, Finding, Kinds, Severity};
+use super::config::secs;
 use super::config::{Algorithm, Config, KeyBy, Policy};
 use super::engine::{ClientStats, Outcome, Peak, PolicyStats};
+use super::py::PyValue;
 use super::py::{format_f, format_g};
 use super::SimError;
 use std::cell::OnceCell;
+use std::collections::HashMap;
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Legit clients hurt or the backend over capacity: exit status 1.
+    High,
+    /// Worth fixing.
+    Medium,
+    /// Worth knowing.
+    Low,
+    /// A reminder.
+    Info,
+}
+
+impl Severity {
+    /// `high`, `medium`, `low` or `info`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::High => "high",
+            Severity::Medium => "medium",
+            Severity::Low => "low",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// How bad.
+    pub severity: Severity,
+    /// `RL01` ... `RL13`.
+    pub code: &'static str,
+    /// What and what to do.
+    pub message: String,
+}
+
+/// Each configured client's kind by name (the last entry of a name wins); `unknown` for a
+/// client that only the trace names.
+pub(super) struct Kinds<'c> {
+    by_name: HashMap<&'c str, &'c PyValue>,
+    unknown: PyValue,
+}
+
+impl<'c> Kinds<'c> {
+    pub(super) fn new(cfg: &'c Config) -> Self {
+        Kinds {
+            by_name: cfg.clients.iter().map(|c| (c.name.as_str(), &c.kind)).collect(),
+            unknown: PyValue::from("unknown"),
+        }
+    }
+
+    /// The kind of client `name`, as configured.
+    pub(super) fn of(&self, name: &str) -> &PyValue {
+        self.by_name.get(name).copied().unwrap_or(&self.unknown)
+    }
+
+    /// Whether client `name` is configured with kind `kind` (`legit`, `abusive`).
+    pub(super) fn is(&self, name: &str, kind: &str) -> bool {
+        matches!(self.of(name), PyValue::Str(k) if k == kind)
+    }
+}
+
+/// The first of the items with the highest count: Python's `max()` over a dict in insertion
+/// order, which the reference uses to name a winner.
+pub(super) fn first_max<T>(items: impl IntoIterator<Item = T>, count: impl Fn(&T) -> u64) -> Option<T> {
+    items.into_iter().fold(None, |best, item| match best {
+        Some(b) if count(&b) >= count(&item) => Some(b),
+        _ => Some(item),
+    })
+}
+
+/// The policy that rejected the client most (the first rejecting policy of each refusal
+/// counts); empty when none did.
+pub(super) fn top_policy(s: &ClientStats) -> &str {
+    first_max(&s.blocked_by, |(_, n)| *n).map_or("", |(name, _)| name.as_str())
+}
+
+/// A `count_then_block` policy's mitigation timeout in seconds (`None`: another algorithm).
+pub(super) fn mitigation_timeout_s(p: &Policy) -> Option<f64> {
+    match p.algorithm {
+        Algorithm::CountThenBlock { mitigation_timeout, .. } => Some(secs(mitigation_timeout)),
+        _ => None,
+    }
+}
 
 /// Every finding of a replay, most severe first (see the module for the order). Fails only
 /// where the reference crashes (RL06 with nothing admitted).

@@ -1,6 +1,6 @@
 //! The simulator's four limiters, on `f64` seconds with the reference's tolerances.
 //!
-//! These are deliberately not the integer-time limiters of [`crate::limit`]: the reference
+//! These are deliberately not the integer-time limiters of [`crate::core::limit`]: the reference
 //! simulator decides on floats with a `1e-9` slack and computes Retry-After with its own
 //! formulas, and parity means the same admit/reject decision and the same wait for every
 //! request. Each `check` updates the key's state (refill, window roll, log expiry) even
@@ -29,7 +29,7 @@ impl Check {
 /// One policy's limiter of the reference simulator's kind (token bucket, fixed window,
 /// sliding log, sliding counter on `f64` seconds), with the state of each key (keys are
 /// numbered from 0 by the engine, in the order they are first seen;
-/// [`ReferenceLimiter::add_key`]). Not a [`crate::limit::Limiter`]: see the module.
+/// [`ReferenceLimiter::add_key`]). Not a [`crate::core::limit::Limiter`]: see the module.
 #[derive(Clone, Debug)]
 pub enum ReferenceLimiter {
     /// Token bucket: `(tokens, last refill)` per key (`NaN` tokens: not seen yet).

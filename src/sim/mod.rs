@@ -8,7 +8,7 @@
 //! Markdown report byte for byte, the same exit status. Parity decides a few things:
 //!
 //! - Time is `f64` seconds and those limiters ([`ReferenceLimiter`]) use the reference's
-//!   formulas and `1e-9` tolerances, not the integer-time limiters of [`crate::limit`].
+//!   formulas and `1e-9` tolerances, not the integer-time limiters of [`crate::core::limit`].
 //! - Poisson traffic draws from [`PyRandom`], CPython's Mersenne Twister, so a seed gives
 //!   the reference's request times.
 //! - Numbers are printed with [`py`]'s reproductions of Python's `repr`, `%g`, `%.Nf` and
@@ -17,7 +17,7 @@
 //!   this module fails at the same point with exit status 1.
 //!
 //! Beyond the reference, policies can run the limiters the edge and the browser client run
-//! — `gcra` and `count_then_block` ([`crate::limit`], on whole nanoseconds), `smartflow` (the
+//! — `gcra` and `count_then_block` ([`crate::core::limit`], on whole nanoseconds), `smartflow` (the
 //! Smart Flow reservation bucket as a client-side pacer) — and `edge_rules` turns the
 //! worker's rules file into policies ([`edge_rule_policies`]). The replay streams
 //! ([`simulate_trace`], [`Engine`]): memory does not grow with the length of a trace in time

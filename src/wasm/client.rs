@@ -2,10 +2,10 @@
 //! classification, the location cache's bookkeeping and the batch policy.
 
 use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
-use crate::batch::{AbortReason, BatchPolicy, Outcome};
-use crate::cache::{CacheKey, LocationCache, Lookup};
-use crate::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
-use crate::time::{Instant, Span};
+use crate::client::batch::{AbortReason, BatchPolicy, Outcome};
+use crate::client::cache::{CacheKey, LocationCache, Lookup};
+use crate::client::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
+use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -280,7 +280,7 @@ impl BatchPolicyJs {
     #[wasm_bindgen(js_name = onResponse, unchecked_return_type = "BatchAction")]
     pub fn on_response(&mut self, status: u16, body: &str, now_ms: f64, best_effort: bool) -> Result<JsValue, JsError> {
         let now = instant(now_ms, "nowMs")?;
-        let jitter = (js_sys::Math::random() * crate::batch::JITTER_SCALE as f64) as u64;
+        let jitter = (js_sys::Math::random() * crate::client::batch::JITTER_SCALE as f64) as u64;
         let out = Object::new();
         let ms = |t: Instant| JsValue::from(nanos_to_ms(t.as_nanos()));
         match self.core.on_response(status, body, now, best_effort, jitter) {

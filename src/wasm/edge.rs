@@ -1,11 +1,11 @@
 //! Edge tooling for JavaScript (feature `wasm-edge`): rules validation, client identity
 //! and a token bucket with time passed in. Kept out of the browser client's build.
 
-use super::{ms_to_nanos, non_negative, num, set_prop};
-use crate::identity::{client_identity, Sources};
-use crate::limit::{Decision, Gcra, Limiter};
-use crate::rules::RuleSet;
-use crate::time::{Instant, Span};
+use super::{ms_to_nanos, non_negative, set_prop, whole};
+use crate::core::limit::{Decision, Gcra, Limiter};
+use crate::core::time::{Instant, Span};
+use crate::edge::identity::{client_identity, Sources};
+use crate::edge::rules::RuleSet;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -38,19 +38,6 @@ export type LimitDecision =
   | { allowed: true; remaining: number; resetMs: number }
   | { allowed: false; retryAfterMs: number };
 "#;
-
-pub(super) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
-    if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
-        Ok(value as u64)
-    } else {
-        Err(JsError::new(&format!(
-            "{what} must be a whole number from {} to {}, got {}",
-            num(min),
-            num(max),
-            num(value)
-        )))
-    }
-}
 
 /// Validate a rules file (JSON text). Returns each rule's id and policy header.
 ///
@@ -153,8 +140,8 @@ impl TokenBucket {
     /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1); `NaN` for
     /// input it refuses (`explain` says why). Nothing is allocated.
     pub fn check(&mut self, now_ms: f64, cost: f64) -> f64 {
-        let Some((now, cost)) = super::limit::inputs(now_ms, cost) else { return f64::NAN };
-        self.inner.check(now, cost).map_or(f64::NAN, super::limit::encode)
+        let Some((now, cost)) = super::inputs(now_ms, cost) else { return f64::NAN };
+        self.inner.check(now, cost).map_or(f64::NAN, super::encode)
     }
 
     /// The error `check` refused these inputs for (nothing when it would not).

@@ -3,12 +3,12 @@
 //! js/limit.js): a key never crosses into wasm, and a decision is one call with numbers in
 //! and one number out, so nothing is allocated per call on either side.
 
-use super::{deny_unknown, ms_to_nanos, nanos_to_ms, num};
-use crate::headers;
-use crate::keyed::Slots;
-use crate::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
-use crate::rules::AnyLimiter;
-use crate::time::{Instant, Span};
+use super::{deny_unknown, encode, inputs, ms_to_nanos, nanos_to_ms, num};
+use crate::core::keyed::Slots;
+use crate::core::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
+use crate::core::time::{Instant, Span};
+use crate::edge::headers;
+use crate::edge::rules::AnyLimiter;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -56,7 +56,7 @@ fn bad(field: &str, expected: &str, got: f64) -> JsError {
 
 /// A whole number of `field` from `min` up to `u32::MAX`, or an error naming it.
 fn whole(value: f64, field: &str, min: f64) -> Result<u32, JsError> {
-    super::edge::whole(value, &format!("{WHAT}: {field}"), min, f64::from(u32::MAX)).map(|n| n as u32)
+    super::whole(value, &format!("{WHAT}: {field}"), min, f64::from(u32::MAX)).map(|n| n as u32)
 }
 
 fn span(value: f64, field: &str, min_exclusive: bool) -> Result<Span, JsError> {
@@ -104,7 +104,7 @@ fn prototype(o: &Options) -> Result<Blocking<AnyLimiter>, JsError> {
     if burst.is_some() && o.algorithm != "token_bucket" {
         return Err(JsError::new(&format!("{WHAT}: burst applies to the token_bucket algorithm only")));
     }
-    let config = |e: crate::limit::ConfigError| JsError::new(&format!("{WHAT}: {e}"));
+    let config = |e: crate::core::limit::ConfigError| JsError::new(&format!("{WHAT}: {e}"));
     let inner = match o.algorithm.as_str() {
         "token_bucket" => AnyLimiter::Gcra(Gcra::new(burst.unwrap_or(limit), window, limit).map_err(config)?),
         "sliding_log" => AnyLimiter::SlidingLog(SlidingLog::new(u64::from(limit), window).map_err(config)?),
@@ -127,24 +127,6 @@ fn check_name(name: &str) -> Result<(), JsError> {
     } else {
         Err(JsError::new(&format!("limit name must be 1 to 64 of A-Z a-z 0-9 _ . -, got `{name}`")))
     }
-}
-
-/// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
-/// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
-/// the whole capacity (js/limit.js turns both into errors naming the input).
-pub(super) fn encode(decision: Decision) -> f64 {
-    match decision {
-        Decision::Allow { remaining, .. } => remaining as f64,
-        Decision::Deny { retry_after } => -(retry_after.as_millis_ceil().max(1) as f64),
-    }
-}
-
-/// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
-/// a whole number that fits in `u32`.
-pub(super) fn inputs(now_ms: f64, cost: f64) -> Option<(Instant, u32)> {
-    let valid_now = now_ms.is_finite() && now_ms >= 0.0;
-    let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
-    (valid_now && valid_cost).then(|| (Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
 }
 
 /// The state behind `Limiter` (js/limit.js): limiters in numbered slots, bounded, swept.

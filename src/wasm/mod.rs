@@ -104,3 +104,38 @@ pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.
     let _ = Reflect::set(target, &key.into(), value);
 }
+
+#[cfg(feature = "wasm-edge")]
+/// `value` as a whole number from `min` to `max`, or an error naming `what`.
+pub(crate) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
+    if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
+        Ok(value as u64)
+    } else {
+        Err(JsError::new(&format!(
+            "{what} must be a whole number from {} to {}, got {}",
+            num(min),
+            num(max),
+            num(value)
+        )))
+    }
+}
+
+#[cfg(feature = "wasm-edge")]
+/// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
+/// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
+/// the whole capacity (js/limit.js turns both into errors naming the input).
+pub(crate) fn encode(decision: crate::core::limit::Decision) -> f64 {
+    match decision {
+        crate::core::limit::Decision::Allow { remaining, .. } => remaining as f64,
+        crate::core::limit::Decision::Deny { retry_after } => -(retry_after.as_millis_ceil().max(1) as f64),
+    }
+}
+
+#[cfg(feature = "wasm-edge")]
+/// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
+/// a whole number that fits in `u32`.
+pub(crate) fn inputs(now_ms: f64, cost: f64) -> Option<(crate::core::time::Instant, u32)> {
+    let valid_now = now_ms.is_finite() && now_ms >= 0.0;
+    let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
+    (valid_now && valid_cost).then(|| (crate::core::time::Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
+}

@@ -1,8 +1,8 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
 use super::{deny_unknown, ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
-use crate::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
-use crate::time::{Instant, Span};
+use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
+use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::{String, ToString};
@@ -339,7 +339,7 @@ impl PacerCoreJs {
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> Result<PacerCoreJs, JsError> {
         let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
-        let (windows, limits) = apply(options_from(options)?, pacer::open_meteo_windows(), defaults)?;
+        let (windows, limits) = apply(options_from(options)?, crate::client::openmeteo::free_tier_windows(), defaults)?;
         let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(PacerCoreJs { core, last_id: 0 })
     }

@@ -12,11 +12,11 @@
 //! the rest of the specification's primitives, for conformance runners.
 
 use super::{ms_to_nanos, nanos_to_ms, num, positive, set_prop};
-use crate::smartflow::{
+use crate::client::smartflow::{
     self, url, CacheLoad, Config, Field, IdKind, Lookup, OrgRateLimiter, Penalty, Reaction, ResponseBody,
     SmartFlowError, TokenBucket,
 };
-use crate::time::{Instant, Span};
+use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::string::{String, ToString};
 use js_sys::{Array, Object, Reflect};

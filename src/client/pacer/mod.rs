@@ -1,0 +1,1047 @@
+//! The weighted multi-window pacer: when may a call of some weight go out, so that no
+//! rolling window ever spends more than its budget?
+//!
+//! Every call is a *reservation*: a weight committed at an instant. A new reservation goes
+//! to the earliest instant, from `now` on, at which it fits in **every** window, counting
+//! both the calls already made and the reservations already committed for later. A lighter
+//! call therefore fills a gap that an earlier, heavier reservation left, and never moves a
+//! reservation already made: a heavy call waits only for the budget it needs, never behind
+//! a stream of lighter ones, and a light call never waits behind a heavy one that cannot go
+//! yet (the fairness rule: first committed, never displaced).
+//!
+//! ```text
+//! budget 10 per 10 s; weights 6, 6, 3 asked at t = 0:
+//! t(s)  0        10       20
+//!       [6]      [6]              the second 6 must wait for the first to leave the window
+//!       [3]                       the 3 fits beside the first 6 at once (a gap, not a queue)
+//! ```
+//!
+//! Weights are integers in thousandths of a weighted call (Open-Meteo weights are
+//! fractional, e.g. 1.5), so the arithmetic is exact. Time is passed in; a rolling window of
+//! length `W` holds the reservations at instants in `(t − W, t]`.
+//!
+//! A reservation can be cancelled (its weight is refunded) until it is *dispatched*; after
+//! that it stays spent. The in-flight count is tracked for snapshots; the cap itself is
+//! applied by the caller, which moves a reservation to the instant it really goes out
+//! ([`PacerCore::reschedule`]) when it had to wait for a free slot.
+
+mod timeline;
+
+use crate::core::time::{Instant, Span};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// One rolling window: at most `budget` thousandths of weight in any `length`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The window length.
+    pub length: Span,
+    /// The budget in thousandths of a weighted call.
+    pub budget: u64,
+}
+
+/// Why a pacer cannot be built or a call can never be reserved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacerError {
+    /// No windows were given.
+    NoWindows,
+    /// A window of zero length or zero budget (index given).
+    EmptyWindow(usize),
+    /// A weight of zero.
+    ZeroWeight,
+    /// The weight exceeds a window's whole budget: it could never go out.
+    ExceedsBudget {
+        /// The weight asked for (thousandths).
+        weight: u64,
+        /// The window that can never hold it.
+        window: usize,
+        /// That window's budget (thousandths).
+        budget: u64,
+    },
+    /// The weight exceeds the most one call may weigh (the upstream's per-call cap).
+    ExceedsCallCap {
+        /// The weight asked for (thousandths).
+        weight: u64,
+        /// The cap (thousandths).
+        cap: u64,
+    },
+    /// No reservation has this id, or it was already dispatched.
+    UnknownReservation(u64),
+    /// The queue is full: `limit` calls (or, when `weight`, thousandths of weight) are queued.
+    QueueFull {
+        /// The limit reached.
+        limit: u64,
+        /// Whether it is the weight limit (else the count).
+        weight: bool,
+    },
+    /// An in-flight cap of 0: no call could ever go out.
+    NoSlots,
+}
+
+impl fmt::Display for PacerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = Milli;
+        match *self {
+            PacerError::NoWindows => f.write_str("a pacer needs at least one window"),
+            PacerError::EmptyWindow(i) => write!(f, "window {i} must have a length and a budget above 0"),
+            PacerError::ZeroWeight => f.write_str("a call must weigh more than 0"),
+            PacerError::ExceedsBudget { weight, window, budget } => write!(
+                f,
+                "a call weighing {} can never fit window {window}, whose whole budget is {}",
+                w(weight),
+                w(budget)
+            ),
+            PacerError::ExceedsCallCap { weight, cap } => {
+                write!(f, "a call weighing {} exceeds the per-call cap of {}", w(weight), w(cap))
+            }
+            PacerError::UnknownReservation(id) => write!(f, "no pending reservation {id}"),
+            PacerError::QueueFull { limit, weight: false } => {
+                write!(f, "the queue is full: {limit} calls are waiting (maxQueued)")
+            }
+            PacerError::QueueFull { limit, weight: true } => {
+                write!(f, "the queue is full: a weight of {} is waiting (maxQueuedWeight)", w(limit))
+            }
+            PacerError::NoSlots => f.write_str("maxInFlight must be at least 1"),
+        }
+    }
+}
+
+/// Thousandths shown as a decimal (`1500` → `1.5`) with integer arithmetic only.
+struct Milli(u64);
+
+impl fmt::Display for Milli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
+        if frac == 0 {
+            return write!(f, "{whole}");
+        }
+        let mut digits = alloc::format!("{frac:03}");
+        while digits.ends_with('0') {
+            digits.pop();
+        }
+        write!(f, "{whole}.{digits}")
+    }
+}
+
+/// What one window holds at an instant, for UIs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowUse {
+    /// The window.
+    pub window: Window,
+    /// Weight spent or reserved in `(now − length, now]` (thousandths).
+    pub spent: u64,
+}
+/// The pacer's state at an instant, for UIs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Each window's use.
+    pub windows: Vec<WindowUse>,
+    /// Reservations not yet dispatched.
+    pub queued: usize,
+    /// Their total weight (thousandths).
+    pub queued_weight: u64,
+    /// Dispatched calls not yet released.
+    pub in_flight: usize,
+    /// When the last queued reservation may go out (`None` when nothing is queued).
+    pub drains_at: Option<Instant>,
+}
+
+/// The limits a pacer enforces besides its windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most one call may weigh (thousandths); `None` for no cap.
+    pub call_cap: Option<u64>,
+    /// How late a call may go out after its planned instant and still count there (timers
+    /// fire late; a free slot takes a moment). Placements reserve every window this much
+    /// longer than it is, so lateness within the slack never overspends a window.
+    pub slack: Span,
+    /// The most calls out at once (dispatched, not yet released).
+    pub max_in_flight: usize,
+    /// The most calls of this pacer queued (reserved, not yet out); beyond, `reserve` refuses.
+    pub max_queued: usize,
+    /// The most weight (thousandths) of this pacer queued; beyond, `reserve` refuses.
+    pub max_queued_weight: u64,
+}
+
+impl Default for Limits {
+    /// No call cap, no slack, no cap on calls in flight or queued.
+    fn default() -> Self {
+        Limits {
+            call_cap: None,
+            slack: Span::ZERO,
+            max_in_flight: usize::MAX,
+            max_queued: usize::MAX,
+            max_queued_weight: u64::MAX,
+        }
+    }
+}
+
+/// The index of an owner of ledger entries; this pacer is always 0.
+type OwnerIndex = u32;
+const ME: OwnerIndex = 0;
+
+/// An entry of the ledger that is not one of this pacer's live calls: another owner's, or
+/// one of this pacer's calls that went out and was released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    at: Instant,
+    weight: u64,
+    owner: OwnerIndex,
+    seq: u64,
+    dispatched: bool,
+}
+
+/// One of this pacer's own calls, from its reservation until it is refunded or released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Call {
+    weight: u64,
+    /// Its planned instant while it is in the ledger (`None`: pruned or dropped by another
+    /// tab; it is placed again when it is due).
+    at: Option<Instant>,
+    dispatched: bool,
+    /// Orders the calls waiting for a slot (higher first); never moves a reservation.
+    priority: i32,
+}
+
+/// This pacer's calls by id. Ids only grow, so they index a vector from the oldest live one.
+#[derive(Clone, Debug, Default)]
+struct Calls {
+    /// The id of `slots[0]`.
+    base: u64,
+    slots: Vec<Option<Call>>,
+    /// Every slot before this one is empty.
+    head: usize,
+}
+
+impl Calls {
+    fn get(&self, id: u64) -> Option<&Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        self.slots.get(i)?.as_ref()
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    fn insert(&mut self, id: u64, call: Call) {
+        if self.slots.is_empty() {
+            self.base = id;
+        }
+        let i = (id - self.base) as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, None);
+        }
+        self.slots[i] = Some(call);
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Call> {
+        let i = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        let call = self.slots.get_mut(i)?.take();
+        // The gone calls in front are dropped once they are most of the vector: each slot is
+        // stepped over once, so this costs O(1) per call over time.
+        if i == self.head {
+            while self.slots.get(self.head).is_some_and(Option::is_none) {
+                self.head += 1;
+            }
+        }
+        if self.head == self.slots.len() {
+            self.slots.clear();
+            self.head = 0;
+        } else if self.head >= 64 && self.head * 2 >= self.slots.len() {
+            self.slots.drain(..self.head);
+            self.base += self.head as u64;
+            self.head = 0;
+        }
+        call
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Call)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, c)| c.as_ref().map(|c| (self.base + i as u64, c)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Call> + '_ {
+        self.slots.iter().flatten()
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Call> + '_ {
+        self.slots.iter_mut().flatten()
+    }
+}
+
+/// A committed reservation: its id and the instant it may go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// Pass it to [`PacerCore::due`], [`PacerCore::cancel`] and [`PacerCore::release`].
+    pub id: u64,
+    /// When the call may go out (≥ the `now` it was asked at).
+    pub at: Instant,
+}
+
+/// What a queued call should do when its instant comes ([`PacerCore::due`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// It went out now: it is in flight until [`PacerCore::release`].
+    Go,
+    /// Not yet: wait until this instant and ask again (early timer, or placed again).
+    Wait(Instant),
+    /// Every slot is taken: it is next in line and [`PacerCore::release`] hands it a slot.
+    NoSlot,
+    /// No queued call has this id (refunded, or already out).
+    Unknown,
+}
+
+/// Why [`PacerCore::try_acquire`] gave no permit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Busy {
+    /// The budget has room for it at this instant, not before.
+    Budget(Instant),
+    /// The budget has room now, but every in-flight slot is taken.
+    InFlight,
+}
+
+/// One entry of the ledger as stored: shared by every pacer (tab) of a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LedgerEntry<'a> {
+    /// The planned instant (a late call is placed again; the ledger keeps where it counts).
+    pub at: Instant,
+    /// Its weight (thousandths).
+    pub weight: u64,
+    /// The pacer that placed it.
+    pub owner: &'a str,
+    /// Its number within that pacer.
+    pub seq: u64,
+    /// Whether it went out (no refund any more).
+    pub dispatched: bool,
+}
+
+/// What a change of limits did to the queued calls ([`PacerCore::set_limits`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replan {
+    /// Calls whose instant changed.
+    pub moved: Vec<Reservation>,
+    /// Calls that can never fit the new limits: refunded and gone.
+    pub refused: Vec<(u64, PacerError)>,
+}
+
+/// The pacer's state machine over a shared ledger, with time passed in.
+///
+/// Every call is an entry of the ledger (instant, weight, owner, sequence, dispatched): this
+/// pacer's own, and those of other pacers sharing the budget ([`PacerCore::sync`]). A call
+/// is reserved ([`PacerCore::reserve`]), goes out when it is due and a slot is free
+/// ([`PacerCore::due`]), and is released when it has answered ([`PacerCore::release`]);
+/// until it goes out it can be cancelled and its weight refunded ([`PacerCore::cancel`]).
+/// Placement costs O(log n) in the number of entries: each window keeps its load as a
+/// timeline of changes with running maxima and minima.
+///
+/// # Examples
+/// ```
+/// use sluicegate::pacer::{PacerCore, Window};
+/// use sluicegate::{Instant, Span};
+/// let mut p = PacerCore::new(vec![Window { length: Span::from_secs(10), budget: 10_000 }], None).unwrap();
+/// let t = Instant::ZERO;
+/// assert_eq!(p.reserve(t, 6_000).unwrap().at, t);
+/// assert_eq!(p.reserve(t, 6_000).unwrap().at, t + Span::from_secs(10)); // waits for the first to leave
+/// assert_eq!(p.reserve(t, 3_000).unwrap().at, t); // fills the gap beside the first
+/// ```
+#[derive(Clone, Debug)]
+pub struct PacerCore {
+    windows: Vec<Window>,
+    limits: Limits,
+    /// One per window, over the window's length plus the slack.
+    timelines: Vec<timeline::Timeline>,
+    /// Other owners' entries and this pacer's released calls (unordered).
+    history: Vec<Entry>,
+    /// This pacer's calls by id, from reservation to refund or release.
+    calls: Calls,
+    owners: Vec<String>,
+    in_flight: usize,
+    /// Queued calls that were due while every slot was taken: by priority, then first come.
+    slot_line: Vec<(i32, u64)>,
+    /// Entries that no window can see any more are dropped from this instant on.
+    next_prune: Instant,
+    queued: usize,
+    queued_weight: u64,
+    next_id: u64,
+}
+
+impl PacerCore {
+    /// A pacer over `windows`, refusing single calls above `call_cap` (thousandths) when set.
+    ///
+    /// # Errors
+    /// [`PacerError::NoWindows`] or [`PacerError::EmptyWindow`].
+    pub fn new(windows: Vec<Window>, call_cap: Option<u64>) -> Result<Self, PacerError> {
+        Self::with_limits(windows, Limits { call_cap, ..Limits::default() })
+    }
+
+    /// A pacer over `windows` with every limit given.
+    ///
+    /// # Errors
+    /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`].
+    pub fn with_limits(windows: Vec<Window>, limits: Limits) -> Result<Self, PacerError> {
+        validate(&windows, &limits)?;
+        let timelines = windows.iter().map(|_| timeline::Timeline::new()).collect();
+        Ok(PacerCore {
+            windows,
+            limits,
+            timelines,
+            history: Vec::new(),
+            calls: Calls::default(),
+            owners: alloc::vec![String::new()],
+            in_flight: 0,
+            slot_line: Vec::new(),
+            next_prune: Instant::ZERO,
+            queued: 0,
+            queued_weight: 0,
+            next_id: 1,
+        })
+    }
+
+    /// The windows in force.
+    pub fn windows(&self) -> &[Window] {
+        &self.windows
+    }
+
+    /// The other limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Name this pacer in the ledger (before its entries are shared; see [`PacerCore::sync`]).
+    pub fn set_owner(&mut self, name: &str) {
+        self.owners[ME as usize] = String::from(name);
+    }
+
+    /// Whether a call of `weight` could ever go out.
+    ///
+    /// # Errors
+    /// The reason it never could.
+    pub fn admissible(&self, weight: u64) -> Result<(), PacerError> {
+        admissible(&self.windows, self.limits.call_cap, weight)
+    }
+
+    fn placement_length(&self, window: usize) -> Span {
+        self.windows[window].length + self.limits.slack
+    }
+
+    /// The longest time an entry can still matter to a placement.
+    fn horizon(&self) -> Span {
+        (0..self.windows.len()).map(|i| self.placement_length(i)).max().unwrap_or(Span::ZERO)
+    }
+
+    /// Commit a call of `weight` at the earliest instant from `now` at which it fits every
+    /// window. The delay is `reservation.at − now`.
+    ///
+    /// # Errors
+    /// When the call could never go out ([`PacerCore::admissible`]) or the queue is full;
+    /// nothing is committed.
+    pub fn reserve(&mut self, now: Instant, weight: u64) -> Result<Reservation, PacerError> {
+        self.reserve_with_priority(now, weight, 0)
+    }
+
+    /// [`PacerCore::reserve`] for a call that, once due, goes before calls of lower
+    /// `priority` waiting for a slot. Priority never moves a committed reservation.
+    ///
+    /// # Errors
+    /// As for [`PacerCore::reserve`].
+    pub fn reserve_with_priority(
+        &mut self,
+        now: Instant,
+        weight: u64,
+        priority: i32,
+    ) -> Result<Reservation, PacerError> {
+        self.admissible(weight)?;
+        if self.queued >= self.limits.max_queued {
+            return Err(PacerError::QueueFull { limit: self.limits.max_queued as u64, weight: false });
+        }
+        if self.queued_weight.saturating_add(weight) > self.limits.max_queued_weight {
+            return Err(PacerError::QueueFull { limit: self.limits.max_queued_weight, weight: true });
+        }
+        self.prune(now);
+        let at = self.earliest_fit(now, weight);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.put(at, weight);
+        self.calls.insert(id, Call { weight, at: Some(at), dispatched: false, priority });
+        self.queued += 1;
+        self.queued_weight += weight;
+        Ok(Reservation { id, at })
+    }
+
+    /// A permit now or never: the call goes out at once (it is in flight; release it when it
+    /// has answered) if the budget has room at `now` and a slot is free. Nothing is queued.
+    ///
+    /// # Errors
+    /// As for [`PacerCore::reserve`]; `Ok(Err(busy))` says why there is no permit now.
+    pub fn try_acquire(&mut self, now: Instant, weight: u64) -> Result<Result<u64, Busy>, PacerError> {
+        self.admissible(weight)?;
+        self.prune(now);
+        let at = self.earliest_fit(now, weight);
+        if at > now {
+            return Ok(Err(Busy::Budget(at)));
+        }
+        if self.in_flight >= self.limits.max_in_flight {
+            return Ok(Err(Busy::InFlight));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.put(now, weight);
+        self.calls.insert(id, Call { weight, at: Some(now), dispatched: true, priority: 0 });
+        self.in_flight += 1;
+        Ok(Ok(id))
+    }
+
+    /// When a call of `weight` asked at `now` would go out, committing nothing.
+    ///
+    /// # Errors
+    /// As for [`PacerCore::reserve`].
+    pub fn eta(&self, now: Instant, weight: u64) -> Result<Instant, PacerError> {
+        self.admissible(weight)?;
+        Ok(self.earliest_fit(now, weight))
+    }
+
+    /// The queued call `id` reached its instant at `now`: it goes out if a slot is free,
+    /// waits its turn for one, or (when it is later than the slack covers, or its entry was
+    /// dropped) is placed again from `now`.
+    pub fn due(&mut self, now: Instant, id: u64) -> Due {
+        let Some(call) = self.calls.get(id).copied() else { return Due::Unknown };
+        if call.dispatched {
+            return Due::Unknown;
+        }
+        let at = match call.at {
+            Some(at) if now <= at + self.limits.slack => at,
+            stale => {
+                // Too late for its instant to hold the spend: count it where it goes out.
+                if let Some(at) = stale {
+                    self.take(at, call.weight);
+                }
+                let at = self.earliest_fit(now, call.weight);
+                self.put(at, call.weight);
+                self.calls.insert(id, Call { at: Some(at), ..call });
+                at
+            }
+        };
+        if at > now {
+            return Due::Wait(at);
+        }
+        if self.in_flight >= self.limits.max_in_flight {
+            if !self.slot_line.iter().any(|(_, x)| *x == id) {
+                let i = self.slot_line.partition_point(|(p, _)| *p >= call.priority);
+                self.slot_line.insert(i, (call.priority, id));
+            }
+            return Due::NoSlot;
+        }
+        self.go_out(id, Call { at: Some(at), ..call });
+        Due::Go
+    }
+
+    /// The queued `call` goes out: no longer queued, in flight until released.
+    fn go_out(&mut self, id: u64, call: Call) {
+        self.slot_line.retain(|(_, x)| *x != id);
+        self.calls.insert(id, Call { dispatched: true, ..call });
+        self.queued -= 1;
+        self.queued_weight -= call.weight;
+        self.in_flight += 1;
+    }
+
+    /// Mark a queued call as gone out at its planned instant (the pure form of
+    /// [`PacerCore::due`], ignoring slots and lateness).
+    ///
+    /// # Errors
+    /// [`PacerError::UnknownReservation`] for an unknown or already dispatched id.
+    pub fn dispatch(&mut self, id: u64) -> Result<(), PacerError> {
+        match self.calls.get(id).copied() {
+            Some(call @ Call { at: Some(_), dispatched: false, .. }) => {
+                self.go_out(id, call);
+                Ok(())
+            }
+            _ => Err(PacerError::UnknownReservation(id)),
+        }
+    }
+
+    /// The call `id` has answered: its weight stays spent and its slot is free. Returns
+    /// whether it was in flight. The next call waiting for a slot is [`PacerCore::next_in_line`].
+    pub fn release(&mut self, id: u64) -> bool {
+        match self.calls.get(id).copied() {
+            Some(Call { at: Some(at), weight, dispatched: true, .. }) => {
+                self.calls.remove(id);
+                self.history.push(Entry { at, weight, owner: ME, seq: id, dispatched: true });
+                self.in_flight -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The call that waited longest for a slot, when a slot is free (call
+    /// [`PacerCore::due`] with it).
+    pub fn next_in_line(&mut self) -> Option<u64> {
+        if self.in_flight >= self.limits.max_in_flight {
+            return None;
+        }
+        (!self.slot_line.is_empty()).then(|| self.slot_line.remove(0).1)
+    }
+
+    /// Cancel call `id`: refunded if it had not gone out (returns `true`); a call that went
+    /// out stays spent and is released (returns `false`).
+    pub fn cancel(&mut self, id: u64) -> bool {
+        let Some(call) = self.calls.get(id).copied() else { return false };
+        if call.dispatched {
+            self.release(id);
+            return false;
+        }
+        self.calls.remove(id);
+        if let Some(at) = call.at {
+            self.take(at, call.weight);
+        }
+        self.slot_line.retain(|(_, x)| *x != id);
+        self.queued -= 1;
+        self.queued_weight -= call.weight;
+        true
+    }
+
+    /// Move a queued call to the earliest fit from `now` (or from its instant, if later).
+    ///
+    /// # Errors
+    /// [`PacerError::UnknownReservation`] for an unknown or already dispatched id.
+    pub fn reschedule(&mut self, now: Instant, id: u64) -> Result<Reservation, PacerError> {
+        let call = match self.calls.get(id) {
+            Some(call) if !call.dispatched => *call,
+            _ => return Err(PacerError::UnknownReservation(id)),
+        };
+        let from = call.at.map_or(now, |at| now.max(at));
+        if let Some(at) = call.at {
+            self.take(at, call.weight);
+        }
+        let at = self.earliest_fit(from, call.weight);
+        self.put(at, call.weight);
+        self.calls.insert(id, Call { at: Some(at), ..call });
+        Ok(Reservation { id, at })
+    }
+
+    /// Replace the windows and limits, keeping everything spent. This pacer's queued calls
+    /// are planned again, in their order, from `now`; a call that can never fit the new
+    /// limits is refunded and listed in [`Replan::refused`].
+    ///
+    /// # Errors
+    /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`];
+    /// nothing changes.
+    pub fn set_limits(&mut self, now: Instant, windows: Vec<Window>, limits: Limits) -> Result<Replan, PacerError> {
+        validate(&windows, &limits)?;
+        self.windows = windows;
+        self.limits = limits;
+        // Take this pacer's queued calls out, in their order, and rebuild the timelines.
+        let mut queued: Vec<(Instant, u64)> =
+            self.calls.iter().filter(|(_, c)| !c.dispatched).map(|(id, c)| (c.at.unwrap_or(now), id)).collect();
+        crate::core::sort::sort_by(&mut queued, |a, b| a < b);
+        for &(_, id) in &queued {
+            if let Some(call) = self.calls.get_mut(id) {
+                call.at = None;
+            }
+        }
+        self.rebuild_timelines();
+        let mut replan = Replan::default();
+        for (before, id) in queued {
+            let Some(&call) = self.calls.get(id) else { continue };
+            if let Err(e) = self.admissible(call.weight) {
+                self.calls.remove(id);
+                self.slot_line.retain(|(_, x)| *x != id);
+                self.queued -= 1;
+                self.queued_weight -= call.weight;
+                replan.refused.push((id, e));
+                continue;
+            }
+            let at = self.earliest_fit(now, call.weight);
+            if call.at != Some(at) || before != at {
+                replan.moved.push(Reservation { id, at });
+            }
+            self.put(at, call.weight);
+            self.calls.insert(id, Call { at: Some(at), ..call });
+        }
+        Ok(replan)
+    }
+
+    /// Replace the windows and the per-call cap, keeping the other limits.
+    ///
+    /// # Errors
+    /// As for [`PacerCore::set_limits`].
+    pub fn set_windows(
+        &mut self,
+        now: Instant,
+        windows: Vec<Window>,
+        call_cap: Option<u64>,
+    ) -> Result<Replan, PacerError> {
+        self.set_limits(now, windows, Limits { call_cap, ..self.limits })
+    }
+
+    /// What each window holds at `now`, and what is queued.
+    pub fn snapshot(&self, now: Instant) -> Snapshot {
+        let windows = self
+            .windows
+            .iter()
+            .map(|w| WindowUse {
+                window: *w,
+                spent: self
+                    .spends()
+                    .filter(|(at, _)| *at <= now && *at + w.length > now)
+                    .map(|(_, weight)| weight)
+                    .sum(),
+            })
+            .collect();
+        Snapshot {
+            windows,
+            queued: self.queued,
+            queued_weight: self.queued_weight,
+            in_flight: self.in_flight,
+            drains_at: self.calls.values().filter(|c| !c.dispatched).map(|c| c.at.unwrap_or(now)).max(),
+        }
+    }
+
+    /// Every spend and reservation in the ledger: `(at, weight)`.
+    fn spends(&self) -> impl Iterator<Item = (Instant, u64)> + '_ {
+        let live = self.calls.values().filter_map(|c| c.at.map(|at| (at, c.weight)));
+        self.history.iter().map(|e| (e.at, e.weight)).chain(live)
+    }
+
+    /// Every entry of the ledger (in no particular order).
+    pub fn entries(&self) -> impl Iterator<Item = LedgerEntry<'_>> + '_ {
+        let history = self.history.iter().map(|e| LedgerEntry {
+            at: e.at,
+            weight: e.weight,
+            owner: &self.owners[e.owner as usize],
+            seq: e.seq,
+            dispatched: e.dispatched,
+        });
+        let live = self.calls.iter().filter_map(|(seq, c)| {
+            c.at.map(|at| LedgerEntry {
+                at,
+                weight: c.weight,
+                owner: &self.owners[ME as usize],
+                seq,
+                dispatched: c.dispatched,
+            })
+        });
+        history.chain(live)
+    }
+
+    /// Every spend and reservation still inside a window: `(at, weight, dispatched)`.
+    pub fn export(&self) -> Vec<(Instant, u64, bool)> {
+        self.entries().map(|e| (e.at, e.weight, e.dispatched)).collect()
+    }
+
+    /// Take the ledger as stored (shared with other pacers of the budget) as the truth:
+    /// every other owner's entries are replaced by these; this pacer's queued calls take the
+    /// stored instant, and those missing from the store are placed again when due. Entries of
+    /// weight 0, and queued entries under this pacer's name that it no longer holds, are
+    /// skipped.
+    pub fn sync<'a>(&mut self, stored: impl IntoIterator<Item = LedgerEntry<'a>>) {
+        self.history.clear();
+        for call in self.calls.values_mut() {
+            if !call.dispatched {
+                call.at = None;
+            }
+        }
+        for e in stored {
+            if e.weight == 0 {
+                continue;
+            }
+            let owner = self.owner_index(e.owner);
+            if owner == ME {
+                if let Some(call) = self.calls.get_mut(e.seq) {
+                    // A live call: its state is this pacer's; a queued one takes the stored instant.
+                    if !call.dispatched && !e.dispatched {
+                        call.at = Some(e.at);
+                    }
+                    continue;
+                }
+                if !e.dispatched {
+                    continue;
+                }
+            }
+            self.history.push(Entry { at: e.at, weight: e.weight, owner, seq: e.seq, dispatched: e.dispatched });
+        }
+        self.rebuild_timelines();
+        // Entries out of every window are dropped at the next reservation, as always.
+        self.next_prune = Instant::ZERO;
+    }
+
+    /// Add spends recorded elsewhere (another tab, a previous page load) as dispatched
+    /// history: they count against every window but are nobody's to cancel.
+    pub fn import(&mut self, now: Instant, spends: &[(Instant, u64)]) {
+        let owner = self.owner_index("\u{0}history");
+        for &(at, weight) in spends {
+            if weight == 0 {
+                continue;
+            }
+            let seq = self.next_id;
+            self.next_id += 1;
+            self.put(at, weight);
+            self.history.push(Entry { at, weight, owner, seq, dispatched: true });
+        }
+        self.next_prune = Instant::ZERO;
+        self.prune(now);
+    }
+
+    fn owner_index(&mut self, name: &str) -> OwnerIndex {
+        match self.owners.iter().position(|o| o == name) {
+            Some(i) => i as OwnerIndex,
+            None => {
+                self.owners.push(String::from(name));
+                (self.owners.len() - 1) as OwnerIndex
+            }
+        }
+    }
+
+    /// Count `weight` at `at` in every window's timeline.
+    fn put(&mut self, at: Instant, weight: u64) {
+        self.shift(at, weight as i64);
+    }
+
+    /// Take `weight` at `at` out of every window's timeline.
+    fn take(&mut self, at: Instant, weight: u64) {
+        self.shift(at, -(weight as i64));
+    }
+
+    fn shift(&mut self, at: Instant, delta: i64) {
+        for i in 0..self.windows.len() {
+            let end = at + self.placement_length(i);
+            let tl = &mut self.timelines[i];
+            tl.add(at.as_nanos(), delta);
+            tl.add(end.as_nanos(), -delta);
+        }
+    }
+
+    fn rebuild_timelines(&mut self) {
+        self.timelines = self.windows.iter().map(|_| timeline::Timeline::new()).collect();
+        let spends: Vec<(Instant, u64)> = self.spends().collect();
+        for (at, weight) in spends {
+            self.put(at, weight);
+        }
+    }
+
+    /// Drop entries no window can see any more (every eighth of the longest window, so the
+    /// cost is spread thin). This pacer's queued calls among them are placed again when due.
+    fn prune(&mut self, now: Instant) {
+        if now < self.next_prune {
+            return;
+        }
+        let horizon = self.horizon();
+        self.next_prune = now + Span::from_nanos(horizon.as_nanos() / 8);
+        let mut i = 0;
+        while i < self.history.len() {
+            let e = self.history[i];
+            if e.at + horizon <= now {
+                self.take(e.at, e.weight);
+                self.history.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        let stale: Vec<(u64, Instant, u64)> = self
+            .calls
+            .iter()
+            .filter_map(|(id, c)| c.at.filter(|at| !c.dispatched && *at + horizon <= now).map(|at| (id, at, c.weight)))
+            .collect();
+        for (id, at, weight) in stale {
+            self.take(at, weight);
+            if let Some(call) = self.calls.get_mut(id) {
+                call.at = None;
+            }
+        }
+    }
+
+    /// The earliest instant `t ≥ from` at which `weight` fits every window, searched in
+    /// bounded steps: each window skips at most [`MAX_STRETCHES`] stretches where it is over
+    /// budget, and the windows take turns at most [`MAX_ROUNDS`] times. Past either bound the
+    /// call goes after the last instant that could hold it back, where every window's load
+    /// only falls: still an instant where it fits, never one that overspends, though a gap
+    /// further away than the bounds reach stays unfilled.
+    fn earliest_fit(&self, from: Instant, weight: u64) -> Instant {
+        let mut t = from.as_nanos();
+        for round in 0.. {
+            let mut moved = false;
+            for (i, w) in self.windows.iter().enumerate() {
+                let fit = self.fit_in(i, t, (w.budget - weight) as i64, round >= MAX_ROUNDS);
+                if fit != t {
+                    t = fit;
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        Instant::from_nanos(t)
+    }
+
+    /// The earliest `t' ≥ t` at which window `i` stays at or under `threshold` over
+    /// `[t', t' + length)`: each step skips a stretch where it is over. In a `hurry`, or
+    /// after [`MAX_STRETCHES`] steps, the first such instant after the window's last rise.
+    fn fit_in(&self, i: usize, mut t: u64, threshold: i64, hurry: bool) -> u64 {
+        let tl = &self.timelines[i];
+        let length = self.placement_length(i).as_nanos();
+        let stretches = if hurry { 0 } else { MAX_STRETCHES };
+        for _ in 0..stretches {
+            let over = if tl.load_at(t) > threshold { Some(t) } else { tl.first_after(t, threshold, true) };
+            match over {
+                // Past the last change the load is 0, so the window always falls back.
+                Some(x) if x < t.saturating_add(length) => t = tl.first_after(x, threshold, false).unwrap_or(u64::MAX),
+                _ => return t,
+            }
+        }
+        // From the last rise on the load only falls: the first instant at or under the
+        // threshold holds for a whole window after it.
+        let s = t.max(tl.last_rise());
+        if tl.load_at(s) <= threshold {
+            s
+        } else {
+            tl.first_after(s, threshold, false).unwrap_or(u64::MAX)
+        }
+    }
+}
+
+/// How many over-budget stretches one window's search for a gap skips at most.
+pub const MAX_STRETCHES: usize = 32;
+/// How many times the windows take turns moving a placement at most.
+pub const MAX_ROUNDS: usize = 16;
+
+fn admissible(windows: &[Window], call_cap: Option<u64>, weight: u64) -> Result<(), PacerError> {
+    if weight == 0 {
+        return Err(PacerError::ZeroWeight);
+    }
+    if let Some(cap) = call_cap {
+        if weight > cap {
+            return Err(PacerError::ExceedsCallCap { weight, cap });
+        }
+    }
+    for (window, w) in windows.iter().enumerate() {
+        if weight > w.budget {
+            return Err(PacerError::ExceedsBudget { weight, window, budget: w.budget });
+        }
+    }
+    Ok(())
+}
+
+fn validate(windows: &[Window], limits: &Limits) -> Result<(), PacerError> {
+    if windows.is_empty() {
+        return Err(PacerError::NoWindows);
+    }
+    if let Some(i) = windows.iter().position(|w| w.length.is_zero() || w.budget == 0 || w.budget > i64::MAX as u64) {
+        return Err(PacerError::EmptyWindow(i));
+    }
+    if limits.max_in_flight == 0 {
+        return Err(PacerError::NoSlots);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pacer(budget: u64, secs: u64) -> PacerCore {
+        PacerCore::new(alloc::vec![Window { length: Span::from_secs(secs), budget }], None).unwrap()
+    }
+
+    #[test]
+    fn a_lighter_call_fills_the_gap_a_heavier_one_left() {
+        let mut p = pacer(10, 10);
+        let t = Instant::from_secs(100);
+        assert_eq!(p.reserve(t, 6).unwrap().at, t);
+        assert_eq!(p.reserve(t, 6).unwrap().at, t + Span::from_secs(10));
+        assert_eq!(p.reserve(t, 4).unwrap().at, t);
+        // The gap is now full: a 1 goes after the first 6 and 4 leave... but not beside the
+        // second 6 earlier than that.
+        assert_eq!(p.reserve(t, 1).unwrap().at, t + Span::from_secs(10));
+    }
+
+    #[test]
+    fn a_future_reservation_is_never_displaced_by_a_later_request() {
+        let mut p = pacer(10, 10);
+        let t = Instant::ZERO;
+        p.reserve(t, 10).unwrap();
+        let heavy = p.reserve(t, 10).unwrap();
+        assert_eq!(heavy.at, Instant::from_secs(10));
+        // A light call asked at 5 s cannot go before the heavy one's window would overflow.
+        let light = p.reserve(Instant::from_secs(5), 1).unwrap();
+        assert_eq!(light.at, Instant::from_secs(20));
+    }
+
+    #[test]
+    fn every_window_must_have_room() {
+        let mut p = PacerCore::new(
+            alloc::vec![
+                Window { length: Span::from_secs(1), budget: 5 },
+                Window { length: Span::from_secs(10), budget: 8 },
+            ],
+            None,
+        )
+        .unwrap();
+        let t = Instant::ZERO;
+        assert_eq!(p.reserve(t, 5).unwrap().at, t);
+        assert_eq!(p.reserve(t, 3).unwrap().at, Instant::from_secs(1));
+        assert_eq!(p.reserve(t, 1).unwrap().at, Instant::from_secs(10));
+    }
+
+    #[test]
+    fn cancel_before_dispatch_refunds_and_after_does_not() {
+        let mut p = pacer(10, 10);
+        let t = Instant::ZERO;
+        let a = p.reserve(t, 10).unwrap();
+        assert!(p.cancel(a.id));
+        let b = p.reserve(t, 10).unwrap();
+        assert_eq!(b.at, t, "the refunded weight is available at once");
+        p.dispatch(b.id).unwrap();
+        assert!(!p.cancel(b.id), "cancel_after_dispatch_is_not_refunded");
+        assert_eq!(p.reserve(t, 1).unwrap().at, Instant::from_secs(10));
+    }
+
+    #[test]
+    fn an_impossible_weight_is_refused_at_once() {
+        let mut p =
+            PacerCore::new(alloc::vec![Window { length: Span::from_secs(60), budget: 550_000 }], Some(5_000_000))
+                .unwrap();
+        assert_eq!(
+            p.reserve(Instant::ZERO, 550_001),
+            Err(PacerError::ExceedsBudget { weight: 550_001, window: 0, budget: 550_000 })
+        );
+        assert_eq!(p.reserve(Instant::ZERO, 0), Err(PacerError::ZeroWeight));
+        assert!(p.snapshot(Instant::ZERO).queued == 0);
+    }
+
+    #[test]
+    fn limits_change_at_run_time_without_losing_the_spent_budget() {
+        let mut p = pacer(10, 10);
+        let t = Instant::ZERO;
+        let a = p.reserve(t, 8).unwrap();
+        p.dispatch(a.id).unwrap();
+        let b = p.reserve(t, 2).unwrap();
+        assert_eq!(b.at, t);
+        let Replan { moved, refused } =
+            p.set_windows(t, alloc::vec![Window { length: Span::from_secs(10), budget: 9 }], None).unwrap();
+        assert!(refused.is_empty());
+        assert_eq!(moved, alloc::vec![Reservation { id: b.id, at: Instant::from_secs(10) }]);
+        assert_eq!(p.snapshot(t).windows[0].spent, 8);
+    }
+
+    #[test]
+    fn reschedule_records_the_spend_when_the_call_really_goes_out() {
+        let mut p = pacer(10, 10);
+        let t = Instant::ZERO;
+        let a = p.reserve(t, 5).unwrap();
+        let moved = p.reschedule(Instant::from_secs(3), a.id).unwrap();
+        assert_eq!(moved.at, Instant::from_secs(3));
+        p.dispatch(a.id).unwrap();
+        assert_eq!(p.snapshot(Instant::from_secs(12)).windows[0].spent, 5);
+        assert_eq!(p.snapshot(Instant::from_secs(13)).windows[0].spent, 0);
+    }
+
+    #[test]
+    fn imported_history_counts_against_the_budget() {
+        let mut p = pacer(10, 10);
+        p.import(Instant::from_secs(5), &[(Instant::from_secs(1), 7), (Instant::from_secs(2), 3)]);
+        assert_eq!(p.reserve(Instant::from_secs(5), 3).unwrap().at, Instant::from_secs(11));
+        assert_eq!(p.snapshot(Instant::from_secs(5)).windows[0].spent, 10);
+    }
+}

@@ -1,0 +1,444 @@
+//! Bounded keyed state: one limiter per key, in a salted hash table with a hard ceiling.
+//!
+//! A key's limiter exists only while it remembers something: once it is back at full
+//! quota it is identical to a fresh one, so a sweep drops it. The table never holds more
+//! than `max_keys` entries, however many keys a flood invents; when it is full and nothing
+//! can be swept, a *new* key is refused (fail closed) until an entry frees up, while keys
+//! already present keep their own counts.
+//!
+//! [`Keyed`] holds the keys, in a salted hash table. [`Slots`] is the same table without
+//! them: limiters in numbered slots, for a caller that keeps its own key → slot index (the
+//! JavaScript `Limiter` keeps a `Map` of strings, so a key never crosses into wasm). Both
+//! decide a new key and a full table the same way.
+
+use crate::core::limit::{CostTooHigh, Decision, Limiter};
+use crate::core::time::{Instant, Span};
+use alloc::borrow::ToOwned;
+use alloc::vec::Vec;
+use core::borrow::Borrow;
+use core::hash::Hash;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+
+/// What both tables share: the ceiling on entries, and when a sweep could free one.
+struct Ceiling {
+    max_keys: usize,
+    /// No entry can be swept before this instant (a lower bound of every entry's
+    /// `full_at`), so a full table is not rescanned on every new key.
+    next_sweep: Instant,
+}
+
+impl Ceiling {
+    fn new(max_keys: usize) -> Self {
+        Ceiling { max_keys: max_keys.clamp(1, u32::MAX as usize), next_sweep: Instant::ZERO }
+    }
+
+    /// An entry was checked or stored: its `full_at` may be the earliest.
+    fn note(&mut self, full_at: Instant) {
+        self.next_sweep = self.next_sweep.min(full_at);
+    }
+
+    /// Room for one more entry in a table holding `len`. A full table is swept first when a
+    /// sweep can free something (`sweep` drops the idle entries, returning how many and the
+    /// earliest `full_at` left); `Err` with the wait until the earliest entry frees up.
+    fn room(&mut self, len: usize, now: Instant, sweep: impl FnOnce(Instant) -> (usize, Instant)) -> Result<(), Span> {
+        if len < self.max_keys {
+            return Ok(());
+        }
+        if now >= self.next_sweep {
+            let (dropped, earliest) = sweep(now);
+            self.next_sweep = earliest;
+            if len - dropped < self.max_keys {
+                return Ok(());
+            }
+        }
+        Err((self.next_sweep - now).max(Span::from_nanos(1)))
+    }
+}
+
+/// A new key's first request, as both tables decide it: against a fresh copy of the
+/// prototype, which is worth keeping only if the request left a trace in it.
+fn first_check<L: Limiter + Clone>(
+    prototype: &L,
+    now: Instant,
+    cost: u32,
+) -> Result<(Decision, Option<L>), CostTooHigh> {
+    let mut fresh = prototype.clone();
+    let decision = fresh.check(now, cost)?;
+    let keep = !fresh.is_idle(now);
+    Ok((decision, keep.then_some(fresh)))
+}
+
+/// Limiters in numbered slots, at most `max_keys` of them, each a fresh copy of a prototype
+/// when claimed; slots of limiters back at full quota are freed by a sweep and reused.
+///
+/// # Examples
+/// ```
+/// use sluicegate::keyed::Slots;
+/// use sluicegate::limit::Gcra;
+/// use sluicegate::{Instant, Span};
+/// let mut slots = Slots::new(Gcra::new(1, Span::from_secs(1), 1).unwrap(), 1);
+/// let t = Instant::from_secs(5);
+/// let (decision, slot) = slots.check_new(t, 1, &mut |_| {}).unwrap();
+/// assert!(decision.is_allowed());
+/// let slot = slot.expect("it remembers the request, so it holds a slot");
+/// assert!(!slots.check(slot, t, 1).unwrap().is_allowed());
+/// // The table is full: a new key is refused until the slot's limiter is back at full quota.
+/// assert!(!slots.check_new(t, 1, &mut |_| {}).unwrap().0.is_allowed());
+/// let mut freed = Vec::new();
+/// assert!(slots.check_new(t + Span::from_secs(1), 1, &mut |s| freed.push(s)).unwrap().0.is_allowed());
+/// assert_eq!(freed, [slot]);
+/// ```
+pub struct Slots<L> {
+    slots: Vec<Option<L>>,
+    free: Vec<u32>,
+    live: usize,
+    prototype: L,
+    ceiling: Ceiling,
+}
+
+impl<L: Limiter + Clone> Slots<L> {
+    /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
+    /// of `prototype` (which should be fresh).
+    pub fn new(prototype: L, max_keys: usize) -> Self {
+        Slots { slots: Vec::new(), free: Vec::new(), live: 0, prototype, ceiling: Ceiling::new(max_keys) }
+    }
+
+    /// Check a request against the limiter in `slot`. A slot that holds none (never
+    /// claimed, or freed) answers as a fresh limiter and keeps nothing.
+    ///
+    /// # Errors
+    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
+    pub fn check(&mut self, slot: u32, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
+        self.check_until_full(slot, now, cost).map(|(decision, _)| decision)
+    }
+
+    /// [`check`](Slots::check), also returning when the slot's limiter is back at full
+    /// quota after it (`now` for a slot that holds none).
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn check_until_full(&mut self, slot: u32, now: Instant, cost: u32) -> Result<(Decision, Instant), CostTooHigh> {
+        match self.slots.get_mut(slot as usize) {
+            Some(Some(limiter)) => {
+                let decision = limiter.check(now, cost)?;
+                // A check can bring an entry's idle time forward (a block shorter than its
+                // window); keep the ceiling's bound below every entry's.
+                let full_at = limiter.full_at();
+                self.ceiling.note(full_at);
+                Ok((decision, full_at))
+            }
+            _ => Ok((self.prototype.clone().check(now, cost)?, now)),
+        }
+    }
+
+    /// Check the first request of a new key: against a fresh limiter, which is given a slot
+    /// only if the request left a trace in it. A full table is swept first (each freed slot
+    /// is passed to `freed`, so the caller drops its keys); if it is still full the request
+    /// is refused until the earliest entry frees up, and gets no slot.
+    ///
+    /// # Errors
+    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
+    pub fn check_new(
+        &mut self,
+        now: Instant,
+        cost: u32,
+        freed: &mut dyn FnMut(u32),
+    ) -> Result<(Decision, Option<u32>), CostTooHigh> {
+        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
+        let Some(fresh) = fresh else { return Ok((decision, None)) };
+        match self.place(fresh, now, freed) {
+            Ok(slot) => Ok((decision, Some(slot))),
+            Err(retry_after) => Ok((Decision::Deny { retry_after }, None)),
+        }
+    }
+
+    /// A slot for a fresh limiter changed by `change` (a block imposed from outside, say),
+    /// on the terms of [`check_new`](Slots::check_new).
+    ///
+    /// # Errors
+    /// How long until the earliest entry frees up, when the table is full.
+    pub fn claim(
+        &mut self,
+        now: Instant,
+        change: impl FnOnce(&mut L),
+        freed: &mut dyn FnMut(u32),
+    ) -> Result<u32, Span> {
+        let mut fresh = self.prototype.clone();
+        change(&mut fresh);
+        self.place(fresh, now, freed)
+    }
+
+    fn place(&mut self, limiter: L, now: Instant, freed: &mut dyn FnMut(u32)) -> Result<u32, Span> {
+        let (slots, free, live) = (&mut self.slots, &mut self.free, &mut self.live);
+        self.ceiling.room(*live, now, |now| {
+            let (dropped, earliest) = sweep_slots(slots, free, now, freed);
+            *live -= dropped;
+            (dropped, earliest)
+        })?;
+        self.ceiling.note(limiter.full_at());
+        self.live += 1;
+        Ok(match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(limiter);
+                slot
+            }
+            None => {
+                self.slots.push(Some(limiter));
+                (self.slots.len() - 1) as u32
+            }
+        })
+    }
+
+    /// What `check` would answer for `slot` (`None`: a key with no slot), changing nothing.
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn peek(&self, slot: Option<u32>, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
+        match slot.and_then(|s| self.get(s)) {
+            Some(limiter) => limiter.peek(now, cost),
+            None => self.prototype.peek(now, cost),
+        }
+    }
+
+    /// The limiter in `slot`, if it holds one.
+    pub fn get(&self, slot: u32) -> Option<&L> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    /// The limiter in `slot`, to change it (e.g. impose a block), if it holds one.
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut L> {
+        let limiter = self.slots.get_mut(slot as usize).and_then(Option::as_mut)?;
+        // Whatever the caller changes, the ceiling's bound must stay below every entry's:
+        // take the earliest possible (a sweep then finds the truth).
+        self.ceiling.next_sweep = Instant::ZERO;
+        Some(limiter)
+    }
+
+    /// Free `slot` (its key starts afresh); whether it held a limiter.
+    pub fn remove(&mut self, slot: u32) -> bool {
+        match self.slots.get_mut(slot as usize) {
+            Some(entry @ Some(_)) => {
+                *entry = None;
+                self.free.push(slot);
+                self.live -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Free every slot whose limiter is back at full quota at `now`, passing each to
+    /// `freed`; returns how many. O(slots): call it from a timer, or let a full table call it.
+    pub fn sweep(&mut self, now: Instant, freed: &mut dyn FnMut(u32)) -> usize {
+        let (dropped, earliest) = sweep_slots(&mut self.slots, &mut self.free, now, freed);
+        self.live -= dropped;
+        self.ceiling.next_sweep = earliest;
+        dropped
+    }
+
+    /// How many slots hold a limiter.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether no slot holds a limiter.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The ceiling on slots.
+    pub fn max_keys(&self) -> usize {
+        self.ceiling.max_keys
+    }
+
+    /// The prototype every slot starts from.
+    pub fn prototype(&self) -> &L {
+        &self.prototype
+    }
+}
+
+/// Free the slots of limiters back at full quota at `now`: how many, and the earliest
+/// `full_at` of those left.
+fn sweep_slots<L: Limiter>(
+    slots: &mut [Option<L>],
+    free: &mut Vec<u32>,
+    now: Instant,
+    freed: &mut dyn FnMut(u32),
+) -> (usize, Instant) {
+    let mut earliest = Instant::from_nanos(u64::MAX);
+    let mut count = 0;
+    for (slot, entry) in slots.iter_mut().enumerate() {
+        let Some(limiter) = entry else { continue };
+        let full_at = limiter.full_at();
+        if full_at <= now {
+            *entry = None;
+            free.push(slot as u32);
+            freed(slot as u32);
+            count += 1;
+        } else {
+            earliest = earliest.min(full_at);
+        }
+    }
+    (count, earliest)
+}
+
+/// One limiter per key, each a fresh copy of a prototype on first use, in a salted hash
+/// table.
+///
+/// # Examples
+/// ```
+/// use sluicegate::keyed::Keyed;
+/// use sluicegate::limit::Gcra;
+/// use sluicegate::{Instant, Span};
+/// let mut per_ip: Keyed<u32, Gcra> = Keyed::new(Gcra::new(2, Span::from_secs(1), 2).unwrap(), 10_000, 0x5eed);
+/// let t = Instant::ZERO;
+/// assert!(per_ip.check(&1, t, 1).unwrap().is_allowed());
+/// assert!(per_ip.check(&1, t, 1).unwrap().is_allowed());
+/// assert!(!per_ip.check(&1, t, 1).unwrap().is_allowed());
+/// assert!(per_ip.check(&2, t, 1).unwrap().is_allowed()); // another key, its own bucket
+/// ```
+pub struct Keyed<K, L> {
+    map: HashMap<K, L, FixedState>,
+    prototype: L,
+    ceiling: Ceiling,
+}
+
+impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
+    /// A table of at most `max_keys` (at least 1) limiters, each starting as a copy of
+    /// `prototype` (which should be fresh), hashed with `salt` (choose it at random per
+    /// process so that keys colliding in one process do not collide in the next).
+    pub fn new(prototype: L, max_keys: usize, salt: u64) -> Self {
+        let ceiling = Ceiling::new(max_keys);
+        let mut map = HashMap::with_hasher(FixedState::with_seed(salt));
+        map.reserve(ceiling.max_keys.min(1 << 16));
+        Keyed { map, prototype, ceiling }
+    }
+
+    /// Check a request of `key`. A key with no entry is checked against a fresh limiter,
+    /// and stored only if the request changed it.
+    ///
+    /// # Errors
+    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
+    pub fn check<Q>(&mut self, key: &Q, now: Instant, cost: u32) -> Result<Decision, CostTooHigh>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some(limiter) = self.map.get_mut(key) {
+            let decision = limiter.check(now, cost);
+            // A check can bring an entry's idle time forward (a block shorter than its
+            // window); keep the ceiling's bound below every entry's.
+            self.ceiling.note(limiter.full_at());
+            return decision;
+        }
+        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
+        let Some(fresh) = fresh else { return Ok(decision) };
+        let map = &mut self.map;
+        if let Err(retry_after) = self.ceiling.room(map.len(), now, |now| sweep_map(map, now)) {
+            return Ok(Decision::Deny { retry_after });
+        }
+        self.ceiling.note(fresh.full_at());
+        self.map.insert(key.to_owned(), fresh);
+        Ok(decision)
+    }
+
+    /// What `check` would answer, changing nothing.
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn peek<Q>(&self, key: &Q, now: Instant, cost: u32) -> Result<Decision, CostTooHigh>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        match self.map.get(key) {
+            Some(limiter) => limiter.peek(now, cost),
+            None => self.prototype.peek(now, cost),
+        }
+    }
+
+    /// Drop every limiter that is back at full quota at `now`; returns how many were
+    /// dropped. O(entries): call it from a timer, or let a full table call it.
+    pub fn sweep(&mut self, now: Instant) -> usize {
+        let (dropped, earliest) = sweep_map(&mut self.map, now);
+        self.ceiling.next_sweep = earliest;
+        dropped
+    }
+
+    /// How many keys hold state.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key holds state.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The ceiling on keys.
+    pub fn max_keys(&self) -> usize {
+        self.ceiling.max_keys
+    }
+}
+
+/// Drop the limiters back at full quota at `now`: how many, and the earliest `full_at` of
+/// those left.
+fn sweep_map<K, L: Limiter>(map: &mut HashMap<K, L, FixedState>, now: Instant) -> (usize, Instant) {
+    let before = map.len();
+    let mut earliest = Instant::from_nanos(u64::MAX);
+    map.retain(|_, limiter| {
+        let full_at = limiter.full_at();
+        if full_at <= now {
+            false
+        } else {
+            earliest = earliest.min(full_at);
+            true
+        }
+    });
+    (before - map.len(), earliest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::limit::Gcra;
+    use crate::core::time::Span;
+
+    fn one_per_second() -> Gcra {
+        Gcra::new(1, Span::from_secs(1), 1).unwrap()
+    }
+
+    #[test]
+    fn a_full_table_refuses_new_keys_but_keeps_counting_old_ones() {
+        let mut table: Keyed<u32, Gcra> = Keyed::new(one_per_second(), 2, 7);
+        let t = Instant::from_secs(10);
+        assert!(table.check(&1, t, 1).unwrap().is_allowed());
+        assert!(table.check(&2, t, 1).unwrap().is_allowed());
+        let Decision::Deny { retry_after } = table.check(&3, t, 1).unwrap() else { panic!("table is full") };
+        assert_eq!(retry_after, Span::from_secs(1));
+        assert!(!table.check(&1, t, 1).unwrap().is_allowed());
+        assert_eq!(table.len(), 2);
+        // Once the old entries are back at full quota they are swept and room appears.
+        assert!(table.check(&3, t + Span::from_secs(1), 1).unwrap().is_allowed());
+        assert_eq!(table.len(), 1);
+    }
+
+    #[test]
+    fn a_request_that_leaves_no_trace_stores_nothing() {
+        let mut table: Keyed<u32, Gcra> = Keyed::new(one_per_second(), 10, 7);
+        assert!(table.check(&1, Instant::from_secs(1), 0).unwrap().is_allowed());
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn sweep_drops_only_idle_entries() {
+        let mut table: Keyed<u32, Gcra> = Keyed::new(Gcra::new(5, Span::from_secs(5), 5).unwrap(), 100, 7);
+        let t = Instant::from_secs(100);
+        table.check(&1, t, 1).unwrap();
+        table.check(&2, t, 5).unwrap();
+        assert_eq!(table.sweep(t + Span::from_secs(1)), 1);
+        assert_eq!(table.len(), 1);
+        assert!(!table.check(&2, t + Span::from_secs(1), 2).unwrap().is_allowed());
+    }
+}

@@ -1,0 +1,16 @@
+//! The edge's policy, pure (the Worker crate reads the clock and the network and calls
+//! these): the rules file ([`rules`], Cloudflare-rule shaped, with its tenants config and the
+//! egress providers), who is counted ([`identity`]), what is forwarded ([`forward`],
+//! [`headers`]), pre-read admission ([`admission`]), tenant quotas ([`tenants`]), the app's
+//! egress ([`egress`]) and what a log may show ([`redact`]).
+
+pub mod admission;
+pub mod egress;
+pub mod forward;
+pub mod headers;
+pub mod identity;
+pub mod json;
+pub mod redact;
+pub mod rules;
+pub mod scope;
+pub mod tenants;

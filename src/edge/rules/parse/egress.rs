@@ -1,0 +1,278 @@
+//! `"egress"`: the providers the app calls through the edge (see [`crate::edge::egress`]).
+
+use super::{
+    brief, budget_scope, description, flag, is_name, item_name, name_field, normalise_path, seconds, unique_id, whole,
+    Errors, DEFAULT_MAX_WAIT_S,
+};
+use crate::core::time::Span;
+use crate::edge::egress::{gate::MAX_MIRRORS, CacheRule, Egress, Mirror, Provider, Weigh};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde_json::Value;
+
+const FIELDS: &[&str] = &["prefix", "providers"];
+const PROVIDER_FIELDS: &[&str] = &[
+    "id",
+    "description",
+    "mirrors",
+    "max_in_flight",
+    "min_interval_ms",
+    "weight",
+    "weight_per_minute",
+    "max_wait",
+    "user_agent",
+    "cache",
+    "retry_after_failure_s",
+    "scope",
+    "lease",
+    "public",
+];
+const CACHE_FIELDS: &[&str] =
+    &["ttl_s", "stale_if_error", "refresh", "retry_after_failure_s", "max_entries", "max_entry_bytes"];
+/// The most providers a file may hold.
+pub const MAX_PROVIDERS: usize = 32;
+/// Where the egress routes are unless the file says otherwise.
+pub const DEFAULT_PREFIX: &str = "/egress/";
+const MAX_WAIT_S: u32 = 300;
+/// The longest a `User-Agent` may be.
+const MAX_USER_AGENT_BYTES: usize = 256;
+
+pub(super) fn egress(v: &Value, errors: &mut Errors) -> Option<Egress> {
+    errors.rule = Some("egress".into());
+    let out = section(v, errors);
+    errors.rule = None;
+    out
+}
+
+fn section(v: &Value, errors: &mut Errors) -> Option<Egress> {
+    let Some(obj) = v.as_object() else {
+        errors.push("", format!("must be an object with {}, got {v}", FIELDS.join(", ")));
+        return None;
+    };
+    for key in obj.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        errors.push(key, format!("unknown field; egress has {}", FIELDS.join(", ")));
+    }
+    let prefix = match obj.get("prefix") {
+        None => Some(DEFAULT_PREFIX.into()),
+        Some(v) => prefix(v, errors),
+    };
+    let Some(list) = obj.get("providers").and_then(Value::as_array) else {
+        errors.push("providers", "missing or not an array; e.g. [{\"id\": \"overpass\", \"mirrors\": [\"https://overpass-api.de/api/\"], \"max_in_flight\": 2}]");
+        return None;
+    };
+    if list.len() > MAX_PROVIDERS {
+        errors.push("providers", format!("{} providers; at most {MAX_PROVIDERS} are allowed", list.len()));
+        return None;
+    }
+    let before = errors.list.len();
+    let mut providers: Vec<Provider> = Vec::with_capacity(list.len());
+    let mut ids = Vec::with_capacity(list.len());
+    for (index, value) in list.iter().enumerate() {
+        let id = value.get("id").and_then(Value::as_str);
+        errors.rule = Some(format!("egress.{}", item_name("providers", index, id)));
+        if let Some(p) = provider(value, errors) {
+            providers.push(p);
+        }
+        if let Some(id) = id.filter(|id| is_name(id)) {
+            if id.eq_ignore_ascii_case("permit") {
+                errors.push("id", "\"permit\" is the name of the permit route; choose another");
+            }
+            if unique_id(id, ids.iter().copied(), "id", "provider", errors) {
+                ids.push(id);
+            }
+        }
+    }
+    (errors.list.len() == before).then_some(Egress { prefix: prefix?, providers })
+}
+
+/// A path prefix in normal form that starts and ends with `/` and is not `/` itself.
+fn prefix(v: &Value, errors: &mut Errors) -> Option<String> {
+    let Some(p) = v.as_str().filter(|p| p.len() > 2 && p.starts_with('/') && p.ends_with('/')) else {
+        errors.push("prefix", format!("must be a path that starts and ends with \"/\", like \"/egress/\", got {v}"));
+        return None;
+    };
+    match normalise_path(p) {
+        Ok(normal) if normal == p && p.len() <= 256 => Some(p.into()),
+        _ => {
+            errors.push(
+                "prefix",
+                format!("\"{}\" is not a plain path in normal form (no '//', '.', '..', escapes or ';')", brief(p)),
+            );
+            None
+        }
+    }
+}
+
+fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
+    let Some(obj) = value.as_object() else {
+        errors.push("", "must be an object");
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !PROVIDER_FIELDS.contains(&k.as_str())) {
+        errors.push(key, format!("unknown field; a provider has {}", PROVIDER_FIELDS.join(", ")));
+    }
+    let id = name_field(obj.get("id"), "provider", errors);
+    let description = description(obj.get("description"), errors);
+    let mirrors = mirrors(obj.get("mirrors"), errors);
+    let max_in_flight = match obj.get("max_in_flight") {
+        None => {
+            errors.push("max_in_flight", "missing; how many calls may be in flight at once at each mirror (1 or more)");
+            None
+        }
+        Some(v) => whole(v, 1u32, 10_000, "max_in_flight", "a whole number of calls per mirror", errors),
+    };
+    let min_interval = match obj.get("min_interval_ms") {
+        None => Some(Span::ZERO),
+        Some(v) => whole(v, 0u32, 3_600_000, "min_interval_ms", "a whole number of milliseconds", errors)
+            .map(|ms| Span::from_millis(ms.into())),
+    };
+    let weight = match obj.get("weight") {
+        None => None,
+        Some(Value::String(s)) if s == "open-meteo" => Some(Weigh::OpenMeteo),
+        Some(v) => {
+            errors.push(
+                "weight",
+                format!("must be \"open-meteo\" (the query's weight as Open-Meteo counts it), got {v}"),
+            );
+            None
+        }
+    };
+    let weight_per_minute = match obj.get("weight_per_minute") {
+        None => None,
+        Some(v) => whole(v, 1u32, 10_000_000, "weight_per_minute", "a whole number of weighted calls", errors),
+    };
+    if weight.is_some() && weight_per_minute.is_none() && !obj.contains_key("weight_per_minute") {
+        errors.push("weight_per_minute", "missing; a weighed provider needs the weighted calls allowed per minute");
+    }
+    let max_wait = seconds(obj.get("max_wait"), "max_wait", Some(DEFAULT_MAX_WAIT_S), MAX_WAIT_S, errors);
+    let user_agent = match obj.get("user_agent") {
+        None => None,
+        Some(Value::String(s))
+            if !s.trim().is_empty()
+                && s.len() <= MAX_USER_AGENT_BYTES
+                && s.bytes().all(|b| (b' '..=b'~').contains(&b)) =>
+        {
+            Some(s.clone())
+        }
+        Some(v) => {
+            errors.push(
+                "user_agent",
+                format!("must be printable ASCII of 1 to {MAX_USER_AGENT_BYTES} bytes, e.g. \"myapp/1.0 (ops@example.com)\", got {}", brief(&v.to_string())),
+            );
+            None
+        }
+    };
+    let cache = obj.get("cache").and_then(|v| cache(v, errors));
+    let retry_after_failure =
+        seconds(obj.get("retry_after_failure_s"), "retry_after_failure_s", Some(60), 86_400, errors);
+    let scope = budget_scope(obj.get("scope"), errors);
+    let lease = match obj.get("lease") {
+        None => Some(Span::from_secs(60)),
+        Some(v) => {
+            whole(v, 1, MAX_WAIT_S, "lease", "a whole number of seconds", errors).map(|s| Span::from_secs(s.into()))
+        }
+    };
+    let public = flag(obj.get("public"), "public", true, errors);
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(Provider {
+        id: id?,
+        description,
+        mirrors: mirrors?,
+        max_in_flight: max_in_flight?,
+        min_interval: min_interval?,
+        weight,
+        weight_per_minute,
+        max_wait: max_wait?,
+        user_agent,
+        cache,
+        retry_after_failure: retry_after_failure?,
+        scope: scope?,
+        lease: lease?,
+        public,
+    })
+}
+
+fn mirrors(v: Option<&Value>, errors: &mut Errors) -> Option<Vec<Mirror>> {
+    let list = match v {
+        Some(Value::String(one)) => alloc::vec![Value::String(one.clone())],
+        Some(Value::Array(list)) if (1..=MAX_MIRRORS).contains(&list.len()) => list.clone(),
+        other => {
+            errors.push(
+                "mirrors",
+                format!(
+                    "must be 1 to {MAX_MIRRORS} base URLs, tried in order, e.g. [\"https://overpass-api.de/api/\"], got {}",
+                    other.map_or_else(|| String::from("nothing"), |v| brief(&v.to_string()))
+                ),
+            );
+            return None;
+        }
+    };
+    let mut out: Vec<Mirror> = Vec::with_capacity(list.len());
+    for (i, v) in list.iter().enumerate() {
+        let field = format!("mirrors[{i}]");
+        match v.as_str().map(Mirror::parse) {
+            Some(Ok(m)) if out.contains(&m) => errors.push(&field, format!("{} is listed twice", m.url())),
+            Some(Ok(m)) => out.push(m),
+            Some(Err(why)) => errors.push(&field, why),
+            None => errors.push(&field, format!("must be a URL string, got {v}")),
+        }
+    }
+    (out.len() == list.len()).then_some(out)
+}
+
+fn cache(v: &Value, errors: &mut Errors) -> Option<CacheRule> {
+    let Some(obj) = v.as_object() else {
+        errors.push("cache", format!("must be an object with {}, got {v}", CACHE_FIELDS.join(", ")));
+        return None;
+    };
+    let before = errors.list.len();
+    for key in obj.keys().filter(|k| !CACHE_FIELDS.contains(&k.as_str())) {
+        errors.push(&format!("cache.{key}"), format!("unknown field; a cache has {}", CACHE_FIELDS.join(", ")));
+    }
+    let ttl = match obj.get("ttl_s") {
+        None => {
+            errors.push("cache.ttl_s", "missing; how many seconds an answer stays fresh");
+            None
+        }
+        Some(v) => whole(v, 1u32, 31 * 86_400, "cache.ttl_s", "a whole number of seconds", errors)
+            .map(|s| Span::from_secs(s.into())),
+    };
+    let stale_if_error = flag(obj.get("stale_if_error"), "cache.stale_if_error", false, errors);
+    let refresh_behind = match obj.get("refresh") {
+        None => false,
+        Some(Value::String(s)) if s == "ahead" => false,
+        Some(Value::String(s)) if s == "behind" => true,
+        Some(v) => {
+            errors.push(
+                "cache.refresh",
+                format!("must be \"ahead\" (the default: an expired answer is fetched before answering) or \"behind\" (served while it is refreshed), got {v}"),
+            );
+            false
+        }
+    };
+    let retry_after_failure =
+        seconds(obj.get("retry_after_failure_s"), "cache.retry_after_failure_s", Some(60), 86_400, errors);
+    let max_entries = match obj.get("max_entries") {
+        None => Some(1_000),
+        Some(v) => whole(v, 1u32, 100_000, "cache.max_entries", "a whole number of answers", errors),
+    };
+    let max_entry_bytes = match obj.get("max_entry_bytes") {
+        None => Some(32 * 1024 * 1024),
+        Some(v) => whole(v, 1u64, 100 * 1024 * 1024, "cache.max_entry_bytes", "a whole number of bytes", errors),
+    };
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(CacheRule {
+        ttl: ttl?,
+        stale_if_error,
+        refresh_behind,
+        retry_after_failure: retry_after_failure?,
+        max_entries: max_entries?,
+        max_entry_bytes: max_entry_bytes?,
+    })
+}

@@ -1,0 +1,993 @@
+use super::*;
+use crate::edge::identity::{client_identity, Sources};
+use alloc::string::ToString;
+use alloc::vec;
+
+const REFERENCE: &str = r#"{ "rules": [ {
+    "id": "api",
+    "description": "Bluebird API rate limit",
+    "match": { "path": { "starts_with": "/api/" } },
+    "characteristics": ["ip.src", "cf.colo.id"],
+    "period": 10, "requests_per_period": 20, "mitigation_timeout": 10
+} ] }"#;
+
+fn errors_of(json: &str) -> Vec<String> {
+    RuleSet::from_json(json).unwrap_err().iter().map(ToString::to_string).collect()
+}
+
+fn one_rule(fields: &str) -> String {
+    alloc::format!(r#"{{"rules":[{{"id":"api","match":{{}},"characteristics":["ip.src"],{fields}}}]}}"#)
+}
+
+fn facts<'a>(method: &'a str, path: &'a str, ip: &'a str, colo: &'a str) -> RequestFacts<'a> {
+    RequestFacts {
+        method,
+        host: "example.com",
+        path,
+        colo: Some(colo),
+        identity: client_identity(&Sources { cf_connecting_ip: Some(ip), ..Default::default() }),
+    }
+}
+
+#[test]
+fn the_reference_rule_parses_to_an_exact_count_then_block() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    let rule = &set.rules()[0];
+    assert_eq!(rule.algorithm, Algorithm::SlidingLog { requests_per_period: 20, period: Span::from_secs(10) });
+    assert_eq!(rule.mitigation_timeout, Span::from_secs(10));
+    assert_eq!(rule.policy_header(), "\"api\";q=20;w=10");
+    assert_eq!(rule.response.status, 429);
+}
+
+#[test]
+fn only_paths_under_the_prefix_match() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    for (path, want) in
+        [("/api/ping", true), ("/api/", true), ("/api", false), ("/apix", false), ("/", false), ("/static/x", false)]
+    {
+        let f = facts("GET", path, "198.51.100.7", "AMS");
+        assert_eq!(set.matching(&f).count() == 1, want, "{path}");
+    }
+}
+
+#[test]
+fn the_counting_key_separates_ip_and_colo_and_merges_an_ipv6_slash_64() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    let rule = &set.rules()[0];
+    let key = |ip, colo| rule.counting_key(&facts("GET", "/api/x", ip, colo), |_| None);
+    assert_eq!(key("198.51.100.7", "AMS"), "api|ip.src=198.51.100.7|cf.colo.id=AMS");
+    assert_ne!(key("198.51.100.7", "AMS"), key("198.51.100.7", "DFW"));
+    assert_ne!(key("198.51.100.7", "AMS"), key("198.51.100.8", "AMS"));
+    assert_eq!(key("2001:db8:1:2::1", "AMS"), key("2001:db8:1:2:ffff::9", "AMS"));
+}
+
+#[test]
+fn methods_hosts_and_exact_paths_narrow_a_match() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"analyze","match":{"path":{"equals":"/api/analyze"},"methods":["post"],"hosts":["Example.com"]},
+        "characteristics":["ip.src","http.request.headers[\"X-Api-Key\"]"],"algorithm":"token_bucket","rate":0.2,"burst":6}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    assert!(rule.matches(&facts("POST", "/api/analyze", "192.0.2.1", "AMS")));
+    assert!(!rule.matches(&facts("GET", "/api/analyze", "192.0.2.1", "AMS")));
+    assert!(!rule.matches(&facts("POST", "/api/analyze/x", "192.0.2.1", "AMS")));
+    assert_eq!(rule.algorithm, Algorithm::TokenBucket { interval: Span::from_secs(5), burst: 6 });
+    let key = rule.counting_key(&facts("POST", "/api/analyze", "192.0.2.1", "AMS"), |name| {
+        (name == "x-api-key").then(|| "k1".to_string())
+    });
+    assert_eq!(key, "analyze|ip.src=192.0.2.1|http.request.headers[\"x-api-key\"]=k1");
+    assert_eq!(rule.policy_header(), "\"analyze\";q=6;w=30");
+}
+
+#[test]
+fn an_unknown_characteristic_is_refused_by_name() {
+    let errs = errors_of(
+        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src","ip.geoip.country"],"period":10,"requests_per_period":20}]}"#,
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("rules[0] (\"api\")"), "{}", errs[0]);
+    assert!(errs[0].contains("characteristics"), "{}", errs[0]);
+    assert!(errs[0].contains("ip.geoip.country"), "{}", errs[0]);
+    assert!(errs[0].contains("cf.colo.id"), "lists what is allowed: {}", errs[0]);
+}
+
+#[test]
+fn a_zero_period_is_refused() {
+    let errs = errors_of(&one_rule(r#""period":0,"requests_per_period":20"#));
+    assert_eq!(
+        errs,
+        vec!["rule rules[0] (\"api\"): field \"period\": must be a whole number of seconds from 1 to 31622400, got 0"]
+    );
+}
+
+#[test]
+fn a_negative_threshold_is_refused() {
+    let errs = errors_of(&one_rule(r#""period":10,"requests_per_period":-5"#));
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].contains("field \"requests_per_period\"") && errs[0].contains("got -5"), "{}", errs[0]);
+}
+
+#[test]
+fn a_missing_field_is_refused_by_name() {
+    let errs = errors_of(&one_rule(r#""period":10"#));
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].contains("field \"requests_per_period\": missing"), "{}", errs[0]);
+    let errs = errors_of(r#"{"rules":[{"id":"api","match":{},"period":10,"requests_per_period":5}]}"#);
+    assert!(errs[0].contains("field \"characteristics\": missing"), "{}", errs[0]);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"api"}},"characteristics":[],"period":10,"requests_per_period":1,"mitigation_timout":10},
+                     {"id":"a","match":{},"characteristics":["ip.src"],"algorithm":"leaky","period":1}]}"#,
+    );
+    let text = errs.join("\n");
+    assert!(text.contains("rules[0] (\"a\"): field \"match.path.starts_with\""), "{text}");
+    assert!(text.contains("rules[0] (\"a\"): field \"characteristics\""), "{text}");
+    assert!(text.contains("rules[0] (\"a\"): field \"mitigation_timout\": unknown field"), "{text}");
+    assert!(text.contains("rules[1] (\"a\"): field \"algorithm\": unknown algorithm \"leaky\""), "{text}");
+}
+
+#[test]
+fn token_bucket_fields_do_not_mix_with_window_fields() {
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":1,"burst":5,"period":10"#));
+    assert!(errs[0].contains("field \"period\": is not used by \"token_bucket\""), "{errs:?}");
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":0,"burst":5"#));
+    assert!(errs[0].contains("field \"rate\""), "{errs:?}");
+}
+
+#[test]
+fn duplicate_ids_and_bad_files_are_refused() {
+    let dup = r#"{"rules":[{"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1},
+                           {"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#;
+    assert!(errors_of(dup)[0].contains("ids must be unique"));
+    assert!(errors_of("{")[0].starts_with("rules file: not valid JSON"));
+    assert!(errors_of("[]")[0].contains("\"rules\" array"));
+    assert!(errors_of(r#"{"rule":[]}"#).iter().any(|e| e.contains("field \"rules\": missing")));
+}
+
+#[test]
+fn a_configured_response_replaces_the_problem_body() {
+    let set = RuleSet::from_json(&one_rule(
+        r#""period":10,"requests_per_period":1,"response":{"status_code":503,"content_type":"application/json","content":"{\"busy\":true}"}"#,
+    ))
+    .unwrap();
+    let (status, ct, body) = set.rules()[0].refusal(Span::from_secs(3));
+    assert_eq!((status, ct.as_str(), body.as_str()), (503, "application/json", "{\"busy\":true}"));
+    let default = RuleSet::from_json(REFERENCE).unwrap();
+    let (status, ct, body) = default.rules()[0].refusal(Span::from_secs(10));
+    assert_eq!((status, ct.as_str()), (429, "application/problem+json"));
+    assert!(body.contains("\"rule\":\"api\""));
+}
+
+/// The request as the edge sees it: the path normalised first.
+fn normal_facts<'a>(path: &'a str, host: &'a str) -> RequestFacts<'a> {
+    RequestFacts { method: "GET", host, path, colo: Some("AMS"), identity: None }
+}
+
+#[test]
+fn encoded_and_re_cased_spellings_of_a_path_meet_the_rule() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    for spelling in
+        ["/%61pi/ping", "/ap%69/ping", "/api%2Fping", "/%2Fapi/ping", "/x/..%2fapi/ping", "/API/ping", "/Api/ping"]
+    {
+        let path = normalise_path(spelling).unwrap();
+        assert_eq!(set.matching(&normal_facts(&path, "example.com")).count(), 1, "{spelling}");
+    }
+    let path = normalise_path("/x/..%2fapix/ping").unwrap();
+    assert_eq!(set.matching(&normal_facts(&path, "example.com")).count(), 0);
+}
+
+#[test]
+fn case_sensitive_rules_tell_upper_from_lower_case() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"/api/"},"case_sensitive":true},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    assert!(set.rules()[0].matches(&normal_facts("/api/x", "h")));
+    assert!(!set.rules()[0].matches(&normal_facts("/API/x", "h")));
+    assert!(errors_of(
+        r#"{"rules":[{"id":"a","match":{"case_sensitive":"yes"},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+        .iter()
+        .any(|e| e.contains("field \"match.case_sensitive\": must be true or false")));
+}
+
+#[test]
+fn the_path_characteristic_counts_every_spelling_of_a_path_on_one_counter() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"p","match":{"path":{"starts_with":"/api/"}},"characteristics":["http.request.uri.path"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    let spellings = [
+        "/api/ping",
+        "/%61pi/ping",
+        "/ap%69/ping",
+        "/api%2Fping",
+        "/%2Fapi/ping",
+        "/x/..%2fapi/ping",
+        "/API/ping",
+        "/Api/PING",
+        "//api//ping",
+        "/api/./ping",
+        "/api/x/../ping",
+        "/api/ping/",
+        "/%41%50%49/ping",
+        "/api/%70ing",
+        "/./api/ping//",
+        "/api\\ping",
+    ];
+    let keys: Vec<String> = spellings
+        .iter()
+        .map(|s| rule.counting_key(&normal_facts(&normalise_path(s).unwrap(), "h"), |_| None))
+        .collect();
+    assert!(keys.iter().all(|k| k == "p|http.request.uri.path=/api/ping"), "{keys:?}");
+}
+
+#[test]
+fn a_non_ascii_rule_path_matches_the_percent_encoded_request() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"cafe","match":{"path":{"equals":"/café"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    assert_eq!(set.rules()[0].matcher.paths, vec![PathMatch::Equals("/caf%C3%A9".into())]);
+    for sent in ["/caf%C3%A9", "/caf%c3%a9", "/caf%C3%A9/", "/CAF%C3%A9"] {
+        assert!(set.rules()[0].matches(&normal_facts(&normalise_path(sent).unwrap(), "h")), "{sent}");
+    }
+    assert!(!set.rules()[0].matches(&normal_facts("/cafe", "h")));
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"/a%zz"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].contains("field \"match.path.starts_with\": cannot be normalised"), "{errs:?}");
+}
+
+#[test]
+fn an_exact_path_also_matches_it_with_a_trailing_slash() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"path":{"equals":"/api/analyze"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    assert!(rule.matches(&normal_facts("/api/analyze/", "h")));
+    assert!(!rule.matches(&normal_facts("/api/analyze/x", "h")));
+    assert!(!rule.matches(&normal_facts("/api/analyzex", "h")));
+}
+
+#[test]
+fn a_host_with_a_trailing_dot_is_the_host_without_it() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"a","match":{"hosts":["Example.com","api.example.org."]},"characteristics":["http.host"],"period":1,"requests_per_period":1}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    assert_eq!(rule.matcher.hosts, vec!["example.com", "api.example.org"]);
+    for host in ["example.com", "example.com.", "EXAMPLE.COM.", "api.example.org", "api.example.org."] {
+        assert!(rule.matches(&normal_facts("/", host)), "{host}");
+    }
+    assert!(!rule.matches(&normal_facts("/", "example.com..")));
+    assert_eq!(rule.counting_key(&normal_facts("/", "Example.COM."), |_| None), "a|http.host=example.com");
+    for bad in ["", ".", "a b", "http://x", "x:80", "x/y", "a..b"] {
+        let errs = errors_of(&alloc::format!(
+            r#"{{"rules":[{{"id":"a","match":{{"hosts":["{bad}"]}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}]}}"#
+        ));
+        assert!(errs[0].contains("field \"match.hosts\""), "{bad}: {errs:?}");
+    }
+}
+
+#[test]
+fn a_repeated_json_key_anywhere_is_refused_with_its_rule_and_field() {
+    let errs = errors_of(
+        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src"],"period":10,"requests_per_period":20}],"rules":[]}"#,
+    );
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0] == "rules file: field \"rules\": is given twice; a JSON object must not repeat a key", "{errs:?}");
+    let errs = errors_of(
+        "{\"rules\":[{\"id\":\"api\",\"match\":{},\"characteristics\":[\"ip.src\"],\n\"period\":10,\"period\":1,\"requests_per_period\":20}]}",
+    );
+    assert!(errs[0].starts_with("rule rules[0]: field \"period\": is given twice"), "{errs:?}");
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1},
+        {"id":"b","match":{"path":{"starts_with":"/a/","starts_with":"/b/"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].starts_with("rule rules[1]: field \"match.path.starts_with\": is given twice"), "{errs:?}");
+    // A syntax error after a repeated key is still reported as such.
+    assert!(errors_of(r#"{"rules":[],"rules":[],}"#)[0].starts_with("rules file: not valid JSON"));
+}
+
+#[test]
+fn a_content_type_that_is_not_a_media_type_is_refused() {
+    for ok in
+        ["application/json", "text/plain; charset=utf-8", "text/plain;charset=\"utf-8\"", "application/vnd.x+json"]
+    {
+        let rule = one_rule(&alloc::format!(
+            r#""period":1,"requests_per_period":1,"response":{{"content_type":{},"content":"x"}}"#,
+            serde_json::to_string(ok).unwrap()
+        ));
+        assert!(RuleSet::from_json(&rule).is_ok(), "{ok}");
+    }
+    for bad in [
+        "",
+        "json",
+        "text/plain\u{1}",
+        "text/pl ain",
+        "text/plain; charset",
+        "text/html\r\nx-evil: 1",
+        "a/b; c=\"\u{7f}\"",
+    ] {
+        let rule = one_rule(&alloc::format!(
+            r#""period":1,"requests_per_period":1,"response":{{"content_type":{},"content":"x"}}"#,
+            serde_json::to_string(bad).unwrap()
+        ));
+        let errs = errors_of(&rule);
+        assert!(errs[0].contains("field \"response.content_type\": must be a media type"), "{bad:?}: {errs:?}");
+    }
+}
+
+#[test]
+fn a_token_bucket_too_slow_to_count_is_refused() {
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":1e-10,"burst":5"#));
+    assert!(errs[0].contains("field \"rate\"") && errs[0].contains("one per 31622400 s"), "{errs:?}");
+    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":0.001,"burst":100000"#));
+    assert!(errs[0].contains("field \"burst\": burst / rate is 100000000 s"), "{errs:?}");
+    let slowest = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":3.2e-8,"burst":1"#)).unwrap();
+    assert_eq!(slowest.rules()[0].policy_header(), "\"api\";q=1;w=31250000");
+}
+
+/// Each problem's item and field, for asserting what is named rather than how it is worded.
+fn fields_of(json: &str) -> Vec<(Option<String>, String)> {
+    RuleSet::from_json(json).unwrap_err().into_iter().map(|e| (e.rule, e.field)).collect()
+}
+
+#[test]
+fn a_rule_rate_too_slow_to_represent_is_refused_naming_rate_not_made_unlimited() {
+    // 1e9 / 1e-12 = 1e21 ns, past u64: it once became a 1 ns interval (1e9 per second).
+    for rate in ["1e-12", "1e-20", "2.2250738585072014e-308", "5e-324"] {
+        let json = one_rule(&alloc::format!(r#""algorithm":"token_bucket","rate":{rate},"burst":1"#));
+        assert_eq!(fields_of(&json), [(Some("rules[0] (\"api\")".into()), "rate".into())], "{rate}");
+        let errs = errors_of(&json);
+        let got = serde_json::Value::from(rate.parse::<f64>().unwrap());
+        assert!(errs[0].contains(&alloc::format!("got {got}; a slower rate cannot be counted")), "{errs:?}");
+    }
+    for bucket in ["per_ip", "node"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"{bucket}":{{"rate":1e-12,"burst":1}}}}}}"#);
+        assert_eq!(fields_of(&json), [(None, alloc::format!("pre_read.{bucket}.rate"))]);
+    }
+    let tenants = r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant",
+        "limits":{"acme":{"rate":1e-12,"burst":1}},"default":{"rate":1e-12,"burst":1}}}"#;
+    let mut fields: Vec<String> = fields_of(tenants).into_iter().map(|(_, f)| f).collect();
+    fields.sort();
+    assert_eq!(fields, ["tenants.default.rate", "tenants.limits.acme.rate"]);
+}
+
+#[test]
+fn a_slow_token_bucket_still_refuses_what_is_over_its_burst() {
+    let set = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":1e-6,"burst":2"#)).unwrap();
+    let mut limiter = set.rules()[0].limiter();
+    let now = Instant::from_millis(1_790_000_000_000);
+    assert!(limiter.check(now, 1).unwrap().is_allowed());
+    assert!(limiter.check(now, 1).unwrap().is_allowed());
+    assert!(!limiter.check(now + Span::from_secs(3600), 1).unwrap().is_allowed());
+}
+
+#[test]
+fn more_rules_than_the_cap_are_refused() {
+    let rules = |n: usize| {
+        let list: Vec<String> = (0..n)
+            .map(|i| {
+                alloc::format!(
+                    r#"{{"id":"r{i}","match":{{}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}"#
+                )
+            })
+            .collect();
+        alloc::format!(r#"{{"rules":[{}]}}"#, list.join(","))
+    };
+    assert_eq!(RuleSet::from_json(&rules(MAX_RULES)).unwrap().rules().len(), MAX_RULES);
+    let errs = errors_of(&rules(MAX_RULES + 1));
+    assert_eq!(errs, vec![alloc::format!(
+        "rules file: field \"rules\": {} rules; at most {MAX_RULES} are allowed (each matching rule adds to the RateLimit headers)",
+        MAX_RULES + 1
+    )]);
+}
+
+const TRAFFIC: &str = r#"{
+  "rules": [
+    {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "cf.colo.id"],
+     "period": 10, "requests_per_period": 20, "mitigation_timeout": 10},
+    {"id": "analyze", "description": "analyses", "match": {"path": [{"equals": "/api/analyze"}, {"equals": "/api/analyze/stream"}], "methods": ["POST"]},
+     "characteristics": ["ip.src"], "algorithm": "token_bucket", "rate": 0.2, "burst": 6},
+    {"id": "by-key", "match": {}, "characteristics": ["http.request.headers[\"x-api-key\"]"], "period": 60, "requests_per_period": 100, "public": false}
+  ],
+  "upstreams": [
+    {"id": "overpass", "match": {"path": {"starts_with": "/api/destinations"}}, "max_in_flight": 2, "max_wait": 1.5},
+    {"id": "secret", "match": {"path": {"starts_with": "/internal/"}}, "max_in_flight": 1, "public": false}
+  ]
+}"#;
+
+#[test]
+fn a_path_list_matches_when_any_test_does() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let analyze = &set.rules()[1];
+    let post = |path| RequestFacts { method: "POST", ..normal_facts(path, "h") };
+    assert!(analyze.matches(&post("/api/analyze")));
+    assert!(analyze.matches(&post("/api/analyze/stream")));
+    assert!(!analyze.matches(&post("/api/analyze/other")));
+    assert!(!analyze.matches(&normal_facts("/api/analyze", "h")), "GET is not in the rule");
+    let errs = errors_of(
+        r#"{"rules":[{"id":"a","match":{"path":[]},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+    );
+    assert!(errs[0].contains("field \"match.path\": an empty list matches nothing"), "{errs:?}");
+}
+
+#[test]
+fn store_failure_defaults_to_open_for_ip_rules_and_closed_otherwise() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    assert_eq!(set.rules()[0].on_store_failure, StoreFailure::Open);
+    assert_eq!(set.rules()[2].on_store_failure, StoreFailure::Closed);
+    let closed =
+        RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"closed""#)).unwrap();
+    assert_eq!(closed.rules()[0].on_store_failure, StoreFailure::Closed);
+    let errs = errors_of(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"maybe""#));
+    assert!(errs[0].contains("field \"on_store_failure\": must be \"open\" or \"closed\""), "{errs:?}");
+}
+
+#[test]
+fn upstream_budgets_are_validated_naming_the_upstream_and_field() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let overpass = &set.upstreams()[0];
+    assert_eq!(
+        (overpass.max_in_flight, overpass.max_wait, overpass.scope),
+        (2, Span::from_millis(1_500), Scope::Isolate)
+    );
+    assert_eq!(set.upstreams()[1].max_wait, Span::from_secs(30), "max_wait defaults to 30 s");
+    let post = RequestFacts { method: "POST", ..normal_facts("/api/destinations", "h") };
+    assert_eq!(set.upstream_for(&post).map(|u| u.id.as_str()), Some("overpass"));
+    assert!(set.upstream_for(&normal_facts("/api/x", "h")).is_none());
+    let errs = errors_of(
+        r#"{"rules":[],"upstreams":[{"id":"u","match":{},"max_in_flight":0,"max_wait":-1,"scope":"moon","extra":1},{"match":{}}]}"#,
+    );
+    let text = errs.join("\n");
+    for want in [
+        "upstream upstreams[0] (\"u\"): field \"extra\": unknown field",
+        "upstream upstreams[0] (\"u\"): field \"max_in_flight\": must be a whole number of requests from 1",
+        "upstream upstreams[0] (\"u\"): field \"max_wait\": must be a number of seconds from 0 to 300",
+        "upstream upstreams[0] (\"u\"): field \"scope\": must be \"isolate\" (the default) or \"fleet\"",
+        "upstream upstreams[1]: field \"id\": missing",
+        "upstream upstreams[1]: field \"max_in_flight\": missing",
+    ] {
+        assert!(text.contains(want), "expected {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn the_capabilities_path_is_configurable_or_off() {
+    assert_eq!(RuleSet::from_json(REFERENCE).unwrap().capabilities_path(), Some("/api/capabilities"));
+    let moved = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/limits"}}"#).unwrap();
+    assert_eq!(moved.capabilities_path(), Some("/limits"));
+    assert_eq!(RuleSet::from_json(r#"{"rules":[],"capabilities":false}"#).unwrap().capabilities_path(), None);
+    assert!(errors_of(r#"{"rules":[],"capabilities":{"path":"limits"}}"#)[0].contains("field \"capabilities.path\""));
+}
+
+#[test]
+fn the_capabilities_answer_lists_every_public_rule_and_budget() {
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_str(&set.capabilities_json(|id| if id == "api" { 3 } else { 0 })).unwrap();
+    let ids = |key: &str| -> Vec<&str> {
+        answer[key].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect()
+    };
+    assert_eq!(ids("rules"), vec!["api", "analyze"], "by-key is not public");
+    assert_eq!(ids("upstreams"), vec!["overpass"], "secret is not public");
+    let api = &answer["rules"][0];
+    assert_eq!(api["algorithm"], "sliding_log");
+    assert_eq!(
+        (api["limit"].as_u64(), api["period_s"].as_u64(), api["block_s"].as_u64()),
+        (Some(20), Some(10), Some(10))
+    );
+    assert_eq!(api["counted_by"], serde_json::json!(["ip.src", "cf.colo.id"]));
+    assert_eq!(api["matches"]["paths"], serde_json::json!([{"starts_with": "/api/"}]));
+    assert_eq!(api["on_store_failure"], "open");
+    let analyze = &answer["rules"][1];
+    assert_eq!((analyze["rate_per_s"].as_f64(), analyze["burst"].as_u64()), (Some(0.2), Some(6)));
+    assert_eq!(analyze["description"], "analyses");
+    assert_eq!(analyze["matches"]["methods"], serde_json::json!(["POST"]));
+    assert_eq!(answer["upstreams"][0]["max_wait_s"].as_f64(), Some(1.5));
+    assert_eq!(answer["upstreams"][0]["scope"], "isolate");
+    assert_eq!(answer["degraded"], serde_json::json!([{"rule": "api", "fail_open_decisions": 3}]));
+}
+
+#[test]
+fn body_bytes_per_source_have_a_ceiling_unless_the_file_turns_it_off() {
+    let default = Some(crate::edge::rules::DEFAULT_SOURCE_BYTES_PER_SECOND);
+    assert_eq!(default, Some(100_000_000));
+    let caps = |set: &RuleSet| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&set.capabilities_json(|_| 0)).unwrap()["pre_read"].clone()
+    };
+    // No pre_read at all, or one that leaves the ceiling out: the default is in force.
+    for json in
+        [REFERENCE, r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3}}}"#, r#"{"rules":[],"pre_read":{}}"#]
+    {
+        let set = RuleSet::from_json(json).unwrap();
+        assert_eq!(set.pre_read().source_bytes_per_second, default, "{json}");
+        assert!(!set.pre_read().is_empty());
+        assert_eq!(caps(&set)["source_bytes_per_second"], 100_000_000, "{json}");
+    }
+    assert_eq!(
+        caps(&RuleSet::from_json(REFERENCE).unwrap()),
+        serde_json::json!({"source_bytes_per_second": 100_000_000})
+    );
+    // Named sources share the default ceiling.
+    let named = RuleSet::from_json(r#"{"rules":[],"pre_read":{"sources":[{"id":"hooks","match":{}}]}}"#).unwrap();
+    assert_eq!(named.pre_read().source_bytes_per_second, default);
+    assert_eq!(named.pre_read().sources.len(), 1);
+    // null turns it off, and the answer says so.
+    let off = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":null}}"#).unwrap();
+    assert_eq!(off.pre_read().source_bytes_per_second, None);
+    assert!(off.pre_read().is_empty());
+    assert_eq!(caps(&off), serde_json::json!({"source_bytes_per_second": null}));
+    let set = RuleSet::from_json(r#"{"rules":[],"pre_read":{"source_bytes_per_second":5000}}"#).unwrap();
+    assert_eq!(set.pre_read().source_bytes_per_second, Some(5_000));
+    for bad in ["0", "-1", "1.5", "\"100\"", "false", "1099511627777"] {
+        let json = alloc::format!(r#"{{"rules":[],"pre_read":{{"source_bytes_per_second":{bad}}}}}"#);
+        let errs = errors_of(&json);
+        assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+        assert!(
+            errs[0].starts_with(
+                "rules file: field \"pre_read.source_bytes_per_second\": must be a whole number of bytes per second \
+                 from 1 to 1099511627776, or null to count no body bytes, got "
+            ),
+            "{errs:?}"
+        );
+    }
+}
+
+#[test]
+fn trusted_proxies_are_ranges_checked_one_by_one() {
+    let set =
+        RuleSet::from_json(r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","2001:db8::/32","192.0.2.7"]}"#).unwrap();
+    let shown: Vec<_> = set.trusted_proxies().ranges().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7/32"]);
+    assert!(set.trusted_proxies().contains("::ffff:10.1.2.3".parse().unwrap()));
+    assert!(RuleSet::from_json(REFERENCE).unwrap().trusted_proxies().is_empty());
+    assert!(RuleSet::from_json(r#"{"rules":[],"trusted_proxies":[]}"#).unwrap().trusted_proxies().is_empty());
+    let errs = errors_of(
+        r#"{"rules":[],"trusted_proxies":["10.0.0.0/8","10.1.2.3/8","10.0.0.0/33","0.0.0.0/0","bogus",7,
+            "2001:db8::1/32","::ffff:10.0.0.0/104","[::1]:443","2001:db8::/129"]}"#,
+    );
+    assert_eq!(
+        errs,
+        [
+            "rules file: field \"trusted_proxies[1]\": \"10.1.2.3/8\" has bits set past its prefix length; write \"10.0.0.0/8\"",
+            "rules file: field \"trusted_proxies[2]\": \"10.0.0.0/33\" has a prefix length that is not a whole number \
+             from 1 to 32 (this address's bits)",
+            "rules file: field \"trusted_proxies[3]\": \"0.0.0.0/0\" is a /0 range: it would trust every address, so any \
+             client could name its own identity in X-Forwarded-For",
+            "rules file: field \"trusted_proxies[4]\": \"bogus\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[5]\": must be a string such as \"10.0.0.0/8\", got 7",
+            "rules file: field \"trusted_proxies[6]\": \"2001:db8::1/32\" has bits set past its prefix length; write \
+             \"2001:db8::/32\"",
+            "rules file: field \"trusted_proxies[7]\": \"::ffff:10.0.0.0/104\" is an IPv4-mapped IPv6 range; write the \
+             IPv4 range \"10.0.0.0/8\" (it covers both forms)",
+            "rules file: field \"trusted_proxies[8]\": \"[::1]:443\" is not an IP address or a CIDR range such as \
+             \"10.0.0.0/8\" or \"2001:db8::/32\" (no port, no brackets, no spaces)",
+            "rules file: field \"trusted_proxies[9]\": \"2001:db8::/129\" has a prefix length that is not a whole number \
+             from 1 to 128 (this address's bits)",
+        ]
+    );
+    assert_eq!(
+        errors_of(r#"{"rules":[],"trusted_proxies":"10.0.0.0/8"}"#),
+        ["rules file: field \"trusted_proxies\": must be an array of addresses or CIDR ranges, e.g. [\"10.0.0.0/8\"], \
+          got \"10.0.0.0/8\""]
+    );
+    let many = alloc::format!(r#"{{"rules":[],"trusted_proxies":[{}]}}"#, vec!["\"10.0.0.1\""; 257].join(","));
+    assert_eq!(errors_of(&many), ["rules file: field \"trusted_proxies\": 257 ranges; at most 256 are allowed"]);
+}
+
+#[test]
+fn pre_read_checks_are_validated_and_name_their_field() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":2,"burst":3},"node":{"rate":100,"burst":200},
+            "source_bytes_per_second":1000000,"sources":[{"id":"hooks","match":{"path":{"starts_with":"/hooks/"}}}]}}"#,
+    )
+    .unwrap();
+    let pre = set.pre_read();
+    assert_eq!(pre.per_ip, Some(crate::core::limit::Gcra::with_interval(3, Span::from_millis(500))));
+    assert_eq!(pre.source_bytes_per_second, Some(1_000_000));
+    assert_eq!(pre.source_of(&normal_facts("/hooks/github", "in.example")), "hooks");
+    assert_eq!(pre.source_of(&normal_facts("/other", "In.example.")), "In.example", "else the host");
+    let answer: serde_json::Value = serde_json::from_str(&set.capabilities_json(|_| 0)).unwrap();
+    assert_eq!(
+        answer["pre_read"],
+        serde_json::json!({"per_ip": {"rate_per_s": 2.0, "burst": 3}, "node": {"rate_per_s": 100.0, "burst": 200}, "source_bytes_per_second": 1000000})
+    );
+    let errs = errors_of(
+        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1,
+            "source_bytes_per_second":null}}"#,
+    )
+    .join("\n");
+    for want in [
+        "rules file: field \"pre_read.per_ip.rate\": must be a number of requests per second",
+        "rules file: field \"pre_read.node\": must be {\"rate\": per second, \"burst\": n}",
+        "rules file: field \"pre_read.sources\": names sources for source_bytes_per_second, which is null (not counted)",
+        "rules file: field \"pre_read.extra\": unknown field",
+    ] {
+        assert!(errs.contains(want), "expected {want:?} in:\n{errs}");
+    }
+    let errs = errors_of(
+        r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[{"id":"a","match":{"path":{"starts_with":"x"}}}]}}"#,
+    );
+    assert!(errs[0].starts_with("pre_read.sources[0]: field \"match.path.starts_with\""), "{errs:?}");
+}
+
+#[test]
+fn tenants_are_validated_naming_the_field() {
+    use crate::edge::tenants::{Identify, TenantScope};
+    let hash = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+    let set = RuleSet::from_json(&alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{"path":{{"starts_with":"/hooks/"}}}},"key_header":"X-Api-Key",
+            "keys":{{"{hash}":"acme"}},"limits":{{"acme":{{"rate":0.5,"burst":2}}}},"max_body_bytes":1000,"scope":"fleet"}}}}"#
+    ))
+    .unwrap();
+    let t = set.tenants().unwrap();
+    assert_eq!(t.identify, Identify::Key("x-api-key".into()));
+    assert_eq!(t.tenant_of_hash(&hash.to_ascii_lowercase()), Some("acme"));
+    assert_eq!((t.limits["acme"].burst, t.default.is_none(), t.scope), (2, true, TenantScope::Fleet));
+    let errs = errors_of(
+        r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant","limits":{"a":{"rate":1,"burst":1,"max_body_bytes":5000}},"max_body_bytes":1000}}"#,
+    );
+    assert!(errs[0].contains("field \"tenants.limits.a.max_body_bytes\": 5000 is above the instance's"), "{errs:?}");
+    let errs = errors_of(r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant"}}"#);
+    assert!(errs[0].contains("field \"tenants.default\": missing: with tenant_header"), "{errs:?}");
+    let errs =
+        errors_of(r#"{"rules":[],"tenants":{"match":{},"key_header":"k","tenant_header":"t","keys":{"nothex":"a"}}}"#);
+    let text = errs.join("\n");
+    assert!(text.contains("needs exactly one of key_header"), "{text}");
+    assert!(text.contains("field \"tenants.keys\""), "{text}");
+}
+
+#[test]
+fn the_headers_a_rules_file_reads_are_its_header_characteristics_and_its_tenant_header() {
+    let set = RuleSet::from_json(
+        r#"{"rules":[
+            {"id":"a","match":{},"characteristics":["ip.src","http.request.headers[\"Authorization\"]"],"period":10,"requests_per_period":5},
+            {"id":"b","match":{},"characteristics":["http.request.headers[\"x-api-key\"]","http.request.headers[\"authorization\"]"],"period":10,"requests_per_period":5}],
+          "tenants":{"match":{},"tenant_header":"X-Tenant","default":{"rate":1,"burst":1}}}"#,
+    )
+    .unwrap();
+    assert_eq!(set.headers_read(), ["authorization", "x-api-key", "x-tenant"]);
+    let none = RuleSet::from_json(&one_rule(r#""period":10,"requests_per_period":5"#)).unwrap();
+    assert!(none.headers_read().is_empty());
+}
+
+#[test]
+fn a_header_value_in_a_counting_key_is_logged_as_its_keyed_hash_never_as_sent() {
+    use crate::edge::redact::KeyedHash;
+    let set = RuleSet::from_json(
+        r#"{"rules":[{"id":"per-token","match":{},"period":10,"requests_per_period":5,
+        "characteristics":["ip.src","http.request.headers[\"authorization\"]","cf.colo.id"]}]}"#,
+    )
+    .unwrap();
+    let rule = &set.rules()[0];
+    let hash = KeyedHash::from_secret(b"a log key of thirty-two characters");
+    let request = facts("GET", "/api/x", "198.51.100.7", "AMS");
+    let token = |value: &'static str| move |name: &str| (name == "authorization").then(|| value.to_string());
+    let keys = rule.counting_key_and_log(&request, token("Bearer s3cret-token"), &hash);
+    assert_eq!(keys.key, rule.counting_key(&request, token("Bearer s3cret-token")), "one key, counted as before");
+    assert_eq!(
+        keys.key,
+        "per-token|ip.src=198.51.100.7|http.request.headers[\"authorization\"]=Bearer s3cret-token|cf.colo.id=AMS"
+    );
+    assert!(!keys.logged.contains("s3cret"), "{}", keys.logged);
+    let tag = hash.tag("Bearer s3cret-token");
+    assert_eq!(
+        keys.logged,
+        alloc::format!("per-token|ip.src=198.51.100.7|http.request.headers[\"authorization\"]={tag}|cf.colo.id=AMS")
+    );
+    assert_eq!(rule.counting_key_and_log(&request, token("Bearer s3cret-token"), &hash).logged, keys.logged);
+    assert_ne!(rule.counting_key_and_log(&request, token("Bearer other-token"), &hash).logged, keys.logged);
+    let absent = rule.counting_key_and_log(&request, |_| None, &hash);
+    assert_eq!(absent.logged, absent.key, "nothing read from a header: nothing to hide");
+    assert!(absent.logged.contains("authorization\"]=unknown|"));
+}
+
+/// traffic.json's geocode rule and nominatim budget (GET only), a GET-only pre_read source
+/// and a GET-only tenants section.
+const GET_ONLY: &str = r#"{
+  "rules": [
+    {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "http.request.method"],
+     "period": 10, "requests_per_period": 20},
+    {"id": "geocode", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "characteristics": ["ip.src"],
+     "algorithm": "token_bucket", "rate": 0.5, "burst": 10},
+    {"id": "head-only", "match": {"path": {"equals": "/api/probe"}, "methods": ["HEAD"]}, "characteristics": ["ip.src"],
+     "period": 10, "requests_per_period": 1}
+  ],
+  "upstreams": [{"id": "nominatim", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]}, "max_in_flight": 1}],
+  "pre_read": {"source_bytes_per_second": 1000, "sources": [{"id": "reads", "match": {"methods": ["GET"]}}]},
+  "tenants": {"match": {"path": {"starts_with": "/api/"}, "methods": ["GET"]}, "tenant_header": "x-tenant",
+              "default": {"rate": 1, "burst": 1}}
+}"#;
+
+#[test]
+fn a_head_request_meets_a_get_only_rule() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    for method in ["HEAD", "head", "GET"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        let ids: Vec<&str> = set.matching(&f).map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["api", "geocode"], "{method}");
+        assert_eq!(set.upstream_for(&f).map(|u| u.id.as_str()), Some("nominatim"), "{method}");
+        assert_eq!(set.pre_read().source_of(&f), "reads", "{method}");
+        assert!(set.tenants().unwrap().matcher.matches(&f), "{method}");
+    }
+    for method in ["POST", "OPTIONS"] {
+        let f = facts(method, "/api/geocode", "192.0.2.1", "AMS");
+        assert_eq!(set.matching(&f).map(|r| r.id.as_str()).collect::<Vec<_>>(), ["api"], "{method}");
+        assert!(set.upstream_for(&f).is_none(), "{method}");
+    }
+}
+
+#[test]
+fn a_get_does_not_meet_a_head_only_rule_but_a_head_does() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let ids = |method| {
+        let f = facts(method, "/api/probe", "192.0.2.1", "AMS");
+        set.matching(&f).map(|r| r.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("HEAD"), ["api", "head-only"]);
+    assert_eq!(ids("GET"), ["api"]);
+}
+
+#[test]
+fn the_method_characteristic_counts_a_head_on_the_get_counter() {
+    let set = RuleSet::from_json(GET_ONLY).unwrap();
+    let api = set.get("api").unwrap();
+    let key = |method| api.counting_key(&facts(method, "/api/geocode", "192.0.2.1", "AMS"), |_| None);
+    assert_eq!(key("HEAD"), "api|ip.src=192.0.2.1|http.request.method=GET");
+    assert_eq!(key("head"), key("GET"));
+    assert_eq!(key("get"), key("GET"));
+    assert_ne!(key("POST"), key("GET"));
+}
+
+const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+fn key_tenants(keys: &str) -> String {
+    alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{"path":{{"starts_with":"/hooks/"}}}},"key_header":"x-api-key","keys":{{{keys}}}}}}}"#
+    )
+}
+
+#[test]
+fn two_tenant_key_hashes_differing_only_in_case_are_refused_naming_both() {
+    let upper = HASH.to_ascii_uppercase();
+    let json = key_tenants(&alloc::format!(r#""{HASH}":"acme","{upper}":"beta""#));
+    assert_eq!(fields_of(&json), [(None, "tenants.keys".into())]);
+    let errs = errors_of(&json);
+    assert!(errs[0].contains(&alloc::format!("\"{upper}\" → \"beta\" and \"{HASH}\" → \"acme\"")), "{errs:?}");
+    assert!(errs[0].contains("one hash in other case"), "{errs:?}");
+    // The same tenant twice is still one key given twice.
+    let json = key_tenants(&alloc::format!(r#""{HASH}":"acme","{upper}":"acme""#));
+    assert_eq!(fields_of(&json), [(None, "tenants.keys".into())]);
+    // One spelling alone, in either case, is the lower-case hash.
+    let set = RuleSet::from_json(&key_tenants(&alloc::format!(r#""{upper}":"acme""#))).unwrap();
+    assert_eq!(set.tenants().unwrap().tenant_of_hash(HASH), Some("acme"));
+}
+
+#[test]
+fn an_unnormalised_capabilities_path_is_refused_naming_the_form_to_write() {
+    for (given, normal) in [
+        ("/api//caps", "/api/caps"),
+        ("/api/./caps", "/api/caps"),
+        ("/%61pi/caps", "/api/caps"),
+        ("/api/x/../caps", "/api/caps"),
+        ("/api;v=1/caps", "/api/caps"),
+        ("/api/caps?x=1", "/api/caps"),
+        ("/api/caps#top", "/api/caps"),
+        ("/api/caf\u{e9}", "/api/caf%C3%A9"),
+    ] {
+        let json = alloc::format!(r#"{{"rules":[],"capabilities":{{"path":"{given}"}}}}"#);
+        assert_eq!(fields_of(&json), [(None, "capabilities.path".into())], "{given}");
+        let errs = errors_of(&json);
+        assert!(errs[0].contains(&alloc::format!("write \"{normal}\"")), "{given}: {errs:?}");
+    }
+    assert_eq!(fields_of(r#"{"rules":[],"capabilities":{"path":"/a/%zz"}}"#), [(None, "capabilities.path".into())]);
+    let normal = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/api/caps/"}}"#).unwrap();
+    assert_eq!(normal.capabilities_path(), Some("/api/caps/"));
+}
+
+#[test]
+fn the_capabilities_answer_is_asked_for_by_any_spelling_of_its_path() {
+    let set = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/api/caps"}}"#).unwrap();
+    for asked in ["/api/caps", "/API/Caps", "/api/caps/", "/api//caps", "/%61pi/caps", "/api;x/caps", "/x/../api/caps"]
+    {
+        assert!(set.is_capabilities_path(asked), "{asked}");
+    }
+    for other in ["/api/caps//x", "/api/capsx", "/api", "/api/caps/x", "/api/%zz"] {
+        assert!(!set.is_capabilities_path(other), "{other}");
+    }
+    let slash = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/caps/"}}"#).unwrap();
+    assert!(slash.is_capabilities_path("/caps") && slash.is_capabilities_path("/caps/"));
+    let off = RuleSet::from_json(r#"{"rules":[],"capabilities":false}"#).unwrap();
+    assert!(!off.is_capabilities_path(DEFAULT_CAPABILITIES_PATH));
+    assert!(RuleSet::from_json(REFERENCE).unwrap().is_capabilities_path("/api/capabilities/"));
+}
+
+#[test]
+fn a_lease_on_an_isolate_scoped_upstream_is_refused() {
+    let upstream = |extra: &str| {
+        alloc::format!(r#"{{"rules":[],"upstreams":[{{"id":"u","match":{{}},"max_in_flight":1{extra}}}]}}"#)
+    };
+    for extra in [r#","lease":10"#, r#","lease":10,"scope":"isolate""#] {
+        assert_eq!(fields_of(&upstream(extra)), [(Some("upstreams[0] (\"u\")".into()), "lease".into())], "{extra}");
+        assert!(errors_of(&upstream(extra))[0].contains("lease is only used with scope \"fleet\""));
+    }
+    let fleet = RuleSet::from_json(&upstream(r#","lease":10,"scope":"fleet""#)).unwrap();
+    assert_eq!(fleet.upstreams()[0].lease, Span::from_secs(10));
+    assert!(RuleSet::from_json(&upstream("")).is_ok(), "no lease, isolate scope");
+}
+
+#[test]
+fn ids_differing_only_in_ascii_case_are_refused_for_rules_upstreams_and_sources() {
+    let rule = |id: &str| {
+        alloc::format!(
+            r#"{{"id":"{id}","match":{{}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}"#
+        )
+    };
+    let json = alloc::format!(r#"{{"rules":[{},{}]}}"#, rule("api"), rule("API"));
+    assert_eq!(fields_of(&json), [(Some("rules[1] (\"API\")".into()), "id".into())]);
+    assert!(errors_of(&json)[0].contains("\"API\" is an earlier rule's id, \"api\", in other case"));
+    let json = alloc::format!(r#"{{"rules":[{},{}]}}"#, rule("api"), rule("api"));
+    assert_eq!(fields_of(&json), [(Some("rules[1] (\"api\")".into()), "id".into())]);
+
+    let json = r#"{"rules":[],"upstreams":[{"id":"Overpass","match":{},"max_in_flight":1},
+        {"id":"overpass","match":{},"max_in_flight":1}]}"#;
+    assert_eq!(fields_of(json), [(Some("upstreams[1] (\"overpass\")".into()), "id".into())]);
+
+    let json = r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[
+        {"id":"hooks","match":{}},{"id":"Hooks","match":{}}]}}"#;
+    assert_eq!(fields_of(json), [(None, "pre_read.sources[1].id".into())]);
+    assert!(errors_of(json)[0].contains("\"Hooks\" is an earlier source's id, \"hooks\""));
+}
+
+#[test]
+fn a_refusal_body_longer_than_cloudflare_allows_is_refused_naming_response_content() {
+    let body = |n: usize| {
+        one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,"response":{{"content":"{}"}}"#, "x".repeat(n)))
+    };
+    let set = RuleSet::from_json(&body(MAX_RESPONSE_BYTES)).unwrap();
+    assert_eq!(set.rules()[0].response.body.as_ref().map(|(_, b)| b.len()), Some(MAX_RESPONSE_BYTES));
+    assert_eq!(
+        fields_of(&body(MAX_RESPONSE_BYTES + 1)),
+        [(Some("rules[0] (\"api\")".into()), "response.content".into())]
+    );
+    let five_mb = errors_of(&body(5_000_000));
+    assert!(five_mb[0].contains("is 5000000 bytes long; at most 30000 are allowed"), "{:?}", &five_mb[0][..200]);
+    assert!(five_mb[0].len() < 200, "the message does not repeat the body");
+}
+
+#[test]
+fn every_other_string_of_a_rules_file_has_a_bound_named_by_its_field() {
+    let long = |n: usize| "a".repeat(n);
+    let rule_with = |fields: &str| one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,{fields}"#));
+    let in_rule = |field: &str| [(Some(String::from("rules[0] (\"api\")")), String::from(field))];
+    let cases = [
+        (rule_with(&alloc::format!(r#""description":"{}""#, long(MAX_DESCRIPTION_BYTES + 1))), "description"),
+        (
+            rule_with(&alloc::format!(
+                r#""response":{{"content":"x","content_type":"text/{}"}}"#,
+                long(MAX_HEADER_BYTES)
+            )),
+            "response.content_type",
+        ),
+        (
+            alloc::format!(
+                r#"{{"rules":[{{"id":"api","match":{{"path":{{"starts_with":"/{}"}}}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}]}}"#,
+                long(MAX_PATH_BYTES)
+            ),
+            "match.path.starts_with",
+        ),
+        (
+            alloc::format!(
+                r#"{{"rules":[{{"id":"api","match":{{}},"characteristics":["http.request.headers[\"{}\"]"],"period":1,"requests_per_period":1}}]}}"#,
+                long(MAX_HEADER_BYTES + 1)
+            ),
+            "characteristics",
+        ),
+    ];
+    for (json, field) in &cases {
+        assert_eq!(fields_of(json), in_rule(field), "{field}");
+    }
+    // At the bound, each is accepted.
+    assert!(
+        RuleSet::from_json(&rule_with(&alloc::format!(r#""description":"{}""#, long(MAX_DESCRIPTION_BYTES)))).is_ok()
+    );
+    let upstream = alloc::format!(
+        r#"{{"rules":[],"upstreams":[{{"id":"u","description":"{}","match":{{}},"max_in_flight":1}}]}}"#,
+        long(MAX_DESCRIPTION_BYTES + 1)
+    );
+    assert_eq!(fields_of(&upstream), [(Some("upstreams[0] (\"u\")".into()), "description".into())]);
+    let caps = alloc::format!(r#"{{"rules":[],"capabilities":{{"path":"/{}"}}}}"#, long(MAX_PATH_BYTES));
+    assert_eq!(fields_of(&caps), [(None, "capabilities.path".into())]);
+    let header =
+        alloc::format!(r#"{{"rules":[],"tenants":{{"match":{{}},"key_header":"{}"}}}}"#, long(MAX_HEADER_BYTES + 1));
+    assert_eq!(fields_of(&header), [(None, "tenants.key_header".into())]);
+    let tenant = long(crate::edge::tenants::MAX_TENANT_BYTES + 1);
+    let limits = alloc::format!(
+        r#"{{"rules":[],"tenants":{{"match":{{}},"tenant_header":"t","default":{{"rate":1,"burst":1}},"limits":{{"{tenant}":{{"rate":1,"burst":1}}}}}}}}"#
+    );
+    assert_eq!(fields_of(&limits), [(None, "tenants.limits".into())]);
+    assert_eq!(fields_of(&key_tenants(&alloc::format!(r#""{HASH}":"{tenant}""#))), [(None, "tenants.keys".into())]);
+}
+
+fn egress_file(providers: &str) -> String {
+    alloc::format!(r#"{{"rules":[],"egress":{{"providers":[{providers}]}}}}"#)
+}
+
+#[test]
+fn an_egress_section_reads_every_provider_field_with_the_seed_defaults() {
+    let set = RuleSet::from_json(&egress_file(
+        r#"{"id":"overpass","mirrors":["https://overpass-api.de/api/","https://overpass.kumi.systems/api"],"max_in_flight":2},
+           {"id":"weather","mirrors":"https://api.open-meteo.com/v1/","max_in_flight":4,"weight":"open-meteo",
+            "weight_per_minute":550,"cache":{"ttl_s":900},"scope":"fleet","lease":90},
+           {"id":"nominatim","mirrors":["https://nominatim.openstreetmap.org/"],"max_in_flight":1,
+            "min_interval_ms":3500,"user_agent":"app/1.0 (ops@example.com)","max_wait":10},
+           {"id":"wildfires","mirrors":["https://services3.arcgis.com/x/"],"max_in_flight":1,
+            "cache":{"ttl_s":600,"refresh":"behind","retry_after_failure_s":60}}"#,
+    ))
+    .unwrap();
+    let egress = set.egress().unwrap();
+    assert_eq!(egress.prefix, "/egress/");
+    let [overpass, weather, nominatim, wildfires] = &egress.providers[..] else { panic!("four providers") };
+    assert_eq!(overpass.mirrors[1].url(), "https://overpass.kumi.systems/api/");
+    assert_eq!(overpass.max_wait, Span::from_secs(30), "UPSTREAM_BUDGET_WAIT_S");
+    assert_eq!((overpass.min_interval, overpass.weight, overpass.cache), (Span::ZERO, None, None));
+    assert_eq!(overpass.retry_after_failure, Span::from_secs(60));
+    assert_eq!((weather.weight, weather.weight_per_minute), (Some(crate::edge::egress::Weigh::OpenMeteo), Some(550)));
+    assert_eq!((weather.scope, weather.lease), (Scope::Fleet, Span::from_secs(90)));
+    let cache = weather.cache.unwrap();
+    assert_eq!((cache.ttl, cache.refresh_behind, cache.stale_if_error), (Span::from_secs(900), false, false));
+    assert_eq!(nominatim.min_interval, Span::from_millis(3_500));
+    assert_eq!(nominatim.user_agent.as_deref(), Some("app/1.0 (ops@example.com)"));
+    assert_eq!(nominatim.max_wait, Span::from_secs(10));
+    assert!(wildfires.cache.unwrap().refresh_behind);
+    let caps = set.capabilities_json(|_| 0);
+    assert!(caps.contains(r#""id":"weather""#) && caps.contains(r#""weight_per_minute":550"#), "{caps}");
+    assert!(!caps.contains("open-meteo.com"), "mirror addresses are not published: {caps}");
+}
+
+#[test]
+fn egress_problems_name_the_provider_and_the_field() {
+    let cases: &[(&str, &str)] = &[
+        (r#"{"id":"a","max_in_flight":1}"#, "\"mirrors\""),
+        (r#"{"id":"a","mirrors":["ftp://x.example/"],"max_in_flight":1}"#, "mirrors[0]"),
+        (r#"{"id":"a","mirrors":["https://u@x.example/"],"max_in_flight":1}"#, "user name"),
+        (r#"{"id":"a","mirrors":["https://x.example/","https://X.example"],"max_in_flight":1}"#, "listed twice"),
+        (r#"{"id":"a","mirrors":["https://x.example/"]}"#, "\"max_in_flight\""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"open-meteo"}"#, "weight_per_minute"),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"bytes","weight_per_minute":5}"#,
+            "\"weight\"",
+        ),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"max_wait":301}"#, "\"max_wait\""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"user_agent":"bad\nua"}"#, "user_agent"),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{}}"#, "cache.ttl_s"),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{"ttl_s":1,"refresh":"now"}}"#,
+            "cache.refresh",
+        ),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"colour":1}"#, "\"colour\""),
+        (r#"{"id":"permit","mirrors":["https://x.example/"],"max_in_flight":1}"#, "permit route"),
+    ];
+    for (provider, expected) in cases {
+        let errors = errors_of(&egress_file(provider)).join("\n");
+        assert!(errors.contains("egress.providers[0]"), "{provider}: {errors}");
+        assert!(errors.contains(expected), "{provider}: expected {expected} in {errors}");
+    }
+    let twice = errors_of(&egress_file(
+        r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1},{"id":"A","mirrors":["https://y.example/"],"max_in_flight":1}"#,
+    ));
+    assert!(twice.join("\n").contains("ignoring ASCII case"), "{twice:?}");
+    let prefix = errors_of(r#"{"rules":[],"egress":{"prefix":"/a/../b/","providers":[]}}"#);
+    assert!(prefix.join("\n").contains("\"prefix\""), "{prefix:?}");
+}
