@@ -2,10 +2,12 @@
 //! from [`super::findings`].
 
 use super::config::{Config, Policy};
-use super::engine::{simulate, ClientStats, Outcome, PolicyStats, Sample, Traffic};
+use super::engine::simulate;
 use super::findings::{self, mitigation_timeout_s, top_policy, Kinds};
 pub use super::findings::{Finding, Severity};
 use super::py::{round, PyValue};
+use super::stats::{ClientStats, Outcome, PolicyStats, Sample};
+use super::traffic::Traffic;
 use super::SimError;
 
 /// One client's row.

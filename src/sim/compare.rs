@@ -7,10 +7,10 @@
 
 use super::analyse::{ClientRow, Report};
 use super::config::{Config, KeyBy, Retry};
-use super::engine::{Event, Observer};
 use super::findings::{Finding, Severity};
 use super::py::{format_g, PyValue};
 use super::size::grouped;
+use super::stats::{Event, Observer};
 use super::timeline::Timeline;
 use super::{report, simulate_generated, simulate_trace_within, Ceiling, SimError};
 use core::fmt::Write;

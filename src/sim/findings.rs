@@ -8,9 +8,9 @@
 
 use super::config::secs;
 use super::config::{Algorithm, Config, KeyBy, Policy};
-use super::engine::{ClientStats, Outcome, Peak, PolicyStats};
 use super::py::PyValue;
 use super::py::{format_f, format_g};
+use super::stats::{ClientStats, Outcome, Peak, PolicyStats};
 use super::SimError;
 use std::cell::OnceCell;
 use std::collections::HashMap;

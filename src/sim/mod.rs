@@ -42,30 +42,34 @@ mod decisions;
 mod engine;
 mod findings;
 mod limiters;
+mod names;
 pub mod py;
+mod queue;
 mod random;
 mod reorder;
 mod report;
 mod selftest;
 mod size;
+mod stats;
 mod timeline;
 mod trace;
+mod traffic;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
 pub use decisions::{decisions, Decided};
-pub use engine::{
-    generate, simulate, simulate_generated, simulate_observed, ClientStats, Engine, Event, Feed, Names, Observer,
-    Outcome, Peak, PolicyStats, Request, Sample, Traffic,
-};
+pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};
+pub use names::Names;
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
 pub use size::{estimate_requests, DEFAULT_MAX_REQUESTS};
+pub use stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample};
 pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, TraceReader};
+pub use traffic::{generate, Request, Traffic};
 
 use core::fmt;
 use std::io::Read;
@@ -189,7 +193,7 @@ fn read_batches<R: Read>(
     mut take: impl FnMut(Batch) -> bool,
 ) -> Result<bool, SimError> {
     let (mut clients, mut endpoints) = (Names::default(), Names::default());
-    let mut pairs = engine::Pairs::default();
+    let mut pairs = names::Pairs::default();
     let mut reorder = reorder::Reorder::new(window);
     let mut batch = Batch::default();
     // how many names have been handed on (in this batch or an earlier one)
@@ -224,7 +228,7 @@ fn read_batches<R: Read>(
 }
 
 /// Numbers the pairs of the batch's rows from `start` on (the replay then need not).
-fn number_pairs(pairs: &mut engine::Pairs, batch: &mut Batch, start: usize) {
+fn number_pairs(pairs: &mut names::Pairs, batch: &mut Batch, start: usize) {
     let rows = &batch.rows[start..];
     batch.pairs.extend(rows.iter().map(|r| pairs.number(r.client, r.endpoint).0));
 }
@@ -251,7 +255,7 @@ fn sort_instants(clients: &Names, endpoints: &Names, mut rows: &mut [Request]) {
         let n = rows.iter().position(|r| r.t != t).unwrap_or(rows.len());
         let (instant, rest) = rows.split_at_mut(n);
         if n > 1 {
-            engine::sort_instant(clients, endpoints, instant);
+            traffic::sort_instant(clients, endpoints, instant);
         }
         rows = rest;
     }

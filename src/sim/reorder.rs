@@ -13,7 +13,8 @@
 //! Memory: every row held lies within one and a half windows of the newest row read, so what
 //! is held is bounded by the rows of that much trace time, however long the trace.
 
-use super::engine::{time_key, Request};
+use super::queue::time_key;
+use super::traffic::Request;
 use std::collections::VecDeque;
 
 /// The reorder window used when none is given, in seconds of trace time: a few times the

@@ -2,8 +2,8 @@
 //! reference prints them.
 
 use super::analyse::{ClientRow, Finding, PolicyRow, Report};
-use super::engine::Sample;
 use super::py::{float_repr, format_f, format_g, PyValue};
+use super::stats::Sample;
 use super::SimError;
 use core::fmt::Write;
 

@@ -1,8 +1,8 @@
 //! Per-second counts of admitted and rejected attempts per client: the data behind the
 //! playground's chart (a retry herd shows as a spike of admissions at a window reset).
 
-use super::engine::{Event, Observer};
 use super::py::float_repr;
+use super::stats::{Event, Observer};
 use core::fmt::Write;
 
 /// One client's row of the timeline.

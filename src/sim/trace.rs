@@ -2,8 +2,9 @@
 //! Python's `csv.DictReader` reads it (quoted fields, `""` escapes, blank lines skipped,
 //! `\n`, `\r\n` or `\r` line ends, missing cells `None`, a repeated column's last cell wins).
 
-use super::engine::{Names, Request, Traffic};
+use super::names::Names;
 use super::py;
+use super::traffic::{Request, Traffic};
 use super::SimError;
 
 /// Splits text into lines the way a file opened with `newline=""` yields them.

@@ -1,0 +1,151 @@
+//! What a replay counts: per client, per policy, the busiest second and the first refusal,
+//! and the observer that sees each decided attempt.
+
+use super::py::PyValue;
+use super::SimError;
+
+/// What happened to one client's requests.
+#[derive(Clone, Debug, Default)]
+pub struct ClientStats {
+    /// Logical requests (first attempts).
+    pub logical: u64,
+    /// Attempts, retries included.
+    pub attempts: u64,
+    /// Attempts admitted.
+    pub allowed: u64,
+    /// Attempts rejected.
+    pub rejected: u64,
+    /// Logical requests given up on.
+    pub failed: u64,
+    /// Logical requests admitted only on a retry.
+    pub delayed: u64,
+    /// The longest Retry-After it was given.
+    pub max_retry_after: f64,
+    /// Rejections per policy name (the first rejecting policy), in first-seen order.
+    pub blocked_by: Vec<(String, u64)>,
+    /// `blocked_by` while replaying: numbers of distinct policy names.
+    pub(super) blocked: Vec<(u32, u64)>,
+    /// When it was first rejected.
+    pub first_reject: Option<f64>,
+    /// The order of its first admission among all clients (for "first maximum" ties).
+    pub first_admit: Option<u64>,
+    /// Attempts held back by a client-side pacer (`smartflow` policies).
+    pub paced: u64,
+    /// Their total wait, seconds.
+    pub pace_total: f64,
+    /// The longest, seconds.
+    pub pace_max: f64,
+    /// The pacer that imposed the longest wait.
+    pub pace_policy: Option<String>,
+    /// Whether any pacer applies to it.
+    pub pacer_applies: bool,
+}
+
+/// What one policy did.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyStats {
+    /// Attempts it applied to (for a pacer: reservations made).
+    pub checks: u64,
+    /// Attempts it rejected.
+    pub rejects: u64,
+    /// The most attempts one key had admitted in any rolling window of the policy's length.
+    pub observed_max: u64,
+    /// Clients it rejected at least once, in the order first seen.
+    pub by_client: Vec<String>,
+    /// For a pacer: attempts it delayed.
+    pub delayed: u64,
+    /// For a count-then-block policy: blocks started.
+    pub blocks: u64,
+    /// Blocks started per client, in first-seen order.
+    pub blocked_clients: Vec<(String, u64)>,
+}
+
+/// The first rejection, for the sample 429.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// When (rounded to 3 decimals).
+    pub t: f64,
+    /// Who.
+    pub client: String,
+    /// Where.
+    pub endpoint: String,
+    /// The first rejecting policy.
+    pub policy: String,
+    /// Whole seconds to wait, at least 1.
+    pub retry_after: i128,
+    /// The policy's quota as configured.
+    pub quota: PyValue,
+    /// The policy's window.
+    pub window_s: f64,
+}
+
+/// The admitted attempts of the busiest second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// The second (`trunc(t)`), the first one on a tie.
+    pub second: i128,
+    /// Attempts admitted in it.
+    pub admitted: u64,
+    /// Of which retries.
+    pub retries: u64,
+}
+
+/// The raw outcome of a replay.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Logical requests replayed.
+    pub requests: u64,
+    /// Per client, in first-seen order.
+    pub clients: Vec<(String, ClientStats)>,
+    /// Per policy, in config order.
+    pub policies: Vec<PolicyStats>,
+    /// Attempts admitted.
+    pub admitted: u64,
+    /// The busiest second, if anything was admitted.
+    pub peak: Option<Peak>,
+    /// The first rejection.
+    pub sample: Option<Sample>,
+}
+
+/// One decided attempt, as handed to an observer.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a> {
+    /// When it was sent (after any pacing).
+    pub t: f64,
+    /// The client's index in [`Outcome::clients`].
+    pub client: usize,
+    /// The client's name.
+    pub name: &'a str,
+    /// The endpoint.
+    pub endpoint: &'a str,
+    /// Its cost.
+    pub cost: f64,
+    /// 0 for the first attempt, then 1, 2 ... for retries.
+    pub attempt: u32,
+    /// Whether every policy admitted it.
+    pub admitted: bool,
+}
+
+/// Something that watches every decided attempt, in time order (the timeline; tests).
+pub trait Observer {
+    /// One attempt was decided.
+    fn attempt(&mut self, event: &Event<'_>);
+    /// The replay starts over (a trace turned out not to be in time order and is replayed
+    /// sorted): forget what was seen.
+    fn restart(&mut self) {}
+}
+
+/// A request fed out of the replay's order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Feed {
+    /// The request sorts before the previous one: the traffic must be sorted first.
+    OutOfOrder,
+    /// The replay cannot go on.
+    Error(SimError),
+}
+
+impl From<SimError> for Feed {
+    fn from(e: SimError) -> Self {
+        Feed::Error(e)
+    }
+}
