@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]`):
+// `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]`,
+// `npx sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]`):
 // the native command line's `sim`, with the simulator in wasm. Same arguments (parsed as
 // the reference's argparse parser reads them), same output, same exit status: 0 no high
 // findings, 1 high findings, 2 bad input. `check-rules` needs the native command line.
@@ -8,10 +9,11 @@
 // configuration's directory) in its place before simulating.
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
+import { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]
+       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
        sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
@@ -22,6 +24,12 @@ const USAGE = `usage: sluicegate check-rules FILE
                      50,000,000): a config estimated past it is refused (exit 2) before it
                      runs, naming the client and the estimate. Not applied to a trace
     --json           the result as JSON instead of the Markdown report
+    --compare AFTER  replay the same traffic (the same seed and duration_s, or the same
+                     --trace) through CONFIG (before) and AFTER (the proposed policies): per
+                     client 429s, delays and failures before -> after, the peak, the findings
+                     resolved and new, and a verdict judged on AFTER (ship / ship with changes
+                     / do not ship); the exit status is AFTER's
+    --review         with --compare: the filled rate-limit review (Markdown) to hand back
     --self-test      run the simulator's self-test
   replay             send a trace (t,ip.src[,cf.colo.id][,endpoint]) to the edge worker at its times
                      and compare every answer with the simulator's; exits 0 (all agree outside
@@ -31,7 +39,8 @@ const USAGE = `usage: sluicegate check-rules FILE
     --tolerance-ms N requests within N ms (real time) of a window or block boundary are
                      timing-limited, reported apart (default 5)`;
 
-const SIM_USAGE = "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]";
+const SIM_USAGE = `usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]
+       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]`;
 
 const NATIVE_ONLY = `sluicegate check-rules: needs the native command line, which this package does not include.
 Build it from the sluicegate repository with Rust:
@@ -43,8 +52,8 @@ class UsageError extends Error {}
 
 /** `sim`'s options, read the way argparse reads them (long options may be abbreviated, `--trace=CSV` works, `--` ends the options). */
 function simArgs(args) {
-  const LONG = ["--help", "--trace", "--max-requests", "--json", "--self-test"];
-  const parsed = { config: null, trace: null, maxRequests: undefined, json: false, selfTest: false, help: false };
+  const LONG = ["--help", "--trace", "--max-requests", "--json", "--self-test", "--compare", "--review"];
+  const parsed = { config: null, trace: null, maxRequests: undefined, json: false, selfTest: false, help: false, compare: null, review: false };
   const positional = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
@@ -68,15 +77,16 @@ function simArgs(args) {
     if (matches.length === 0) throw new UsageError(`unrecognized arguments: ${arg}`);
     if (matches.length > 1) throw new UsageError(`ambiguous option: ${name}`);
     const option = matches[0];
-    if (option === "--trace") {
+    if (option === "--trace" || option === "--compare") {
+      const key = option.slice(2);
       if (value !== null) {
-        parsed.trace = value;
+        parsed[key] = value;
       } else {
         const next = args[i + 1];
         if (next === undefined || (next.startsWith("-") && next.length !== 1)) {
-          throw new UsageError("argument --trace: expected one argument");
+          throw new UsageError(`argument ${option}: expected one argument${option === "--compare" ? " (the after config)" : ""}`);
         }
-        parsed.trace = next;
+        parsed[key] = next;
         i++;
       }
     } else if (option === "--max-requests") {
@@ -93,12 +103,21 @@ function simArgs(args) {
       parsed.json = true;
     } else if (option === "--self-test") {
       parsed.selfTest = true;
+    } else if (option === "--review") {
+      parsed.review = true;
     } else {
       parsed.help = true;
     }
   }
   if (positional.length > 1) throw new UsageError(`unrecognized arguments: ${positional.slice(1).join(" ")}`);
   parsed.config = positional[0] ?? null;
+  if (parsed.review && parsed.compare === null) {
+    throw new UsageError("argument --review: needs --compare AFTER (the review compares two configs)");
+  }
+  if (parsed.review && parsed.json) {
+    throw new UsageError("argument --review: not allowed with --json (the JSON comparison carries the same figures)");
+  }
+  if (parsed.compare !== null && parsed.selfTest) throw new UsageError("argument --compare: not allowed with --self-test");
   return parsed;
 }
 
@@ -175,6 +194,7 @@ function sim(args) {
     process.stderr.write(`${SIM_USAGE}\n`);
     return 2;
   }
+  if (parsed.compare !== null) return compare(parsed);
   try {
     const config = withEdgeRules(readText(parsed.config), parsed.config);
     let trace;
@@ -186,15 +206,54 @@ function sim(args) {
     try {
       run = runSimulation(config, trace, { traceName: parsed.trace ?? undefined, maxRequests: parsed.maxRequests });
     } catch (error) {
-      // the ceiling's flag here, as the native command line names it
-      if (error instanceof SimulationError && error.message.endsWith("(raise it with the maxRequests option)")) {
-        throw new SimulationError(error.message.replace(/the maxRequests option\)$/, "--max-requests N)"), error.exitCode);
-      }
-      throw error;
+      throw nativeCeiling(error);
     }
     if (!parsed.json && run.markdownError !== null) throw run.markdownError;
     process.stdout.write(parsed.json ? run.reportJson : run.markdown);
     return run.exitCode;
+  } catch (error) {
+    if (!(error instanceof SimulationError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return error.exitCode;
+  }
+}
+
+/** The ceiling's flag in a refusal, as the native command line names it. */
+function nativeCeiling(error) {
+  if (error instanceof SimulationError && error.message.endsWith("(raise it with the maxRequests option)")) {
+    return new SimulationError(error.message.replace(/the maxRequests option\)$/, "--max-requests N)"), error.exitCode);
+  }
+  return error;
+}
+
+/** `sim BEFORE --compare AFTER`: the comparison, the review or the JSON; AFTER's exit status. */
+function compare(parsed) {
+  try {
+    const before = readText(parsed.config);
+    const after = readText(parsed.compare);
+    // a side's edge_rules problem names the side, as the native command line does
+    const inline = (text, file) => {
+      try {
+        return withEdgeRules(text, file);
+      } catch (error) {
+        throw error instanceof SimulationError ? new SimulationError(`${file}: ${error.message}`, error.exitCode) : error;
+      }
+    };
+    const configs = [inline(before, parsed.config), inline(after, parsed.compare)];
+    const trace = parsed.trace === null ? undefined : readText(parsed.trace);
+    let out;
+    try {
+      out = compareSimulations(configs[0], configs[1], trace, {
+        traceName: parsed.trace ?? undefined,
+        maxRequests: parsed.maxRequests,
+        beforeName: parsed.config,
+        afterName: parsed.compare,
+      });
+    } catch (error) {
+      throw nativeCeiling(error);
+    }
+    process.stdout.write(parsed.json ? out.comparisonJson : parsed.review ? out.review : out.markdown);
+    return out.exitCode;
   } catch (error) {
     if (!(error instanceof SimulationError)) throw error;
     process.stderr.write(`error: ${error.message}\n`);

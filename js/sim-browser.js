@@ -5,4 +5,4 @@ import { guardInit } from "./init.js";
 
 export * from "../pkg-sim/sluicegate.js";
 export default guardInit(wasmInit, "sluicegate/sim");
-export { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
+export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";

@@ -7,4 +7,4 @@ initSync({ module: readFileSync(new URL("../pkg-sim/sluicegate_bg.wasm", import.
 
 export * from "../pkg-sim/sluicegate.js";
 export { default } from "../pkg-sim/sluicegate.js";
-export { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
+export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";

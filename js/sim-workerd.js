@@ -7,4 +7,4 @@ initSync({ module: wasm });
 
 export * from "../pkg-sim/sluicegate.js";
 export { default } from "../pkg-sim/sluicegate.js";
-export { SimulationError, checkConfig, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
+export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";

@@ -301,6 +301,75 @@ export declare function runSimulation(
   options?: SimulationOptions,
 ): SimulationRun;
 
+/** A finding of a comparison's side. */
+export interface SimComparisonFinding {
+  severity: "high" | "medium" | "low" | "info";
+  code: string;
+  message: string;
+}
+
+/** One client's figures on one side of a comparison. */
+export interface SimComparisonSide {
+  requests: number;
+  /** Refused attempts (429s). */
+  rejected: number;
+  /** Requests admitted only after retrying. */
+  delayed: number;
+  failed: number;
+  /** The longest Retry-After it was given, seconds. */
+  max_wait_s: number;
+}
+
+/** `sluicegate sim BEFORE --compare AFTER --json`. */
+export interface SimComparison {
+  /** Judged on the after run: any high finding → do not ship; any medium → ship with changes. */
+  verdict: "ship" | "ship with changes" | "do not ship";
+  exit_code: 0 | 1;
+  traffic:
+    | { source: "generated"; seed: SimJsonValue; seed_text: string; duration_s: number; changed_clients: string[] }
+    | { source: "trace"; name: string; rows: number; span_s: number };
+  capacity_rps: { before: number | null; after: number | null };
+  peak: { before: { admitted_rps: number; second: number }; after: { admitted_rps: number; second: number } };
+  /** The before run's clients (most requests first), then those only the after run saw; `null` on the side that lacks it. */
+  clients: { client: string; kind: SimJsonValue; before: SimComparisonSide | null; after: SimComparisonSide | null }[];
+  findings: { before: SimComparisonFinding[]; after: SimComparisonFinding[]; resolved: string[]; new: string[] };
+  before: SimReport;
+  after: SimReport;
+}
+
+/** Two configurations on the same traffic. */
+export interface SimulationComparison {
+  before: SimulationRun;
+  after: SimulationRun;
+  comparison: SimComparison;
+  /** The comparison as the command line prints it with `--json`. */
+  comparisonJson: string;
+  /** The filled rate-limit review (Markdown), as `--compare AFTER --review` prints it. */
+  review: string;
+  /** The short comparison (Markdown), as `--compare AFTER` prints it. */
+  markdown: string;
+  /** 1 when the after run has high findings, else 0. */
+  exitCode: 0 | 1;
+}
+
+/**
+ * Compare `before` (today's policies) and `after` (the proposed ones) on the same traffic:
+ * each one's own clients with one seed and `duration_s` (they must agree), or `trace`.
+ * Throws a `SimulationError` (exit status 2) naming the side, or the mismatch.
+ */
+export declare function compareSimulations(
+  before: SimConfig | string,
+  after: SimConfig | string,
+  trace?: string | null,
+  options?: SimulationComparisonOptions,
+): SimulationComparison;
+
+export interface SimulationComparisonOptions extends SimulationOptions {
+  /** What errors and the review call each side (a file name); default `the before config`, `the after config`. */
+  beforeName?: string;
+  afterName?: string;
+}
+
 /** Check `config` without simulating: throws the `SimulationError` `simulate` would throw for it before reading any traffic. */
 export declare function checkConfig(config: SimConfig | string): void;
 

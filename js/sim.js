@@ -4,7 +4,7 @@
 //
 // No node:fs here: reading files (a config path, a trace, an `edge_rules` path) is the
 // command line's job (js/cli.mjs), so this runs unchanged in browsers and Workers.
-import { simCheckConfig, simRun, simSelfTest } from "../pkg-sim/sluicegate.js";
+import { simCheckConfig, simCompare, simRun, simSelfTest } from "../pkg-sim/sluicegate.js";
 
 /** Why a simulation gave no result: the simulator's message and its exit status. */
 export class SimulationError extends Error {
@@ -124,7 +124,19 @@ export function simulate(config, trace = undefined, options = undefined) {
  * the exit status (1 when there are high findings, else 0).
  */
 export function runSimulation(config, trace = undefined, options = undefined) {
-  const run = runText(config, trace, options);
+  return parseRun(runText(config, trace, options));
+}
+
+/** options.beforeName / options.afterName: what errors and the review call a side. */
+function sideName(options, key) {
+  const name = options?.[key];
+  if (name === undefined || name === null) return undefined;
+  if (typeof name !== "string" || !name) throw new TypeError(`options.${key} must be a non-empty string, got ${describe(name)}`);
+  return name;
+}
+
+/** A run's text as runSimulation returns it, parsed. */
+function parseRun(run) {
   return {
     report: parseJson(run.report),
     reportJson: run.report,
@@ -132,6 +144,40 @@ export function runSimulation(config, trace = undefined, options = undefined) {
     markdownError: run.markdownError === null ? null : simulationError(run.markdownError),
     timeline: parseJson(run.timeline),
     exitCode: run.exitCode,
+  };
+}
+
+/**
+ * Compare two configurations (objects or JSON texts: `before`, today's policies, and `after`,
+ * the proposed ones) on the same traffic: each one's own clients with one seed and duration
+ * (they must agree), or `trace` (CSV text). Returns both runs as runSimulation gives them,
+ * the comparison (`sluicegate sim BEFORE --compare AFTER --json`, parsed), the filled
+ * rate-limit review (`--review`, Markdown), the short comparison, and the exit status judged
+ * on the after run. Throws a SimulationError naming the side (`the after config: …`) or the
+ * mismatch.
+ */
+export function compareSimulations(before, after, trace = undefined, options = undefined) {
+  const beforeText = configText(before);
+  const afterText = configText(after);
+  const csv = traceText(trace);
+  const name = traceName(options);
+  const max = maxRequests(options);
+  const beforeName = sideName(options, "beforeName");
+  const afterName = sideName(options, "afterName");
+  let out;
+  try {
+    out = simCompare(beforeText, afterText, csv, name, max, beforeName, afterName);
+  } catch (error) {
+    throw simulationError(error);
+  }
+  return {
+    before: parseRun(out.before),
+    after: parseRun(out.after),
+    comparison: parseJson(out.comparison),
+    comparisonJson: out.comparison,
+    review: out.review,
+    markdown: out.markdown,
+    exitCode: out.exitCode,
   };
 }
 

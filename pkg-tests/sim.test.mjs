@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { packageWorker } from "./support/workerd.mjs";
-import { SimulationError, checkConfig, runSimulation, selfTest, simulate } from "sluicegate/sim";
+import { SimulationError, checkConfig, compareSimulations, runSimulation, selfTest, simulate } from "sluicegate/sim";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const fixtures = join(root, "tests/fixtures/sim");
@@ -226,7 +226,9 @@ test("the command line: bad input exits 2 with error: on stderr; usage errors as
   assert.equal(unknown.code, 2);
   assert.equal(
     unknown.stderr,
-    "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]\nsluicegate sim: error: unrecognized arguments: --verbose\n",
+    "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]\n" +
+      "       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]\n" +
+      "sluicegate sim: error: unrecognized arguments: --verbose\n",
   );
   const help = await sluicegate(["sim", "-h"]);
   assert.equal(help.code, 0);
@@ -407,4 +409,84 @@ test("npx sluicegate sim refuses a config too big to finish as the native comman
   const bad = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "lots"]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /argument --max-requests: expected a whole number, 1 or more, got "lots"/);
+});
+
+test("compareSimulations: the seed's example pair on the same traffic, the review the command line prints, the verdict judged on the after run", () => {
+  const out = compareSimulations(example("orders-api"), example("orders-api-tuned"), undefined, {
+    beforeName: "examples/orders-api.json",
+    afterName: "examples/orders-api-tuned.json",
+  });
+  assert.equal(out.review, golden("compare-orders-api.review", "md"));
+  assert.equal(out.markdown, golden("compare-orders-api", "md"));
+  assert.equal(out.comparisonJson, golden("compare-orders-api", "json"));
+  assert.equal(out.exitCode, 0);
+  assert.equal(out.comparison.verdict, "ship with changes");
+  const mobile = out.comparison.clients.find((c) => c.client === "mobile-app");
+  assert.deepEqual([mobile.before.delayed, mobile.before.requests, mobile.after.delayed], [1042, 1839, 0]);
+  assert.deepEqual([out.comparison.peak.before.admitted_rps, out.comparison.peak.after.admitted_rps], [313, 27]);
+  // each side is what runSimulation gives for its config alone
+  assert.equal(out.before.reportJson, golden("orders-api", "json"));
+  assert.equal(out.after.reportJson, golden("orders-api-tuned", "json"));
+  assert.equal(out.before.timeline.seconds, runSimulation(example("orders-api")).timeline.seconds);
+  // without names, the sides are called before and after
+  const plain = compareSimulations(example("orders-api"), example("orders-api-tuned"));
+  assert.match(plain.review, /^From the after config:$/m);
+});
+
+test("compareSimulations on a trace, and bad pairs refused naming the side", () => {
+  const trace = read(join(fixtures, "compare/access.csv"));
+  const out = compareSimulations(read(join(fixtures, "compare/before.json")), read(join(fixtures, "compare/after.json")), trace, {
+    traceName: "tests/fixtures/sim/compare/access.csv",
+    beforeName: "tests/fixtures/sim/compare/before.json",
+    afterName: "tests/fixtures/sim/compare/after.json",
+  });
+  assert.equal(out.review, golden("compare-trace.review", "md"));
+  assert.equal(out.exitCode, 1);
+  assert.equal(out.comparison.verdict, "do not ship");
+  assert.deepEqual(out.comparison.traffic, { source: "trace", name: "tests/fixtures/sim/compare/access.csv", rows: 1431, span_s: out.comparison.traffic.span_s });
+  const tuned = JSON.parse(example("orders-api-tuned"));
+  assertSimulationError(
+    () => compareSimulations(example("orders-api"), { ...tuned, duration_s: 200 }),
+    2,
+    /the before config simulates 300 s and the after config 200 s/,
+    /same duration_s \(or pass --trace\)/,
+  );
+  assertSimulationError(() => compareSimulations(example("orders-api"), "t,client\n0,a\n"), 2, /^the after config: invalid JSON/);
+  assertSimulationError(
+    () => compareSimulations(example("orders-api"), { ...tuned, clients: [{ name: "flood", rps: 1e9 }] }),
+    2,
+    /^the after config: client "flood": about .* \(raise it with the maxRequests option\)$/,
+  );
+  assert.throws(() => compareSimulations(example("orders-api"), tuned, undefined, { afterName: 3 }), TypeError);
+});
+
+test("npx sluicegate sim --compare: the native command line's review, JSON and refusals", async () => {
+  const review = await sluicegate(["sim", "examples/orders-api.json", "--compare", "examples/orders-api-tuned.json", "--review"]);
+  assert.equal(review.stdout, golden("compare-orders-api.review", "md"));
+  assert.equal(review.code, 0);
+  const json = await sluicegate(["sim", "examples/orders-api.json", "--compare=examples/orders-api-tuned.json", "--json"]);
+  assert.equal(json.stdout, golden("compare-orders-api", "json"));
+  const traced = await sluicegate([
+    "sim",
+    "tests/fixtures/sim/compare/before.json",
+    "--compare",
+    "tests/fixtures/sim/compare/after.json",
+    "--trace",
+    "tests/fixtures/sim/compare/access.csv",
+    "--review",
+  ]);
+  assert.equal(traced.stdout, golden("compare-trace.review", "md"));
+  assert.equal(traced.code, 1);
+  const durations = await sluicegate(["sim", "examples/orders-api.json", "--compare", "tests/fixtures/sim/configs/no-findings.json"]);
+  assert.equal(durations.code, 2);
+  assert.equal(
+    durations.stderr,
+    "error: examples/orders-api.json simulates 300 s and tests/fixtures/sim/configs/no-findings.json 45 s: the same traffic needs the same duration_s (or pass --trace)\n",
+  );
+  const notConfig = await sluicegate(["sim", "examples/orders-api.json", "--compare", "tests/fixtures/sim/compare/access.csv"]);
+  assert.equal(notConfig.code, 2);
+  assert.match(notConfig.stderr, /^error: tests\/fixtures\/sim\/compare\/access.csv: invalid JSON/);
+  const usage = await sluicegate(["sim", "examples/orders-api.json", "--review"]);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /argument --review: needs --compare AFTER/);
 });

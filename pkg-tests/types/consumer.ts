@@ -132,6 +132,7 @@ export async function smartFlowUsage(): Promise<number> {
 import initSim, {
   SimulationError,
   checkConfig,
+  compareSimulations,
   runSimulation,
   selfTest,
   simRun,
@@ -147,6 +148,8 @@ import initSim, {
   type SimSeverity,
   type SimTimeline,
   type SimulationRun,
+  type SimComparison,
+  type SimulationComparison,
 } from "sluicegate/sim";
 
 export async function simUsage(): Promise<number> {
@@ -163,6 +166,11 @@ export async function simUsage(): Promise<number> {
   const report: SimReport = simulate(config);
   const fromText: SimReport = simulate(JSON.stringify(config), "t,client\n0.5,app\n", { traceName: "trace.csv" });
   const run: SimulationRun = runSimulation(config);
+  const pair: SimulationComparison = compareSimulations(config, { ...config, service: "tuned" }, undefined, { afterName: "tuned.json" });
+  const comparison: SimComparison = pair.comparison;
+  const verdict: "ship" | "ship with changes" | "do not ship" = comparison.verdict;
+  const delayedAfter: number = comparison.clients[0]?.after?.delayed ?? 0;
+  const reviewText: string = pair.review + verdict + delayedAfter + pair.before.reportJson;
   const markdown: string = run.markdown ?? run.markdownError?.message ?? "";
   const exit: 0 | 1 = run.exitCode;
   const timeline: SimTimeline = run.timeline;
@@ -206,7 +214,7 @@ export async function simUsage(): Promise<number> {
   const self: { output: string; ok: boolean } = selfTest();
   return (
     fromText.requests + markdown.length + exit + admitted + (cap ?? 0) + (first ?? 0) + (severity ? 1 : 0) + retryAfter +
-    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length + paced + pacers.length +
+    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length + paced + pacers.length + reviewText.length +
     blocked.reduce((n, b) => n + b.blocks + b.client.length, 0) + held + (typeof fromFile.edge_rules === "string" ? 1 : 0)
   );
 }

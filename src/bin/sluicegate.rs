@@ -4,6 +4,8 @@
 //! sluicegate check-rules FILE   validate a rules file; exit 1 naming every problem
 //! sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
 //!                               simulate rate-limit policies (same output as rate_sim.py)
+//! sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]
+//!                               the same traffic through both; the filled rate-limit review
 //! ```
 
 use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
@@ -12,6 +14,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
+       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
@@ -26,10 +29,17 @@ const USAGE: &str = "usage: sluicegate check-rules FILE
                      50,000,000): a config estimated past it is refused (exit 2) before it
                      runs, naming the client and the estimate. Not applied to a trace
     --json           the result as JSON instead of the Markdown report
+    --compare AFTER  replay the same traffic (the same seed and duration_s, or the same
+                     --trace) through CONFIG (before) and AFTER (the proposed policies): per
+                     client 429s, delays and failures before -> after, the peak, the findings
+                     resolved and new, and a verdict judged on AFTER (ship / ship with changes
+                     / do not ship); the exit status is AFTER's
+    --review         with --compare: the filled rate-limit review (Markdown) to hand back
     --self-test      run the simulator's self-test";
 
 const SIM_USAGE: &str =
-    "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]";
+    "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n       \
+     sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -183,10 +193,13 @@ struct SimArgs<'a> {
     json: bool,
     self_test: bool,
     help: bool,
+    compare: Option<&'a str>,
+    review: bool,
 }
 
 fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
-    const LONG: [&str; 6] = ["--help", "--trace", "--reorder-window", "--max-requests", "--json", "--self-test"];
+    const LONG: [&str; 8] =
+        ["--help", "--trace", "--reorder-window", "--max-requests", "--json", "--self-test", "--compare", "--review"];
     let mut parsed = SimArgs::default();
     let mut positional = Vec::new();
     let mut rest = args.iter();
@@ -222,6 +235,11 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
                 Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.trace = Some(v),
                 _ => return Err("argument --trace: expected one argument".into()),
             },
+            ("--compare", Some(v)) => parsed.compare = Some(v),
+            ("--compare", None) => match rest.next() {
+                Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.compare = Some(v),
+                _ => return Err("argument --compare: expected one argument (the after config)".into()),
+            },
             ("--reorder-window", value) => {
                 let Some(v) = value.or_else(|| rest.next().copied()) else {
                     return Err("argument --reorder-window: expected one argument".into());
@@ -243,6 +261,7 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
             (_, Some(_)) => return Err(format!("argument {option}: ignored explicit argument")),
             ("--json", None) => parsed.json = true,
             ("--self-test", None) => parsed.self_test = true,
+            ("--review", None) => parsed.review = true,
             _ => parsed.help = true,
         }
     }
@@ -250,6 +269,15 @@ fn sim_args<'a>(args: &[&'a str]) -> Result<SimArgs<'a>, String> {
         [] => {}
         [config] => parsed.config = Some(config),
         [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
+    }
+    if parsed.review && parsed.compare.is_none() {
+        return Err("argument --review: needs --compare AFTER (the review compares two configs)".into());
+    }
+    if parsed.review && parsed.json {
+        return Err("argument --review: not allowed with --json (the JSON comparison carries the same figures)".into());
+    }
+    if parsed.compare.is_some() && parsed.self_test {
+        return Err("argument --compare: not allowed with --self-test".into());
     }
     Ok(parsed)
 }
@@ -304,6 +332,9 @@ fn sim(args: &[&str]) -> ExitCode {
     let read = |path: &str| {
         std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
     };
+    if let Some(after) = args.compare {
+        return compare(&args, config, after).unwrap_or_else(fail);
+    }
     let result = read(config).and_then(|text| {
         let dir = std::path::Path::new(config).parent().unwrap_or(std::path::Path::new("."));
         let cfg = sim::Config::from_json_in(&text, dir)?;
@@ -336,4 +367,38 @@ fn sim(args: &[&str]) -> ExitCode {
         }
         Err(e) => fail(e),
     }
+}
+
+/// `sim BEFORE --compare AFTER`: the comparison, the review or the JSON; AFTER's exit status.
+fn compare(args: &SimArgs<'_>, before: &str, after: &str) -> Result<ExitCode, sluicegate::sim::SimError> {
+    use sluicegate::sim;
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
+    };
+    let (before_text, after_text) = (read(before)?, read(after)?);
+    let dir = |path: &str| std::path::Path::new(path).parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let (before_dir, after_dir) = (dir(before), dir(after));
+    let file = |label, text, dir| sim::ConfigFile { label, text, dir: Some(dir) };
+    let ceiling = sim::Ceiling {
+        max_requests: args.max_requests.unwrap_or(sim::DEFAULT_MAX_REQUESTS),
+        raise: "--max-requests N",
+    };
+    let window = args.reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
+    let trace = args.trace.map(|path| (path, move || std::fs::File::open(path)));
+    let cmp = sim::compare(
+        file(before, &before_text, before_dir.as_path()),
+        file(after, &after_text, after_dir.as_path()),
+        trace,
+        window,
+        ceiling,
+    )?;
+    let text = if args.json {
+        cmp.to_json()
+    } else if args.review {
+        cmp.to_review()
+    } else {
+        cmp.to_markdown()
+    };
+    print!("{text}");
+    Ok(ExitCode::from(cmp.exit_code()))
 }

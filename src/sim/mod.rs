@@ -36,6 +36,7 @@
 //! ```
 
 mod analyse;
+mod compare;
 mod config;
 mod decisions;
 mod engine;
@@ -51,6 +52,7 @@ mod timeline;
 mod trace;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
+pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
 pub use decisions::{decisions, Decided};
 pub use engine::{
@@ -125,6 +127,17 @@ pub fn simulate_trace_within<R: Read + Send>(
     label: &str,
     window_s: f64,
     mut open: impl FnMut() -> std::io::Result<R>,
+    observer: Option<&mut dyn Observer>,
+) -> Result<Outcome, SimError> {
+    // one copy of the replay per reader type, whatever opens it (a wasm build stays small)
+    trace_replay(cfg, label, window_s, &mut open, observer)
+}
+
+fn trace_replay<R: Read + Send>(
+    cfg: &Config,
+    label: &str,
+    window_s: f64,
+    open: &mut dyn FnMut() -> std::io::Result<R>,
     mut observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
     if window_s.is_nan() || window_s < 0.0 {

@@ -285,7 +285,7 @@ fn scope(p: &PolicyRow) -> String {
 }
 
 /// The sample 429's headers. Fails where the reference's `float()` of the quota does.
-fn sample_md(o: &mut String, s: &Sample) -> Result<(), SimError> {
+pub(super) fn sample_md(o: &mut String, s: &Sample) -> Result<(), SimError> {
     let quota = s.quota.to_float().ok_or_else(|| {
         SimError::Crash(format!(
             "policy '{}': float({}) fails for the sample 429's quota: the reference raises here",

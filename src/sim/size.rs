@@ -36,7 +36,7 @@ pub fn estimate_requests(client: &Client) -> f64 {
 }
 
 /// `n` with thousands separators (`50,000,000`).
-fn grouped(n: u64) -> String {
+pub(super) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -40,6 +40,20 @@ export interface SimDecisions {
   /** 1 admitted, 0 refused. */
   admitted: Uint8Array;
 }
+/** Two configurations on the same traffic, as `sluicegate sim BEFORE --compare AFTER` prints them. */
+export interface SimCompareText {
+  /** Each side as `simRun` gives it. */
+  before: SimRunText;
+  after: SimRunText;
+  /** The comparison as data (JSON text): `--compare --json`. */
+  comparison: string;
+  /** The filled rate-limit review (Markdown): `--compare --review`. */
+  review: string;
+  /** The short comparison (Markdown): `--compare`. */
+  markdown: string;
+  /** 1 when the after run has high findings, else 0. */
+  exitCode: 0 | 1;
+}
 export interface SimSelfTest {
   output: string;
   ok: boolean;
@@ -77,6 +91,12 @@ pub fn sim_run(
     let (report, timeline) =
         sim::run_with_timeline_within(config, trace.as_deref().map(|text| (name.as_str(), text)), ceiling)
             .map_err(|e| failure(&e))?;
+    Ok(run_object(&report, &timeline))
+}
+
+/// A run as `simRun` gives it: the JSON report, the Markdown one (or why not), the timeline
+/// and the exit status.
+fn run_object(report: &sim::Report, timeline: &sim::Timeline) -> Object {
     let out = Object::new();
     set_prop(&out, "report", &report.to_json().into());
     match report.to_markdown() {
@@ -91,6 +111,51 @@ pub fn sim_run(
     }
     set_prop(&out, "timeline", &timeline.to_json().into());
     set_prop(&out, "exitCode", &JsValue::from(u8::from(report.highs() > 0)));
+    out
+}
+
+/// Compare two configurations (JSON texts, `edge_rules` inline) on the same traffic: their
+/// own clients with one seed and duration, or `trace` (CSV text). `beforeName` and
+/// `afterName` are what errors and the review call them (default `the before config`, `the
+/// after config`). Returns both runs, the
+/// comparison as JSON text, the filled review and the exit status judged on the after run.
+/// Throws as `simRun` does; the message names the side (`the before config: ...`), or the
+/// mismatch (different `duration_s` or `seed` and no trace).
+#[wasm_bindgen(js_name = simCompare, unchecked_return_type = "SimCompareText")]
+pub fn sim_compare(
+    before: &str,
+    after: &str,
+    trace: Option<String>,
+    trace_name: Option<String>,
+    max_requests: Option<f64>,
+    before_name: Option<String>,
+    after_name: Option<String>,
+) -> Result<Object, JsValue> {
+    let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let ceiling = sim::Ceiling {
+        // `as` saturates: Infinity is no ceiling at all
+        max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
+        raise: "the maxRequests option",
+    };
+    let before_name = before_name.unwrap_or_else(|| String::from("the before config"));
+    let after_name = after_name.unwrap_or_else(|| String::from("the after config"));
+    let file = |label, text| sim::ConfigFile { label, text, dir: None };
+    let traced = trace.as_deref().map(|text| (name.as_str(), move || Ok(text.as_bytes())));
+    let cmp = sim::compare(
+        file(&before_name, before),
+        file(&after_name, after),
+        traced,
+        sim::DEFAULT_REORDER_WINDOW_S,
+        ceiling,
+    )
+    .map_err(|e| failure(&e))?;
+    let out = Object::new();
+    set_prop(&out, "before", &run_object(&cmp.before.report, &cmp.before.timeline));
+    set_prop(&out, "after", &run_object(&cmp.after.report, &cmp.after.timeline));
+    set_prop(&out, "comparison", &cmp.to_json().into());
+    set_prop(&out, "review", &cmp.to_review().into());
+    set_prop(&out, "markdown", &cmp.to_markdown().into());
+    set_prop(&out, "exitCode", &JsValue::from(cmp.exit_code()));
     Ok(out)
 }
 
