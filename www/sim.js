@@ -513,8 +513,10 @@ function renderSample(report, markdown) {
 
 // ---------------------------------------------------------------- the chart
 
-function clientColours(timeline) {
-  return new Map(timeline.clients.map((c, i) => [c.name, PALETTE[i % PALETTE.length]]));
+/** A colour per client, in the order the timelines name them (the same colour in every chart of a page). */
+function clientColours(...timelines) {
+  const names = [...new Set(timelines.flatMap((t) => t.clients.map((c) => c.name)))];
+  return new Map(names.map((name, i) => [name, PALETTE[i % PALETTE.length]]));
 }
 
 /** A step giving at most about `count` ticks over `span`, from 1, 2, 5 × 10^n (or minutes for time). */
@@ -527,31 +529,78 @@ function niceStep(span, count, steps = null) {
 
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
 
-function renderChart(timeline, report) {
-  const colours = clientColours(timeline);
-  const seconds = timeline.seconds;
-  const bin = Math.max(1, Math.ceil(seconds / MAX_BARS));
-  const bars = Math.ceil(seconds / bin);
-  // Per bar and client: attempts per second (the mean over the bin's seconds).
-  const rate = (row, b) => {
-    let sum = 0;
-    const end = Math.min(seconds, (b + 1) * bin);
-    for (let s = b * bin; s < end; s++) sum += row[s];
-    return sum / (end - b * bin);
-  };
-  const up = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.admitted, b)));
-  const down = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.rejected, b)));
-  const total = (rows, b) => rows.reduce((a, r) => a + r[b], 0);
+/**
+ * The common frame of charts drawn one above the other: the time range (from the earliest
+ * first second to the latest end, so every chart shares one x scale), the seconds per bar,
+ * and the attempts-per-second scale both ways (large enough for every chart and capacity).
+ * `data[i]`: timeline i's per-bar, per-client rates.
+ */
+function chartFrame(timelines) {
+  const from = Math.min(...timelines.map((t) => t.first_second));
+  const to = Math.max(...timelines.map((t) => t.first_second + t.seconds));
+  const span = to - from;
+  const bin = Math.max(1, Math.ceil(span / MAX_BARS));
+  const bars = Math.ceil(span / bin);
   let maxUp = 0;
   let maxDown = 0;
-  for (let b = 0; b < bars; b++) {
-    maxUp = Math.max(maxUp, total(up, b));
-    maxDown = Math.max(maxDown, total(down, b));
-  }
-  const capacity = timeline.capacity_rps;
-  if (capacity !== null && Number.isFinite(capacity)) maxUp = Math.max(maxUp, capacity);
-  maxUp = Math.max(maxUp, 1);
+  const data = timelines.map((timeline) => {
+    const first = timeline.first_second;
+    // Attempts per second in bar b: the mean over the bar's seconds (none outside the timeline).
+    const rate = (row, b) => {
+      const start = from + b * bin;
+      const end = Math.min(to, start + bin);
+      let sum = 0;
+      for (let s = Math.max(start, first); s < Math.min(end, first + row.length); s++) sum += row[s - first];
+      return sum / (end - start);
+    };
+    const up = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.admitted, b)));
+    const down = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.rejected, b)));
+    const total = (rows, b) => rows.reduce((sum, r) => sum + r[b], 0);
+    for (let b = 0; b < bars; b++) {
+      maxUp = Math.max(maxUp, total(up, b));
+      maxDown = Math.max(maxDown, total(down, b));
+    }
+    const capacity = timeline.capacity_rps;
+    if (capacity !== null && Number.isFinite(capacity)) maxUp = Math.max(maxUp, capacity);
+    return { up, down };
+  });
+  return { from, to, span, bin, bars, maxUp: Math.max(maxUp, 1), maxDown, data };
+}
 
+function chartNote(report, bin) {
+  const paced = report.clients.some((c) => c.paced > 0);
+  return (
+    "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
+    (paced ? "; a paced attempt counts in the second its pacer sends it" : "") +
+    (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.")
+  );
+}
+
+function legendItems(timeline, colours) {
+  return timeline.clients.map((c) => {
+    const li = make("li", { attrs: { "data-client": c.name } });
+    li.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.name)}` } }), c.name);
+    return li;
+  });
+}
+
+/** The single run's chart, note and legend. */
+function renderChart(timeline, report) {
+  const colours = clientColours(timeline);
+  const frame = chartFrame([timeline]);
+  el.chart.replaceChildren(drawChart(timeline, frame, frame.data[0], colours, "chart"));
+  el.chartNote.textContent = chartNote(report, frame.bin);
+  el.legend.replaceChildren(...legendItems(timeline, colours));
+}
+
+/**
+ * The SVG chart of `timeline` in `frame` (chartFrame's: its time range and scales), its bars
+ * `data` and client `colours`; `id` names its title element.
+ */
+function drawChart(timeline, frame, data, colours, id) {
+  const { from, to, span: seconds, bin, bars, up, down } = { ...frame, ...data };
+  const { maxUp, maxDown } = frame;
+  const capacity = timeline.capacity_rps;
   const W = 960;
   const H = 380;
   const m = { left: 56, right: 104, top: 14, bottom: 40 };
@@ -560,17 +609,19 @@ function renderChart(timeline, report) {
   const k = plotH / (maxUp + maxDown);
   const axisY = m.top + maxUp * k;
   const barW = plotW / Math.max(bars, 1);
-  const x = (second) => m.left + ((second - timeline.first_second) / bin) * barW;
+  const x = (second) => m.left + ((second - from) / bin) * barW;
 
   const root = svg("svg", {
     viewBox: `0 0 ${W} ${H}`,
     role: "img",
-    "aria-labelledby": "chart-title",
+    "aria-labelledby": `${id}-title`,
     "data-testid": "chart-svg",
     "data-seconds": seconds,
     "data-bin": bin,
+    "data-from": from,
+    "data-to": to,
   });
-  root.append(svg("title", { id: "chart-title" }, `Admitted (above) and refused (below) attempts per second, by client, over ${seconds} s`));
+  root.append(svg("title", { id: `${id}-title` }, `Admitted (above) and refused (below) attempts per second, by client, over ${seconds} s`));
 
   // Horizontal grid and y ticks (attempts per second, both directions).
   const grid = svg("g", { class: "grid" });
@@ -593,7 +644,7 @@ function renderChart(timeline, report) {
       const r = down[i][b];
       const bx = m.left + b * barW;
       const width = Math.max(barW - (barW > 3 ? 0.5 : 0), 0.6);
-      const second = timeline.first_second + b * bin;
+      const second = from + b * bin;
       if (a > 0) {
         top -= a * k;
         barsGroup.append(
@@ -613,10 +664,8 @@ function renderChart(timeline, report) {
   // The axis, with ticks in seconds.
   const axis = svg("g", { class: "axis" });
   axis.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: axisY, y2: axisY, class: "axis-line" }));
-  const first = timeline.first_second;
-  const last = first + seconds;
   const xStep = niceStep(seconds, 10, TIME_STEPS);
-  for (let t = Math.ceil(first / xStep) * xStep; t <= last; t += xStep) {
+  for (let t = Math.ceil(from / xStep) * xStep; t <= to; t += xStep) {
     const tx = x(t);
     axis.append(svg("line", { x1: tx, x2: tx, y1: m.top + plotH, y2: m.top + plotH + 5, class: "tick" }));
     axis.append(svg("text", { x: tx, y: m.top + plotH + 18, class: "tick-label", "text-anchor": "middle" }, `${fmt(t)} s`));
@@ -640,20 +689,7 @@ function renderChart(timeline, report) {
     root.append(line);
   }
 
-  el.chart.replaceChildren(root);
-  const paced = report.clients.some((c) => c.paced > 0);
-  el.chartNote.textContent =
-    "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
-    (paced ? "; a paced attempt counts in the second its pacer sends it" : "") +
-    (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.");
-
-  el.legend.replaceChildren(
-    ...timeline.clients.map((c) => {
-      const li = make("li", { attrs: { "data-client": c.name } });
-      li.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.name)}` } }), c.name);
-      return li;
-    }),
-  );
+  return root;
 }
 
 // ---------------------------------------------------------------- start
