@@ -13,7 +13,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { openEdgePage } from "./support/browser.mjs";
-import { runSimulation } from "sluicegate/sim";
+import { compareSimulations, runSimulation } from "sluicegate/sim";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const screenshotPath = path.join(root, "test-output", "playground.png");
@@ -47,10 +47,10 @@ after(async () => {
   await close?.();
 });
 
-/** Click Run and wait for this run to finish (done or error). */
-async function run() {
+/** Click Run (or `button`) and wait for this run to finish (done or error). */
+async function run(button = "run") {
   const before = Number(await page.getAttribute("#sim", "data-run"));
-  await page.click("[data-testid=run]");
+  await page.click(`[data-testid=${button}]`);
   await page.waitForFunction(
     (n) => {
       const main = document.getElementById("sim");
@@ -477,4 +477,198 @@ test("a simulator worker that cannot be loaded shows the error box, as a package
   } finally {
     await other.close();
   }
+});
+
+// ---------------------------------------------------------------- compare mode
+
+const example = (name) => readFileSync(path.join(root, "www/examples", `${name}.json`), "utf8");
+
+test("compare orders-api → orders-api-tuned: the verdict, both charts on one time axis, the clients, the peak, the findings and the review", { timeout: 60_000 }, async (t) => {
+  const want = compareSimulations(example("orders-api"), example("orders-api-tuned"));
+  assert.equal(want.comparison.verdict, "ship with changes");
+
+  await page.check("[data-testid=mode-compare]");
+  assert.equal(await page.getAttribute("#sim", "data-mode"), "compare");
+  assert.ok(await page.locator("[data-testid=run]").isHidden());
+  assert.ok(await page.locator("[data-testid=result]").isHidden(), "the single run's report is not shown in compare mode");
+  assert.equal(await page.textContent("#config-label"), "Before (current)");
+  assert.ok(await page.locator("[data-testid=after]").isVisible(), "the after textarea beside the before one");
+  await page.fill("[data-testid=config]", "{}");
+  await page.fill("[data-testid=after]", "{}");
+  await page.click("[data-testid=example-pair]");
+  assert.equal(await page.inputValue("[data-testid=config]"), example("orders-api"));
+  assert.equal(await page.inputValue("[data-testid=after]"), example("orders-api-tuned"));
+  assert.equal(await page.inputValue("[data-testid=example]"), "orders-api");
+  assert.equal(await page.inputValue("[data-testid=after-example]"), "orders-api-tuned");
+
+  assert.equal(await run("compare"), "done");
+  assert.ok(await page.locator("[data-testid=error]").isHidden());
+  assert.match(await page.textContent("[data-testid=status]"), /^Compared in [\d.]+ ms\.$/);
+  assert.equal(await page.getAttribute("#sim", "data-exit-code"), "0");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  assert.match(await page.textContent("#compare-verdict-line"), /^Verdict: ship with changes — judged on the after run: 0 high, 2 medium, 1 low, 1 info \(exit status 0\)$/);
+  assert.equal(
+    await page.textContent("[data-testid=compare-traffic]"),
+    "Same traffic for both: generated from the configs' clients, seed 7, 300 s (7,227 requests before, 7,111 after; the after config changes client partner-erp).",
+  );
+  const peak = page.locator("[data-testid=compare-peak]");
+  assert.equal(await peak.textContent(), "Peak admitted: 313 → 27 req/s (second 240 → 59) vs capacity 80 req/s (3.9× over → within).");
+  assert.equal(await peak.getAttribute("data-before"), "313");
+  assert.equal(await peak.getAttribute("data-after"), "27");
+
+  // Before → after per client.
+  const rows = await page.$$eval("[data-testid=compare-clients] tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  assert.deepEqual(
+    rows.map((r) => r[0]),
+    want.comparison.clients.map((c) => c.client),
+  );
+  // client, kind, 429s before/after, delayed before/after, failed before/after, max wait before/after
+  assert.deepEqual(rows[1], ["mobile-app", "legit", "1,081", "0", "1,042", "0", "0", "0", "59.9 s", "0 s"]);
+  assert.deepEqual(
+    await page.$$eval("[data-testid=compare-clients] tr[data-client=mobile-app] td[data-figure]", (tds) => Object.fromEntries(tds.map((td) => [td.dataset.figure, td.textContent]))),
+    {
+      "rejected before": "1,081",
+      "rejected after": "0",
+      "delayed before": "1,042",
+      "delayed after": "0",
+      "failed before": "0",
+      "failed after": "0",
+      "max_wait_s before": "59.9 s",
+      "max_wait_s after": "0 s",
+    },
+  );
+  assert.deepEqual(rows[0], ["price-scraper", "abusive", "7,458", "8,801", "15", "1", "1,857", "2,200", "35.2 s", "0.2 s"]);
+
+  // Findings: resolved and new, then the after run's list.
+  assert.equal(await page.textContent("[data-testid=compare-resolved]"), "RL01, RL03, RL04, RL10");
+  assert.equal(await page.textContent("[data-testid=compare-new]"), "RL09");
+  assert.deepEqual(
+    await page.$$eval("[data-testid=compare-findings] li", (lis) => lis.map((li) => [li.dataset.code, li.dataset.severity])),
+    want.comparison.findings.after.map((f) => [f.code, f.severity]),
+  );
+
+  // Both charts on one time axis: the same range, bins and tick labels, from the earlier
+  // first second to the later end of the two timelines.
+  const charts = await page.$$eval("[data-testid=compare-result] .chart svg", (svgs) =>
+    svgs.map((svg) => ({
+      from: Number(svg.dataset.from),
+      to: Number(svg.dataset.to),
+      bin: Number(svg.dataset.bin),
+      ticks: [...svg.querySelectorAll(".axis .tick-label")].map((tt) => [tt.textContent, tt.getAttribute("x")]),
+      grid: [...svg.querySelectorAll(".grid .tick-label")].map((tt) => [tt.textContent, tt.getAttribute("y")]),
+      bars: svg.querySelectorAll("rect.chart-bar").length,
+      capacity: svg.querySelector("[data-testid=capacity-line] text")?.textContent,
+    })),
+  );
+  assert.equal(charts.length, 2);
+  const [b, a] = [want.before.timeline, want.after.timeline];
+  assert.notEqual(b.first_second + b.seconds, a.first_second + a.seconds, "the two timelines end apart");
+  const from = Math.min(b.first_second, a.first_second);
+  const to = Math.max(b.first_second + b.seconds, a.first_second + a.seconds);
+  for (const chart of charts) {
+    assert.equal(chart.from, from);
+    assert.equal(chart.to, to);
+    assert.ok(chart.bars > 100, `${chart.bars} bars`);
+    assert.equal(chart.capacity, "capacity 80/s");
+  }
+  assert.equal(charts[0].bin, charts[1].bin);
+  assert.deepEqual(charts[0].ticks, charts[1].ticks, "identical time axes");
+  assert.deepEqual(charts[0].grid, charts[1].grid, "one rate scale");
+  assert.ok(charts[0].ticks.some(([label]) => label === "300 s"), charts[0].ticks.join(" "));
+  const legend = await page.$$eval("[data-testid=compare-legend] li", (lis) => lis.map((li) => li.dataset.client));
+  assert.deepEqual(legend.sort(), ["checkout-web", "cred-stuffer", "mobile-app", "partner-erp", "price-scraper"]);
+
+  // The review: shown, and downloaded as rate-limit-review.md with the same text.
+  assert.equal(await page.textContent("[data-testid=review]"), want.review);
+  const link = page.locator("[data-testid=download-review]");
+  assert.equal(await link.getAttribute("download"), "rate-limit-review.md");
+  assert.match(await link.getAttribute("href"), /^blob:/);
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  assert.equal(download.suggestedFilename(), "rate-limit-review.md");
+  assert.equal(readFileSync(await download.path(), "utf8"), want.review, "the downloaded review is compareSimulations' review");
+
+  await mkdir(path.dirname(screenshotPath), { recursive: true });
+  const comparePath = path.join(root, "test-output", "playground-compare.png");
+  await page.screenshot({ path: comparePath, fullPage: true });
+  t.diagnostic(`screenshot: ${comparePath}`);
+
+  // Back in run mode, the single run's report (and its Run button) again.
+  await page.check("[data-testid=mode-run]");
+  assert.ok(await page.locator("[data-testid=compare-result]").isHidden());
+  assert.ok(await page.locator("[data-testid=run]").isVisible());
+  assert.ok(await page.locator("[data-testid=after]").isHidden());
+  assert.equal(await page.textContent("#config-label"), "Configuration (JSON)");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+  assert.deepEqual(foreignRequests, [], "no external resources");
+});
+
+test("a comparison of configs with different durations and no trace shows the error box naming the durations", async () => {
+  await page.check("[data-testid=mode-compare]");
+  await page.click("[data-testid=example-pair]");
+  await page.fill("[data-testid=after]", example("orders-api-tuned").replace('"duration_s": 300', '"duration_s": 120'));
+  assert.equal(await page.inputValue("[data-testid=after-example]"), "custom", "an edited after config is your own");
+  assert.equal(await run("compare"), "error");
+  const error = page.locator("[data-testid=error]");
+  assert.ok(await error.isVisible());
+  assert.equal(await error.getAttribute("data-exit-code"), "2");
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): the before config simulates 300 s and the after config 120 s\b/);
+  assert.ok(await page.locator("[data-testid=compare-result]").isHidden(), "no stale comparison beside the error");
+
+  // A side's edge_rules path that cannot be fetched is named with its side.
+  await page.fill("[data-testid=after]", example("edge-api").replace("../worker/rules.json", "../worker/gone.json"));
+  assert.equal(await run("compare"), "error");
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): the after config: edge_rules: \.\.\/worker\/gone\.json: cannot fetch \/worker\/gone\.json: HTTP 404\b/);
+
+  await page.click("[data-testid=example-pair]");
+  assert.ok(await error.isHidden(), "picking the example pair clears the error");
+  assert.equal(await run("compare"), "done");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  await page.check("[data-testid=mode-run]");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("Cancel stops a comparison too", { timeout: 60_000 }, async () => {
+  await page.check("[data-testid=mode-compare]");
+  await page.fill("[data-testid=config]", LONG_CONFIG);
+  await page.fill("[data-testid=after]", LONG_CONFIG);
+  const runsBefore = Number(await page.getAttribute("#sim", "data-run"));
+  await page.click("[data-testid=compare]");
+  await page.waitForFunction((n) => Number(document.getElementById("sim").dataset.run) > n && document.getElementById("sim").dataset.state === "running", runsBefore);
+  assert.equal(await page.textContent("[data-testid=status]"), "Comparing…");
+  assert.ok(await page.locator("[data-testid=compare]").isDisabled());
+  await page.click("[data-testid=cancel]");
+  assert.equal(await page.getAttribute("#sim", "data-state"), "idle");
+  assert.equal(await page.textContent("[data-testid=status]"), "Cancelled.");
+  assert.ok(await page.locator("[data-testid=compare]").isEnabled());
+  await page.click("[data-testid=example-pair]");
+  assert.equal(await run("compare"), "done");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  await page.check("[data-testid=mode-run]");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("a comparison on a recorded trace: both configs replay the same rows; high findings after mean do not ship", async () => {
+  const fixture = (name) => path.join(root, "tests/fixtures/sim/compare", name);
+  const [beforeText, afterText, csv] = ["before.json", "after.json", "access.csv"].map((name) => readFileSync(fixture(name), "utf8"));
+  const want = compareSimulations(beforeText, afterText, csv, { traceName: "access.csv" });
+  assert.equal(want.exitCode, 1);
+
+  await page.check("[data-testid=mode-compare]");
+  await page.fill("[data-testid=config]", beforeText);
+  await page.fill("[data-testid=after]", afterText);
+  await page.setInputFiles("[data-testid=trace-file]", fixture("access.csv"));
+  await page.waitForFunction((n) => document.querySelector("[data-testid=trace]").value.length === n, csv.length);
+  assert.equal(await run("compare"), "done");
+  assert.match(await page.textContent("[data-testid=status]"), /^Compared in [\d.]+ ms on access\.csv\.$/);
+  assert.equal(await page.getAttribute("#sim", "data-exit-code"), "1");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "do not ship");
+  assert.equal(await page.getAttribute("#compare-verdict-line", "class"), "verdict bad");
+  assert.equal(await page.getAttribute("[data-testid=compare-traffic]", "data-source"), "trace");
+  assert.match(await page.textContent("[data-testid=compare-traffic]"), /^Same traffic for both: the trace access\.csv, 1,431 rows over 179\.59 s \(1,431 requests before, 1,431 after\)\.$/);
+  assert.equal(await page.textContent("[data-testid=review]"), want.review);
+  assert.match(want.review, /- \*\*Traffic used:\*\* trace access\.csv: 1,431 rows over 180 s/);
+
+  await page.click("#clear-trace");
+  await page.check("[data-testid=mode-run]");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
 });

@@ -4,9 +4,11 @@
 // by terminating this worker.
 //
 // In:  { id, kind: "run", config, trace, traceName, maxRequests }
+//      { id, kind: "compare", before, after, trace, traceName, maxRequests }
 // Out: { kind: "ready" } once the package is loaded, or { kind: "load-error", error };
-//      then per message { id, ok: true, result, ms } (result: runSimulation's, its
-//      markdownError as a plain { name, message, exitCode }) or { id, ok: false, error }.
+//      then per message { id, ok: true, result, ms } (result: runSimulation's or
+//      compareSimulations', each run's markdownError as a plain { name, message, exitCode })
+//      or { id, ok: false, error }.
 // Errors cross as { name, message, exitCode } (exitCode null: not the simulator's refusal).
 
 const PACKAGE = "/sluicegate/js/sim-browser.js";
@@ -42,6 +44,12 @@ const handlers = {
     const options = { traceName };
     if (maxRequests !== undefined && maxRequests !== null) options.maxRequests = maxRequests;
     return plainRun(sim.runSimulation(config, trace ?? undefined, options));
+  },
+  compare(sim, { before, after, trace, traceName, maxRequests }) {
+    const options = { traceName };
+    if (maxRequests !== undefined && maxRequests !== null) options.maxRequests = maxRequests;
+    const out = sim.compareSimulations(before, after, trace ?? undefined, options);
+    return { ...out, before: plainRun(out.before), after: plainRun(out.after) };
   },
 };
 

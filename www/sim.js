@@ -2,6 +2,9 @@
 // results of `sluicegate sim` exactly) on a configuration edited here, optionally with a
 // recorded CSV trace; the verdict, the tables, the findings, the sample 429, the Markdown
 // report and a per-second chart of admitted and refused attempts per client.
+// Compare mode: compareSimulations on a before (current) and an after (proposed)
+// configuration, as `sluicegate sim BEFORE --compare AFTER`: the verdict, both charts on one
+// time axis, the per-client change, the findings resolved and new, and the filled review.
 // Plain ES module, no dependencies; the package is the build's copy under /sluicegate/.
 //
 // The simulations run in a module Web Worker (www/sim-worker.js), so the page stays
@@ -28,7 +31,14 @@ const el = {
   form: $("controls"),
   example: $("example"),
   run: $("run"),
+  compare: $("compare"),
   cancel: $("cancel"),
+  modes: document.querySelectorAll("input[name=mode]"),
+  afterExample: $("after-example"),
+  examplePair: $("example-pair"),
+  configLabel: $("config-label"),
+  exampleLabel: $("example-label"),
+  after: $("after"),
   status: $("status"),
   config: $("config"),
   traceBox: $("trace-box"),
@@ -51,6 +61,22 @@ const el = {
   sampleHeading: $("sample-heading"),
   sample: $("sample"),
   markdown: $("markdown"),
+  compareResult: $("compare-result"),
+  compareVerdictLine: $("compare-verdict-line"),
+  compareVerdict: $("compare-verdict"),
+  compareVerdictNote: $("compare-verdict-note"),
+  compareTraffic: $("compare-traffic"),
+  comparePeak: $("compare-peak"),
+  compareChartNote: $("compare-chart-note"),
+  compareChartBefore: $("compare-chart-before"),
+  compareChartAfter: $("compare-chart-after"),
+  compareLegend: $("compare-legend"),
+  compareClients: document.querySelector("#compare-clients tbody"),
+  compareResolved: $("compare-resolved"),
+  compareNew: $("compare-new"),
+  compareFindings: $("compare-findings"),
+  downloadReview: $("download-review"),
+  review: $("review"),
 };
 
 const examples = new Map(); // name → configuration text
@@ -59,6 +85,9 @@ let traceName = "trace";
 let runs = 0;
 /** The run in progress ({ run, cancelled }), or null. */
 let current = null;
+/** Which result sections hold a result (shown in their mode). */
+const shown = { run: false, compare: false };
+let reviewUrl = null; // the review's Blob URL, revoked when replaced
 
 const integer = new Intl.NumberFormat("en");
 const fmt = (n) => (typeof n === "number" ? integer.format(n) : String(n));
@@ -117,6 +146,55 @@ el.config.addEventListener("input", () => {
   if (name !== "custom" && examples.get(name) !== el.config.value) el.example.value = "custom";
 });
 
+// Compare mode: the configuration above is "before", a second one "after".
+
+function mode() {
+  return el.form.dataset.mode;
+}
+
+/** Show `m`'s controls and result ("run" or "compare"). */
+function setMode(m) {
+  el.form.dataset.mode = m;
+  el.root.dataset.mode = m;
+  for (const radio of el.modes) radio.checked = radio.value === m;
+  for (const node of el.form.querySelectorAll(".compare-only")) node.hidden = m !== "compare";
+  for (const node of el.form.querySelectorAll(".run-only")) node.hidden = m !== "run";
+  el.configLabel.textContent = m === "compare" ? "Before (current)" : "Configuration (JSON)";
+  el.exampleLabel.textContent = m === "compare" ? "Before" : "Example";
+  showResults();
+  if (m === "compare" && el.after.value.trim() === "") pickAfter(el.afterExample.value);
+}
+
+function showResults() {
+  el.result.hidden = !(mode() === "run" && shown.run);
+  el.compareResult.hidden = !(mode() === "compare" && shown.compare);
+}
+
+for (const radio of el.modes) radio.addEventListener("change", () => radio.checked && setMode(radio.value));
+
+function pickAfter(name) {
+  const text = examples.get(name);
+  if (text === undefined) return;
+  el.after.value = text;
+  el.afterExample.value = name;
+}
+
+el.afterExample.addEventListener("change", () => {
+  if (el.afterExample.value !== "custom") pickAfter(el.afterExample.value);
+  clearError();
+});
+
+el.after.addEventListener("input", () => {
+  const name = el.afterExample.value;
+  if (name !== "custom" && examples.get(name) !== el.after.value) el.afterExample.value = "custom";
+});
+
+el.examplePair.addEventListener("click", () => {
+  pickExample("orders-api");
+  pickAfter("orders-api-tuned");
+  clearError();
+});
+
 el.traceFile.addEventListener("change", async () => {
   const file = el.traceFile.files?.[0];
   if (!file) return;
@@ -171,9 +249,18 @@ async function withEdgeRules(text, base) {
 }
 
 /** What a configuration's relative paths are resolved against: its example's URL, or /examples/. */
-function configBase() {
-  const name = el.example.value;
+function configBase(name = el.example.value) {
   return new URL(examples.has(name) ? exampleUrl(name) : "/examples/", location.href);
+}
+
+/** withEdgeRules for one side of a comparison: its errors name the side, as the simulator's do. */
+async function sideWithEdgeRules(side, text, base) {
+  try {
+    return await withEdgeRules(text, base);
+  } catch (err) {
+    if (err instanceof sim.SimulationError) throw new sim.SimulationError(`the ${side} config: ${err.message}`, err.exitCode);
+    throw err;
+  }
 }
 
 // ---------------------------------------------------------------- the simulator worker
@@ -269,8 +356,9 @@ function beginJob() {
   el.root.dataset.run = String(job.run);
   setState("running");
   el.run.disabled = true;
+  el.compare.disabled = true;
   el.cancel.disabled = false;
-  el.status.textContent = "Running…";
+  el.status.textContent = mode() === "compare" ? "Comparing…" : "Running…";
   return job;
 }
 
@@ -278,6 +366,7 @@ function endJob(job) {
   if (current !== job) return;
   current = null;
   el.run.disabled = false;
+  el.compare.disabled = false;
   el.cancel.disabled = true;
 }
 
@@ -288,7 +377,8 @@ function showRunError(err) {
   showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
   el.error.dataset.exitCode = known ? String(err.exitCode) : "";
   el.status.textContent = "";
-  el.result.hidden = true;
+  shown[mode()] = false; // no stale result beside the error
+  showResults();
   setState("error");
 }
 
@@ -306,15 +396,8 @@ el.form.addEventListener("submit", async (event) => {
   if (!sim || current) return;
   const job = beginJob();
   try {
-    const { text, rules } = await withEdgeRules(el.config.value, configBase());
-    if (job.cancelled) return;
-    const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
-    const { result: out, ms } = await engine.request("run", { config: text, trace, traceName });
-    if (job.cancelled) return;
-    render(out);
-    el.status.textContent = `Simulated in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules ? `, with edge_rules from ${rules}` : ""}.`;
-    el.root.dataset.exitCode = String(out.exitCode);
-    setState("done");
+    if (mode() === "compare") await compare(job);
+    else await run(job);
   } catch (err) {
     if (job.cancelled) return;
     showRunError(err);
@@ -323,6 +406,33 @@ el.form.addEventListener("submit", async (event) => {
     endJob(job);
   }
 });
+
+async function run(job) {
+  const { text, rules } = await withEdgeRules(el.config.value, configBase());
+  if (job.cancelled) return;
+  const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
+  const { result: out, ms } = await engine.request("run", { config: text, trace, traceName });
+  if (job.cancelled) return;
+  render(out);
+  el.status.textContent = `Simulated in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules ? `, with edge_rules from ${rules}` : ""}.`;
+  el.root.dataset.exitCode = String(out.exitCode);
+  setState("done");
+}
+
+async function compare(job) {
+  const before = await sideWithEdgeRules("before", el.config.value, configBase());
+  if (job.cancelled) return;
+  const after = await sideWithEdgeRules("after", el.after.value, configBase(el.afterExample.value));
+  if (job.cancelled) return;
+  const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
+  const { result: out, ms } = await engine.request("compare", { before: before.text, after: after.text, trace, traceName });
+  if (job.cancelled) return;
+  renderCompare(out);
+  const rules = [before.rules && `${before.rules} (before)`, after.rules && `${after.rules} (after)`].filter(Boolean);
+  el.status.textContent = `Compared in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules.length ? `, with edge_rules from ${rules.join(" and ")}` : ""}.`;
+  el.root.dataset.exitCode = String(out.exitCode);
+  setState("done");
+}
 
 el.cancel.addEventListener("click", () => {
   const job = current;
@@ -345,10 +455,11 @@ function render({ report, markdown, markdownError, timeline, exitCode }) {
   renderPolicies(report);
   renderPacing(report, timeline);
   renderBlocks(report);
-  renderFindings(report);
+  renderFindings(report.findings, el.findings);
   renderSample(report, markdown);
   el.markdown.textContent = markdown ?? `The Markdown report cannot be written: ${markdownError?.message}`;
-  el.result.hidden = false;
+  shown.run = true;
+  showResults();
 }
 
 function renderVerdict(report, exitCode) {
@@ -475,13 +586,13 @@ function renderBlocks(report) {
   );
 }
 
-function renderFindings(report) {
-  if (report.findings.length === 0) {
-    el.findings.replaceChildren(make("li", { className: "none", text: "No findings." }));
+function renderFindings(findings, list) {
+  if (findings.length === 0) {
+    list.replaceChildren(make("li", { className: "none", text: "No findings." }));
     return;
   }
-  el.findings.replaceChildren(
-    ...report.findings.map((f) => {
+  list.replaceChildren(
+    ...findings.map((f) => {
       const li = make("li", { className: `finding severity-${f.severity}`, attrs: { "data-severity": f.severity, "data-code": f.code } });
       li.append(make("span", { className: "badge", text: f.severity.toUpperCase() }), make("code", { className: "code", text: f.code }), make("span", { text: f.message }));
       return li;
@@ -509,6 +620,116 @@ function renderSample(report, markdown) {
         "Content-Type: application/problem+json",
         "",
       ].join("\n");
+}
+
+// ---------------------------------------------------------------- the comparison
+
+const VERDICT_CLASS = { ship: "ok", "ship with changes": "warn", "do not ship": "bad" };
+
+function severityTally(findings) {
+  const counts = Object.fromEntries(SEVERITIES.map((s) => [s, 0]));
+  for (const f of findings) counts[f.severity] = (counts[f.severity] ?? 0) + 1;
+  return SEVERITIES.map((s) => `${counts[s]} ${s}`).join(", ");
+}
+
+function renderCompare({ before, after, comparison: c, review, exitCode }) {
+  el.compareVerdict.textContent = c.verdict;
+  el.compareVerdictNote.textContent = ` — judged on the after run: ${severityTally(c.findings.after)} (exit status ${exitCode})`;
+  el.compareVerdictLine.className = `verdict ${VERDICT_CLASS[c.verdict] ?? "bad"}`;
+  el.compareVerdictLine.dataset.verdict = c.verdict;
+  el.compareVerdictLine.dataset.exitCode = String(exitCode);
+
+  renderCompareTraffic(c);
+  renderComparePeak(c);
+
+  // Both charts in one frame: one time axis (from the earlier first second to the later
+  // end) and one rate scale, one colour per client.
+  const colours = clientColours(before.timeline, after.timeline);
+  const frame = chartFrame([before.timeline, after.timeline]);
+  el.compareChartBefore.replaceChildren(drawChart(before.timeline, frame, frame.data[0], colours, "compare-chart-before"));
+  el.compareChartAfter.replaceChildren(drawChart(after.timeline, frame, frame.data[1], colours, "compare-chart-after"));
+  el.compareChartNote.textContent = `${chartNote({ clients: [...c.before.clients, ...c.after.clients] }, frame.bin)} Both charts share the time axis and the scale.`;
+  el.compareLegend.replaceChildren(...legendItems(colours));
+
+  renderCompareClients(c, colours);
+
+  const codes = (list) => (list.length ? list.join(", ") : "none");
+  el.compareResolved.textContent = codes(c.findings.resolved);
+  el.compareResolved.dataset.codes = c.findings.resolved.join(" ");
+  el.compareNew.textContent = codes(c.findings.new);
+  el.compareNew.dataset.codes = c.findings.new.join(" ");
+  renderFindings(c.findings.after, el.compareFindings);
+
+  el.review.textContent = review;
+  if (reviewUrl) URL.revokeObjectURL(reviewUrl);
+  reviewUrl = URL.createObjectURL(new Blob([review], { type: "text/markdown;charset=utf-8" }));
+  el.downloadReview.href = reviewUrl;
+
+  shown.compare = true;
+  showResults();
+}
+
+function renderCompareTraffic(c) {
+  const t = c.traffic;
+  const requests = `${fmt(c.before.requests)} requests before, ${fmt(c.after.requests)} after`;
+  let text;
+  if (t.source === "trace") {
+    text = `Same traffic for both: the trace ${t.name}, ${fmt(t.rows)} rows over ${fmt(t.span_s)} s (${requests}).`;
+  } else {
+    const changed = t.changed_clients?.length ? `; the after config changes ${t.changed_clients.length === 1 ? "client" : "clients"} ${t.changed_clients.join(", ")}` : "";
+    text = `Same traffic for both: generated from the configs' clients, seed ${t.seed_text ?? show(t.seed)}, ${fmt(t.duration_s)} s (${requests}${changed}).`;
+  }
+  el.compareTraffic.textContent = text;
+  el.compareTraffic.dataset.source = t.source;
+}
+
+function renderComparePeak(c) {
+  const { before: pb, after: pa } = c.peak;
+  const { before: cb, after: ca } = c.capacity_rps;
+  const over = (peak, capacity) => (capacity === null ? "no capacity given" : peak > capacity ? `${(peak / capacity).toFixed(1)}× over` : "within");
+  let capacity;
+  if (cb === null && ca === null) capacity = "";
+  else if (cb === ca) capacity = ` vs capacity ${fmt(cb)} req/s (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
+  else capacity = ` vs capacity ${cb === null ? "none" : `${fmt(cb)} req/s`} → ${ca === null ? "none" : `${fmt(ca)} req/s`} (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
+  el.comparePeak.replaceChildren(
+    "Peak admitted: ",
+    make("strong", { text: `${fmt(pb.admitted_rps)} → ${fmt(pa.admitted_rps)} req/s` }),
+    ` (second ${fmt(pb.second)} → ${fmt(pa.second)})${capacity}.`,
+  );
+  Object.assign(el.comparePeak.dataset, {
+    before: String(pb.admitted_rps),
+    after: String(pa.admitted_rps),
+    capacityBefore: String(cb),
+    capacityAfter: String(ca),
+  });
+}
+
+function renderCompareClients(c, colours) {
+  const figures = [
+    ["rejected", (n) => fmt(n)],
+    ["delayed", (n) => fmt(n)],
+    ["failed", (n) => fmt(n)],
+    ["max_wait_s", (n) => `${fmt(n)} s`],
+  ];
+  el.compareClients.replaceChildren(
+    ...c.clients.map((row) => {
+      const kind = show(row.kind);
+      const tr = make("tr", { attrs: { "data-client": row.client, "data-kind": kind } });
+      const name = cell(tr, "");
+      name.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(row.client) ?? "transparent"}` } }), row.client);
+      cell(tr, kind, `kind kind-${kind}`);
+      for (const [key, format] of figures) {
+        const b = row.before?.[key];
+        const a = row.after?.[key];
+        cell(tr, b === undefined ? "–" : format(b), "n").dataset.figure = `${key} before`;
+        // For a legit client, fewer refusals, retries, failures or waits is better.
+        let change = "";
+        if (kind === "legit" && a !== undefined && b !== undefined && a !== b) change = a < b ? " better" : " worse";
+        cell(tr, a === undefined ? "–" : format(a), `n${change}`).dataset.figure = `${key} after`;
+      }
+      return tr;
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- the chart
@@ -576,10 +797,10 @@ function chartNote(report, bin) {
   );
 }
 
-function legendItems(timeline, colours) {
-  return timeline.clients.map((c) => {
-    const li = make("li", { attrs: { "data-client": c.name } });
-    li.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.name)}` } }), c.name);
+function legendItems(colours) {
+  return [...colours].map(([name, colour]) => {
+    const li = make("li", { attrs: { "data-client": name } });
+    li.append(make("span", { className: "swatch", attrs: { style: `background:${colour}` } }), name);
     return li;
   });
 }
@@ -590,7 +811,7 @@ function renderChart(timeline, report) {
   const frame = chartFrame([timeline]);
   el.chart.replaceChildren(drawChart(timeline, frame, frame.data[0], colours, "chart"));
   el.chartNote.textContent = chartNote(report, frame.bin);
-  el.legend.replaceChildren(...legendItems(timeline, colours));
+  el.legend.replaceChildren(...legendItems(colours));
 }
 
 /**
@@ -725,8 +946,13 @@ async function main() {
     showError(`The examples failed to load (run scripts/build.sh): ${err?.message ?? err}`);
   }
   if (el.config.value.trim() === "") pickExample(examples.has("orders-api") ? "orders-api" : "custom");
+  if (el.after.value.trim() === "" && examples.has("orders-api-tuned")) pickAfter("orders-api-tuned");
+  setMode([...el.modes].find((radio) => radio.checked)?.value ?? "run");
   el.example.disabled = false;
+  el.afterExample.disabled = false;
+  el.examplePair.disabled = false;
   el.run.disabled = false;
+  el.compare.disabled = false;
   el.status.textContent = "Ready.";
   el.root.dataset.ready = "true";
 }
