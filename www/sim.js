@@ -83,7 +83,7 @@ const examples = new Map(); // name → configuration text
 let sim = null; // the sluicegate/sim module, once loaded
 let traceName = "trace";
 let runs = 0;
-/** The run in progress ({ run, cancelled }), or null. */
+/** The run or comparison in progress ({ run, mode, cancelled }), or null. */
 let current = null;
 /** Which result sections hold a result (shown in their mode). */
 const shown = { run: false, compare: false };
@@ -348,17 +348,17 @@ let engine = null; // the current simulator worker
 
 // ---------------------------------------------------------------- running
 
-/** Begin a run: a new run number, the form busy, Cancel enabled. Returns the job. */
+/** Begin a run or a comparison: a new run number, the form busy, Cancel enabled. Returns the job. */
 function beginJob() {
   clearError();
-  const job = { run: ++runs, cancelled: false };
+  const job = { run: ++runs, mode: mode(), cancelled: false };
   current = job;
   el.root.dataset.run = String(job.run);
   setState("running");
   el.run.disabled = true;
   el.compare.disabled = true;
   el.cancel.disabled = false;
-  el.status.textContent = mode() === "compare" ? "Comparing…" : "Running…";
+  el.status.textContent = job.mode === "compare" ? "Comparing…" : "Running…";
   return job;
 }
 
@@ -370,14 +370,14 @@ function endJob(job) {
   el.cancel.disabled = true;
 }
 
-/** The error box for a failed run (a SimulationError shows its exit status). */
-function showRunError(err) {
+/** The error box for a failed run or comparison (a SimulationError shows its exit status). */
+function showRunError(err, jobMode) {
   const known = err instanceof sim.SimulationError;
   const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
   showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
   el.error.dataset.exitCode = known ? String(err.exitCode) : "";
   el.status.textContent = "";
-  shown[mode()] = false; // no stale result beside the error
+  shown[jobMode] = false; // no stale result beside the error
   showResults();
   setState("error");
 }
@@ -396,11 +396,11 @@ el.form.addEventListener("submit", async (event) => {
   if (!sim || current) return;
   const job = beginJob();
   try {
-    if (mode() === "compare") await compare(job);
+    if (job.mode === "compare") await compare(job);
     else await run(job);
   } catch (err) {
     if (job.cancelled) return;
-    showRunError(err);
+    showRunError(err, job.mode);
     replaceWorkerAfter(err);
   } finally {
     endJob(job);
