@@ -449,7 +449,7 @@ test("compareSimulations on a trace, and bad pairs refused naming the side", () 
     () => compareSimulations(example("orders-api"), { ...tuned, duration_s: 200 }),
     2,
     /the before config simulates 300 s and the after config 200 s/,
-    /same duration_s \(or pass --trace\)/,
+    /same duration_s \(or compare them on one trace\)/,
   );
   assertSimulationError(() => compareSimulations(example("orders-api"), "t,client\n0,a\n"), 2, /^the after config: invalid JSON/);
   assertSimulationError(
@@ -481,7 +481,7 @@ test("npx sluicegate sim --compare: the native command line's review, JSON and r
   assert.equal(durations.code, 2);
   assert.equal(
     durations.stderr,
-    "error: examples/orders-api.json simulates 300 s and tests/fixtures/sim/configs/no-findings.json 45 s: the same traffic needs the same duration_s (or pass --trace)\n",
+    "error: examples/orders-api.json simulates 300 s and tests/fixtures/sim/configs/no-findings.json 45 s: the same traffic needs the same duration_s (or compare them on one trace)\n",
   );
   const notConfig = await sluicegate(["sim", "examples/orders-api.json", "--compare", "tests/fixtures/sim/compare/access.csv"]);
   assert.equal(notConfig.code, 2);

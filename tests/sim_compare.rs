@@ -203,7 +203,11 @@ fn bad_pairs_are_refused_naming_the_file() {
     // generated traffic that would not be the same
     refused(
         &[BEFORE, "--compare", "tests/fixtures/sim/configs/no-findings.json"],
-        &["examples/orders-api.json simulates 300 s", "no-findings.json 45 s", "same duration_s (or pass --trace)"],
+        &[
+            "examples/orders-api.json simulates 300 s",
+            "no-findings.json 45 s",
+            "same duration_s (or compare them on one trace)",
+        ],
     );
     let dir = tempdir("seed");
     let reseeded = dir.join("reseeded.json");

@@ -232,7 +232,7 @@ pub fn compare<R: Read + Send>(
         None => {
             if before_cfg.duration_s != after_cfg.duration_s {
                 return Err(SimError::Input(format!(
-                    "{} simulates {} s and {} {} s: the same traffic needs the same duration_s (or pass --trace)",
+                    "{} simulates {} s and {} {} s: the same traffic needs the same duration_s (or compare them on one trace)",
                     before.label,
                     format_g(before_cfg.duration_s),
                     after.label,
@@ -242,7 +242,7 @@ pub fn compare<R: Read + Send>(
             let (seed_b, seed_a) = (seed_text(&before_cfg), seed_text(&after_cfg));
             if seed_b != seed_a {
                 return Err(SimError::Input(format!(
-                    "{} has seed {seed_b} and {} seed {seed_a}: the same traffic needs the same seed (or pass --trace)",
+                    "{} has seed {seed_b} and {} seed {seed_a}: the same traffic needs the same seed (or compare them on one trace)",
                     before.label, after.label
                 )));
             }
