@@ -25,6 +25,11 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// The Worker crate's sources.
+fn worker_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("worker/src")
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -38,9 +43,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file: `src/edge/rules/mod.rs` → `["edge", "rules"]`.
-fn module_of(file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src()).unwrap().with_extension("");
+/// The module path of a file under `root`: `src/edge/rules/mod.rs` → `["edge", "rules"]`.
+fn module_in(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).unwrap().with_extension("");
     let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
         parts.pop();
@@ -267,13 +272,19 @@ struct Tree {
     imports: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
 }
 
-fn tree() -> Tree {
+/// The module path of a file of the core crate.
+fn module_of(file: &Path) -> Vec<String> {
+    module_in(&src(), file)
+}
+
+/// The files under `root` (a crate's `src/`) and what each imports.
+fn tree_of(root: &Path) -> Tree {
     let mut files = Vec::new();
-    rust_files(&src(), &mut files);
-    let modules: BTreeMap<Vec<String>, PathBuf> = files.iter().map(|f| (module_of(f), f.clone())).collect();
+    rust_files(root, &mut files);
+    let modules: BTreeMap<Vec<String>, PathBuf> = files.iter().map(|f| (module_in(root, f), f.clone())).collect();
     let mut imports = BTreeMap::new();
     for file in &files {
-        let me = module_of(file);
+        let me = module_in(root, file);
         let code = code_of(&std::fs::read_to_string(file).unwrap());
         let mut to = BTreeSet::new();
         for path in paths_in(&code) {
@@ -306,6 +317,10 @@ fn tree() -> Tree {
         imports.insert(file.clone(), to);
     }
     Tree { modules, imports }
+}
+
+fn tree() -> Tree {
+    tree_of(&src())
 }
 
 fn rel(p: &Path) -> String {
@@ -360,7 +375,37 @@ fn the_core_has_no_serde_and_no_bindings() {
 
 #[test]
 fn no_file_imports_itself_through_others() {
-    let t = tree();
+    circles_in(&src());
+}
+
+#[test]
+fn no_file_of_the_worker_imports_itself_through_others() {
+    let t = tree_of(&worker_src());
+    assert!(t.modules.len() >= 10, "the Worker's modules were read");
+    circles_in(&worker_src());
+}
+
+/// The Worker's `lib.rs` holds its exports only: every function in it is one JS calls.
+#[test]
+fn the_workers_lib_holds_its_exports_only() {
+    let code = code_of(&std::fs::read_to_string(worker_src().join("lib.rs")).unwrap());
+    let lines: Vec<&str> = code.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let item = line.trim_start();
+        let is_fn = ["fn ", "pub fn ", "async fn ", "pub async fn "].iter().any(|p| item.starts_with(p));
+        if is_fn && !line.starts_with(' ') {
+            let exported = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.trim_start().starts_with("#["))
+                .any(|l| l.contains("wasm_bindgen"));
+            assert!(exported, "worker/src/lib.rs: {item} is not an export; it belongs in a module of its own");
+        }
+    }
+}
+
+fn circles_in(root: &Path) {
+    let t = tree_of(root);
     // Tarjan's strongly connected components
     struct State<'a> {
         imports: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
@@ -403,7 +448,7 @@ fn no_file_imports_itself_through_others() {
             }
         }
     }
-    let lib = src().join("lib.rs");
+    let lib = root.join("lib.rs");
     let imports: BTreeMap<PathBuf, BTreeSet<PathBuf>> =
         t.imports.iter().filter(|(f, _)| **f != lib).map(|(f, to)| (f.clone(), to.clone())).collect();
     let mut s = State {

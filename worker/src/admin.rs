@@ -19,11 +19,12 @@
 
 use crate::config::Setup;
 use crate::js::{self, Env};
+use crate::log::{json_string, log};
+use crate::respond::problem;
 use crate::tenancy;
-use crate::{json_string, log, problem};
 use sluicegate::headers;
 use sluicegate::identity::Identity;
-use sluicegate::tenants::{effective, same_secret, LimitSource, Overrides, TenantLimit, Tenants};
+use sluicegate::tenants::{effective, LimitSource, Overrides, TenantLimit, Tenants};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response};
@@ -42,7 +43,7 @@ pub async fn serve(
 ) -> Result<Option<Response>, JsValue> {
     let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let Some(route) = route(path) else { return Ok(None) };
-    if let Some(refusal) = unauthorised(request, &token)? {
+    if let Some(refusal) = crate::respond::unauthorised(request, &token)? {
         return Ok(Some(refusal));
     }
     let Some(tenants) = setup.rules.tenants() else {
@@ -62,25 +63,6 @@ pub async fn serve(
         (Route::Unknown, _) => not_found("Not an admin route."),
     };
     Ok(Some(answer))
-}
-
-/// A bare `401` unless `request` carries `Authorization: Bearer <token>` (compared in
-/// constant time).
-///
-/// # Errors
-/// When the headers cannot be read.
-pub fn unauthorised(request: &Request, token: &str) -> Result<Option<Response>, JsValue> {
-    let authorised = request
-        .headers()
-        .get("authorization")?
-        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
-        .is_some_and(|given| same_secret(&given, token));
-    if authorised {
-        return Ok(None);
-    }
-    let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
-    response.headers().set("www-authenticate", "Bearer")?;
-    Ok(Some(response))
 }
 
 #[derive(Debug, PartialEq)]
@@ -140,11 +122,12 @@ async fn stored_overrides(env: &Env) -> Result<Overrides, Response> {
 /// The answer of a call to the overrides object, within the store's timeout.
 async fn call_store(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> {
     let call = js_sys::Promise::resolve(&call?);
-    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    let answer =
+        JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     if answer.is_undefined() {
         return Err(JsValue::from_str(&format!(
             "the overrides store did not answer within {} ms",
-            crate::STORE_TIMEOUT_MS
+            crate::config::STORE_TIMEOUT_MS
         )));
     }
     Ok(answer)
@@ -259,7 +242,8 @@ fn audit((action, changed): (&str, bool), tenant: &str, before: &str, after: &st
 }
 
 fn json(status: u16, body: &str) -> Response {
-    crate::answer(status, "application/json", "no-store", Some(body), &[]).unwrap_or_else(|_| Response::error())
+    crate::respond::answer(status, "application/json", "no-store", Some(body), &[])
+        .unwrap_or_else(|_| Response::error())
 }
 
 fn bad_request(field: &str, message: &str) -> Response {
@@ -283,10 +267,10 @@ const CHANGE_NOT_CONFIRMED: &str =
 
 /// `503` with `"code": "store_unavailable"` and `Retry-After: 1`, the store's error logged.
 fn store_unavailable(error: &JsValue, detail: &str) -> Response {
-    crate::log_error(&format!(
+    crate::log::log_error(&format!(
         "{{\"sluicegate\":\"store-failure\",\"store\":\"{}\",\"error\":{}}}",
         crate::counter::OVERRIDES_OBJECT,
-        json_string(&crate::describe(error))
+        json_string(&crate::log::describe(error))
     ));
     let response = coded(503, detail, "store_unavailable");
     let _ = response.headers().set("retry-after", "1");

@@ -54,7 +54,7 @@ impl Slot {
         request: &web_sys::Request,
         response: &web_sys::Response,
     ) -> Result<web_sys::Response, JsValue> {
-        self.guard.release_with(|done| js::when_body_done(response, done, &js::signal(request)))
+        self.guard.release_with(|done| js::when_body_done(response, done, &crate::runtime::signal(request)))
     }
 }
 
@@ -90,10 +90,10 @@ pub async fn acquire(
     if upstream.scope == BudgetScope::Fleet {
         match acquire_fleet(upstream, env, ctx, scope).await {
             Ok(slot) => return Ok(slot),
-            Err(error) => crate::log_error(&format!(
+            Err(error) => crate::log::log_error(&format!(
                 "{{\"sluicegate\":\"store-failure\",\"upstream\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
-                crate::json_string(&upstream.id),
-                crate::json_string(&crate::describe(&error))
+                crate::log::json_string(&upstream.id),
+                crate::log::json_string(&crate::log::describe(&error))
             )),
         }
     }
@@ -138,7 +138,7 @@ async fn acquire_fleet(
     ctx: &JsValue,
     scope: &Scope<'_>,
 ) -> Result<Option<Slot>, JsValue> {
-    let namespace = js::rate_limiter(env)?;
+    let namespace = crate::config::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(&format!("upstream\u{1f}{}", upstream.id))?)?;
     let call = js_sys::Promise::resolve(&stub.acquire_slot(&upstream.id)?);
     // The object answers within max_wait; past that and a margin, it is not answering.

@@ -132,7 +132,7 @@ pub fn config(env: &Env) -> Config {
         let origin = (!is_library).then_some(&values[1]);
         let config = Rc::new(setup(&values[0], origin, &values[2]));
         match config.as_ref() {
-            Ok(setup) => crate::log(&format!(
+            Ok(setup) => crate::log::log(&format!(
                 "sluicegate: configuration checked: {} rule{}, origin {}",
                 setup.rules.rules().len(),
                 if setup.rules.rules().len() == 1 { "" } else { "s" },
@@ -143,7 +143,7 @@ pub fn config(env: &Env) -> Config {
                     Origin::Dev => "built in (development)".to_owned(),
                 }
             )),
-            Err(problems) => crate::log_error(&format!("sluicegate: invalid configuration: {problems}")),
+            Err(problems) => crate::log::log_error(&format!("sluicegate: invalid configuration: {problems}")),
         }
         *cell.borrow_mut() = Some((values, is_library, config.clone()));
         config
@@ -239,3 +239,21 @@ fn origin_of(value: &JsValue) -> Result<Origin, String> {
     }
     Ok(Origin::Url { origin: url.origin(), base_path: url.pathname().trim_end_matches('/').to_owned() })
 }
+
+/// The Durable Object namespace that counts: `env.RATE_LIMITER`, or the binding the
+/// Worker's code named.
+///
+/// # Errors
+/// When `env` has no such binding.
+pub fn rate_limiter(env: &Env) -> Result<crate::js::Namespace, JsValue> {
+    let name = binding();
+    let namespace = js_sys::Reflect::get(env, &JsValue::from_str(&name)).unwrap_or(JsValue::UNDEFINED);
+    if !namespace.is_object() {
+        return Err(JsValue::from_str(&format!("the {name} Durable Object binding is missing")));
+    }
+    Ok(namespace.unchecked_into())
+}
+
+/// How long a rule's Durable Object may take to answer before the rule's store counts as
+/// failed (and the rule fails open or closed as it says).
+pub const STORE_TIMEOUT_MS: u32 = 1_000;

@@ -1,10 +1,11 @@
 //! The Durable Object behind each counting key: exact counts, and blocks that outlive a
 //! restart.
 
+use crate::clock::now;
 use crate::config::{config, Config};
 use crate::fleet;
 use crate::js::{self, Env};
-use crate::{describe, log_error, now};
+use crate::log::{describe, log_error};
 use sluicegate::limit::{Blocking, Decision, Limiter, SaveState};
 use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
 use sluicegate::tenants::{Overrides, TenantBuckets, TenantLimit};
@@ -387,8 +388,11 @@ impl Counter {
             if let Err(e) = kv.put(&tenant_key(tenant), &JsValue::from_str(record)) {
                 log_error(&format!(
                     "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"error\":{}}}",
-                    crate::json_string(tenant),
-                    crate::json_string(&format!("the tenant's buckets could not be written down: {}", describe(&e)))
+                    crate::log::json_string(tenant),
+                    crate::log::json_string(&format!(
+                        "the tenant's buckets could not be written down: {}",
+                        describe(&e)
+                    ))
                 ));
             }
         }
@@ -433,7 +437,7 @@ impl Counter {
     /// key's keyed hash (`per-token|#3f9a…`): a header value never appears.
     fn logged(&self, rule: &Rule, key: &str) -> String {
         if rule.characteristics.iter().any(|c| matches!(c, Characteristic::Header(_))) {
-            format!("{}|{}", rule.id, crate::log_hash(&self.env).tag(key))
+            format!("{}|{}", rule.id, crate::log::log_hash(&self.env).tag(key))
         } else {
             key.to_owned()
         }

@@ -17,9 +17,11 @@
 //! Durable Object (`scope: "fleet"`, one for every isolate: [`Gates`] there too, each call
 //! leased). The cache is always this isolate's.
 
+use crate::clock::now;
 use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
-use crate::{answer, describe, json_string, log, log_error, now, problem};
+use crate::log::{describe, json_string, log, log_error};
+use crate::respond::{answer, problem};
 use sluicegate::egress::cache::{CachePolicy, Lookup, ResponseCache};
 use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
 use sluicegate::egress::{self as rules, PermitAsk, Provider, Route, Weigh};
@@ -107,7 +109,7 @@ fn local<'a>(gates: &'a Shared, p: &Provider) -> std::cell::RefMut<'a, Local> {
         let fresh = || Local {
             limits,
             // Numbered from a random start: a permit of an earlier gate is never this one's.
-            gate: Gate::new(limits, js::random_u64() >> 12),
+            gate: Gate::new(limits, crate::runtime::random_u64() >> 12),
             waiters: HashMap::new(),
             granted: HashMap::new(),
         };
@@ -187,14 +189,14 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
         });
         let now = now();
         let wake = with_gate(gates, p, |l| l.gate.wake_at(now)).map_or(deadline, |w| w.min(deadline));
-        let ms = crate::timer_ms(wake - now).max(1.0);
+        let ms = crate::clock::timer_ms(wake - now).max(1.0);
         JsFuture::from(js::within(&woken, ms, &JsValue::FALSE)?).await?;
         pump(gates, p);
         if let Some(grant) = with_gate(gates, p, |l| l.granted.remove(&ticket)) {
             place.ticket = None;
             return Ok(Some(grant));
         }
-        if crate::now() >= deadline {
+        if crate::clock::now() >= deadline {
             place.ticket = None;
             let grant = with_gate(gates, p, |l| {
                 l.waiters.remove(&ticket);
@@ -319,7 +321,7 @@ fn store_failure(p: &Provider, error: &JsValue) {
 }
 
 fn stub_of(p: &Provider, env: &Env) -> Result<js::Stub, JsValue> {
-    let namespace = js::rate_limiter(env)?;
+    let namespace = crate::config::rate_limiter(env)?;
     namespace.get(&namespace.id_from_name(&format!("egress\u{1f}{}", p.id))?)
 }
 
@@ -372,7 +374,7 @@ pub async fn serve(
     let Some(token) = env.egress_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let method = request.method().to_ascii_uppercase();
     let Some(route) = egress.route(&method, path) else { return Ok(None) };
-    if let Some(refusal) = crate::admin::unauthorised(request, &token)? {
+    if let Some(refusal) = crate::respond::unauthorised(request, &token)? {
         return Ok(Some(refusal));
     }
     let provider = match route {
@@ -666,7 +668,7 @@ async fn proxy(
         Sent::Answer { response, mirror, permit } => {
             let response = passed_on(&response, p, mirror, "miss")?;
             // The slot is held until the answer has gone to the app.
-            permit.guard.release_with(|done| js::when_body_done(&response, done, &js::signal(request)))
+            permit.guard.release_with(|done| js::when_body_done(&response, done, &crate::runtime::signal(request)))
         }
         Sent::Failed { response: Some((response, mirror)) } => passed_on(&response, p, mirror, "miss"),
         Sent::Failed { response: None } => Ok(unreachable_provider(p)),
@@ -746,7 +748,7 @@ async fn send(
             init.set_body(body);
         }
         if let Some(request) = cancel_with {
-            let signal = js::signal(request);
+            let signal = crate::runtime::signal(request);
             if signal.is_object() {
                 js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
             }

@@ -85,7 +85,7 @@ pub async fn acquire(
     max_wait: Span,
     lease: Span,
 ) -> Result<JsValue, JsValue> {
-    let now = crate::now();
+    let now = crate::clock::now();
     let granted = with_budget(&fleet, &upstream, max_in_flight, |b| {
         b.expire(now);
         match b.slots.acquire() {
@@ -105,12 +105,12 @@ pub async fn acquire(
     let deadline = now + max_wait;
     loop {
         // Wake at the deadline, or when a lease may have run out (its holder gone).
-        let now = crate::now();
+        let now = crate::clock::now();
         let wake =
             with_budget(&fleet, &upstream, max_in_flight, |b| b.first_expiry()).map_or(deadline, |e| e.min(deadline));
         let wait_ms = (wake - now).as_millis_ceil().max(1) as f64;
         let outcome = JsFuture::from(js::within(&woken, wait_ms, &JsValue::FALSE)?).await?;
-        let now = crate::now();
+        let now = crate::clock::now();
         let id = with_budget(&fleet, &upstream, max_in_flight, |b| {
             if outcome.is_truthy() {
                 return Some(b.lease(now + lease));
@@ -160,7 +160,7 @@ impl Drop for Queued<'_> {
 
 /// Keep `lease` for another `lease_length`; `false` when it has already ended.
 pub fn renew(fleet: &Shared, upstream: &str, max_in_flight: u32, lease: u64, lease_length: Span) -> bool {
-    let now = crate::now();
+    let now = crate::clock::now();
     with_budget(fleet, upstream, max_in_flight, |b| match b.leases.get_mut(&lease) {
         Some(until) if *until > now => {
             *until = now + lease_length;

@@ -133,7 +133,7 @@ impl<'r> Scope<'r> {
     }
 
     fn signal(&self) -> Option<&AbortSignal> {
-        self.signal.get_or_init(|| crate::js::signal(self.request).dyn_into::<AbortSignal>().ok()).as_ref()
+        self.signal.get_or_init(|| crate::runtime::signal(self.request).dyn_into::<AbortSignal>().ok()).as_ref()
     }
 
     /// Whether the client has gone away.

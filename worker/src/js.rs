@@ -88,35 +88,6 @@ extern "C" {
     pub fn fetch(request: &Request) -> Result<Promise, JsValue>;
 }
 
-/// The Durable Object namespace that counts: `env.RATE_LIMITER`, or the binding the
-/// Worker's code named.
-///
-/// # Errors
-/// When `env` has no such binding.
-pub fn rate_limiter(env: &Env) -> Result<Namespace, JsValue> {
-    let name = crate::config::binding();
-    let namespace = js_sys::Reflect::get(env, &JsValue::from_str(&name)).unwrap_or(JsValue::UNDEFINED);
-    if !namespace.is_object() {
-        return Err(JsValue::from_str(&format!("the {name} Durable Object binding is missing")));
-    }
-    Ok(namespace.unchecked_into())
-}
-
-/// `request.signal`: aborted when the client goes away (compatibility flag
-/// `enable_request_signal`); undefined where the runtime has none.
-pub fn signal(request: &Request) -> JsValue {
-    js_sys::Reflect::get(request, &"signal".into()).unwrap_or(JsValue::UNDEFINED)
-}
-
-/// `request.cf.colo`, when the runtime provides it.
-pub fn colo(request: &Request) -> Option<String> {
-    let cf = js_sys::Reflect::get(request, &"cf".into()).ok()?;
-    if !cf.is_object() {
-        return None;
-    }
-    js_sys::Reflect::get(&cf, &"colo".into()).ok()?.as_string().filter(|c| !c.is_empty())
-}
-
 // Every import that can throw is `catch`: a JavaScript exception that unwound through the
 // module's frames would skip every Rust destructor (and the guards that give slots back).
 #[wasm_bindgen(module = "/js/streams.mjs")]
@@ -212,18 +183,5 @@ extern "C" {
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
-    fn get_random_values(array: &js_sys::Uint32Array) -> Result<JsValue, JsValue>;
-}
-
-/// 64 random bits from `crypto.getRandomValues` (only ever called while serving a request:
-/// workerd refuses random values at module scope, and should it ever refuse them there,
-/// `Math.random` stands in rather than an exception unwinding through the module).
-pub fn random_u64() -> u64 {
-    let words = js_sys::Uint32Array::new_with_length(2);
-    if get_random_values(&words).is_err() {
-        for i in 0..2 {
-            words.set_index(i, (js_sys::Math::random() * 4_294_967_296.0) as u32);
-        }
-    }
-    u64::from(words.get_index(0)) << 32 | u64::from(words.get_index(1))
+    pub fn get_random_values(array: &js_sys::Uint32Array) -> Result<JsValue, JsValue>;
 }

@@ -19,7 +19,7 @@ pub fn install() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            crate::log_error(&format!("sluicegate: panicked, starting a fresh instance: {info}"));
+            crate::log::log_error(&format!("sluicegate: panicked, starting a fresh instance: {info}"));
             wasm_bindgen::handler::schedule_reinit();
             crate::js::panicked();
         }));

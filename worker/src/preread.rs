@@ -61,7 +61,7 @@ fn with_state<T>(rules: &RuleSet, f: impl FnOnce(&mut State, &PreRead) -> T) -> 
             *cell = Some(State {
                 pre: pre.clone(),
                 // The salt is drawn on first use, never at module scope.
-                ip: pre.per_ip.map(|quota| IpTable::new(quota, js::random_u64())),
+                ip: pre.per_ip.map(|quota| IpTable::new(quota, crate::runtime::random_u64())),
                 node: pre.node,
                 sources: HashMap::new(),
             });
@@ -227,6 +227,6 @@ impl BodyCheck {
 fn source_admits(config: &Config, source: &str, bytes: u64) -> bool {
     let Ok(setup) = config.as_ref().as_ref() else { return true };
     let Some(rate) = setup.rules.pre_read().source_bytes_per_second else { return true };
-    let now = crate::now();
+    let now = crate::clock::now();
     with_state(&setup.rules, |state, _| source_bucket(state, source, rate, now).check(bytes, now).is_allowed())
 }

@@ -31,7 +31,7 @@ pub async fn to_origin(
     init.set_headers(upstream_headers(request, url, client, rules_read)?.as_ref());
     init.set_redirect(RequestRedirect::Manual);
     // A client that goes away cancels the origin request too.
-    let mut signal = js::signal(request);
+    let mut signal = crate::runtime::signal(request);
     if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") {
         if let Some(body) = request.body() {
             // A body that fails its check errors, and the upload is aborted.

@@ -121,7 +121,9 @@ impl Streamed {
         Some(async move {
             let what = Charge::More(bytes);
             let (limit, source, generation) = (&limit.0, limit.1, limit.2);
-            match charge(&env, scope, &tenant, colo.as_deref(), (limit, source, generation), what, crate::now()).await {
+            match charge(&env, scope, &tenant, colo.as_deref(), (limit, source, generation), what, crate::clock::now())
+                .await
+            {
                 Decision::Deny { retry_after } => {
                     Err(Refusal::Limited { tenant: tenant.to_string(), wait: retry_after })
                 }
@@ -270,11 +272,11 @@ async fn charge(
     for name in &stores {
         match charge_in_store(env, name, tenant, (limit, generation), what).await {
             Ok(decision) => return decision,
-            Err(error) => crate::log_error(&format!(
+            Err(error) => crate::log::log_error(&format!(
                 "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"store\":{},\"error\":{}}}",
-                crate::json_string(tenant),
-                crate::json_string(name),
-                crate::json_string(&crate::describe(&error))
+                crate::log::json_string(tenant),
+                crate::log::json_string(name),
+                crate::log::json_string(&crate::log::describe(&error))
             )),
         }
     }
@@ -288,7 +290,7 @@ async fn charge_in_store(
     (limit, generation): (&TenantLimit, u64),
     what: Charge,
 ) -> Result<Decision, JsValue> {
-    let namespace = js::rate_limiter(env)?;
+    let namespace = crate::config::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(name)?)?;
     let (requests, bytes) = match what {
         Charge::Request(bytes) => (1.0, bytes as f64),
@@ -296,7 +298,8 @@ async fn charge_in_store(
     };
     let call =
         js_sys::Promise::resolve(&stub.charge_tenant(tenant, &limit.to_json(), generation as f64, bytes, requests)?);
-    let answer = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    let answer =
+        JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let wait_ms = answer
         .as_f64()
         .filter(|w| w.is_finite() && *w >= 0.0)
@@ -312,7 +315,9 @@ async fn charge_in_store(
 fn with_local<T>(f: impl FnOnce(&mut TenantTable) -> T) -> T {
     LOCAL.with(|local| {
         let mut local = local.borrow_mut();
-        f(local.get_or_insert_with(|| TenantTable::new(MAX_LOCAL_TENANTS, (js::random_u64(), js::random_u64()))))
+        f(local.get_or_insert_with(|| {
+            TenantTable::new(MAX_LOCAL_TENANTS, (crate::runtime::random_u64(), crate::runtime::random_u64()))
+        }))
     })
 }
 
@@ -336,7 +341,7 @@ fn charge_here(
     });
     if placement == Placement::Overflow && first {
         // Once per tick: the table is full of buckets that still owe.
-        crate::log_error(&format!(
+        crate::log::log_error(&format!(
             "{{\"sluicegate\":\"tenant-table-full\",\"tenants\":{held},\"max_default\":{MAX_LOCAL_TENANTS},\
              \"detail\":\"new tenants under the default share one overflow bucket until buckets refill\"}}"
         ));
@@ -346,7 +351,7 @@ fn charge_here(
 
 /// The stub of the object that keeps the runtime overrides.
 pub fn overrides_object(env: &Env) -> Result<js::Stub, JsValue> {
-    let namespace = js::rate_limiter(env)?;
+    let namespace = crate::config::rate_limiter(env)?;
     namespace.get(&namespace.id_from_name(crate::counter::OVERRIDES_OBJECT)?)
 }
 
@@ -366,7 +371,10 @@ pub async fn overrides(env: &Env, now: Instant) -> Rc<Overrides> {
             fresh
         }
         Err(error) => {
-            crate::log_error(&format!("sluicegate: the tenant overrides cannot be read: {}", crate::describe(&error)));
+            crate::log::log_error(&format!(
+                "sluicegate: the tenant overrides cannot be read: {}",
+                crate::log::describe(&error)
+            ));
             cached.map_or_else(|| Rc::new(Overrides::default()), |(_, o)| o)
         }
     }
@@ -374,7 +382,8 @@ pub async fn overrides(env: &Env, now: Instant) -> Rc<Overrides> {
 
 async fn read_overrides(env: &Env) -> Result<Overrides, JsValue> {
     let call = js_sys::Promise::resolve(&overrides_object(env)?.get_overrides()?);
-    let text = JsFuture::from(js::within(&call, f64::from(crate::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    let text =
+        JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     let text = text.as_string().ok_or_else(|| JsValue::from_str("no answer in time"))?;
     let mut overrides = Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))?;
     clamp(env, &mut overrides);
@@ -396,9 +405,9 @@ fn clamp(env: &Env, overrides: &mut Overrides) {
             seen.insert((clamped.tenant.clone(), clamped.set_at))
         });
         if first {
-            crate::log_error(&format!(
+            crate::log::log_error(&format!(
                 "{{\"sluicegate\":\"override-clamped\",\"tenant\":{},\"set_at\":{},\"max_body_bytes\":{},\"applied\":{}}}",
-                crate::json_string(&clamped.tenant),
+                crate::log::json_string(&clamped.tenant),
                 clamped.set_at,
                 clamped.was,
                 clamped.to

@@ -36,6 +36,7 @@
 
 use js_sys::Promise;
 use sluicegate::identity::Identity;
+use sluicegate::openmeteo::{self, WeightMode, WeightQuery};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -228,7 +229,7 @@ fn json(status: u16, body: &str, no_store: bool) -> Result<Response, JsValue> {
 }
 
 fn error_body(reason: &str) -> String {
-    format!("{{\"error\":true,\"reason\":{}}}", crate::json_string(reason))
+    format!("{{\"error\":true,\"reason\":{}}}", crate::log::json_string(reason))
 }
 
 /// At most 40 characters of a client-supplied value, for error messages.
@@ -293,9 +294,9 @@ async fn forecast(params: &UrlSearchParams, client: &str, now_ms: u64) -> Result
     let _slot = InFlight(client.to_owned());
     if delay_ms > 0 {
         if let Err(e) = sleep(delay_ms).await {
-            crate::log_error(&format!(
+            crate::log::log_error(&format!(
                 "sluicegate mock: setTimeout failed, answering without delay: {}",
-                crate::describe(&e)
+                crate::log::describe(&e)
             ));
         }
     }
@@ -336,7 +337,7 @@ fn state(now_ms: u64) -> String {
             if n > 0 {
                 out.push(',');
             }
-            let _ = write!(out, "{}:{{", crate::json_string(name));
+            let _ = write!(out, "{}:{{", crate::log::json_string(name));
             for ((label, usage), w) in WINDOW_NAMES.iter().zip(&client.usage).zip(m.config.windows) {
                 let _ = write!(
                     out,
@@ -488,11 +489,13 @@ impl Query {
         self.models.len().max(1)
     }
 
-    /// The server's formula, summed over the locations.
+    /// The server's formula ([`openmeteo::weight`], the one the client paces by), summed
+    /// over the locations; a call asking for no variable weighs 1 per location.
     fn weight(&self) -> f64 {
-        let variables = (self.daily.len() + self.hourly.len() + self.current.len()) * self.model_count();
-        let per_location = (variables as f64 / 10.0 * (self.days as f64 / 14.0).max(1.0)).max(1.0);
-        per_location * self.locations.len() as f64
+        let variables = self.daily.len() + self.hourly.len() + self.current.len();
+        let query = WeightQuery::new(self.locations.len() as u32, self.days as u32, variables as u32)
+            .and_then(|q| q.with_models(self.model_count() as u32));
+        query.map_or(self.locations.len() as f64, |q| openmeteo::weight(&q, WeightMode::Server))
     }
 
     /// How many numbers the body holds.

@@ -1,0 +1,112 @@
+//! What the edge writes to the log: one JSON line per decision and per failure, with header
+//! values and query values never shown as sent (a keyed hash, or left out).
+
+use crate::js::Env;
+use sluicegate::headers::{self, RateLimitFields};
+use sluicegate::identity::Identity;
+use sluicegate::limit::Decision;
+use sluicegate::redact::{url_for_log, KeyedHash};
+use sluicegate::rules::Rule;
+use std::cell::OnceCell;
+use wasm_bindgen::prelude::*;
+use web_sys::Request;
+
+thread_local! {
+    /// The keyed hash of log lines and of the block cache, made on first use.
+    static LOG_HASH: OnceCell<KeyedHash> = const { OnceCell::new() };
+}
+
+/// The keyed hash that log lines show header values as (and that names the block cache's
+/// keys): keyed by the secret `SLUICEGATE_LOG_KEY`, so hashes agree across isolates and
+/// deploys, else by 128 random bits drawn once per isolate (on first use: workerd refuses
+/// random values at module scope).
+pub(crate) fn log_hash(env: &Env) -> KeyedHash {
+    LOG_HASH.with(|cell| {
+        *cell.get_or_init(|| match env.log_key().as_string().filter(|k| !k.is_empty()) {
+            Some(secret) => KeyedHash::from_secret(secret.as_bytes()),
+            None => KeyedHash::new(crate::runtime::random_u64(), crate::runtime::random_u64()),
+        })
+    })
+}
+
+/// The request's URL as log lines show it: without its query's values.
+pub(crate) fn logged_url(request: &Request) -> String {
+    url_for_log(&request.url())
+}
+
+pub(crate) fn log(line: &str) {
+    web_sys::console::log_1(&JsValue::from_str(line));
+}
+
+pub(crate) fn log_error(line: &str) {
+    web_sys::console::error_1(&JsValue::from_str(line));
+}
+
+/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
+pub(crate) fn log_store_failure(rule: &Rule, logged_key: &str, error: &JsValue) {
+    let line = format!(
+        "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\",\"error\":{}}}",
+        json_string(&rule.id),
+        json_string(logged_key),
+        rule.on_store_failure.name(),
+        json_string(&describe(error))
+    );
+    log_error(&line);
+}
+
+/// What a value is, for an error message: `undefined`, `null`, or its type.
+pub(crate) fn describe_kind(value: &JsValue) -> String {
+    if value.is_undefined() {
+        "undefined".into()
+    } else if value.is_null() {
+        "null".into()
+    } else {
+        value.js_typeof().as_string().unwrap_or_default()
+    }
+}
+
+pub(crate) fn log_omitted(fields: &RateLimitFields, request: &Request) {
+    if fields.omitted() > 0 {
+        log(&format!(
+            "sluicegate: {} RateLimit entries left out of the response to {} (the headers are capped at {} bytes)",
+            fields.omitted(),
+            logged_url(request),
+            headers::MAX_RATELIMIT_FIELD_BYTES
+        ));
+    }
+}
+
+/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
+pub(crate) fn log_decision(rule: &Rule, logged_key: &str, identity: Option<Identity>, decision: &Decision, via: &str) {
+    let (ip, source) = identity_fields(identity);
+    let outcome = match decision {
+        Decision::Allow { remaining, .. } => format!("\"allow\",\"remaining\":{remaining}"),
+        Decision::Deny { retry_after } => format!("\"deny\",\"retry_after_ms\":{}", retry_after.as_millis_ceil()),
+    };
+    log(&format!(
+        "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"}}",
+        json_string(&rule.id),
+        json_string(&ip),
+        json_string(logged_key)
+    ));
+}
+
+/// A log line's `identity` (the counted address, IPv6 by /64) and `identity_source` (where
+/// it was read: `cf-connecting-ip`, `x-forwarded-for` or `peer`; `none` without one).
+pub(crate) fn identity_fields(identity: Option<Identity>) -> (String, &'static str) {
+    match identity {
+        Some(id) => (id.ip.to_string(), id.source.as_str()),
+        None => ("unknown".to_owned(), "none"),
+    }
+}
+
+pub(crate) fn json_string(s: &str) -> String {
+    js_sys::JSON::stringify(&JsValue::from_str(s)).ok().and_then(|v| v.as_string()).unwrap_or_else(|| "\"\"".into())
+}
+
+pub(crate) fn describe(error: &JsValue) -> String {
+    error
+        .as_string()
+        .or_else(|| js_sys::Reflect::get(error, &"message".into()).ok().and_then(|m| m.as_string()))
+        .unwrap_or_else(|| format!("{error:?}"))
+}

@@ -1,0 +1,122 @@
+//! The edge's own answers: problem+json refusals with `Retry-After`, and the 400, 413, 429,
+//! 499, 502 and 503 a request can get before it reaches the origin.
+
+use crate::log::{json_string, log, log_error, logged_url};
+use sluicegate::headers;
+use sluicegate::rules::{Rule, Upstream};
+use sluicegate::tenants::same_secret;
+use sluicegate::time::Span;
+use wasm_bindgen::prelude::*;
+use web_sys::{Headers, Request, Response, ResponseInit};
+
+/// `502` for an origin that answered with an interim response where a final one was due (its
+/// body, the rest of the origin's answer, is cancelled unread).
+pub(crate) fn interim_refusal(request: &Request, response: &Response) -> Response {
+    let status = response.status();
+    if let Some(body) = response.body() {
+        let _ = body.cancel();
+    }
+    log_error(&format!(
+        "{{\"sluicegate\":\"origin-interim\",\"status\":{status},\"url\":{}}}",
+        json_string(&logged_url(request))
+    ));
+    let detail = format!("The origin answered with an interim {status} response where a final one was due.");
+    problem(502, &headers::problem(502, "Bad Gateway", &detail, None, None), None)
+}
+
+/// `400` with `detail`, logged.
+pub(crate) fn bad_request(request: &Request, detail: &str) -> Response {
+    log(&format!("sluicegate: 400 for {}: {detail}", logged_url(request)));
+    problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
+}
+
+/// The answer to a request whose client went away before it was forwarded: nobody reads it
+/// (`499`, as proxies log a client that closed first), and nothing was sent to the origin.
+pub(crate) fn client_gone(request: &Request) -> Response {
+    log(&format!("{{\"sluicegate\":\"client-gone\",\"url\":{}}}", json_string(&logged_url(request))));
+    problem(499, &headers::problem(499, "Client Closed Request", "", None, None), None)
+}
+
+/// The shed of a request that found no slot of `upstream` within its `max_wait`: `503`
+/// with a problem+json body and `Retry-After`, never a 500. A request whose `Accept` lists
+/// `text/event-stream` (an `EventSource`) gets the same problem as one `event: error` of a
+/// `200` event stream instead: an `EventSource` dispatches no events from any other status,
+/// only a bare error with nothing in it. Both name the upstream in `Sluicegate-Shed`.
+pub(crate) fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
+    let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
+    let accept = request.headers().get("accept").ok().flatten();
+    let event_stream = accept.as_deref().is_some_and(headers::accepts_event_stream);
+    log(&format!(
+        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"event_stream\":{event_stream},\"url\":{}}}",
+        json_string(&upstream.id),
+        json_string(&logged_url(request))
+    ));
+    let body = headers::upstream_busy(&upstream.id, upstream.max_wait, retry);
+    let response = if event_stream {
+        let stream = headers::event_stream_error(&body, retry);
+        let retry_after = headers::retry_after(retry);
+        let extra = [("retry-after", retry_after.as_str()), ("sluicegate-shed", upstream.id.as_str())];
+        answer(200, headers::EVENT_STREAM, "no-store", Some(&stream), &extra)?
+    } else {
+        let response = problem(503, &body, Some(retry));
+        response.headers().set("sluicegate-shed", &upstream.id)?;
+        response
+    };
+    Ok(response)
+}
+
+/// `503` from a rule that fails closed when its count cannot be read.
+pub(crate) fn store_unavailable(rule: &Rule) -> Result<Response, JsValue> {
+    let detail = format!("The rate limit \"{}\" cannot be checked right now.", rule.id);
+    let body = headers::problem(503, "Service Unavailable", &detail, Some(&rule.id), Some(Span::from_secs(1)));
+    Ok(problem(503, &body, Some(Span::from_secs(1))))
+}
+
+pub(crate) fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {
+    let retry = retry_after.map(headers::retry_after);
+    let extra: &[(&str, &str)] = match &retry {
+        Some(wait) => &[("retry-after", wait)],
+        None => &[],
+    };
+    answer(status, headers::PROBLEM_JSON, "no-store", Some(body), extra).unwrap_or_else(|_| Response::error())
+}
+
+/// One of the edge's own answers: `status`, `content_type`, `cache_control` and any
+/// `extra` headers, with `body` (none for a `HEAD`).
+pub(crate) fn answer(
+    status: u16,
+    content_type: &str,
+    cache_control: &str,
+    body: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Result<Response, JsValue> {
+    let headers = Headers::new()?;
+    headers.set("content-type", content_type)?;
+    headers.set("cache-control", cache_control)?;
+    for (name, value) in extra {
+        headers.set(name, value)?;
+    }
+    let init = ResponseInit::new();
+    init.set_status(status);
+    init.set_headers(&headers);
+    Response::new_with_opt_str_and_init(body, &init)
+}
+
+/// A bare `401` unless `request` carries `Authorization: Bearer <token>` (compared in
+/// constant time).
+///
+/// # Errors
+/// When the headers cannot be read.
+pub(crate) fn unauthorised(request: &Request, token: &str) -> Result<Option<Response>, JsValue> {
+    let authorised = request
+        .headers()
+        .get("authorization")?
+        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
+        .is_some_and(|given| same_secret(&given, token));
+    if authorised {
+        return Ok(None);
+    }
+    let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
+    response.headers().set("www-authenticate", "Bearer")?;
+    Ok(Some(response))
+}
