@@ -9,10 +9,20 @@
 // configuration's directory) in its place before simulating.
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
+import {
+  SimulationError,
+  checkConfig,
+  compareSimulations,
+  edgeRulesPath,
+  inlineEdgeRules,
+  runSimulation,
+  selfTest,
+  simParseArgs,
+  simUsage,
+} from "./sim-node.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
-       sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]
+       sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
        sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
        sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
@@ -20,6 +30,10 @@ const USAGE = `usage: sluicegate check-rules FILE
   sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
                      exits 0 (no high findings), 1 (high findings) or 2 (bad input)
     --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --reorder-window SECONDS
+                     how far a trace's rows may lag behind the newest row read and still
+                     stream (default 10; 0 or more; inf holds the whole trace in memory). The
+                     results are the same whatever the window
     --max-requests N the most requests the configured clients may generate (default
                      50,000,000): a config estimated past it is refused (exit 2) before it
                      runs, naming the client and the estimate. Not applied to a trace
@@ -39,87 +53,13 @@ const USAGE = `usage: sluicegate check-rules FILE
     --tolerance-ms N requests within N ms (real time) of a window or block boundary are
                      timing-limited, reported apart (default 5)`;
 
-const SIM_USAGE = `usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]
-       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]`;
+const SIM_USAGE = simUsage();
 
 const NATIVE_ONLY = `sluicegate check-rules: needs the native command line, which this package does not include.
 Build it from the sluicegate repository with Rust:
   cargo install --path . --features cli            (then: sluicegate check-rules FILE)
   cargo build --release --features cli             (then: target/release/sluicegate check-rules FILE)
 From JavaScript, validateRules(text) in sluicegate/edge checks a rules file too.`;
-
-class UsageError extends Error {}
-
-/** `sim`'s options, read the way argparse reads them (long options may be abbreviated, `--trace=CSV` works, `--` ends the options). */
-function simArgs(args) {
-  const LONG = ["--help", "--trace", "--max-requests", "--json", "--self-test", "--compare", "--review"];
-  const parsed = { config: null, trace: null, maxRequests: undefined, json: false, selfTest: false, help: false, compare: null, review: false };
-  const positional = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === "--") {
-      positional.push(...args.slice(i + 1));
-      break;
-    }
-    if (arg === "-h") {
-      parsed.help = true;
-      continue;
-    }
-    if (!arg.startsWith("--") || arg.length === 2) {
-      if (arg.startsWith("-") && arg.length > 1) throw new UsageError(`unrecognized arguments: ${arg}`);
-      positional.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf("=");
-    const name = eq < 0 ? arg : arg.slice(0, eq);
-    const value = eq < 0 ? null : arg.slice(eq + 1);
-    const matches = LONG.filter((l) => l.startsWith(name));
-    if (matches.length === 0) throw new UsageError(`unrecognized arguments: ${arg}`);
-    if (matches.length > 1) throw new UsageError(`ambiguous option: ${name}`);
-    const option = matches[0];
-    if (option === "--trace" || option === "--compare") {
-      const key = option.slice(2);
-      if (value !== null) {
-        parsed[key] = value;
-      } else {
-        const next = args[i + 1];
-        if (next === undefined || (next.startsWith("-") && next.length !== 1)) {
-          throw new UsageError(`argument ${option}: expected one argument${option === "--compare" ? " (the after config)" : ""}`);
-        }
-        parsed[key] = next;
-        i++;
-      }
-    } else if (option === "--max-requests") {
-      const text = value ?? args[++i];
-      if (text === undefined) throw new UsageError("argument --max-requests: expected one argument");
-      const n = Number(text.trim().replace(/[_,]/g, ""));
-      if (!(n >= 1) || !Number.isInteger(n) || text.trim() === "") {
-        throw new UsageError(`argument --max-requests: expected a whole number, 1 or more, got ${JSON.stringify(text)}`);
-      }
-      parsed.maxRequests = n;
-    } else if (value !== null) {
-      throw new UsageError(`argument ${option}: ignored explicit argument`);
-    } else if (option === "--json") {
-      parsed.json = true;
-    } else if (option === "--self-test") {
-      parsed.selfTest = true;
-    } else if (option === "--review") {
-      parsed.review = true;
-    } else {
-      parsed.help = true;
-    }
-  }
-  if (positional.length > 1) throw new UsageError(`unrecognized arguments: ${positional.slice(1).join(" ")}`);
-  parsed.config = positional[0] ?? null;
-  if (parsed.review && parsed.compare === null) {
-    throw new UsageError("argument --review: needs --compare AFTER (the review compares two configs)");
-  }
-  if (parsed.review && parsed.json) {
-    throw new UsageError("argument --review: not allowed with --json (the JSON comparison carries the same figures)");
-  }
-  if (parsed.compare !== null && parsed.selfTest) throw new UsageError("argument --compare: not allowed with --self-test");
-  return parsed;
-}
 
 /** strerror's words, where Node's differ or are missing. */
 const STRERROR = {
@@ -175,9 +115,9 @@ function withEdgeRules(text, configPath) {
 function sim(args) {
   let parsed;
   try {
-    parsed = simArgs(args);
+    // read by the native command line's own parser (in the wasm)
+    parsed = simParseArgs(args);
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`${SIM_USAGE}\nsluicegate sim: error: ${error.message}\n`);
     return 2;
   }
@@ -204,7 +144,11 @@ function sim(args) {
     }
     let run;
     try {
-      run = runSimulation(config, trace, { traceName: parsed.trace ?? undefined, maxRequests: parsed.maxRequests });
+      run = runSimulation(config, trace, {
+        traceName: parsed.trace ?? undefined,
+        maxRequests: parsed.maxRequests ?? undefined,
+        reorderWindow: parsed.reorderWindow ?? undefined,
+      });
     } catch (error) {
       throw nativeCeiling(error);
     }
@@ -245,7 +189,8 @@ function compare(parsed) {
     try {
       out = compareSimulations(configs[0], configs[1], trace, {
         traceName: parsed.trace ?? undefined,
-        maxRequests: parsed.maxRequests,
+        maxRequests: parsed.maxRequests ?? undefined,
+        reorderWindow: parsed.reorderWindow ?? undefined,
         beforeName: parsed.config,
         afterName: parsed.compare,
       });

@@ -262,6 +262,12 @@ export interface SimulationOptions {
    * status 2) naming the client and the estimate, before it runs. A trace is not estimated.
    */
   maxRequests?: number;
+  /**
+   * How far a trace's rows may lag behind the newest row read and still stream, in seconds
+   * (default 10; `Infinity` holds the whole trace): `--reorder-window`. The results are the
+   * same whatever it is.
+   */
+  reorderWindow?: number;
 }
 
 /** Everything `sluicegate sim` can print for one configuration. */

@@ -4,7 +4,14 @@
 //
 // No node:fs here: reading files (a config path, a trace, an `edge_rules` path) is the
 // command line's job (js/cli.mjs), so this runs unchanged in browsers and Workers.
-import { simCheckConfig, simCompare, simRun, simSelfTest } from "../pkg-sim/sluicegate.js";
+import {
+  simCheckConfig,
+  simCompare,
+  simEdgeRulesPath,
+  simInlineEdgeRules,
+  simRun,
+  simSelfTest,
+} from "../pkg-sim/sluicegate.js";
 
 /** Why a simulation gave no result: the simulator's message and its exit status. */
 export class SimulationError extends Error {
@@ -97,13 +104,24 @@ function maxRequests(options) {
   return max;
 }
 
+/** options.reorderWindow: seconds, 0 or more (Infinity: hold the whole trace). */
+function reorderWindow(options) {
+  const window = options?.reorderWindow;
+  if (window === undefined || window === null) return undefined;
+  if (typeof window !== "number" || !(window >= 0)) {
+    throw new TypeError(`options.reorderWindow must be a number of seconds, 0 or more, got ${describe(window)}`);
+  }
+  return window;
+}
+
 function runText(config, trace, options) {
   const text = configText(config);
   const csv = traceText(trace);
   const name = traceName(options);
   const max = maxRequests(options);
+  const window = reorderWindow(options);
   try {
-    return simRun(text, csv, name, max);
+    return simRun(text, csv, name, max, window);
   } catch (error) {
     throw simulationError(error);
   }
@@ -166,7 +184,7 @@ export function compareSimulations(before, after, trace = undefined, options = u
   const afterName = sideName(options, "afterName");
   let out;
   try {
-    out = simCompare(beforeText, afterText, csv, name, max, beforeName, afterName);
+    out = simCompare(beforeText, afterText, csv, name, max, beforeName, afterName, reorderWindow(options));
   } catch (error) {
     throw simulationError(error);
   }
@@ -203,98 +221,28 @@ export function selfTest() {
 // ------------------------------------------------------------ edge_rules given as a path
 
 /**
- * Where the top-level value of `key` lies in `text` (valid JSON, an object): `[start, end]`
- * of its last occurrence (the one JSON readers keep), or null.
- */
-function topLevelValueSpan(text, key) {
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && " \t\n\r".includes(text[i])) i++;
-  };
-  const skipString = () => {
-    for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
-    i++;
-  };
-  const skipValue = () => {
-    if (text[i] === '"') return skipString();
-    if (text[i] === "{" || text[i] === "[") {
-      let depth = 0;
-      do {
-        if (text[i] === '"') {
-          skipString();
-          continue;
-        }
-        if (text[i] === "{" || text[i] === "[") depth++;
-        else if (text[i] === "}" || text[i] === "]") depth--;
-        i++;
-      } while (depth > 0);
-      return;
-    }
-    while (i < text.length && !",}] \t\n\r".includes(text[i])) i++;
-  };
-  let span = null;
-  ws();
-  if (text[i] !== "{") return null;
-  i++;
-  for (;;) {
-    ws();
-    if (text[i] !== '"') return span; // "}" (or nothing: not an object)
-    const keyStart = i;
-    skipString();
-    const name = JSON.parse(text.slice(keyStart, i));
-    ws();
-    i++; // ":"
-    ws();
-    const start = i;
-    skipValue();
-    if (name === key) span = [start, i];
-    ws();
-    if (text[i] !== ",") return span;
-    i++;
-  }
-}
-
-/** Why `text` is not JSON (worded by the simulator's own JSON reader where it can), or null. */
-function jsonProblem(text) {
-  try {
-    JSON.parse(text);
-    return null;
-  } catch (error) {
-    try {
-      checkConfig(text);
-    } catch (refusal) {
-      if (refusal instanceof SimulationError && refusal.message.startsWith("invalid JSON: ")) return refusal.message;
-    }
-    return `invalid JSON: ${error.message}`;
-  }
-}
-
-/**
  * The `edge_rules` path of a configuration given as JSON text (a string value), or null: no
  * `edge_rules`, the rules object itself, or text that is not a JSON object (the simulator
  * then says what is wrong with it).
  */
 export function edgeRulesPath(configText) {
-  let parsed;
-  try {
-    parsed = JSON.parse(configText);
-  } catch {
-    return null;
-  }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return null;
-  return typeof parsed.edge_rules === "string" ? parsed.edge_rules : null;
+  if (typeof configText !== "string") throw new TypeError(`configText must be JSON text, got ${describe(configText)}`);
+  return simEdgeRulesPath(configText) ?? null;
 }
 
 /**
- * The configuration's text with its `edge_rules` value replaced by `rulesText` (the rules
- * file's JSON text), everything else as written, so numbers keep their spelling (`20` and
+ * The configuration's text with its `edge_rules` path replaced by `rulesText` (the rules
+ * file's JSON text), as the command line reads a path: numbers keep their spelling (`20` and
  * `20.0` are different to the simulator). Rules that are not JSON throw a SimulationError
  * (exit status 2) saying `edge_rules: <where>: invalid JSON: ...`.
  */
 export function inlineEdgeRules(configText, rulesText, where) {
-  const problem = jsonProblem(rulesText);
-  if (problem !== null) throw new SimulationError(`edge_rules: ${where}: ${problem}`, 2);
-  const span = topLevelValueSpan(configText, "edge_rules");
-  if (span === null) return configText;
-  return `${configText.slice(0, span[0])}${rulesText.trim()}${configText.slice(span[1])}`;
+  for (const [name, value] of [["configText", configText], ["rulesText", rulesText], ["where", where]]) {
+    if (typeof value !== "string") throw new TypeError(`${name} must be a string, got ${describe(value)}`);
+  }
+  try {
+    return simInlineEdgeRules(configText, rulesText, where);
+  } catch (error) {
+    throw simulationError(error);
+  }
 }

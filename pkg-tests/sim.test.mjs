@@ -226,7 +226,7 @@ test("the command line: bad input exits 2 with error: on stderr; usage errors as
   assert.equal(unknown.code, 2);
   assert.equal(
     unknown.stderr,
-    "usage: sluicegate sim [-h] [--trace TRACE] [--json] [--self-test] [config]\n" +
+    "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n" +
       "       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]\n" +
       "sluicegate sim: error: unrecognized arguments: --verbose\n",
   );
@@ -489,4 +489,23 @@ test("npx sluicegate sim --compare: the native command line's review, JSON and r
   const usage = await sluicegate(["sim", "examples/orders-api.json", "--review"]);
   assert.equal(usage.code, 2);
   assert.match(usage.stderr, /argument --review: needs --compare AFTER/);
+});
+
+test("npx sluicegate sim reads its arguments with the native command line's parser: --reorder-window too", async () => {
+  const args = ["sim", "tests/fixtures/sim/configs/trace-config.json", "--trace", "tests/fixtures/sim/traces/basic.csv", "--json"];
+  const plain = await sluicegate(args);
+  assert.equal(plain.stderr, "");
+  assert.ok(plain.stdout.startsWith("{"), "the JSON report");
+  for (const window of ["0", "2.5", "inf"]) {
+    const out = await sluicegate([...args, "--reorder-window", window]);
+    assert.equal(out.stdout, plain.stdout, `--reorder-window ${window}: the same results`);
+  }
+  const abbreviated = await sluicegate([...args.slice(0, 4), "--reo=5", "--js"]);
+  assert.equal(abbreviated.stdout, plain.stdout, "long options may be abbreviated");
+  const negative = await sluicegate([...args, "--reorder-window", "-1"]);
+  assert.equal(negative.code, 2);
+  assert.match(negative.stderr, /argument --reorder-window: expected seconds, 0 or more \(or inf\), got "-1"/);
+  const ambiguous = await sluicegate(["sim", "examples/orders-api.json", "--re"]);
+  assert.equal(ambiguous.code, 2);
+  assert.match(ambiguous.stderr, /ambiguous option: --re/);
 });

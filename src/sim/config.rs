@@ -407,6 +407,11 @@ fn seed(v: Option<&Value>) -> Seed {
     }
 }
 
+/// A rules file's JSON, or the error naming it.
+fn rules_value(text: &str, shown: &str) -> Result<Value, SimError> {
+    serde_json::from_str(text).map_err(|e| input(format!("edge_rules: {shown}: invalid JSON: {e}")))
+}
+
 impl Config {
     /// Parses and checks a configuration, filling in the reference's defaults.
     pub fn from_json(text: &str) -> Result<Config, SimError> {
@@ -418,16 +423,39 @@ impl Config {
     /// relative to it, so a config can simulate the very rules file the edge worker loads.
     pub fn from_json_in(text: &str, dir: &std::path::Path) -> Result<Config, SimError> {
         let mut value: Value = serde_json::from_str(text).map_err(|e| input(format!("invalid JSON: {e}")))?;
-        if let Some(Value::String(path)) = value.get("edge_rules") {
+        if let Some(path) = value.get("edge_rules").and_then(Value::as_str) {
             let full = dir.join(path);
-            let shown = full.display();
+            let shown = full.display().to_string();
             let text =
                 std::fs::read_to_string(&full).map_err(|e| input(format!("edge_rules: {shown}: cannot read: {e}")))?;
-            let rules =
-                serde_json::from_str(&text).map_err(|e| input(format!("edge_rules: {shown}: invalid JSON: {e}")))?;
-            value["edge_rules"] = rules;
+            value["edge_rules"] = rules_value(&text, &shown)?;
         }
         Config::from_value(&value)
+    }
+
+    /// The `edge_rules` path of a configuration's JSON text: `None` without one, for the
+    /// rules object itself, and for text that is not a JSON object (the simulator then says
+    /// what is wrong with it).
+    pub fn edge_rules_path(text: &str) -> Option<String> {
+        let value: Value = serde_json::from_str(text).ok()?;
+        value.get("edge_rules")?.as_str().map(str::to_owned)
+    }
+
+    /// The configuration's text with its `edge_rules` path replaced by `rules` (the rules
+    /// file's JSON text; `shown` is what an error calls the file), as [`Config::from_json_in`]
+    /// reads a path: for a configuration without a path, `text` as it is. Numbers keep the
+    /// spelling the simulator reads them by (`20` and `20.0` stay apart).
+    ///
+    /// # Errors
+    /// `edge_rules: <shown>: invalid JSON: …` for rules that are not JSON.
+    pub fn inline_edge_rules(text: &str, rules: &str, shown: &str) -> Result<String, SimError> {
+        let rules = rules_value(rules, shown)?;
+        let Ok(mut value) = serde_json::from_str::<Value>(text) else { return Ok(text.into()) };
+        if !value.get("edge_rules").is_some_and(Value::is_string) {
+            return Ok(text.into());
+        }
+        value["edge_rules"] = rules;
+        Ok(value.to_string())
     }
 
     /// Checks an already parsed configuration, filling in the reference's defaults.
@@ -802,5 +830,25 @@ mod tests {
             assert_eq!(nanos(x), (x * 1e9).round() as u64, "{x}");
         }
         assert_eq!((nanos(-1.0), nanos(f64::NAN)), (0, 0));
+    }
+
+    #[test]
+    fn an_edge_rules_path_is_found_and_inlined_keeping_how_numbers_are_written() {
+        use super::Config;
+        let text = r#"{"duration_s": 20.0, "edge_rules": "../worker/rules.json", "policies": []}"#;
+        assert_eq!(Config::edge_rules_path(text).as_deref(), Some("../worker/rules.json"));
+        assert_eq!(Config::edge_rules_path(r#"{"edge_rules": {"rules": []}}"#), None);
+        assert_eq!(Config::edge_rules_path("not json"), None);
+        let rules = r#"{"rules": [{"id": "api", "period": 10}]}"#;
+        let inlined: serde_json::Value =
+            serde_json::from_str(&Config::inline_edge_rules(text, rules, "rules.json").unwrap()).unwrap();
+        assert_eq!(inlined["edge_rules"]["rules"][0]["id"], "api");
+        // 20.0 stays a float, 10 an integer: the simulator reads them apart
+        assert!(inlined["duration_s"].is_f64() && inlined["edge_rules"]["rules"][0]["period"].is_u64());
+        // no path: the text as it is; rules that are not JSON: named
+        let object = r#"{"edge_rules": {"rules": []}}"#;
+        assert_eq!(Config::inline_edge_rules(object, rules, "x").unwrap(), object);
+        let bad = Config::inline_edge_rules(text, "{", "worker/rules.json").unwrap_err();
+        assert!(bad.to_string().starts_with("edge_rules: worker/rules.json: invalid JSON: "), "{bad}");
     }
 }

@@ -36,6 +36,7 @@
 //! ```
 
 mod analyse;
+pub mod args;
 mod compare;
 mod config;
 mod decisions;
@@ -342,10 +343,11 @@ fn outcome(
     cfg: &Config,
     trace: Option<(&str, &str)>,
     ceiling: Ceiling<'_>,
+    window_s: f64,
     observer: Option<&mut dyn Observer>,
 ) -> Result<Outcome, SimError> {
     match trace {
-        Some((label, text)) => simulate_trace(cfg, label, || Ok(text.as_bytes()), observer),
+        Some((label, text)) => simulate_trace_within(cfg, label, window_s, || Ok(text.as_bytes()), observer),
         None => {
             cfg.check_size(ceiling.max_requests, ceiling.raise)?;
             simulate_generated(cfg, observer)
@@ -358,7 +360,7 @@ fn outcome(
 /// [`DEFAULT_MAX_REQUESTS`] is refused.
 pub fn run(config_json: &str, trace: Option<(&str, &str)>) -> Result<Report, SimError> {
     let cfg = Config::from_json(config_json)?;
-    report(&cfg, outcome(&cfg, trace, Ceiling::default(), None)?)
+    report(&cfg, outcome(&cfg, trace, Ceiling::default(), DEFAULT_REORDER_WINDOW_S, None)?)
 }
 
 /// [`run`], also returning the per-second [`Timeline`] of admitted and rejected attempts per
@@ -374,9 +376,20 @@ pub fn run_with_timeline_within(
     trace: Option<(&str, &str)>,
     ceiling: Ceiling<'_>,
 ) -> Result<(Report, Timeline), SimError> {
+    run_with_timeline_reordered(config_json, trace, ceiling, DEFAULT_REORDER_WINDOW_S)
+}
+
+/// [`run_with_timeline_within`] with a trace held for `window_s` seconds to be put in order
+/// (see [`simulate_trace_within`]; the results are the same whatever the window).
+pub fn run_with_timeline_reordered(
+    config_json: &str,
+    trace: Option<(&str, &str)>,
+    ceiling: Ceiling<'_>,
+    window_s: f64,
+) -> Result<(Report, Timeline), SimError> {
     let cfg = Config::from_json(config_json)?;
     let mut timeline = Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() };
-    let out = outcome(&cfg, trace, ceiling, Some(&mut timeline))?;
+    let out = outcome(&cfg, trace, ceiling, window_s, Some(&mut timeline))?;
     timeline.finish();
     Ok((report(&cfg, out)?, timeline))
 }

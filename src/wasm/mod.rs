@@ -24,7 +24,10 @@ pub use edge::{client_identity_js, validate_rules, TokenBucket};
 pub use limit::{problem_json, LimiterCoreJs};
 pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
-pub use sim::{sim_check_config, sim_csv_records, sim_decisions, sim_run, sim_self_test};
+pub use sim::{
+    sim_check_config, sim_compare, sim_csv_records, sim_decisions, sim_edge_rules_path, sim_inline_edge_rules,
+    sim_parse_args, sim_run, sim_self_test, sim_usage,
+};
 #[cfg(feature = "wasm-smartflow")]
 pub use smartflow::{
     format_saved_at, is_cache_fresh, is_unresolved_scoped_url, parse_saved_at, url_identifiers, SmartFlowBucketJs,

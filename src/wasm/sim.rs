@@ -54,6 +54,18 @@ export interface SimCompareText {
   /** 1 when the after run has high findings, else 0. */
   exitCode: 0 | 1;
 }
+/** `sluicegate sim`'s arguments as the command line reads them (absent values `null`). */
+export interface SimArgs {
+  config: string | null;
+  trace: string | null;
+  reorderWindow: number | null;
+  maxRequests: number | null;
+  json: boolean;
+  selfTest: boolean;
+  help: boolean;
+  compare: string | null;
+  review: boolean;
+}
 export interface SimSelfTest {
   output: string;
   ok: boolean;
@@ -71,7 +83,9 @@ fn failure(e: &SimError) -> js_sys::Error {
 /// Run a simulation: `config` is the configuration's JSON text, `trace` the CSV text of
 /// recorded traffic (instead of the configured clients), `traceName` what trace errors
 /// call it (default `"trace"`), `maxRequests` the most requests the configured clients may
-/// generate (default 50,000,000; a config estimated past it is refused before it runs).
+/// generate (default 50,000,000; a config estimated past it is refused before it runs),
+/// `reorderWindow` how far behind a trace's rows may lag and still stream (default 10 s; the
+/// results are the same whatever it is).
 ///
 /// Throws an `Error` with the simulator's message (naming the policy or client and the
 /// field) and `exitCode` 2 for bad input, 1 where the reference simulator crashes.
@@ -81,6 +95,7 @@ pub fn sim_run(
     trace: Option<String>,
     trace_name: Option<String>,
     max_requests: Option<f64>,
+    reorder_window: Option<f64>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let ceiling = sim::Ceiling {
@@ -88,9 +103,10 @@ pub fn sim_run(
         max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
         raise: "the maxRequests option",
     };
+    let window = reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
+    let traced = trace.as_deref().map(|text| (name.as_str(), text));
     let (report, timeline) =
-        sim::run_with_timeline_within(config, trace.as_deref().map(|text| (name.as_str(), text)), ceiling)
-            .map_err(|e| failure(&e))?;
+        sim::run_with_timeline_reordered(config, traced, ceiling, window).map_err(|e| failure(&e))?;
     Ok(run_object(&report, &timeline))
 }
 
@@ -130,6 +146,7 @@ pub fn sim_compare(
     max_requests: Option<f64>,
     before_name: Option<String>,
     after_name: Option<String>,
+    reorder_window: Option<f64>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let ceiling = sim::Ceiling {
@@ -145,7 +162,7 @@ pub fn sim_compare(
         file(&before_name, before),
         file(&after_name, after),
         traced,
-        sim::DEFAULT_REORDER_WINDOW_S,
+        reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S),
         ceiling,
     )
     .map_err(|e| failure(&e))?;
@@ -157,6 +174,50 @@ pub fn sim_compare(
     set_prop(&out, "markdown", &cmp.to_markdown().into());
     set_prop(&out, "exitCode", &JsValue::from(cmp.exit_code()));
     Ok(out)
+}
+
+/// `sluicegate sim`'s arguments (after `sim`), read as the native command line reads them:
+/// `{ config, trace, reorderWindow, maxRequests, json, selfTest, help, compare, review }`
+/// (absent values `null`). Throws an `Error` saying what argparse would (without the usage
+/// line: see `simUsage`).
+#[wasm_bindgen(js_name = simParseArgs, unchecked_return_type = "SimArgs")]
+pub fn sim_parse_args(args: Vec<String>) -> Result<Object, JsError> {
+    let args: alloc::vec::Vec<&str> = args.iter().map(String::as_str).collect();
+    let parsed = sim::args::parse(&args).map_err(|e| JsError::new(&e))?;
+    let text = |v: Option<&str>| v.map_or(JsValue::NULL, JsValue::from_str);
+    let out = Object::new();
+    set_prop(&out, "config", &text(parsed.config));
+    set_prop(&out, "trace", &text(parsed.trace));
+    set_prop(&out, "reorderWindow", &parsed.reorder_window.map_or(JsValue::NULL, JsValue::from));
+    // as f64: a ceiling past 2^53 is no ceiling in practice
+    set_prop(&out, "maxRequests", &parsed.max_requests.map_or(JsValue::NULL, |n| JsValue::from(n as f64)));
+    set_prop(&out, "json", &parsed.json.into());
+    set_prop(&out, "selfTest", &parsed.self_test.into());
+    set_prop(&out, "help", &parsed.help.into());
+    set_prop(&out, "compare", &text(parsed.compare));
+    set_prop(&out, "review", &parsed.review.into());
+    Ok(out)
+}
+
+/// The usage line of `sluicegate sim`.
+#[wasm_bindgen(js_name = simUsage)]
+pub fn sim_usage() -> String {
+    sim::args::USAGE.into()
+}
+
+/// The `edge_rules` path of a configuration given as JSON text, or `undefined`: no
+/// `edge_rules`, the rules object itself, or text that is not a JSON object.
+#[wasm_bindgen(js_name = simEdgeRulesPath)]
+pub fn sim_edge_rules_path(config: &str) -> Option<String> {
+    sim::Config::edge_rules_path(config)
+}
+
+/// The configuration's text with its `edge_rules` path replaced by `rules` (the rules file's
+/// JSON text; `where` names it in errors). Throws as `simRun` does (exit status 2) for rules
+/// that are not JSON.
+#[wasm_bindgen(js_name = simInlineEdgeRules)]
+pub fn sim_inline_edge_rules(config: &str, rules: &str, r#where: &str) -> Result<String, JsValue> {
+    sim::Config::inline_edge_rules(config, rules, r#where).map_err(|e| failure(&e).into())
 }
 
 /// Check a configuration (JSON text) without simulating: what `simRun` would refuse it for

@@ -1,0 +1,143 @@
+//! `sluicegate sim`'s arguments, read once for the native command line and for `npx
+//! sluicegate sim` (through the wasm build): long options may be abbreviated, `--trace=CSV`
+//! works, `--` ends the options, as the reference's `argparse` parser reads them.
+
+/// The usage line of `sluicegate sim` (the native command line and `npx sluicegate sim`).
+pub const USAGE: &str =
+    "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n       \
+     sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]";
+
+/// `sim`'s options, parsed the way the reference's `argparse` parser reads them (long
+/// options may be abbreviated, `--trace=CSV` works, `--` ends the options).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args<'a> {
+    /// The configuration file (the before one with `--compare`).
+    pub config: Option<&'a str>,
+    /// `--trace CSV`.
+    pub trace: Option<&'a str>,
+    /// `--reorder-window SECONDS`.
+    pub reorder_window: Option<f64>,
+    /// `--max-requests N`.
+    pub max_requests: Option<u64>,
+    /// `--json`.
+    pub json: bool,
+    /// `--self-test`.
+    pub self_test: bool,
+    /// `-h`, `--help`.
+    pub help: bool,
+    /// `--compare AFTER`.
+    pub compare: Option<&'a str>,
+    /// `--review`.
+    pub review: bool,
+}
+
+/// Reads `sim`'s arguments (after `sim`).
+///
+/// # Errors
+/// What argparse would say, e.g. `unrecognized arguments: --verbose` or `argument
+/// --max-requests: expected a whole number, 1 or more, got "lots"`.
+pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
+    const LONG: [&str; 8] =
+        ["--help", "--trace", "--reorder-window", "--max-requests", "--json", "--self-test", "--compare", "--review"];
+    let mut parsed = Args::default();
+    let mut positional = Vec::new();
+    let mut rest = args.iter();
+    while let Some(&arg) = rest.next() {
+        if arg == "--" {
+            positional.extend(rest.by_ref());
+            break;
+        }
+        if arg == "-h" {
+            parsed.help = true;
+            continue;
+        }
+        if !arg.starts_with("--") || arg.len() == 2 {
+            if arg.starts_with('-') && arg.len() > 1 {
+                return Err(format!("unrecognized arguments: {arg}"));
+            }
+            positional.push(arg);
+            continue;
+        }
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (arg, None),
+        };
+        let matches: Vec<_> = LONG.iter().filter(|l| l.starts_with(name)).collect();
+        let option = match matches.as_slice() {
+            [one] => **one,
+            [] => return Err(format!("unrecognized arguments: {arg}")),
+            _ => return Err(format!("ambiguous option: {name}")),
+        };
+        match (option, value) {
+            ("--trace", Some(v)) => parsed.trace = Some(v),
+            ("--trace", None) => match rest.next() {
+                Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.trace = Some(v),
+                _ => return Err("argument --trace: expected one argument".into()),
+            },
+            ("--compare", Some(v)) => parsed.compare = Some(v),
+            ("--compare", None) => match rest.next() {
+                Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.compare = Some(v),
+                _ => return Err("argument --compare: expected one argument (the after config)".into()),
+            },
+            ("--reorder-window", value) => {
+                let Some(v) = value.or_else(|| rest.next().copied()) else {
+                    return Err("argument --reorder-window: expected one argument".into());
+                };
+                let Some(window) = seconds(v) else {
+                    return Err(format!("argument --reorder-window: expected seconds, 0 or more (or inf), got {v:?}"));
+                };
+                parsed.reorder_window = Some(window);
+            }
+            ("--max-requests", value) => {
+                let Some(v) = value.or_else(|| rest.next().copied()) else {
+                    return Err("argument --max-requests: expected one argument".into());
+                };
+                let Some(n) = count(v) else {
+                    return Err(format!("argument --max-requests: expected a whole number, 1 or more, got {v:?}"));
+                };
+                parsed.max_requests = Some(n);
+            }
+            (_, Some(_)) => return Err(format!("argument {option}: ignored explicit argument")),
+            ("--json", None) => parsed.json = true,
+            ("--self-test", None) => parsed.self_test = true,
+            ("--review", None) => parsed.review = true,
+            _ => parsed.help = true,
+        }
+    }
+    match positional.as_slice() {
+        [] => {}
+        [config] => parsed.config = Some(config),
+        [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
+    }
+    if parsed.review && parsed.compare.is_none() {
+        return Err("argument --review: needs --compare AFTER (the review compares two configs)".into());
+    }
+    if parsed.review && parsed.json {
+        return Err("argument --review: not allowed with --json (the JSON comparison carries the same figures)".into());
+    }
+    if parsed.compare.is_some() && parsed.self_test {
+        return Err("argument --compare: not allowed with --self-test".into());
+    }
+    Ok(parsed)
+}
+
+/// A count, 1 or more: digits (`_` and `,` allowed as separators) or a whole number in
+/// exponent form (`1e9`); `None` for anything else.
+pub(crate) fn count(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits: String = text.chars().filter(|c| *c != '_' && *c != ',').collect();
+    let n = match digits.parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => {
+            let x = digits.parse::<f64>().ok().filter(|x| x.is_finite() && x.fract() == 0.0 && *x >= 1.0)?;
+            // `as` saturates past u64::MAX
+            x as u64
+        }
+    };
+    (n >= 1).then_some(n)
+}
+
+/// A number of seconds, 0 or more (`inf` too); `None` for anything else.
+pub(crate) fn seconds(text: &str) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|s| *s >= 0.0).map(|s| s + 0.0)
+}
