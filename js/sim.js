@@ -184,7 +184,7 @@ export function compareSimulations(before, after, trace = undefined, options = u
   const afterName = sideName(options, "afterName");
   let out;
   try {
-    out = simCompare(beforeText, afterText, csv, name, max, beforeName, afterName, reorderWindow(options));
+    out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName]);
   } catch (error) {
     throw simulationError(error);
   }

@@ -131,9 +131,9 @@ fn run_object(report: &sim::Report, timeline: &sim::Timeline) -> Object {
 }
 
 /// Compare two configurations (JSON texts, `edge_rules` inline) on the same traffic: their
-/// own clients with one seed and duration, or `trace` (CSV text). `beforeName` and
-/// `afterName` are what errors and the review call them (default `the before config`, `the
-/// after config`). Returns both runs, the
+/// own clients with one seed and duration, or `trace` (CSV text). `names` is
+/// `[beforeName, afterName]`, what errors and the review call them (a missing or `undefined`
+/// one is `the before config`, `the after config`). Returns both runs, the
 /// comparison as JSON text, the filled review and the exit status judged on the after run.
 /// Throws as `simRun` does; the message names the side (`the before config: ...`), or the
 /// mismatch (different `duration_s` or `seed` and no trace).
@@ -144,9 +144,8 @@ pub fn sim_compare(
     trace: Option<String>,
     trace_name: Option<String>,
     max_requests: Option<f64>,
-    before_name: Option<String>,
-    after_name: Option<String>,
     reorder_window: Option<f64>,
+    names: Vec<JsValue>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let ceiling = sim::Ceiling {
@@ -154,8 +153,9 @@ pub fn sim_compare(
         max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
         raise: "the maxRequests option",
     };
-    let before_name = before_name.unwrap_or_else(|| String::from("the before config"));
-    let after_name = after_name.unwrap_or_else(|| String::from("the after config"));
+    let name_at = |i: usize, default: &str| names.get(i).and_then(JsValue::as_string).unwrap_or_else(|| default.into());
+    let before_name = name_at(0, "the before config");
+    let after_name = name_at(1, "the after config");
     let file = |label, text| sim::ConfigFile { label, text, dir: None };
     let traced = trace.as_deref().map(|text| (name.as_str(), move || Ok(text.as_bytes())));
     let cmp = sim::compare(
