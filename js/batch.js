@@ -46,7 +46,6 @@ export async function runBatch(calls, options = {}) {
   const settled = new Array(total).fill(false);
   const stats = { fetches: 0, weightSpent: 0, rateLimited: 0, resumed: false, done: 0 };
   let abort = null;
-  let bestEffortClosed = false;
   let state = "running";
 
   const progress = () => {
@@ -89,7 +88,8 @@ export async function runBatch(calls, options = {}) {
 
       const runOne = async (i) => {
         const call = calls[i];
-        if (call.bestEffort && bestEffortClosed) return settle(i, null);
+        const bestEffort = Boolean(call.bestEffort);
+        if (!policy.sends(bestEffort)) return bestEffort ? settle(i, null) : undefined;
         let permit;
         try {
           permit = await pacer.acquire(call.weight, { signal: queue.signal });
@@ -99,9 +99,9 @@ export async function runBatch(calls, options = {}) {
           end(error);
           return;
         }
-        if (queue.signal.aborted || (call.bestEffort && bestEffortClosed)) {
+        if (queue.signal.aborted || !policy.sends(bestEffort)) {
           permit.release();
-          if (call.bestEffort && bestEffortClosed) settle(i, null);
+          if (!queue.signal.aborted && bestEffort) settle(i, null);
           return; // nothing goes out once the batch is paused or decided
         }
         stats.fetches++;
@@ -122,31 +122,29 @@ export async function runBatch(calls, options = {}) {
         }
         if (flight.signal.aborted) return; // another call already decided the batch
         if (status === 429) stats.rateLimited++;
-        const action = policy.onResponse(status, body, now(), Boolean(call.bestEffort));
+        let value;
+        let readable = true;
+        try {
+          value = JSON.parse(body);
+        } catch {
+          readable = false;
+        }
+        const action = policy.onResponse(status, body, now(), bestEffort, pacer.snapshot().maxInFlight, readable);
         switch (action.action) {
-          case "ok": {
-            let value;
-            try {
-              value = JSON.parse(body);
-            } catch {
-              if (call.bestEffort) return settle(i, null);
-              abort ??= { reason: "the upstream answered something other than JSON", kind: null, status, retryAtMs: null };
-              end(new Error(abort.reason));
-              return;
-            }
+          case "ok":
             onResult?.(i, value);
             return settle(i, value);
-          }
+          case "null":
+            return settle(i, null);
           case "resume":
             resumeAt = action.atMs;
             state = "paused";
             queue.abort(new DOMException("paused until the next upstream window", "AbortError"));
             return;
           case "lowerConcurrency":
-            await pacer.setLimits({ maxInFlight: Math.max(1, pacer.snapshot().maxInFlight - 1) });
+            await pacer.setLimits({ maxInFlight: action.maxInFlight });
             return runOne(i);
           case "skipBestEffort":
-            bestEffortClosed = true;
             return settle(i, null);
           case "abort":
             abort ??= { reason: action.reason, kind: action.kind, status: action.status, retryAtMs: action.retryAtMs };

@@ -17,9 +17,9 @@ import {
   inlineEdgeRules,
   runSimulation,
   selfTest,
-  simParseArgs,
-  simUsage,
 } from "./sim-node.js";
+// the simulator's own argument parser and usage line (internal to the package)
+import { simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]

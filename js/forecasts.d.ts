@@ -51,5 +51,3 @@ export declare function fetchForecasts<T = unknown>(
   options?: ForecastOptions,
 ): Promise<ForecastOutcome<T>>;
 
-/** The largest call size (locations) whose weight packs `budget` to ≥ 98 %, else the best packing. */
-export declare function chooseLocationsPerCall(options: { weightOf: (locations: number) => number; budget: number; max: number }): number;

@@ -1,11 +1,10 @@
 // fetchForecasts: the common case. Points are looked up in the cache, the misses are split
-// into calls of at most N locations, weighed, and run as one batch through the pacer.
-import { openMeteoWeight } from "../pkg/sluicegate.js";
+// into calls of the size the core chooses (chooseLocationsPerCall), weighed by the core's
+// formula, and run as one batch through the pacer.
+import { chooseLocationsPerCall, openMeteoWeight } from "../pkg/sluicegate.js";
 import { runBatch } from "./batch.js";
 import { Pacer } from "./pacer.js";
 
-const MAX_LOCATIONS_PER_CALL = 1_000;
-const MAX_WEIGHT_PER_CALL = 5_000;
 const VARIABLE_LISTS = ["daily", "hourly", "current", "minutely_15"];
 
 function list(value) {
@@ -21,23 +20,6 @@ function daysOf(params) {
     return ms / 86_400_000 + 1;
   }
   return Number(params.forecast_days ?? 7);
-}
-
-/**
- * The number of locations per call: the largest that packs the tightest budget to ≥ 98 %
- * (e.g. 48 locations × 16 days weigh 54.9, and ten of them fill 549 of 550), else the one
- * that packs it best.
- */
-export function chooseLocationsPerCall({ weightOf, budget, max }) {
-  let best = { n: 1, use: -1 };
-  for (let n = max; n >= 1; n--) {
-    const w = weightOf(n);
-    if (w > budget || w > MAX_WEIGHT_PER_CALL) continue;
-    const use = (Math.floor(budget / w) * w) / budget;
-    if (use >= 0.98) return n;
-    if (use > best.use) best = { n, use };
-  }
-  return best.n;
 }
 
 /**
@@ -86,11 +68,7 @@ export async function fetchForecasts(points, params = {}, options = {}) {
   });
 
   const budget = Math.min(...pacer.snapshot().windows.map((w) => w.budget));
-  const perCall = chooseLocationsPerCall({
-    weightOf,
-    budget,
-    max: Math.min(maxLocationsPerCall, MAX_LOCATIONS_PER_CALL),
-  });
+  const perCall = chooseLocationsPerCall({ weightOf, budget, max: maxLocationsPerCall });
   const groups = [];
   for (let k = 0; k < misses.length; k += perCall) groups.push(misses.slice(k, k + perCall));
   const query = Object.entries(params)

@@ -9,7 +9,8 @@
 // SLUICEGATE_CLOCK), which divides every period, block and trace time by K.
 import { clientIdentity, validateRules } from "./edge-node.js";
 import { SimulationError } from "./sim.js";
-import { simCsvRecords, simDecisions } from "./sim-node.js";
+import "./sim-node.js"; // instantiates the simulator's build
+import { simCsvRecords, simDecisions } from "../pkg-sim/sluicegate.js";
 
 export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
 

@@ -51,6 +51,36 @@ test("a concurrency 429 lowers the in-flight cap by one and retries the call", a
   assert.equal(out.stats.rateLimited, 1);
 });
 
+test("a 2xx that is not JSON ends the batch for a required call and is null for a best-effort one", async () => {
+  const { fetch, seen } = upstream((url) => (url.startsWith("/html/") ? [200, "<html>captive portal</html>"] : [200, JSON.stringify({ url })]));
+  const pacer = new Pacer({ windows: [{ lengthMs: 60_000, budget: 1_000 }], maxInFlight: 1 });
+  const calls = [
+    { url: "/ok/0", weight: 1 },
+    { url: "/html/1", weight: 1, bestEffort: true },
+    { url: "/ok/2", weight: 1, bestEffort: true },
+    { url: "/html/3", weight: 1 },
+    { url: "/ok/4", weight: 1 },
+  ];
+  const out = await runBatch(calls, { pacer, fetch });
+  assert.equal(out.state, "aborted");
+  assert.deepEqual(out.abort, { reason: "the upstream answered something other than JSON", kind: null, status: 200, retryAtMs: null });
+  // one unreadable best-effort answer is that call's null only: the next best-effort call still went out
+  assert.deepEqual(out.results, [{ url: "/ok/0" }, null, { url: "/ok/2" }, undefined, undefined]);
+  assert.deepEqual(seen, ["/ok/0", "/html/1", "/ok/2", "/html/3"]);
+});
+
+test("chooseLocationsPerCall packs the budget, never past the API's 1,000 locations, and names a bad option", async () => {
+  const { chooseLocationsPerCall } = await import("sluicegate");
+  const sixteenDays = (n) => n * (16 / 14);
+  assert.equal(chooseLocationsPerCall({ weightOf: sixteenDays, budget: 550, max: 50 }), 48);
+  assert.equal(chooseLocationsPerCall({ weightOf: (n) => n, budget: 5_000, max: 4_000 }), 1_000);
+  assert.equal(chooseLocationsPerCall({ weightOf: (n) => n * 1_000, budget: 550, max: 10 }), 1, "nothing fits: one per call");
+  assert.throws(() => chooseLocationsPerCall({ weightOf: 3, budget: 550, max: 10 }), /weightOf must be a function/);
+  assert.throws(() => chooseLocationsPerCall({ weightOf: sixteenDays, budget: 0, max: 10 }), /budget must be a finite number above 0/);
+  assert.throws(() => chooseLocationsPerCall({ weightOf: sixteenDays, budget: 550, max: 2.5 }), /max must be a whole number ≥ 1, got 2.5/);
+  assert.throws(() => chooseLocationsPerCall({ weightOf: () => { throw new RangeError("no such model"); }, budget: 550, max: 10 }), /no such model/);
+});
+
 test("a failed required call ends the batch: nothing more is fetched and every call is settled", async () => {
   const { fetch, seen } = upstream((url) => (url === "/f/1" ? [500, "oops"] : [200, "{}"]));
   const pacer = new Pacer({ windows: [{ lengthMs: 60_000, budget: 1_000 }], maxInFlight: 1 });

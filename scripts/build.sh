@@ -60,7 +60,7 @@ CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
 rm -f pkg/.gitignore
 optimize pkg/sluicegate_bg.wasm
 
-echo "build: pkg-edge (wasm-pack, --features wasm-edge: the client plus rules, identity, token bucket, keyed limits)"
+echo "build: pkg-edge (wasm-pack, --features wasm-edge: rules, identity, token bucket, keyed limits)"
 # Built for speed (opt-level 3): sluicegate/limit's and TokenBucket's decisions run about twice
 # as fast as at "s" (npm run bench), for about 15 KB more gzip in a package for servers and Workers.
 CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
@@ -68,12 +68,12 @@ CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
 rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
 optimize pkg-edge/sluicegate_bg.wasm
 
-echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the client plus the Smart Flow limiter)"
+echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the Smart Flow limiter)"
 wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow
 rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
 optimize pkg-smartflow/sluicegate_bg.wasm
 
-echo "build: pkg-sim (wasm-pack, --features wasm-sim: the client plus the policy simulator)"
+echo "build: pkg-sim (wasm-pack, --features wasm-sim: the policy simulator)"
 wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-sim --out-name sluicegate -- --features wasm-sim
 rm -f pkg-sim/.gitignore pkg-sim/package.json pkg-sim/README.md
 optimize pkg-sim/sluicegate_bg.wasm

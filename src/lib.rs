@@ -22,7 +22,7 @@ pub mod edge;
 #[cfg(feature = "std")]
 pub mod sim;
 
-#[cfg(feature = "wasm")]
+#[cfg(feature = "wasm-bindings")]
 pub mod wasm;
 
 // Each module where users have always found it: the public paths do not show the folders.

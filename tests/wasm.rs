@@ -1,5 +1,5 @@
 //! The JavaScript bindings, run in Node and in headless Chromium by `wasm-pack test`.
-#![cfg(all(target_arch = "wasm32", feature = "wasm-edge"))]
+#![cfg(all(target_arch = "wasm32", feature = "wasm", feature = "wasm-edge", feature = "wasm-smartflow"))]
 
 use js_sys::{Object, Reflect};
 use sluicegate::wasm::{client_identity_js, validate_rules, TokenBucket};
@@ -185,12 +185,28 @@ mod client {
         let minutely =
             r#"{"error":true,"reason":"Minutely API request limit exceeded. Please try again in one minute."}"#;
         let mut b = BatchPolicyJs::new(JsValue::UNDEFINED, Some(1_000.0), Some(1_000.0)).unwrap();
-        let first = b.on_response(429, minutely, 90_000.0, false).unwrap();
+        let first = b.on_response(429, minutely, 90_000.0, false, 4, true).unwrap();
         assert_eq!(get(&first, "action").as_string().unwrap(), "resume");
         assert_eq!(get(&first, "atMs").as_f64(), Some(121_000.0));
-        let second = b.on_response(429, minutely, 125_000.0, false).unwrap();
+        let second = b.on_response(429, minutely, 125_000.0, false, 4, true).unwrap();
         assert_eq!(get(&second, "action").as_string().unwrap(), "abort");
         assert_eq!(get(&second, "kind").as_string().unwrap(), "minutely");
+    }
+
+    #[wasm_bindgen_test]
+    fn the_batch_policy_lowers_the_cap_it_is_given_and_judges_an_unreadable_body() {
+        let concurrent = r#"{"error":true,"reason":"Too many concurrent requests"}"#;
+        let mut b = BatchPolicyJs::new(JsValue::UNDEFINED, None, None).unwrap();
+        let lower = b.on_response(429, concurrent, 1_000.0, false, 4, true).unwrap();
+        assert_eq!(get(&lower, "action").as_string().unwrap(), "lowerConcurrency");
+        assert_eq!(get(&lower, "maxInFlight").as_f64(), Some(3.0));
+        let null = b.on_response(200, "<html>", 1_000.0, true, 3, false).unwrap();
+        assert_eq!(get(&null, "action").as_string().unwrap(), "null");
+        assert!(b.sends(true) && b.sends(false));
+        let abort = b.on_response(200, "<html>", 1_000.0, false, 3, false).unwrap();
+        assert_eq!(get(&abort, "action").as_string().unwrap(), "abort");
+        assert_eq!(get(&abort, "status").as_f64(), Some(200.0));
+        assert!(!b.sends(false));
     }
 }
 

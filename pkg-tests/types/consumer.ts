@@ -135,7 +135,6 @@ import initSim, {
   compareSimulations,
   runSimulation,
   selfTest,
-  simRun,
   simulate,
   type SimBlockedClient,
   type SimClientRow,
@@ -210,7 +209,7 @@ export async function simUsage(): Promise<number> {
   const blocker: SimPolicyRow | undefined = edge.policies.find((p) => p.blocks !== undefined);
   const blocked: SimBlockedClient[] = blocker?.blocked_clients ?? [];
   const held: number = (edge.policies.find((p) => p.algorithm === "smartflow")?.delayed ?? 0) + (blocker?.mitigation_timeout_s ?? 0);
-  const raw: SimRunText = simRun(JSON.stringify(config), null, null);
+  const raw: Pick<SimRunText, "report"> = { report: run.reportJson };
   const self: { output: string; ok: boolean } = selfTest();
   return (
     fromText.requests + markdown.length + exit + admitted + (cap ?? 0) + (first ?? 0) + (severity ? 1 : 0) + retryAfter +

@@ -14,10 +14,13 @@
 //! | hourly / daily 429 | [`Abort`](Outcome::Abort), retry at the next hour / day boundary |
 //! | concurrency 429 | [`LowerConcurrency`](Outcome::LowerConcurrency); the 3rd in a batch aborts |
 //! | 503, unknown 429, any other failure | [`Abort`](Outcome::Abort), no retry time |
+//! | 2xx whose body cannot be read ([`on_unreadable`](BatchPolicy::on_unreadable)) | [`Abort`](Outcome::Abort), no retry time |
 //!
 //! A best-effort call's first 429 or failure of any kind is
 //! [`SkipBestEffort`](Outcome::SkipBestEffort): it and every best-effort call still to come
-//! resolve to `null`, while required calls carry on.
+//! resolve to `null`, while required calls carry on ([`sends`](BatchPolicy::sends) says
+//! whether a call still goes out). A best-effort call whose 2xx body cannot be read is
+//! [`Null`](Outcome::Null): that call alone resolves to `null`.
 
 use crate::client::openmeteo::{classify, RateLimitKind, UpstreamWindows};
 use crate::core::time::{Instant, Span};
@@ -42,6 +45,11 @@ pub enum AbortReason {
         /// The HTTP status.
         status: u16,
     },
+    /// A required call succeeded but its body could not be read (not the JSON expected).
+    Unreadable {
+        /// The HTTP status.
+        status: u16,
+    },
 }
 
 impl fmt::Display for AbortReason {
@@ -49,6 +57,7 @@ impl fmt::Display for AbortReason {
         match self {
             AbortReason::Limited(kind) => write!(f, "upstream refused: {kind}"),
             AbortReason::Failed { status } => write!(f, "upstream call failed with status {status}"),
+            AbortReason::Unreadable { .. } => f.write_str("the upstream answered something other than JSON"),
         }
     }
 }
@@ -68,6 +77,9 @@ pub enum Outcome {
     /// A best-effort call failed: resolve it and every remaining best-effort call to `null`;
     /// required calls carry on.
     SkipBestEffort,
+    /// A best-effort call's 2xx body could not be read: resolve this call to `null`; the
+    /// batch carries on unchanged.
+    Null,
     /// Give the batch up: cancel everything and fail it.
     Abort {
         /// Why.
@@ -265,7 +277,7 @@ impl BatchPolicy {
 
     fn apply(&mut self, outcome: Outcome) {
         match outcome {
-            Outcome::Ok => {}
+            Outcome::Ok | Outcome::Null => {}
             Outcome::ResumeAt(until) => {
                 self.resumed = true;
                 self.state = BatchState::Paused { until };
@@ -300,6 +312,34 @@ impl BatchPolicy {
     /// remaining one should resolve to `null` without being sent.
     pub fn best_effort_open(&self) -> bool {
         self.best_effort_open
+    }
+
+    /// Whether a call that is `best_effort` or required still goes out: every call until the
+    /// batch is aborted, except best-effort ones once [`best_effort_open`](Self::best_effort_open)
+    /// (they resolve to `null` unsent). A pause does not stop a call here: the caller holds
+    /// it until the pause ends.
+    pub fn sends(&self, best_effort: bool) -> bool {
+        let aborted = matches!(self.state, BatchState::Aborted { .. });
+        !aborted && (!best_effort || !self.best_effort_open)
+    }
+
+    /// Decide on a 2xx response whose body could not be read (the caller expected JSON and
+    /// got something else): a required call aborts the batch
+    /// ([`AbortReason::Unreadable`], no retry time); a best-effort one is
+    /// [`Null`](Outcome::Null). An aborted batch answers its abort.
+    pub fn on_unreadable(&mut self, status: u16, best_effort: bool) -> Outcome {
+        if let BatchState::Aborted { reason, retry_at } = self.state {
+            return Outcome::Abort { reason, retry_at };
+        }
+        let outcome = if best_effort {
+            Outcome::Null
+        } else {
+            Outcome::Abort { reason: AbortReason::Unreadable { status }, retry_at: None }
+        };
+        if self.state != BatchState::Done {
+            self.apply(outcome);
+        }
+        outcome
     }
 
     /// Whether the batch has already used its one minutely resume.
@@ -491,6 +531,34 @@ mod tests {
         assert!(b.best_effort_open());
         assert_eq!(b.finish(), BatchState::Done);
         assert!(b.best_effort_open());
+    }
+
+    #[test]
+    fn an_unreadable_body_aborts_a_required_call_and_nulls_a_best_effort_one() {
+        let mut b = policy();
+        assert_eq!(b.on_unreadable(200, true), Outcome::Null);
+        assert_eq!(b.state(), BatchState::Running);
+        assert!(!b.best_effort_open(), "one unreadable best-effort body closes nothing");
+        assert!(b.sends(true));
+        let abort = Outcome::Abort { reason: AbortReason::Unreadable { status: 203 }, retry_at: None };
+        assert_eq!(b.on_unreadable(203, false), abort);
+        assert_eq!(b.state(), BatchState::Aborted { reason: AbortReason::Unreadable { status: 203 }, retry_at: None });
+        assert_eq!(b.on_unreadable(200, true), abort, "an aborted batch answers its abort");
+        assert_eq!(b.on_response(200, "{}", at(2), false, 0), abort);
+        let Outcome::Abort { reason, .. } = abort else { unreachable!() };
+        assert_eq!(reason.to_string(), "the upstream answered something other than JSON");
+    }
+
+    #[test]
+    fn calls_go_out_until_the_batch_aborts_and_best_effort_ones_until_one_fails() {
+        let mut b = policy();
+        assert!(b.sends(false) && b.sends(true));
+        b.on_response(429, MINUTELY, at(1), false, 0);
+        assert!(b.sends(false) && b.sends(true), "a pause holds calls; it does not drop them");
+        b.on_response(500, "", at(2), true, 0);
+        assert!(b.sends(false) && !b.sends(true));
+        b.on_response(500, "", at(3), false, 0);
+        assert!(!b.sends(false) && !b.sends(true));
     }
 
     #[test]

@@ -190,6 +190,48 @@ pub fn weight(query: &WeightQuery, mode: WeightMode) -> f64 {
     }
 }
 
+/// How many locations to put in each call of a fan-out, given `weight_of(n)` (the weight of a
+/// call for `n` locations), the tightest `budget` the calls are paced against, and at most
+/// `max` locations per call (never more than [`MAX_LOCATIONS_PER_CALL`]): the largest count
+/// whose calls pack the budget to at least 98 % (`⌊budget / w⌋ × w ≥ 0.98 × budget`), else
+/// the count that packs it best. A count whose call's weight is not above 0, or above the
+/// budget or [`MAX_WEIGHT_PER_CALL`], is never chosen; with none that fits, 1. The first
+/// error `weight_of` returns is returned.
+///
+/// # Examples
+/// ```
+/// use sluicegate::openmeteo::{locations_per_call, weight, WeightMode, WeightQuery};
+/// let days = |n| Ok::<_, ()>(weight(&WeightQuery::new(n, 16, 10).unwrap(), WeightMode::Conservative));
+/// // 48 locations over 16 days weigh 54.86: ten such calls fill 548.6 of 550
+/// assert_eq!(locations_per_call(days, 550.0, 50), Ok(48));
+/// assert_eq!(locations_per_call(days, 550.0, 100), Ok(96));
+/// assert_eq!(locations_per_call(|n| Ok::<_, ()>(f64::from(n)), 600.0, 5_000), Ok(600));
+/// ```
+pub fn locations_per_call<E>(
+    mut weight_of: impl FnMut(u32) -> Result<f64, E>,
+    budget: f64,
+    max: u32,
+) -> Result<u32, E> {
+    let (mut best, mut best_use) = (1, -1.0);
+    for n in (1..=max.min(MAX_LOCATIONS_PER_CALL)).rev() {
+        let w = weight_of(n)?;
+        // a weight that is not above 0 (or not a number) is never chosen either
+        if w.is_nan() || w <= 0.0 || w > budget || w > f64::from(MAX_WEIGHT_PER_CALL) {
+            continue;
+        }
+        // whole calls per budget: `as` truncates, which is the floor of a positive number
+        // (f64::floor is not in `core`)
+        let packed = (budget / w) as u64 as f64 * w / budget;
+        if packed >= 0.98 {
+            return Ok(n);
+        }
+        if packed > best_use {
+            (best, best_use) = (n, packed);
+        }
+    }
+    Ok(best)
+}
+
 /// The weight of one call in thousandths, rounded up, computed exactly in integers: what a
 /// budget counting whole milli-weights should charge (rounding up never under-spends).
 /// Saturates at `u64::MAX`.
@@ -673,6 +715,28 @@ mod tests {
     fn close(a: f64, b: f64) -> bool {
         let d = a - b;
         -1e-9 < d && d < 1e-9
+    }
+
+    #[test]
+    fn locations_per_call_packs_the_budget_and_never_outweighs_it() {
+        let ok = |f: fn(u32) -> f64| move |n| Ok::<_, ()>(f(n));
+        // one per location: the budget itself, however large `max` is, up to the API's cap
+        assert_eq!(locations_per_call(ok(f64::from), 600.0, 5_000), Ok(600));
+        assert_eq!(locations_per_call(ok(f64::from), 5_000.0, 5_000), Ok(MAX_LOCATIONS_PER_CALL));
+        assert_eq!(locations_per_call(ok(f64::from), 600.0, 7), Ok(7), "600 / 7 packs 85 × 7 = 595 (99 %)");
+        // nothing packs to 98 %: the count that packs best (13 × 41 = 533 of 550, 96.9 %)
+        let sparse = |n: u32| f64::from(n) * 41.0;
+        assert_eq!(locations_per_call(ok(sparse), 550.0, 1), Ok(1));
+        assert_eq!(locations_per_call(|n| Ok::<_, ()>(sparse(n)), 550.0, 3), Ok(1));
+        // a call heavier than the budget or than one call may weigh is never chosen
+        assert_eq!(locations_per_call(ok(|n| f64::from(n) * 1_000.0), 550.0, 10), Ok(1));
+        assert_eq!(locations_per_call(ok(|n| f64::from(n) * 2_600.0), 100_000.0, 10), Ok(1));
+        assert_eq!(locations_per_call(ok(|n| f64::from(n) * 2_500.0), 100_000.0, 10), Ok(2));
+        assert_eq!(locations_per_call(ok(f64::from), 600.0, 0), Ok(1));
+        assert_eq!(locations_per_call(ok(|n| if n > 3 { 0.0 } else { f64::from(n) }), 6.0, 10), Ok(3));
+        assert_eq!(locations_per_call(ok(|_| f64::NAN), 600.0, 10), Ok(1));
+        // the first error of the weight is the answer
+        assert_eq!(locations_per_call(|n| if n < 50 { Err(n) } else { Ok(1e9) }, 550.0, 100), Err(49));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The browser client's pure parts for JavaScript: Open-Meteo weights and 429
 //! classification, the location cache's bookkeeping and the batch policy.
 
-use super::{ms_to_nanos, nanos_to_ms, non_negative, num, set_prop};
-use crate::client::batch::{AbortReason, BatchPolicy, Outcome};
+use super::{ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
+use crate::client::batch::{lower_concurrency, AbortReason, BatchPolicy, Outcome};
 use crate::client::cache::{CacheKey, LocationCache, Lookup};
 use crate::client::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
 use crate::core::time::{Instant, Span};
@@ -29,8 +29,9 @@ export type CacheLookup<V> = { state: "hit"; value: V } | { state: "pending" } |
 /** What the batch does after a response. */
 export type BatchAction =
   | { action: "ok" }
+  | { action: "null" }
   | { action: "resume"; atMs: number }
-  | { action: "lowerConcurrency" }
+  | { action: "lowerConcurrency"; maxInFlight: number }
   | { action: "skipBestEffort" }
   | { action: "abort"; reason: string; kind: RateLimitKind | null; status: number | null; retryAtMs: number | null };
 export interface UpstreamWindowsMs {
@@ -76,6 +77,29 @@ pub fn open_meteo_weight(
         }
     };
     Ok(openmeteo::weight(&query, mode))
+}
+
+/// The number of locations per call for a fan-out: the largest (up to `max`, never more than
+/// the API's 1,000) whose calls pack `budget` to at least 98 %, else the one that packs it
+/// best. `weightOf(n)` is the weight of a call for `n` locations.
+#[wasm_bindgen(js_name = chooseLocationsPerCall)]
+pub fn choose_locations_per_call(
+    #[wasm_bindgen(unchecked_param_type = "{ weightOf: (locations: number) => number; budget: number; max: number }")]
+    options: JsValue,
+) -> Result<u32, JsValue> {
+    if !options.is_object() {
+        return Err(JsError::new("chooseLocationsPerCall takes { weightOf, budget, max }").into());
+    }
+    let weight_of: js_sys::Function =
+        Reflect::get(&options, &"weightOf".into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| JsError::new("weightOf must be a function from a number of locations to a weight"))?;
+    let budget = Reflect::get(&options, &"budget".into()).ok().and_then(|b| b.as_f64()).unwrap_or(f64::NAN);
+    let budget = positive(budget, "budget")?;
+    let max = whole(&options, "max", None)?;
+    let weigh = |n: u32| weight_of.call1(&JsValue::UNDEFINED, &n.into()).map(|w| w.as_f64().unwrap_or(f64::NAN));
+    openmeteo::locations_per_call(weigh, budget, max)
 }
 
 fn kind_name(kind: RateLimitKind) -> &'static str {
@@ -276,33 +300,65 @@ impl BatchPolicyJs {
     }
 
     /// Decide after one response (`status` 0 for a network failure) of a required or a
-    /// best-effort call, at `nowMs` (Unix milliseconds: windows are clock-aligned).
+    /// best-effort call, at `nowMs` (Unix milliseconds: windows are clock-aligned), with
+    /// `maxInFlight` the pacer's cap now (a `lowerConcurrency` answer carries the new one) and
+    /// `readable` whether the body parsed as JSON (a 2xx that did not is `abort` for a
+    /// required call, `null` for a best-effort one).
     #[wasm_bindgen(js_name = onResponse, unchecked_return_type = "BatchAction")]
-    pub fn on_response(&mut self, status: u16, body: &str, now_ms: f64, best_effort: bool) -> Result<JsValue, JsError> {
+    pub fn on_response(
+        &mut self,
+        status: u16,
+        body: &str,
+        now_ms: f64,
+        best_effort: bool,
+        max_in_flight: u32,
+        readable: bool,
+    ) -> Result<JsValue, JsError> {
         let now = instant(now_ms, "nowMs")?;
         let jitter = (js_sys::Math::random() * crate::client::batch::JITTER_SCALE as f64) as u64;
-        let out = Object::new();
-        let ms = |t: Instant| JsValue::from(nanos_to_ms(t.as_nanos()));
-        match self.core.on_response(status, body, now, best_effort, jitter) {
-            Outcome::Ok => set_prop(&out, "action", &"ok".into()),
-            Outcome::ResumeAt(at) => {
-                set_prop(&out, "action", &"resume".into());
-                set_prop(&out, "atMs", &ms(at));
-            }
-            Outcome::LowerConcurrency => set_prop(&out, "action", &"lowerConcurrency".into()),
-            Outcome::SkipBestEffort => set_prop(&out, "action", &"skipBestEffort".into()),
-            Outcome::Abort { reason, retry_at } => {
-                set_prop(&out, "action", &"abort".into());
-                set_prop(&out, "reason", &reason.to_string().into());
-                let (kind, status) = match reason {
-                    AbortReason::Limited(kind) => (JsValue::from(kind_name(kind)), JsValue::NULL),
-                    AbortReason::Failed { status } => (JsValue::NULL, JsValue::from(status)),
-                };
-                set_prop(&out, "kind", &kind);
-                set_prop(&out, "status", &status);
-                set_prop(&out, "retryAtMs", &retry_at.map_or(JsValue::NULL, ms));
-            }
-        }
-        Ok(out.into())
+        let outcome = match self.core.on_response(status, body, now, best_effort, jitter) {
+            Outcome::Ok if !readable => self.core.on_unreadable(status, best_effort),
+            outcome => outcome,
+        };
+        Ok(action(outcome, max_in_flight))
     }
+
+    /// Whether a required or best-effort call still goes out (false once the batch is
+    /// aborted, and for best-effort calls once one of them failed).
+    pub fn sends(&self, best_effort: bool) -> bool {
+        self.core.sends(best_effort)
+    }
+}
+
+/// An [`Outcome`] as the plain object `runBatch` reads.
+fn action(outcome: Outcome, max_in_flight: u32) -> JsValue {
+    let out = Object::new();
+    let ms = |t: Instant| JsValue::from(nanos_to_ms(t.as_nanos()));
+    match outcome {
+        Outcome::Ok => set_prop(&out, "action", &"ok".into()),
+        Outcome::Null => set_prop(&out, "action", &"null".into()),
+        Outcome::ResumeAt(at) => {
+            set_prop(&out, "action", &"resume".into());
+            set_prop(&out, "atMs", &ms(at));
+        }
+        Outcome::LowerConcurrency => {
+            set_prop(&out, "action", &"lowerConcurrency".into());
+            set_prop(&out, "maxInFlight", &lower_concurrency(max_in_flight).into());
+        }
+        Outcome::SkipBestEffort => set_prop(&out, "action", &"skipBestEffort".into()),
+        Outcome::Abort { reason, retry_at } => {
+            set_prop(&out, "action", &"abort".into());
+            set_prop(&out, "reason", &reason.to_string().into());
+            let (kind, status) = match reason {
+                AbortReason::Limited(kind) => (JsValue::from(kind_name(kind)), JsValue::NULL),
+                AbortReason::Failed { status } | AbortReason::Unreadable { status } => {
+                    (JsValue::NULL, JsValue::from(status))
+                }
+            };
+            set_prop(&out, "kind", &kind);
+            set_prop(&out, "status", &status);
+            set_prop(&out, "retryAtMs", &retry_at.map_or(JsValue::NULL, ms));
+        }
+    }
+    out.into()
 }

@@ -1,0 +1,115 @@
+//! Every conversion between JS values and the core's in one place: numbers checked and
+//! named in errors, milliseconds to and from the core's nanoseconds, options objects read
+//! strictly, result objects built. Each package uses the part its exports need.
+#![cfg_attr(
+    not(all(feature = "wasm", feature = "wasm-edge", feature = "wasm-smartflow", feature = "wasm-sim")),
+    allow(dead_code)
+)]
+
+use alloc::format;
+use alloc::string::String;
+use js_sys::{Object, Reflect};
+use wasm_bindgen::prelude::*;
+
+/// A JS number as JS writes it (keeps Rust's float formatting out of the wasm).
+pub(crate) fn num(value: f64) -> String {
+    js_sys::Number::from(value).to_string_with_radix(10).map(String::from).unwrap_or_default()
+}
+
+/// A number from JS that must be finite and ≥ 0, or an error naming `what`.
+pub(crate) fn non_negative(value: f64, what: &str) -> Result<f64, JsError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(JsError::new(&format!("{what} must be a finite number ≥ 0, got {}", num(value))))
+    }
+}
+
+/// A number from JS that must be finite and above 0, or an error naming `what`.
+pub(crate) fn positive(value: f64, what: &str) -> Result<f64, JsError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(JsError::new(&format!("{what} must be a finite number above 0, got {}", num(value))))
+    }
+}
+
+/// Nanoseconds from JS milliseconds, exact for whole milliseconds: `ms × 1e6` in floating
+/// point is not (above 2^53 ns, i.e. any Unix time), and a spend recorded a few ns early
+/// would fall inside the window it was placed to leave.
+pub(crate) fn ms_to_nanos(ms: f64) -> u64 {
+    // Below 1.8e13 ms (570 years) the product fits: a plain multiply, not wasm32's 128-bit one.
+    const FITS: f64 = (u64::MAX / 1_000_000) as f64;
+    let whole = ms.trunc();
+    let nanos = if whole < FITS { (whole as u64) * 1_000_000 } else { (whole as u64).saturating_mul(1_000_000) };
+    if whole == ms {
+        return nanos; // the usual case (Date.now()), without the software `round`
+    }
+    nanos.saturating_add(((ms - whole) * 1e6).round() as u64)
+}
+
+/// JS milliseconds from nanoseconds: the whole milliseconds exactly, plus the fraction.
+pub(crate) fn nanos_to_ms(nanos: u64) -> f64 {
+    (nanos / 1_000_000) as f64 + (nanos % 1_000_000) as f64 / 1e6
+}
+
+/// An error naming the first own key of `value` (an options object) not in `known`: serde-wasm-bindgen
+/// reads a struct's own fields only, so `deny_unknown_fields` never fires. `path` says where
+/// `value` sits (`windows[0]`), `what` whose options they are.
+pub(crate) fn deny_unknown(what: &str, value: &JsValue, path: &str, known: &[&str]) -> Result<(), JsError> {
+    if !value.is_object() {
+        return Ok(()); // the deserializer names the wrong type
+    }
+    for key in Object::keys(value.unchecked_ref::<Object>()).iter() {
+        let key = key.as_string().unwrap_or_default();
+        if !known.contains(&key.as_str()) {
+            let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+            return Err(JsError::new(&format!(
+                "{what}: {at}unknown field `{key}`, expected one of {}",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Set a property on an object built here.
+pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
+    // Setting a property on a fresh plain object cannot fail.
+    let _ = Reflect::set(target, &key.into(), value);
+}
+
+#[cfg(feature = "wasm-edge")]
+/// `value` as a whole number from `min` to `max`, or an error naming `what`.
+pub(crate) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
+    if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
+        Ok(value as u64)
+    } else {
+        Err(JsError::new(&format!(
+            "{what} must be a whole number from {} to {}, got {}",
+            num(min),
+            num(max),
+            num(value)
+        )))
+    }
+}
+
+#[cfg(feature = "wasm-edge")]
+/// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
+/// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
+/// the whole capacity (js/limit.js turns both into errors naming the input).
+pub(crate) fn encode(decision: crate::core::limit::Decision) -> f64 {
+    match decision {
+        crate::core::limit::Decision::Allow { remaining, .. } => remaining as f64,
+        crate::core::limit::Decision::Deny { retry_after } => -(retry_after.as_millis_ceil().max(1) as f64),
+    }
+}
+
+#[cfg(feature = "wasm-edge")]
+/// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
+/// a whole number that fits in `u32`.
+pub(crate) fn inputs(now_ms: f64, cost: f64) -> Option<(crate::core::time::Instant, u32)> {
+    let valid_now = now_ms.is_finite() && now_ms >= 0.0;
+    let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
+    (valid_now && valid_cost).then(|| (crate::core::time::Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
+}
