@@ -20,10 +20,7 @@ export interface LocationCacheConfig {
   persist?: string | CachePersistence | null;
 }
 
-export type CacheEntry<V> =
-  | { state: "hit"; value: V }
-  | { state: "pending"; promise: Promise<V> }
-  | { state: "miss"; resolve(value: V): void; reject(error: unknown): void };
+export type CacheEntry<V> = { state: "hit"; value: V } | { state: "pending"; promise: Promise<V> } | { state: "miss"; resolve(value: V): void; reject(error: unknown): void };
 
 /**
  * Per-location results for a TTL; identical requests in flight share one fetch; errors are

@@ -36,9 +36,7 @@ export class LocationCache {
       if (Array.isArray(saved?.entries) && typeof saved.savedAtMs === "number") {
         // Remaining lifetimes were measured at save time: take off what has passed since.
         const elapsed = Math.max(0, this.#now() - saved.savedAtMs);
-        const live = saved.entries
-          .filter((e) => Array.isArray(e) && e.length === 3 && e[2] - elapsed > 0)
-          .map(([k, v, left]) => [k, v, left - elapsed]);
+        const live = saved.entries.filter((e) => Array.isArray(e) && e.length === 3 && e[2] - elapsed > 0).map(([k, v, left]) => [k, v, left - elapsed]);
         this.#core.importEntries(live, this.#now());
       }
     } catch {

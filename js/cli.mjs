@@ -9,17 +9,9 @@
 // configuration's directory) in its place before simulating.
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import {
-  SimulationError,
-  checkConfig,
-  compareSimulations,
-  edgeRulesPath,
-  inlineEdgeRules,
-  runSimulation,
-  selfTest,
-} from "./sim-node.js";
-// the simulator's own argument parser and usage line (internal to the package)
-import { simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
+import { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
+// the simulator's own argument parser, usage line and option help (internal to the package)
+import { simHelp, simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
@@ -27,24 +19,7 @@ const USAGE = `usage: sluicegate check-rules FILE
        sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
-  sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
-                     exits 0 (no high findings), 1 (high findings) or 2 (bad input)
-    --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
-    --reorder-window SECONDS
-                     how far a trace's rows may lag behind the newest row read and still
-                     stream (default 10; 0 or more; inf holds the whole trace in memory). The
-                     results are the same whatever the window
-    --max-requests N the most requests the configured clients may generate (default
-                     50,000,000): a config estimated past it is refused (exit 2) before it
-                     runs, naming the client and the estimate. Not applied to a trace
-    --json           the result as JSON instead of the Markdown report
-    --compare AFTER  replay the same traffic (the same seed and duration_s, or the same
-                     --trace) through CONFIG (before) and AFTER (the proposed policies): per
-                     client 429s, delays and failures before -> after, the peak, the findings
-                     resolved and new, and a verdict judged on AFTER (ship / ship with changes
-                     / do not ship); the exit status is AFTER's
-    --review         with --compare: the filled rate-limit review (Markdown) to hand back
-    --self-test      run the simulator's self-test
+${simHelp()}
   replay             send a trace (t,ip.src[,cf.colo.id][,endpoint]) to the edge worker at its times
                      and compare every answer with the simulator's; exits 0 (all agree outside
                      the timing-limited), 1 (a disagreement) or 2 (bad input)
@@ -91,7 +66,6 @@ function readText(file) {
     throw new SimulationError(`${file}: cannot read: stream did not contain valid UTF-8`, 2);
   }
 }
-
 
 /**
  * The configuration's text with a string `edge_rules` (a path, relative to the

@@ -7,6 +7,5 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 
 initSync({ module: wasm });
 
-export { clientIdentity, validateRules } from "../pkg-edge/sluicegate.js";
-export { TokenBucket } from "./token-bucket.js";
+export * from "./edge-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-edge/sluicegate.js";

@@ -45,9 +45,4 @@ export interface ForecastOutcome<T = unknown> {
   };
 }
 
-export declare function fetchForecasts<T = unknown>(
-  points: readonly ForecastPoint[],
-  params: ForecastParams,
-  options?: ForecastOptions,
-): Promise<ForecastOutcome<T>>;
-
+export declare function fetchForecasts<T = unknown>(points: readonly ForecastPoint[], params: ForecastParams, options?: ForecastOptions): Promise<ForecastOutcome<T>>;

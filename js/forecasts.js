@@ -54,14 +54,22 @@ export async function fetchForecasts(points, params = {}, options = {}) {
   const waits = [];
   let cacheHits = 0;
   points.forEach((p, i) => {
-    if (!cache) return misses.push({ i, point: p, settle: null });
+    if (!cache) {
+      misses.push({ i, point: p, settle: null });
+      return;
+    }
     const found = cache.lookup(cache.key(p.latitude, p.longitude, params));
     if (found.state === "hit") {
       results[i] = found.value;
       cacheHits++;
     } else if (found.state === "pending") {
       cacheHits++; // no weight spent on it here: another request is fetching it
-      waits.push(found.promise.then((v) => (results[i] = v), () => {}));
+      waits.push(
+        found.promise.then(
+          (v) => (results[i] = v),
+          () => {},
+        ),
+      );
     } else {
       misses.push({ i, point: p, settle: found });
     }

@@ -42,24 +42,28 @@ class IndexedDbLedger {
       open.onsuccess = () => resolve(open.result);
       open.onerror = () => reject(open.error);
     });
-    return this.#db.then((db) => new Promise((resolve, reject) => {
-      const tx = db.transaction("ledgers", "readwrite");
-      const store = tx.objectStore("ledgers");
-      const get = store.get(this.key);
-      let result, failure;
-      get.onsuccess = () => {
-        try {
-          const [value, next] = fn(rowsOf(get.result));
-          result = value;
-          store.put((this.#seen = next), this.key);
-        } catch (error) {
-          failure = error;
-          tx.abort();
-        }
-      };
-      tx.oncomplete = () => resolve(result);
-      tx.onabort = tx.onerror = () => reject(failure ?? tx.error ?? new Error("the pacer ledger could not be updated"));
-    }));
+    return this.#db.then(
+      (db) =>
+        new Promise((resolve, reject) => {
+          const tx = db.transaction("ledgers", "readwrite");
+          const store = tx.objectStore("ledgers");
+          const get = store.get(this.key);
+          let result, failure;
+          get.onsuccess = () => {
+            try {
+              const [value, next] = fn(rowsOf(get.result));
+              result = value;
+              this.#seen = next;
+              store.put(next, this.key);
+            } catch (error) {
+              failure = error;
+              tx.abort();
+            }
+          };
+          tx.oncomplete = () => resolve(result);
+          tx.onabort = tx.onerror = () => reject(failure ?? tx.error ?? new Error("the pacer ledger could not be updated"));
+        }),
+    );
   }
 }
 

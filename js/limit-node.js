@@ -6,5 +6,5 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 
 initSync({ module: readFileSync(new URL("../pkg-edge/sluicegate_bg.wasm", import.meta.url)) });
 
-export { Limiter } from "./limit.js";
+export * from "./limit-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-edge/sluicegate.js";

@@ -7,5 +7,5 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 
 initSync({ module: wasm });
 
-export { Limiter } from "./limit.js";
+export * from "./limit-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-edge/sluicegate.js";

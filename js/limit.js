@@ -57,7 +57,7 @@ export class Limiter {
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
     const result = this.#result;
     result.success = r >= 0;
-    result.remaining = r >= 0 ? r : 0;
+    result.remaining = Math.max(r, 0);
     result.retryAfter = r >= 0 ? 0 : -r;
     return result;
   }
@@ -70,7 +70,7 @@ export class Limiter {
     if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
     const r = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
     if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
-    return { success: r >= 0, limit: this.#result.limit, remaining: r >= 0 ? r : 0, retryAfter: r >= 0 ? 0 : -r };
+    return { success: r >= 0, limit: this.#result.limit, remaining: Math.max(r, 0), retryAfter: r >= 0 ? 0 : -r };
   }
 
   /** Forget `key`: its next request starts afresh. Whether it held state. */

@@ -35,6 +35,4 @@ export interface HonoContextLike {
 }
 
 /** Hono middleware for Hono on Node; `key(c)` defaults to the socket's address (`c.env.incoming`). */
-export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
-  options: RateLimitOptions<C>,
-): (c: C, next: () => Promise<void>) => Promise<Response | void>;
+export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(options: RateLimitOptions<C>): (c: C, next: () => Promise<void>) => Promise<Response | undefined>;

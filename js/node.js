@@ -6,9 +6,5 @@ import { initSync } from "../pkg/sluicegate.js";
 
 initSync({ module: readFileSync(new URL("../pkg/sluicegate_bg.wasm", import.meta.url)) });
 
-export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoWeight } from "../pkg/sluicegate.js";
-export { Pacer } from "./pacer.js";
-export { LocationCache } from "./cache.js";
-export { runBatch } from "./batch.js";
-export { fetchForecasts } from "./forecasts.js";
+export * from "./browser.js"; // the named API, the same everywhere
 export { default } from "../pkg/sluicegate.js";

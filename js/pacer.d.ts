@@ -1,4 +1,4 @@
-import type { PacerOptions, PacerWindow } from "../pkg/sluicegate.js";
+import type { PacerOptions } from "../pkg/sluicegate.js";
 import type { IDBFactoryLike, LockManagerLike, StorageLike } from "./platform.js";
 
 /** Where a pacer's ledger lives, so that page reloads and every tab of the origin share one budget. */

@@ -70,9 +70,11 @@ export class Pacer extends EventTarget {
     while (!w.done) {
       const delay = w.at - this.#now();
       if (delay > 0) {
-        const wait = (w.wait = new Wait(delay));
+        const wait = new Wait(delay);
+        w.wait = wait;
         await wait.done; // run out, or cancelled (aborted, or moved by setLimits): look again
-        wait.free(), (w.wait = null);
+        wait.free();
+        w.wait = null;
         continue;
       }
       let due;
@@ -115,7 +117,7 @@ export class Pacer extends EventTarget {
 
   /** Free slots go to the calls the core says waited longest (one placed again leaves its slot to the next). */
   #pump() {
-    for (let w; (w = this.#waiters.get(this.#core.nextInLine())); ) this.#step(w);
+    for (let w = this.#waiters.get(this.#core.nextInLine()); w; w = this.#waiters.get(this.#core.nextInLine())) this.#step(w);
   }
 
   #settle(w, error) {
@@ -135,7 +137,7 @@ export class Pacer extends EventTarget {
   #checkIdle() {
     if (this.#waiters.size || this.#out) return;
     this.#emit("idle");
-    this.#idle.splice(0).forEach((resolve) => resolve());
+    for (const resolve of this.#idle.splice(0)) resolve();
   }
 
   tryAcquire(weight) {
@@ -177,7 +179,10 @@ export class Pacer extends EventTarget {
     for (const { id, error } of refused) if (this.#waiters.has(id)) this.#settle(this.#waiters.get(id), error);
     for (const { id, atMs } of moved) {
       const w = this.#waiters.get(id);
-      if (w) w.wait?.cancel(), (w.at = atMs); // its #step looks again
+      if (w) {
+        w.wait?.cancel();
+        w.at = atMs; // its #step looks again
+      }
     }
     this.#pump(); // slots may have been added
     this.#checkIdle();

@@ -31,9 +31,7 @@ type Host = typeof globalThis;
 /** A compiled WebAssembly module (`WebAssembly.Module`). */
 export type WasmModule = Host extends { WebAssembly: { Module: { prototype: infer M } } } ? M : object;
 /** A WebAssembly memory (`WebAssembly.Memory`). */
-export type WasmMemory = Host extends { WebAssembly: { Memory: { prototype: infer M } } }
-  ? M
-  : { readonly buffer: ArrayBuffer; grow(delta: number): number };
+export type WasmMemory = Host extends { WebAssembly: { Memory: { prototype: infer M } } } ? M : { readonly buffer: ArrayBuffer; grow(delta: number): number };
 /** A WebAssembly table (`WebAssembly.Table`). */
 export type WasmTable = Host extends { WebAssembly: { Table: { prototype: infer T } } }
   ? T

@@ -66,7 +66,8 @@ export function readTrace(text) {
   return rows.map((cells, i) => {
     const line = i + 2;
     const time = Number(cells[t]);
-    if (!(cells[t] ?? "").trim() || !Number.isFinite(time) || time < 0) throw new ReplayInputError(`trace line ${line}: t must be a number of seconds ≥ 0, got ${JSON.stringify(cells[t])}`);
+    if (!(cells[t] ?? "").trim() || !Number.isFinite(time) || time < 0)
+      throw new ReplayInputError(`trace line ${line}: t must be a number of seconds ≥ 0, got ${JSON.stringify(cells[t])}`);
     const identity = clientIdentity({ cfConnectingIp: cells[ip] ?? "" });
     if (!identity) throw new ReplayInputError(`trace line ${line}: ip.src is not an IP address: ${JSON.stringify(cells[ip])}`);
     const where = path < 0 ? "/" : cells[path] || "/";
@@ -167,17 +168,25 @@ async function send(requests, { fetchOne, speed, startRealMs }) {
     inFlight++;
     const sentAt = Date.now();
     sends.push(
-      fetchOne(requests[i]).finally(() => {
-        inFlight--;
-        freed.shift()?.();
-      }).then(
-        ({ status, clockMs }) => {
-          results[i] = { status, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
-        },
-        (error) => {
-          results[i] = { status: 0, error: `${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ""}`, sentAtMs: sentAt, clockMs: null, lateMs: Math.max(0, Math.round(sentAt - due)) };
-        },
-      ),
+      fetchOne(requests[i])
+        .finally(() => {
+          inFlight--;
+          freed.shift()?.();
+        })
+        .then(
+          ({ status, clockMs }) => {
+            results[i] = { status, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
+          },
+          (error) => {
+            results[i] = {
+              status: 0,
+              error: `${error.message}${error.cause ? ` (${error.cause.code ?? error.cause.message})` : ""}`,
+              sentAtMs: sentAt,
+              clockMs: null,
+              lateMs: Math.max(0, Math.round(sentAt - due)),
+            };
+          },
+        ),
     );
   }
   await Promise.all(sends);
@@ -246,8 +255,23 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   const toleranceS = (toleranceMs * speed) / 1000;
   const near = boundaries(rules, sent, sim, client);
   const lateness = results.map((x) => x.lateMs).sort((x, y) => x - y);
-  const report = { requests: requests.length, speed, toleranceMs, lateMs: { p50: lateness[lateness.length >> 1] ?? 0, max: lateness.at(-1) ?? 0 }, errors: [], agree: 0, compared: 0, timingLimited: 0, timingLimitedAgree: 0, disagreements: [], edge: { admitted: 0, refused: 0, other: 0 }, simulator: { admitted: 0, refused: 0 } };
-  results.forEach((x, i) => x.error && report.errors.push({ line: requests[i].line, error: x.error }));
+  const report = {
+    requests: requests.length,
+    speed,
+    toleranceMs,
+    lateMs: { p50: lateness[lateness.length >> 1] ?? 0, max: lateness.at(-1) ?? 0 },
+    errors: [],
+    agree: 0,
+    compared: 0,
+    timingLimited: 0,
+    timingLimitedAgree: 0,
+    disagreements: [],
+    edge: { admitted: 0, refused: 0, other: 0 },
+    simulator: { admitted: 0, refused: 0 },
+  };
+  results.forEach((x, i) => {
+    if (x.error) report.errors.push({ line: requests[i].line, error: x.error });
+  });
   sent.forEach((r, i) => {
     const { status } = results[r.index];
     const edgeAdmitted = status === REFUSED ? false : status < 500 ? true : null;
@@ -261,7 +285,16 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     }
     report.compared++;
     if (same) report.agree++;
-    else report.disagreements.push({ line: r.line, t: requests[r.index].t, sentT: r.t, client: client(r), path: r.path, edge: status, simulator: sim[i] ? "admitted" : "refused" });
+    else
+      report.disagreements.push({
+        line: r.line,
+        t: requests[r.index].t,
+        sentT: r.t,
+        client: client(r),
+        path: r.path,
+        edge: status,
+        simulator: sim[i] ? "admitted" : "refused",
+      });
   });
   report.share = report.compared ? report.agree / report.compared : 1;
   report.edge.other += report.errors.length;
@@ -278,8 +311,10 @@ export function describe(report) {
     `  simulator:  ${report.simulator.admitted} admitted, ${report.simulator.refused} refused`,
     `  agreement:  ${report.agree} of ${report.compared} (${pct(report.share)}) outside the timing-limited; ${report.timingLimitedAgree} of ${report.timingLimited} timing-limited agree`,
   ];
-  if (report.errors.length) lines.push(`  ${report.errors.length} requests failed on the way (left out of the comparison), e.g. line ${report.errors[0].line}: ${report.errors[0].error}`);
-  for (const d of report.disagreements.slice(0, 20)) lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
+  if (report.errors.length)
+    lines.push(`  ${report.errors.length} requests failed on the way (left out of the comparison), e.g. line ${report.errors[0].line}: ${report.errors[0].error}`);
+  for (const d of report.disagreements.slice(0, 20))
+    lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
   if (report.disagreements.length > 20) lines.push(`  … and ${report.disagreements.length - 20} more`);
   return `${lines.join("\n")}\n`;
 }

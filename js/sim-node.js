@@ -6,5 +6,5 @@ import { initSync } from "../pkg-sim/sluicegate.js";
 
 initSync({ module: readFileSync(new URL("../pkg-sim/sluicegate_bg.wasm", import.meta.url)) });
 
-export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
+export * from "./sim-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-sim/sluicegate.js";

@@ -303,11 +303,7 @@ export declare class SimulationError extends Error {
 export declare function simulate(config: SimConfig | string, trace?: string | null, options?: SimulationOptions): SimReport;
 
 /** `simulate`, returning the report, the Markdown report, the timeline and the exit status. */
-export declare function runSimulation(
-  config: SimConfig | string,
-  trace?: string | null,
-  options?: SimulationOptions,
-): SimulationRun;
+export declare function runSimulation(config: SimConfig | string, trace?: string | null, options?: SimulationOptions): SimulationRun;
 
 /** A finding of a comparison's side. */
 export interface SimComparisonFinding {

@@ -4,14 +4,7 @@
 //
 // No node:fs here: reading files (a config path, a trace, an `edge_rules` path) is the
 // command line's job (js/cli.mjs), so this runs unchanged in browsers and Workers.
-import {
-  simCheckConfig,
-  simCompare,
-  simEdgeRulesPath,
-  simInlineEdgeRules,
-  simRun,
-  simSelfTest,
-} from "../pkg-sim/sluicegate.js";
+import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRun, simSelfTest } from "../pkg-sim/sluicegate.js";
 
 /** Why a simulation gave no result: the simulator's message and its exit status. */
 export class SimulationError extends Error {
@@ -237,7 +230,11 @@ export function edgeRulesPath(configText) {
  * (exit status 2) saying `edge_rules: <where>: invalid JSON: ...`.
  */
 export function inlineEdgeRules(configText, rulesText, where) {
-  for (const [name, value] of [["configText", configText], ["rulesText", rulesText], ["where", where]]) {
+  for (const [name, value] of [
+    ["configText", configText],
+    ["rulesText", rulesText],
+    ["where", where],
+  ]) {
     if (typeof value !== "string") throw new TypeError(`${name} must be a string, got ${describe(value)}`);
   }
   try {

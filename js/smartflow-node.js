@@ -9,6 +9,5 @@ import { fileStore } from "./smartflow-file.js";
 initSync({ module: readFileSync(new URL("../pkg-smartflow/sluicegate_bg.wasm", import.meta.url)) });
 installFileStore(fileStore);
 
-export { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "../pkg-smartflow/sluicegate.js";
-export { SmartFlow, fileStore, parseRetryAfter, smartFetch } from "./smartflow.js";
+export * from "./smartflow-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-smartflow/sluicegate.js";

@@ -7,6 +7,5 @@ import { initSync } from "../pkg-smartflow/sluicegate.js";
 
 initSync({ module: wasm });
 
-export { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "../pkg-smartflow/sluicegate.js";
-export { SmartFlow, fileStore, parseRetryAfter, smartFetch } from "./smartflow.js";
+export * from "./smartflow-browser.js"; // the named API, the same everywhere
 export { default } from "../pkg-smartflow/sluicegate.js";

@@ -18,10 +18,7 @@ export interface SmartFlowStore {
 }
 
 /** Finds which organization owns a network or device (answers `null`/`undefined` when it cannot). */
-export type SmartFlowResolver = (
-  kind: SmartFlowIdKind,
-  id: string,
-) => string | null | undefined | Promise<string | null | undefined>;
+export type SmartFlowResolver = (kind: SmartFlowIdKind, id: string) => string | null | undefined | Promise<string | null | undefined>;
 
 /** Registers every network and device of an organization (`flow.registerNetwork`, `flow.registerDevice`); called once per organization, after its first resolve. */
 export type SmartFlowHydrator = (orgId: string, flow: SmartFlow) => void | Promise<void>;

@@ -56,15 +56,18 @@ function sleep(ms, signal) {
         })
       : () => {};
     const arm = (left) => {
-      timer = setTimeout(() => {
-        const rest = due - Date.now();
-        if (left > MAX_TIMER_MS && rest > 0) {
-          arm(rest);
-          return;
-        }
-        stop();
-        resolve();
-      }, Math.min(left, MAX_TIMER_MS));
+      timer = setTimeout(
+        () => {
+          const rest = due - Date.now();
+          if (left > MAX_TIMER_MS && rest > 0) {
+            arm(rest);
+            return;
+          }
+          stop();
+          resolve();
+        },
+        Math.min(left, MAX_TIMER_MS),
+      );
     };
     arm(ms);
   });
@@ -158,8 +161,7 @@ export class SmartFlow {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`options must be an object, got ${describe(options)}`);
     }
-    const { orgRate, orgCapacity, globalRate, cacheTtlSeconds, storage, path, resolver, hydrator, now, fetch, onError } =
-      options;
+    const { orgRate, orgCapacity, globalRate, cacheTtlSeconds, storage, path, resolver, hydrator, now, fetch, onError } = options;
     this.#limiter = new SmartFlowCore({ orgRate, orgCapacity, globalRate, cacheTtlSeconds });
     this.#resolver = optionalFunction(resolver, "resolver");
     this.#hydrator = optionalFunction(hydrator, "hydrator");

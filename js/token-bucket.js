@@ -16,7 +16,7 @@ export class TokenBucket {
   check(nowMs, cost = 1) {
     if (typeof nowMs !== "number" || typeof cost !== "number") throw notNumber(["nowMs", nowMs], ["cost", cost]);
     const r = this.#core.check(nowMs, cost);
-    if (r !== r) this.#core.explain(nowMs, cost); // throws, naming the input
+    if (Number.isNaN(r)) this.#core.explain(nowMs, cost); // throws, naming the input
     return r;
   }
 

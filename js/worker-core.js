@@ -59,9 +59,7 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
   class RateLimiter extends DurableObject {
     constructor(ctx, env) {
       if (library && !created) {
-        throw new Error(
-          "sluicegate: RateLimiter counts by the rules given to createEdge({ rules }): call createEdge at the Worker's module scope",
-        );
+        throw new Error("sluicegate: RateLimiter counts by the rules given to createEdge({ rules }): call createEdge at the Worker's module scope");
       }
       super(ctx, env);
       this.generation = generation;
@@ -144,8 +142,7 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     if (handler === undefined) {
       return (request, env, ctx) => guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx));
     }
-    return (request, env, ctx) =>
-      guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx, (admitted) => handler(admitted, env, ctx)));
+    return (request, env, ctx) => guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx, (admitted) => handler(admitted, env, ctx)));
   }
 
   /** The rules given here (at module scope), in front of the Worker's own handlers. */

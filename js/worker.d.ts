@@ -18,11 +18,7 @@ export interface EdgeOptions {
 }
 
 /** A Worker's `fetch`: what an admitted request is handed to. */
-export type WorkerHandler<Env = unknown, Ctx = unknown> = (
-  request: Request,
-  env: Env,
-  ctx: Ctx,
-) => Response | Promise<Response>;
+export type WorkerHandler<Env = unknown, Ctx = unknown> = (request: Request, env: Env, ctx: Ctx) => Response | Promise<Response>;
 
 /** The rules, ready to run in front of handlers. */
 export interface Edge {

@@ -40,7 +40,7 @@ function trackedController() {
 }
 
 /** A fetch that answers JSON after a few milliseconds, and honours its own signal. */
-async function slowFetch(input, init = {}) {
+async function slowFetch(_input, init = {}) {
   await new Promise((resolve) => setTimeout(resolve, 20));
   if (init.signal?.aborted) throw init.signal.reason;
   return Response.json([{ ok: true }]);
@@ -59,7 +59,10 @@ test("SmartFlow.acquire: eleven waits on one signal hold one listener, and its a
   controller.abort(new Error("stop"));
   const outcomes = await Promise.allSettled(waits);
   assert.equal(outcomes.filter((o) => o.status === "fulfilled").length >= 4, true);
-  assert.ok(outcomes.slice(5).every((o) => o.status === "rejected" && o.reason.message === "stop"), JSON.stringify(outcomes));
+  assert.ok(
+    outcomes.slice(5).every((o) => o.status === "rejected" && o.reason.message === "stop"),
+    JSON.stringify(outcomes),
+  );
   assert.equal(abortListeners(signal), 0);
   assert.equal(controller.most, 1);
   await assertNoLeakWarning();
@@ -92,9 +95,7 @@ test("runBatch: eleven batches sharing one signal, then one batch of eleven call
   const pacer = roomyPacer();
   const controller = trackedController();
   const { signal } = controller;
-  const outs = await Promise.all(
-    Array.from({ length: CALLS }, (_, i) => runBatch([{ url: `/x/${i}`, weight: 1 }], { pacer, fetch: slowFetch, signal })),
-  );
+  const outs = await Promise.all(Array.from({ length: CALLS }, (_, i) => runBatch([{ url: `/x/${i}`, weight: 1 }], { pacer, fetch: slowFetch, signal })));
   assert.ok(outs.every((o) => o.state === "done"));
   const one = await runBatch(
     Array.from({ length: CALLS }, (_, i) => ({ url: `/y/${i}`, weight: 1 })),
@@ -109,12 +110,13 @@ test("runBatch: eleven batches sharing one signal, then one batch of eleven call
 test("runBatch: aborting the shared signal ends every batch", async () => {
   const pacer = roomyPacer();
   const controller = trackedController();
-  const runs = Array.from({ length: CALLS }, (_, i) =>
-    runBatch([{ url: `/z/${i}`, weight: 1 }], { pacer, fetch: slowFetch, signal: controller.signal }),
-  );
+  const runs = Array.from({ length: CALLS }, (_, i) => runBatch([{ url: `/z/${i}`, weight: 1 }], { pacer, fetch: slowFetch, signal: controller.signal }));
   controller.abort(new Error("stop"));
   const outs = await Promise.all(runs);
-  assert.ok(outs.every((o) => o.state === "aborted" && o.abort.reason === "aborted by the caller"), JSON.stringify(outs.map((o) => o.abort)));
+  assert.ok(
+    outs.every((o) => o.state === "aborted" && o.abort.reason === "aborted by the caller"),
+    JSON.stringify(outs.map((o) => o.abort)),
+  );
   assert.equal(abortListeners(controller.signal), 0);
   assert.equal(controller.most, 1);
   await assertNoLeakWarning();
@@ -130,7 +132,10 @@ test("fetchForecasts: eleven fan-outs sharing one signal and one cache", async (
       fetchForecasts([{ latitude: i, longitude: i }], { daily: ["temperature_2m_max"] }, { pacer, cache, fetch: slowFetch, signal, baseUrl: "http://127.0.0.1:9/v1/forecast" }),
     ),
   );
-  assert.ok(outs.every((o) => o.state === "done"), JSON.stringify(outs.map((o) => o.abort)));
+  assert.ok(
+    outs.every((o) => o.state === "done"),
+    JSON.stringify(outs.map((o) => o.abort)),
+  );
   assert.equal(abortListeners(signal), 0);
   assert.equal(controller.most, 1);
   await assertNoLeakWarning();

@@ -78,7 +78,17 @@ test("chooseLocationsPerCall packs the budget, never past the API's 1,000 locati
   assert.throws(() => chooseLocationsPerCall({ weightOf: 3, budget: 550, max: 10 }), /weightOf must be a function/);
   assert.throws(() => chooseLocationsPerCall({ weightOf: sixteenDays, budget: 0, max: 10 }), /budget must be a finite number above 0/);
   assert.throws(() => chooseLocationsPerCall({ weightOf: sixteenDays, budget: 550, max: 2.5 }), /max must be a whole number ≥ 1, got 2.5/);
-  assert.throws(() => chooseLocationsPerCall({ weightOf: () => { throw new RangeError("no such model"); }, budget: 550, max: 10 }), /no such model/);
+  assert.throws(
+    () =>
+      chooseLocationsPerCall({
+        weightOf: () => {
+          throw new RangeError("no such model");
+        },
+        budget: 550,
+        max: 10,
+      }),
+    /no such model/,
+  );
 });
 
 test("a failed required call ends the batch: nothing more is fetched and every call is settled", async () => {
@@ -126,5 +136,8 @@ test("progress reports done/total, weight spent and an ETA while waiting for bud
   assert.equal(events.at(-1).total, 4);
   assert.equal(events.at(-1).weightSpent, 4);
   assert.equal(events.at(-1).state, "done");
-  assert.ok(events.some((e) => e.etaMs > 0 && e.state === "running"), "an ETA while the second pair waited");
+  assert.ok(
+    events.some((e) => e.etaMs > 0 && e.state === "running"),
+    "an ETA while the second pair waited",
+  );
 });

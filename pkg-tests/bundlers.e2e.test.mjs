@@ -98,10 +98,7 @@ function assertOutcome({ outcome, errors, wasm }, wasmPaths) {
 test("Vite dev server, no configuration: the package's .wasm files are served and init() loads them", { timeout: 90_000 }, async () => {
   const app = consumerProject("sluicegate-vite-");
   cleanups.push(app.remove);
-  writeFileSync(
-    path.join(app.dir, "index.html"),
-    `<!doctype html><html><body><script type="module" src="/main.js"></script></body></html>\n`,
-  );
+  writeFileSync(path.join(app.dir, "index.html"), `<!doctype html><html><body><script type="module" src="/main.js"></script></body></html>\n`);
   writeFileSync(
     path.join(app.dir, "main.js"),
     `${IMPORTS}

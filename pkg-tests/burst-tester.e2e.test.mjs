@@ -16,11 +16,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const screenshotPath = path.join(root, "test-output", "burst-tester.png");
 const TIMEOUT = 15_000;
 
-let edge;
-let page;
-let pageErrors;
-let foreignRequests;
-let close;
+let edge, page, pageErrors, foreignRequests, close;
 
 before(async () => {
   let response;
@@ -44,13 +40,9 @@ test("25 requests show 20 OK and 5 blocked with a countdown", { timeout: 60_000 
 
   await page.fill("#count", "25");
   await page.click("#fire");
-  await page.waitForFunction(
-    () =>
-      document.querySelectorAll("#results tbody tr").length === 25 &&
-      document.getElementById("summary").dataset.state === "done",
-    null,
-    { timeout: TIMEOUT },
-  );
+  await page.waitForFunction(() => document.querySelectorAll("#results tbody tr").length === 25 && document.getElementById("summary").dataset.state === "done", null, {
+    timeout: TIMEOUT,
+  });
 
   assert.equal((await page.textContent("#ok-count")).trim(), "20");
   assert.equal((await page.textContent("#blocked-count")).trim(), "5");
@@ -92,7 +84,11 @@ test("25 requests show 20 OK and 5 blocked with a countdown", { timeout: 60_000 
       return Number(m[1]);
     })
     .sort((a, b) => a - b);
-  assert.deepEqual(remaining, Array.from({ length: 20 }, (_, i) => i), "r counts down 19..0");
+  assert.deepEqual(
+    remaining,
+    Array.from({ length: 20 }, (_, i) => i),
+    "r counts down 19..0",
+  );
 
   // The countdown: visible, from the Retry-After received, ticking down.
   const countdown = page.locator("#countdown");
@@ -118,7 +114,10 @@ test("25 requests show 20 OK and 5 blocked with a countdown", { timeout: 60_000 
   }
   const decisions = decisionLines().map((l) => JSON.parse(l));
   assert.equal(decisions.length, 25);
-  assert.ok(decisions.every((d) => d.key === "api|ip.src=127.0.0.1|cf.colo.id=AMS"), "counted per IP + colo AMS");
+  assert.ok(
+    decisions.every((d) => d.key === "api|ip.src=127.0.0.1|cf.colo.id=AMS"),
+    "counted per IP + colo AMS",
+  );
   assert.equal(decisions.filter((d) => d.decision === "allow").length, 20);
 
   assert.deepEqual(pageErrors, [], "no script errors on the page");

@@ -31,7 +31,10 @@ test("identical requests in flight share one load; the value lives its TTL from 
 test("an error is never cached: the next request loads again", async () => {
   const cache = new LocationCache();
   const key = cache.key(48.85, 2.35, { daily: ["temperature_2m_max"] });
-  await assert.rejects(cache.get(key, async () => Promise.reject(new Error("upstream down"))), /upstream down/);
+  await assert.rejects(
+    cache.get(key, async () => Promise.reject(new Error("upstream down"))),
+    /upstream down/,
+  );
   assert.equal(await cache.get(key, async () => "second try"), "second try");
   assert.equal(cache.size, 1);
 });

@@ -84,7 +84,10 @@ describe("a 1,500-location × 16-day analysis", () => {
     // 1,500 × 16/14 ≈ 1,714 weighted calls, in calls that pack the 550 budget.
     assert.ok(Math.abs(outcome.stats.weightSpent - (1_500 * 16) / 14) < 1, `spent ${outcome.stats.weightSpent}`);
     assert.ok(progress.length > 0 && progress.at(-1).done === outcome.stats.calls && progress.at(-1).state === "done");
-    assert.ok(progress.some((p) => p.etaMs > 0), "a countdown was available while waiting");
+    assert.ok(
+      progress.some((p) => p.etaMs > 0),
+      "a countdown was available while waiting",
+    );
   });
 
   test("run again within the TTL, it issues no upstream call", async () => {

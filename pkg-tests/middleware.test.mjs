@@ -30,7 +30,7 @@ async function sequentialThenConcurrent(base, headers = {}) {
 test("Express: 26 requests from one client → the first 20 admitted with RateLimit headers, then 429s with Retry-After and a problem body", async (t) => {
   const app = express();
   app.use(expressRateLimit(API));
-  app.get("/api/ping", (req, res) => res.json({ pong: true }));
+  app.get("/api/ping", (_req, res) => res.json({ pong: true }));
   const server = createServer(app);
   t.after(() => server.close());
   const base = await listen(server);
@@ -57,11 +57,15 @@ test("Express: 100 concurrent requests from one client → exactly 20 admitted; 
   const app = express();
   app.set("trust proxy", "loopback"); // req.ip: X-Forwarded-For's client, as the proxy in front says
   app.use(expressRateLimit(API));
-  app.get("/api/ping", (req, res) => res.send("pong"));
+  app.get("/api/ping", (_req, res) => res.send("pong"));
   const server = createServer(app);
   t.after(() => server.close());
   const base = await listen(server);
-  const ask = (ip) => fetch(`${base}/api/ping`, { headers: { "x-forwarded-for": ip } }).then(async (r) => (await r.arrayBuffer(), r.status));
+  const ask = (ip) =>
+    fetch(`${base}/api/ping`, { headers: { "x-forwarded-for": ip } }).then(async (r) => {
+      await r.arrayBuffer();
+      return r.status;
+    });
   const statuses = await Promise.all(Array.from({ length: 100 }, () => ask("203.0.113.7")));
   assert.equal(statuses.filter((s) => s === 200).length, 20);
   assert.equal(statuses.filter((s) => s === 429).length, 80);
@@ -82,7 +86,11 @@ test("Hono on Node: the same rule, 25 → 20 + 5 × 429, and 100 concurrent → 
   const admitted = await fetch(`${base}/api/ping`, { headers: { "x-client": "b" } });
   assert.equal(await admitted.text(), "pong");
   assert.equal(admitted.headers.get("ratelimit"), '"api";r=19;t=10');
-  const ask = () => fetch(`${base}/api/ping`, { headers: { "x-client": "c" } }).then(async (r) => (await r.arrayBuffer(), r.status));
+  const ask = () =>
+    fetch(`${base}/api/ping`, { headers: { "x-client": "c" } }).then(async (r) => {
+      await r.arrayBuffer();
+      return r.status;
+    });
   const burst = await Promise.all(Array.from({ length: 100 }, ask));
   assert.equal(burst.filter((s) => s === 200).length, 20);
   assert.equal((await fetch(`${base}/health`)).status, 200, "routes outside /api/ are not limited");
@@ -103,7 +111,7 @@ test("Hono on Node: the default key is the socket's address", async (t) => {
 test("a request the key function cannot name is answered 400 with a problem body, never counted", async (t) => {
   const app = express();
   app.use(expressRateLimit({ ...API, key: (req) => req.headers["x-api-key"] }));
-  app.get("/api/ping", (req, res) => res.send("pong"));
+  app.get("/api/ping", (_req, res) => res.send("pong"));
   const server = createServer(app);
   t.after(() => server.close());
   const base = await listen(server);
@@ -119,13 +127,15 @@ test("no spelling of a limited path reaches the handler uncounted (case, encodin
   const expressApp = express();
   let expressHandled = 0;
   expressApp.use("/api", expressRateLimit({ algorithm: "fixed_window", limit: 1, windowMs: 60_000 }));
-  expressApp.get("/api/ping", (req, res) => res.send(`pong ${++expressHandled}`));
+  expressApp.get("/api/ping", (_req, res) => res.send(`pong ${++expressHandled}`));
   const honoApp = new Hono();
   let honoHandled = 0;
   honoApp.use("/api/*", honoRateLimit({ algorithm: "fixed_window", limit: 1, windowMs: 60_000 }));
   honoApp.get("/api/ping", (c) => c.text(`pong ${++honoHandled}`));
   const servers = [createServer(expressApp), serve({ fetch: honoApp.fetch, port: 0, hostname: "127.0.0.1" })];
-  t.after(() => servers.forEach((s) => s.close()));
+  t.after(() => {
+    for (const s of servers) s.close();
+  });
   for (const server of servers) {
     const base = await listen(server);
     assert.equal((await fetch(`${base}/api/ping`)).status, 200, "the one request the limit allows");

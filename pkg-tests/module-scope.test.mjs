@@ -47,7 +47,14 @@ test("a Pacer, a LocationCache, a SmartFlow, a TokenBucket and a Limiter built a
   assert.deepEqual([first.remaining, second.remaining], [1, 0]);
   assert.equal(third.retryAfterMs, 30_000, "the next token comes after one 30 s emission interval");
 
-  assert.deepEqual(out.limited.map((r) => [r.success, r.remaining, r.limit]), [[true, 1, 2], [true, 0, 2], [false, 0, 2]]);
+  assert.deepEqual(
+    out.limited.map((r) => [r.success, r.remaining, r.limit]),
+    [
+      [true, 1, 2],
+      [true, 0, 2],
+      [false, 0, 2],
+    ],
+  );
   assert.ok(out.limited[2].retryAfter > 59_000 && out.limited[2].retryAfter <= 60_000, "refused until the first leaves the window");
   assert.ok(Math.abs(out.limited[1].reset - (Date.now() + 60_000)) < 5_000, "full again a window after the last admitted request");
   assert.equal(out.keys, 1);
@@ -61,6 +68,12 @@ test("the module-scope objects keep their state from one request to the next", a
   assert.equal(out.cache.sizeBefore, 1);
   assert.equal(out.cache.loads, 0, "the cached result is served without a second load");
   assert.equal(out.afterUse.smartFlowLoads, 1, "the SmartFlow store is loaded once");
-  assert.ok(out.bucket.every((d) => !d.allowed), "the bucket's burst stays spent");
-  assert.ok(out.limited.every((r) => !r.success), "the key's two requests per minute stay spent");
+  assert.ok(
+    out.bucket.every((d) => !d.allowed),
+    "the bucket's burst stays spent",
+  );
+  assert.ok(
+    out.limited.every((r) => !r.success),
+    "the key's two requests per minute stay spent",
+  );
 });

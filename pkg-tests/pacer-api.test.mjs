@@ -9,9 +9,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 test("schedule runs the function once it may go, releases the slot also when it throws, and passes its result on", async () => {
   const pacer = new Pacer({ windows: [{ lengthMs: 200, budget: 5 }], maxInFlight: 1 });
   assert.equal(await pacer.schedule(1, async () => "answer"), "answer");
-  await assert.rejects(pacer.schedule(1, () => {
-    throw new Error("boom");
-  }), /boom/);
+  await assert.rejects(
+    pacer.schedule(1, () => {
+      throw new Error("boom");
+    }),
+    /boom/,
+  );
   // The slot came back after the throw: with one slot, this would never settle otherwise.
   assert.equal(await pacer.schedule(1, () => 42), 42);
   assert.equal(pacer.snapshot().inFlight, 0);
@@ -20,10 +23,13 @@ test("schedule runs the function once it may go, releases the slot also when it 
 test("wrap paces a function by the weight of its arguments", async () => {
   const pacer = new Pacer({ windows: [{ lengthMs: 300, budget: 4 }], slackMs: 0 });
   const started = [];
-  const fetchDays = pacer.wrap(async (days) => {
-    started.push([Date.now(), days]);
-    return days * 2;
-  }, (days) => days);
+  const fetchDays = pacer.wrap(
+    async (days) => {
+      started.push([Date.now(), days]);
+      return days * 2;
+    },
+    (days) => days,
+  );
   const t0 = Date.now();
   assert.deepEqual(await Promise.all([fetchDays(3), fetchDays(2)]), [6, 4]);
   // 3 + 2 > 4: the second waits for the first to leave the window.
@@ -102,7 +108,10 @@ test("eleven calls sharing one AbortSignal add one listener: no MaxListenersExce
   } finally {
     process.off("warning", onWarning);
   }
-  assert.deepEqual(warnings.filter((w) => w.name === "MaxListenersExceededWarning"), []);
+  assert.deepEqual(
+    warnings.filter((w) => w.name === "MaxListenersExceededWarning"),
+    [],
+  );
 });
 
 test("options are checked by name: an unknown one, or a bad value, is refused at construction", () => {

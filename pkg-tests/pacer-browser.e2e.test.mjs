@@ -104,10 +104,7 @@ test("spent budget survives a page reload", { timeout: 45_000 }, async () => {
   await page.fill("#count", "3");
   await page.click("#spend");
   await page.waitForFunction(
-    () =>
-      document.getElementById("spent").dataset.spent === "60" &&
-      document.querySelectorAll("#log li").length === 3 &&
-      document.getElementById("queued").dataset.queued === "0",
+    () => document.getElementById("spent").dataset.spent === "60" && document.querySelectorAll("#log li").length === 3 && document.getElementById("queued").dataset.queued === "0",
     null,
     { timeout: TIMEOUT },
   );
@@ -223,15 +220,8 @@ test("two tabs of one origin share one budget", { timeout: 45_000 }, async (t) =
     [b, "B"],
   ]) {
     for (const p of tab.permits) {
-      assert.equal(
-        p.owner,
-        tab.owner,
-        `tab ${name}: permit #${p.id} at ${p.at} is a dispatched entry of the ledger, under its owner`,
-      );
-      assert.ok(
-        p.plannedAt <= p.at && p.at <= p.plannedAt + slackMs,
-        `tab ${name}: permit #${p.id} went out at ${p.at}, within ${slackMs} ms of its planned ${p.plannedAt}`,
-      );
+      assert.equal(p.owner, tab.owner, `tab ${name}: permit #${p.id} at ${p.at} is a dispatched entry of the ledger, under its owner`);
+      assert.ok(p.plannedAt <= p.at && p.at <= p.plannedAt + slackMs, `tab ${name}: permit #${p.id} went out at ${p.at}, within ${slackMs} ms of its planned ${p.plannedAt}`);
     }
   }
 
@@ -253,16 +243,8 @@ test("two tabs of one origin share one budget", { timeout: 45_000 }, async (t) =
       `permit #${p.id} at ${p.at} is in the ledger, under its tab's owner`,
     );
   }
-  assert.deepEqual(
-    new Set(done.map((e) => e[2])),
-    new Set([a.owner, b.owner]),
-    "both tabs' owner ids in the ledger, and no other",
-  );
-  assert.equal(
-    await tabs[1].evaluate(() => window.sluicegatePacer.owner),
-    b.owner,
-    "a pacer's owner id stays the same",
-  );
+  assert.deepEqual(new Set(done.map((e) => e[2])), new Set([a.owner, b.owner]), "both tabs' owner ids in the ledger, and no other");
+  assert.equal(await tabs[1].evaluate(() => window.sluicegatePacer.owner), b.owner, "a pacer's owner id stays the same");
 
   for (const tab of tabs) {
     assert.ok((await spentOf(tab)) <= budget, "the page never shows more than the budget spent");

@@ -20,7 +20,10 @@ test("the defaults are 550/min, 4,800/h and 9,500/day with a 5,000 per-call cap"
     (e) => e.name === "PacerWeightError" && e.weight === 551 && e.window === 0 && e.limit === 550,
   );
   const uncapped = new PacerCore({ windows: [{ lengthMs: MIN, budget: 10_000 }] });
-  assert.throws(() => uncapped.reserve(0, 5000.5), (e) => e.name === "PacerWeightError" && e.limit === 5000);
+  assert.throws(
+    () => uncapped.reserve(0, 5000.5),
+    (e) => e.name === "PacerWeightError" && e.limit === 5000,
+  );
   assert.equal(p.snapshot(0).queued, 0, "a refused call is never queued");
 });
 
@@ -66,7 +69,10 @@ test("spends exported by one pacer count in another (reloads and tabs)", () => {
   const saved = JSON.parse(JSON.stringify(a.exportSpends()));
   assert.deepEqual(saved, [[0, 7, true]]);
   const b = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
-  b.importSpends(500, saved.map(([at, w]) => [at, w]));
+  b.importSpends(
+    500,
+    saved.map(([at, w]) => [at, w]),
+  );
   assert.equal(b.reserve(500, 4).delayMs, 9_500);
 });
 

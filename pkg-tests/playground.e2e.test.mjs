@@ -21,11 +21,7 @@ const edgeScreenshotPath = path.join(root, "test-output", "playground-edge.png")
 const golden = (name, ext) => readFileSync(path.join(root, "tests/fixtures/sim/golden", `${name}.${ext}`), "utf8");
 const TIMEOUT = 15_000;
 
-let edge;
-let page;
-let pageErrors;
-let foreignRequests;
-let close;
+let edge, page, pageErrors, foreignRequests, close;
 /** Every simulator worker the page started, in order: { worker, closed } (closed: a promise). */
 const workers = [];
 
@@ -51,13 +47,10 @@ after(async () => {
 async function run(button = "run") {
   const before = Number(await page.getAttribute("#sim", "data-run"));
   await page.click(`[data-testid=${button}]`);
-  await page.waitForFunction(
-    (n) => {
-      const main = document.getElementById("sim");
-      return Number(main.dataset.run) > n && (main.dataset.state === "done" || main.dataset.state === "error");
-    },
-    before,
-  );
+  await page.waitForFunction((n) => {
+    const main = document.getElementById("sim");
+    return Number(main.dataset.run) > n && (main.dataset.state === "done" || main.dataset.state === "error");
+  }, before);
   return page.getAttribute("#sim", "data-state");
 }
 
@@ -204,10 +197,10 @@ test("edge-api: the worker's rules file fetched and simulated; blocks, pacing, R
       cells: ["api", "10 s", String(api.blocks), api.blocked_clients.map((b) => `${b.client} (${b.blocks})`).join(", ")],
     },
   ]);
-  assert.deepEqual(
-    await page.$$eval("#blocks tr[data-policy=api] .blocked-client", (spans) => spans.map((s) => [s.dataset.client, s.dataset.kind])),
-    [["scraper", "abusive"], ["web-app", "legit"]],
-  );
+  assert.deepEqual(await page.$$eval("#blocks tr[data-policy=api] .blocked-client", (spans) => spans.map((s) => [s.dataset.client, s.dataset.kind])), [
+    ["scraper", "abusive"],
+    ["web-app", "legit"],
+  ]);
   const legitColour = await page.$eval("#blocks .blocked-client[data-kind=legit]", (s) => getComputedStyle(s).color);
   const otherColour = await page.$eval("#blocks .blocked-client[data-kind=abusive]", (s) => getComputedStyle(s).color);
   assert.notEqual(legitColour, otherColour, "a blocked legit client stands out");
@@ -224,7 +217,10 @@ test("edge-api: the worker's rules file fetched and simulated; blocks, pacing, R
   assert.ok(jobRow.paced > 0 && jobRow.rejected === 0);
   assert.deepEqual(job, ["export-job", String(jobRow.paced), `${jobRow.mean_pace_s} s`, `${jobRow.max_pace_s} s`, "export pacer"]);
   assert.ok(Number(job[1]) > 0, "export-job is paced");
-  assert.deepEqual(pacing.find((r) => r[0] === "pages"), ["pages", "0", "0 s", "0 s", "–"]);
+  assert.deepEqual(
+    pacing.find((r) => r[0] === "pages"),
+    ["pages", "0", "0 s", "0 s", "–"],
+  );
 
   // Findings: RL12 (a legit client blocked) is high, RL11 (the pacer's queue) medium.
   const findings = await page.$$eval("#findings li", (lis) => lis.map((li) => ({ code: li.dataset.code, severity: li.dataset.severity, text: li.textContent })));
@@ -483,7 +479,9 @@ test("a simulator worker that cannot be loaded shows the error box, as a package
 
 const example = (name) => readFileSync(path.join(root, "www/examples", `${name}.json`), "utf8");
 
-test("compare orders-api → orders-api-tuned: the verdict, both charts on one time axis, the clients, the peak, the findings and the review", { timeout: 60_000 }, async (t) => {
+test("compare orders-api → orders-api-tuned: the verdict, both charts on one time axis, the clients, the peak, the findings and the review", {
+  timeout: 60_000,
+}, async (t) => {
   const want = compareSimulations(example("orders-api"), example("orders-api-tuned"));
   assert.equal(want.comparison.verdict, "ship with changes");
 
@@ -525,7 +523,9 @@ test("compare orders-api → orders-api-tuned: the verdict, both charts on one t
   // client, kind, 429s before/after, delayed before/after, failed before/after, max wait before/after
   assert.deepEqual(rows[1], ["mobile-app", "legit", "1,081", "0", "1,042", "0", "0", "0", "59.9 s", "0 s"]);
   assert.deepEqual(
-    await page.$$eval("[data-testid=compare-clients] tr[data-client=mobile-app] td[data-figure]", (tds) => Object.fromEntries(tds.map((td) => [td.dataset.figure, td.textContent]))),
+    await page.$$eval("[data-testid=compare-clients] tr[data-client=mobile-app] td[data-figure]", (tds) =>
+      Object.fromEntries(tds.map((td) => [td.dataset.figure, td.textContent])),
+    ),
     {
       "rejected before": "1,081",
       "rejected after": "0",
@@ -574,7 +574,10 @@ test("compare orders-api → orders-api-tuned: the verdict, both charts on one t
   assert.equal(charts[0].bin, charts[1].bin);
   assert.deepEqual(charts[0].ticks, charts[1].ticks, "identical time axes");
   assert.deepEqual(charts[0].grid, charts[1].grid, "one rate scale");
-  assert.ok(charts[0].ticks.some(([label]) => label === "300 s"), charts[0].ticks.join(" "));
+  assert.ok(
+    charts[0].ticks.some(([label]) => label === "300 s"),
+    charts[0].ticks.join(" "),
+  );
   const legend = await page.$$eval("[data-testid=compare-legend] li", (lis) => lis.map((li) => li.dataset.client));
   assert.deepEqual(legend.sort(), ["checkout-web", "cred-stuffer", "mobile-app", "partner-erp", "price-scraper"]);
 
@@ -664,7 +667,10 @@ test("a comparison on a recorded trace: both configs replay the same rows; high 
   assert.equal(await page.textContent("[data-testid=compare-verdict]"), "do not ship");
   assert.equal(await page.getAttribute("#compare-verdict-line", "class"), "verdict bad");
   assert.equal(await page.getAttribute("[data-testid=compare-traffic]", "data-source"), "trace");
-  assert.match(await page.textContent("[data-testid=compare-traffic]"), /^Same traffic for both: the trace access\.csv, 1,431 rows over 179\.59 s \(1,431 requests before, 1,431 after\)\.$/);
+  assert.match(
+    await page.textContent("[data-testid=compare-traffic]"),
+    /^Same traffic for both: the trace access\.csv, 1,431 rows over 179\.59 s \(1,431 requests before, 1,431 after\)\.$/,
+  );
   assert.equal(await page.textContent("[data-testid=review]"), want.review);
   assert.match(want.review, /- \*\*Traffic used:\*\* trace access\.csv: 1,431 rows over 180 s/);
 

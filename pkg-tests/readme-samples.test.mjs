@@ -42,7 +42,7 @@ export function readmeSamples(text) {
     const directive = /^<!--\s*readme-sample:\s*([\w\s]+?)\s*-->$/.exec(lines[i - 1] ?? "");
     const where = directive ? directive[1].split(/\s+/) : ["node"];
     for (const w of where) assert.ok(["node", "browser", "workerd", "worker"].includes(w), `README.md:${i}: unknown place ${w}`);
-    samples.push({ line: i + 1, lang: open[1], code: lines.slice(i + 1, end).join("\n") + "\n", where });
+    samples.push({ line: i + 1, lang: open[1], code: `${lines.slice(i + 1, end).join("\n")}\n`, where });
     i = end;
   }
   return samples;
@@ -68,9 +68,7 @@ before(async () => {
   api = await listen((req, res) => {
     apiRequests.push(req.url);
     const { pathname } = new URL(req.url, "http://x");
-    const body = pathname.endsWith("/v1/forecast")
-      ? { latitude: 52.52, longitude: 13.41, daily: { time: ["2026-01-01"], temperature_2m_max: [3.1], precipitation_sum: [0] } }
-      : [];
+    const body = pathname.endsWith("/v1/forecast") ? { latitude: 52.52, longitude: 13.41, daily: { time: ["2026-01-01"], temperature_2m_max: [3.1], precipitation_sum: [0] } } : [];
     res.writeHead(200, { "content-type": "application/json", "access-control-allow-origin": "*", "access-control-allow-headers": "*" });
     res.end(JSON.stringify(body));
   });
@@ -210,9 +208,11 @@ describe("README samples run in Chromium", () => {
       try {
         const rel = path.relative(ROOT, dir).split(path.sep).join("/");
         await page.goto(`${site.url}/${rel}/${name(s)}.html`, { waitUntil: "load" });
-        await page.waitForFunction(() => window.__sampleDone === true || document.documentElement.dataset.failed, null, { timeout: TIMEOUT }).catch((error) => {
-          assert.fail(`README.md:${s.line} did not finish in Chromium: ${errors.join("\n") || error.message}`);
-        });
+        await page
+          .waitForFunction(() => window.__sampleDone === true || document.documentElement.dataset.failed, null, { timeout: TIMEOUT })
+          .catch((error) => {
+            assert.fail(`README.md:${s.line} did not finish in Chromium: ${errors.join("\n") || error.message}`);
+          });
         assert.deepEqual(errors, []);
         for (const url of routed) assert.ok(!url.startsWith(site.url), url);
       } finally {
@@ -232,11 +232,11 @@ describe("README samples run in workerd", () => {
       for (const [sub, prefix] of Object.entries(ENTRIES)) {
         code = code.replaceAll(`from "sluicegate${sub}"`, `from "${path.relative(dir, ROOT).split(path.sep).join("/")}/js/${prefix}workerd.js"`);
       }
-      const scriptPath = path.relative(ROOT, path.join(dir, `${name(s)}.mjs`)).split(path.sep).join("/");
-      writeFileSync(
-        path.join(ROOT, scriptPath),
-        `${code}\nexport default { fetch: () => new Response("sample ran") };\n`,
-      );
+      const scriptPath = path
+        .relative(ROOT, path.join(dir, `${name(s)}.mjs`))
+        .split(path.sep)
+        .join("/");
+      writeFileSync(path.join(ROOT, scriptPath), `${code}\nexport default { fetch: () => new Response("sample ran") };\n`);
       const mf = packageWorker({ scriptPath });
       try {
         const res = await mf.dispatchFetch("http://sample/");
@@ -259,7 +259,10 @@ describe("README samples run as Workers in workerd", () => {
         .replaceAll('from "sluicegate/worker"', `from "${fromDir(path.join(ROOT, "js", "worker.js"))}"`)
         .replaceAll('from "sluicegate/hono"', `from "${fromDir(path.join(ROOT, "js", "hono.js"))}"`)
         .replaceAll('from "hono"', `from "${fromDir(fileURLToPath(import.meta.resolve("hono")))}"`);
-      const scriptPath = path.relative(ROOT, path.join(dir, `${name(s)}.mjs`)).split(path.sep).join("/");
+      const scriptPath = path
+        .relative(ROOT, path.join(dir, `${name(s)}.mjs`))
+        .split(path.sep)
+        .join("/");
       writeFileSync(path.join(ROOT, scriptPath), code);
       const logs = [];
       const mf = packageWorker({

@@ -103,8 +103,19 @@ test("a client with a negative rps: the message names the client and the field",
 test("a config too big to finish is refused before it runs, naming the client and the estimate; maxRequests moves the ceiling", () => {
   const started = Date.now();
   for (const [config, pattern] of [
-    [small({ duration_s: 1e12, clients: [{ name: "mobile", rps: 1000 }] }), /^client "mobile": about 1\.0e15 requests over 1e\+12 s; the most a run may make is 50,000,000 \(raise it with the maxRequests option\)$/],
-    [small({ clients: [{ name: "app", rps: 1 }, { name: "flood", rps: 1e9 }] }), /^client "flood": about 2\.0e10 requests over 20 s/],
+    [
+      small({ duration_s: 1e12, clients: [{ name: "mobile", rps: 1000 }] }),
+      /^client "mobile": about 1\.0e15 requests over 1e\+12 s; the most a run may make is 50,000,000 \(raise it with the maxRequests option\)$/,
+    ],
+    [
+      small({
+        clients: [
+          { name: "app", rps: 1 },
+          { name: "flood", rps: 1e9 },
+        ],
+      }),
+      /^client "flood": about 2\.0e10 requests over 20 s/,
+    ],
     [small({ clients: [{ name: "batch", pattern: "burst", burst: 1e9, every_s: 1e-6 }] }), /^client "batch": about 2\.0e16 requests/],
   ]) {
     assertSimulationError(() => simulate(config), 2, pattern);
@@ -112,7 +123,12 @@ test("a config too big to finish is refused before it runs, naming the client an
   }
   assert.ok(Date.now() - started < 1000, "refused at once");
   // 40 + 40 requests: under a ceiling of 80, over one of 79
-  const two = small({ clients: [{ name: "a", kind: "legit", rps: 2 }, { name: "b", kind: "legit", rps: 2 }] });
+  const two = small({
+    clients: [
+      { name: "a", kind: "legit", rps: 2 },
+      { name: "b", kind: "legit", rps: 2 },
+    ],
+  });
   assertSimulationError(() => simulate(two, null, { maxRequests: 79 }), 2, /^the 2 clients together: about 80 requests/);
   for (const maxRequests of [80, 1e6, Infinity, undefined, null]) {
     assert.equal(simulate(two, null, { maxRequests }).clients.length, 2, `${maxRequests}`);
@@ -159,7 +175,10 @@ test("non-finite numbers in the report (Python's json.dumps writes Infinity) com
   assert.equal(policy.sustained_rps, Infinity);
   assert.equal(policy.worst_case_per_window, Infinity);
   assert.equal(policy.window_s, 1e-10);
-  assert.ok(run.report.findings.some((f) => f.message.includes("x inf req/s per client = inf req/s")), "strings are left alone");
+  assert.ok(
+    run.report.findings.some((f) => f.message.includes("x inf req/s per client = inf req/s")),
+    "strings are left alone",
+  );
   assert.equal(run.timeline.capacity_rps, 1e308);
   assert.deepEqual(simulate(config), run.report);
 });
@@ -182,9 +201,7 @@ test("the timeline counts every attempt once: its totals are the report's", () =
     }
     assert.deepEqual(new Set(timeline.clients.map((c) => c.name)), new Set(report.clients.map((c) => c.client)));
     assert.equal(timeline.capacity_rps, report.capacity_rps);
-    const perSecond = Array.from({ length: timeline.seconds }, (_, s) =>
-      timeline.clients.reduce((a, c) => a + c.admitted[s], 0),
-    );
+    const perSecond = Array.from({ length: timeline.seconds }, (_, s) => timeline.clients.reduce((a, c) => a + c.admitted[s], 0));
     assert.equal(Math.max(...perSecond), report.peak_admitted_rps);
     assert.equal(timeline.first_second + perSecond.indexOf(report.peak_admitted_rps), report.peak_second);
   }
@@ -295,7 +312,11 @@ test("examples/edge-api.json: the worker's rules file as a count_then_block poli
   assert.equal(api.window_s, 10);
   assert.equal(api.mitigation_timeout_s, 10);
   assert.ok(api.blocks > 0, `${api.blocks} blocks`);
-  assert.equal(api.blocks, api.blocked_clients.reduce((n, b) => n + b.blocks, 0), "every block is some client's");
+  assert.equal(
+    api.blocks,
+    api.blocked_clients.reduce((n, b) => n + b.blocks, 0),
+    "every block is some client's",
+  );
   assert.ok(!("blocks" in report.policies.find((p) => p.name === "origin")), "only count_then_block policies have blocks");
 
   const job = report.clients.find((c) => c.client === "export-job");
@@ -304,7 +325,10 @@ test("examples/edge-api.json: the worker's rules file as a count_then_block poli
   assert.equal(job.pacer, "export pacer");
   assert.equal(report.policies.find((p) => p.name === "export pacer").delayed, job.paced);
   for (const c of report.clients) assert.ok("paced" in c && "mean_pace_s" in c && "max_pace_s" in c && "pacer" in c, c.client);
-  assert.ok(report.findings.some((f) => f.code === "RL12"), report.findings.map((f) => f.code).join(" "));
+  assert.ok(
+    report.findings.some((f) => f.code === "RL12"),
+    report.findings.map((f) => f.code).join(" "),
+  );
 
   const out = await sluicegate(["sim", "examples/edge-api.json", "--json"]);
   assert.equal(out.stderr, "");
@@ -324,7 +348,10 @@ function parityCases() {
         name,
         modes: modes.split(/\s+/),
         args: args.split(/\s+/).filter(Boolean),
-        needles: needles.split(";").map((n) => n.trim()).filter(Boolean),
+        needles: needles
+          .split(";")
+          .map((n) => n.trim())
+          .filter(Boolean),
       };
     });
 }
@@ -396,10 +423,7 @@ test("npx sluicegate sim refuses a config too big to finish as the native comman
   const out = await sluicegate(["sim", file]);
   assert.equal(out.code, 2);
   assert.equal(out.stdout, "");
-  assert.equal(
-    out.stderr,
-    'error: client "mobile": about 1.0e15 requests over 1e+12 s; the most a run may make is 50,000,000 (raise it with --max-requests N)\n',
-  );
+  assert.equal(out.stderr, 'error: client "mobile": about 1.0e15 requests over 1e+12 s; the most a run may make is 50,000,000 (raise it with --max-requests N)\n');
   const under = await sluicegate(["sim", "examples/orders-api.json", "--max-requests", "100", "--json"]);
   assert.equal(under.code, 2);
   assert.match(under.stderr, /the most a run may make is 100 \(raise it with --max-requests N\)/);
@@ -443,7 +467,12 @@ test("compareSimulations on a trace, and bad pairs refused naming the side", () 
   assert.equal(out.review, golden("compare-trace.review", "md"));
   assert.equal(out.exitCode, 1);
   assert.equal(out.comparison.verdict, "do not ship");
-  assert.deepEqual(out.comparison.traffic, { source: "trace", name: "tests/fixtures/sim/compare/access.csv", rows: 1431, span_s: out.comparison.traffic.span_s });
+  assert.deepEqual(out.comparison.traffic, {
+    source: "trace",
+    name: "tests/fixtures/sim/compare/access.csv",
+    rows: 1431,
+    span_s: out.comparison.traffic.span_s,
+  });
   const tuned = JSON.parse(example("orders-api-tuned"));
   assertSimulationError(
     () => compareSimulations(example("orders-api"), { ...tuned, duration_s: 200 }),

@@ -11,15 +11,7 @@
 // Floats are compared with a tolerance of 1e-9.
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
-import {
-  SmartFlowBucket,
-  SmartFlowCore,
-  formatSavedAt,
-  isCacheFresh,
-  isUnresolvedScopedUrl,
-  parseSavedAt,
-  urlIdentifiers,
-} from "sluicegate/smartflow";
+import { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "sluicegate/smartflow";
 
 const TOLERANCE = 1e-9;
 const SUPPORTED_VERSION = 1;

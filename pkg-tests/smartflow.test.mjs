@@ -69,7 +69,10 @@ test("the conformance runner passes every official vector, one line per case", {
   const lines = stdout.trim().split("\n");
   assert.equal(lines.at(-1), `${cases} passed, 0 failed`);
   assert.equal(lines.length, cases + 1);
-  assert.ok(lines.slice(0, -1).every((l) => l.startsWith("PASS ")), stdout);
+  assert.ok(
+    lines.slice(0, -1).every((l) => l.startsWith("PASS ")),
+    stdout,
+  );
   assert.ok(lines.includes("PASS token_bucket/burst_beyond_capacity_goes_negative"));
 });
 
@@ -87,10 +90,7 @@ test("the runner fails a wrong expectation, an unknown section and an unknown fi
   );
   assert.equal(outcome.code, 1);
   const lines = outcome.stdout.trim().split("\n");
-  assert.ok(
-    lines.includes("FAIL token_bucket/burst_beyond_capacity_goes_negative: expected step 10 wait 0.25, got 0.1"),
-    outcome.stdout,
-  );
+  assert.ok(lines.includes("FAIL token_bucket/burst_beyond_capacity_goes_negative: expected step 10 wait 0.25, got 0.1"), outcome.stdout);
   assert.ok(lines.includes("FAIL aimd/org_decrease: expected rate 6.9, got 7"), outcome.stdout);
   assert.ok(lines.some((l) => /^FAIL resolve_org\/explicit_org: .*field `surprise`/.test(l)));
   assert.ok(lines.some((l) => /^FAIL rate_limit_headers: .*not handled/.test(l)));
@@ -117,7 +117,9 @@ test("20 concurrent acquires on a fresh org (rate 10, burst 10) all resolve with
   assert.ok(elapsed >= 950 && elapsed < 1_400, `all 20 done after ${elapsed.toFixed(0)} ms`);
   // Each got its own place: 10 at once, then one every 100 ms.
   // (Real time passes between the calls, refilling a little: hence the 10 ms of slack.)
-  waits.forEach((w, i) => assert.ok(Math.abs(w - Math.max(0, i - 9) * 100) < 10, `call ${i} waited ${w}`));
+  waits.forEach((w, i) => {
+    assert.ok(Math.abs(w - Math.max(0, i - 9) * 100) < 10, `call ${i} waited ${w}`);
+  });
   assert.ok(done.filter((t) => t < 50).length === 10, `resolved at ${done.map((t) => t.toFixed(0))}`);
 });
 
@@ -187,7 +189,7 @@ test("a 429 on an unresolved network or device URL leaves the global rate alone"
 test("smartFetch drives AIMD: a 429 lowers the org's rate, a 2xx raises it, a POST is not learned from", async () => {
   const responses = [429, 200, 201];
   const flow = new SmartFlow({
-    fetch: async (input, init) =>
+    fetch: async (_input, init) =>
       new Response(JSON.stringify({ networkId: init?.method === "POST" ? "N_post" : "N_7" }), {
         status: responses.shift(),
         headers: { "content-type": "application/json" },
@@ -347,7 +349,7 @@ test("background resolves: one per identifier, the org charged only once learned
 test("a resolver or hydrator that throws is reported, and the limiter carries on", { timeout: 5_000 }, async () => {
   const errors = [];
   const flow = new SmartFlow({
-    resolver: (kind, id) => {
+    resolver: (_kind, id) => {
       if (id === "N_bad") throw new Error("lookup failed");
       return "O_2";
     },
@@ -419,7 +421,7 @@ test("a corrupt, stale, missing or unreadable cache file means starting empty, n
   assert.equal(new SmartFlow({ path: join(dir, "stale.json"), cacheTtlSeconds: 9 * 86_400 }).cacheStatus, "loaded");
   // A directory where the file should be: the read fails, reported, and the limiter starts empty.
   const errors = [];
-  const flow = new SmartFlow({ path: dir, onError: (e, context) => errors.push(context) });
+  const flow = new SmartFlow({ path: dir, onError: (_e, context) => errors.push(context) });
   assert.equal(flow.cacheStatus, "failed");
   assert.deepEqual(errors, ["loading the cache"]);
   // An asynchronous store that rejects: the same, once ready.

@@ -89,9 +89,14 @@ async function bundle(name, source) {
 }
 
 for (const [name, source] of Object.entries(APPS)) {
-  test(`${name === "plain" ? "sluicegate/worker" : "sluicegate/hono"} from the packed package, bundled by wrangler, enforces the default /api/ rule in workerd`, { timeout: 120_000 }, async () => {
+  test(`${name === "plain" ? "sluicegate/worker" : "sluicegate/hono"} from the packed package, bundled by wrangler, enforces the default /api/ rule in workerd`, {
+    timeout: 120_000,
+  }, async () => {
     const outdir = await bundle(name, source);
-    assert.ok(readdirSync(outdir).some((f) => f.endsWith("sluicegate_worker_bg.wasm")), "the worker's wasm is in the bundle");
+    assert.ok(
+      readdirSync(outdir).some((f) => f.endsWith("sluicegate_worker_bg.wasm")),
+      "the worker's wasm is in the bundle",
+    );
     const logs = [];
     const mf = new Miniflare({
       // The Worker's console lines, shown only when the test fails.

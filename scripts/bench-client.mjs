@@ -11,7 +11,10 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
 // 1. Utilisation: a saturating queue of calls weighing 1–114 against 550 per minute.
 {
   let seed = 0x9e3779b9;
-  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
   const minute = 60_000;
   let worst = 1;
   let sum = 0;
@@ -83,22 +86,32 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
       deep.free();
       return ((performance.now() - t) * 1000) / 1_000;
     });
-    line(
-      `PacerCore placement from JS, ${depth.toLocaleString("en")} calls queued`,
-      `place ${costs[0].toFixed(2)} µs, reserve ${costs[1].toFixed(2)} µs (mean of the next 1,000)`,
-    );
+    line(`PacerCore placement from JS, ${depth.toLocaleString("en")} calls queued`, `place ${costs[0].toFixed(2)} µs, reserve ${costs[1].toFixed(2)} µs (mean of the next 1,000)`);
   }
   // The harder shape: calls asked one after another (0–50 ms apart, weights 1–5) against
   // 10/s and 30/5 s, so the schedule is full of gaps shorter than a window; the search skips
   // at most 32 such stretches per window before going after the last rise.
   for (const depth of [1_000, 4_000, 10_000]) {
-    const p = new PacerCore({ windows: [{ lengthMs: 1_000, budget: 10 }, { lengthMs: 5_000, budget: 30 }], maxWeight: null });
+    const p = new PacerCore({
+      windows: [
+        { lengthMs: 1_000, budget: 10 },
+        { lengthMs: 5_000, budget: 30 },
+      ],
+      maxWeight: null,
+    });
     let seed = 1;
-    const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
     let now = 1e12;
-    for (let i = 0; i < depth; i++) p.place((now += Math.floor(random() * 50)), 1 + Math.floor(random() * 5));
+    const next = () => {
+      now += Math.floor(random() * 50);
+      return now;
+    };
+    for (let i = 0; i < depth; i++) p.place(next(), 1 + Math.floor(random() * 5));
     const t = performance.now();
-    for (let i = 0; i < 1_000; i++) p.place((now += Math.floor(random() * 50)), 1 + Math.floor(random() * 5));
+    for (let i = 0; i < 1_000; i++) p.place(next(), 1 + Math.floor(random() * 5));
     const mean = ((performance.now() - t) * 1000) / 1_000;
     p.free();
     line(`  the same at scattered instants, ${depth.toLocaleString("en")} queued`, `place ${mean.toFixed(2)} µs`);
@@ -113,7 +126,12 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
     const minuteMs = 1_000;
     await fetch(mock("/config"), {
       method: "POST",
-      body: JSON.stringify({ minute: { window_ms: minuteMs, limit: 600 }, hour: { window_ms: 60 * minuteMs, limit: 5_000 }, day: { window_ms: 1_440 * minuteMs, limit: 10_000 }, delay_ms: 5 }),
+      body: JSON.stringify({
+        minute: { window_ms: minuteMs, limit: 600 },
+        hour: { window_ms: 60 * minuteMs, limit: 5_000 },
+        day: { window_ms: 1_440 * minuteMs, limit: 10_000 },
+        delay_ms: 5,
+      }),
     });
     await fetch(mock("/reset"), { method: "POST" });
     const pacer = new Pacer({
@@ -127,7 +145,12 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
     const params = { daily: ["temperature_2m_max", "precipitation_sum"], forecast_days: 16 };
     const cache = new LocationCache();
     const t0 = Date.now();
-    const out = await fetchForecasts(points, params, { baseUrl: mock("/v1/forecast"), pacer, cache, upstreamWindows: { minuteMs, hourMs: 60 * minuteMs, dayMs: 1_440 * minuteMs } });
+    const out = await fetchForecasts(points, params, {
+      baseUrl: mock("/v1/forecast"),
+      pacer,
+      cache,
+      upstreamWindows: { minuteMs, hourMs: 60 * minuteMs, dayMs: 1_440 * minuteMs },
+    });
     const elapsed = Date.now() - t0;
     // With a rolling budget B per window W, total weight T can finish no sooner than
     // ⌈T/B⌉ − 1 windows after the start (the last window's calls go out at its start).

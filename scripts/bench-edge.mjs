@@ -146,9 +146,7 @@ for (const [label, method, path] of [
   const ours = await timings(edge.url, method, path, N);
   const theirs = await timings(plainUrl, method, path, N);
   const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(theirs, 50), pct(theirs, 99)];
-  console.log(
-    `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(b50)} / ${ms(b99)}`.padEnd(22)} ${ms(a50 - b50)} / ${ms(a99 - b99)}`,
-  );
+  console.log(`${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(b50)} / ${ms(b99)}`.padEnd(22)} ${ms(a50 - b50)} / ${ms(a99 - b99)}`);
 }
 console.log("(the capabilities answer comes from the edge itself; its pass-through row is the origin's answer)");
 
@@ -182,9 +180,7 @@ for (const [label, rules, expect, headers, body] of [
     const [plainLatency, plainRps] = [plain.latency, plain.rps];
     const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(plainLatency, 50), pct(plainLatency, 99)];
     p50s[label] = a50;
-    console.log(
-      `${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(a50 - b50)} / ${ms(a99 - b99)}`.padEnd(22)} ${Math.round(rps)} (${Math.round(plainRps)})`,
-    );
+    console.log(`${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${`${ms(a50 - b50)} / ${ms(a99 - b99)}`.padEnd(22)} ${Math.round(rps)} (${Math.round(plainRps)})`);
   } finally {
     await admission.close();
   }

@@ -95,7 +95,14 @@ for (let done = 0; done < N; done += BLOCK) {
 
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const ms = (x) => `${x.toFixed(2)} ms`;
-const [p50, p99] = [50, 99].map((p) => samples.map((s) => pct([...s].sort((a, b) => a - b), p)));
+const [p50, p99] = [50, 99].map((p) =>
+  samples.map((s) =>
+    pct(
+      [...s].sort((a, b) => a - b),
+      p,
+    ),
+  ),
+);
 
 console.log(`${N} sequential calls each, in blocks of ${BLOCK} taking turns (after ${WARMUP} to warm up); the provider answers ${BODY.length} bytes at once`);
 console.log(`(a p99 of ${N} is the ${Math.ceil(N / 100)}th slowest: a pause of the machine shows there first)`);

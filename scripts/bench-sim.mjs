@@ -22,6 +22,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, s
 import { totalmem } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { mulberry32 } from "./mulberry32.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const work = join(root, "target", "bench-sim");
@@ -96,11 +97,7 @@ function rssMiB(pid) {
 function measure(argv, outFile, errFile) {
   const stats = join(work, "time.txt");
   writeFileSync(stats, "");
-  const full = gnuTime
-    ? ["/usr/bin/time", "-f", "%e %M", "-o", stats, ...argv]
-    : hasPython
-      ? [python, "-c", WAIT4, stats, ...argv]
-      : argv;
+  const full = gnuTime ? ["/usr/bin/time", "-f", "%e %M", "-o", stats, ...argv] : hasPython ? [python, "-c", WAIT4, stats, ...argv] : argv;
   const out = openSync(outFile, "w");
   const err = openSync(errFile, "w");
   const t0 = process.hrtime.bigint();
@@ -144,18 +141,6 @@ function measure(argv, outFile, errFile) {
 
 // ------------------------------------------------------------------------------------ workloads
 
-// mulberry32: a small seeded PRNG, the same sequence on every machine.
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const DURATION = 3600;
 const ENDPOINTS = ["/v2/orders", "/v2/orders/bulk", "/v2/checkout", "/v2/products", "/v2/login", "/v2/account"];
 const MIX = [40, 3, 12, 30, 5, 10]; // the usual endpoint mix (relative weights)
@@ -173,7 +158,10 @@ const CLIENTS = 200;
 function cumulative(weights) {
   const c = [];
   let s = 0;
-  for (const w of weights) c.push((s += w));
+  for (const w of weights) {
+    s += w;
+    c.push(s);
+  }
   return c.map((x) => x / s);
 }
 
@@ -315,7 +303,9 @@ function prepareTrace(rows, label, jitterMs = 0) {
     const t0 = performance.now();
     writeTrace(csv, rows, jitterMs);
     writeFileSync(stampFile, `${stamp}, ${statSync(csv).size} bytes`);
-    say(`${label}: wrote ${rel(csv)}, ${int(rows)} rows${jitterMs ? `, times moved 0–${jitterMs} ms` : ""}, ${(statSync(csv).size / 2 ** 20).toFixed(0)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    say(
+      `${label}: wrote ${rel(csv)}, ${int(rows)} rows${jitterMs ? `, times moved 0–${jitterMs} ms` : ""}, ${(statSync(csv).size / 2 ** 20).toFixed(0)} MiB in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
   }
   writeFileSync(config, `${JSON.stringify(traceConfig(rows), null, 2)}\n`);
   return { csv, config };
@@ -429,7 +419,13 @@ const workloads = [];
 }
 {
   const { csv, config } = prepareTrace(1_000_000, "trace-1m-jittered", 5000);
-  workloads.push({ label: "1M-row trace, jittered 0–5 s", file: "trace-1m-jittered", args: [config, "--trace", csv, "--json"], rows: 1_000_000, reference: true });
+  workloads.push({
+    label: "1M-row trace, jittered 0–5 s",
+    file: "trace-1m-jittered",
+    args: [config, "--trace", csv, "--json"],
+    rows: 1_000_000,
+    reference: true,
+  });
 }
 if (quick) {
   say("10M-row trace: skipped (--quick / SLUICEGATE_BENCH_QUICK=1)");
@@ -477,7 +473,9 @@ for (const w of workloads) {
   if (ref?.good && sg.good) {
     const diff = firstDiff(ref.doc, sg.doc);
     identical = !diff && ref.code === sg.code;
-    say(`${w.label}: outputs identical: ${identical ? "yes" : "no"}${diff ? ` (first difference at ${diff})` : ""}${ref.code !== sg.code ? ` (exit ${ref.code} vs ${sg.code})` : ""}${identical && ref.bytes === sg.bytes ? ", byte for byte" : ""}`);
+    say(
+      `${w.label}: outputs identical: ${identical ? "yes" : "no"}${diff ? ` (first difference at ${diff})` : ""}${ref.code !== sg.code ? ` (exit ${ref.code} vs ${sg.code})` : ""}${identical && ref.bytes === sg.bytes ? ", byte for byte" : ""}`,
+    );
   }
   if (!sg.stable) say(`${w.label}: sluicegate's output differed between its runs`);
   results.push({ w, sg, ref, requests, attempts, identical });

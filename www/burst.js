@@ -40,7 +40,7 @@ async function ping(index) {
     if (!res.ok) {
       try {
         const problem = JSON.parse(text);
-        detail = typeof problem.detail === "string" ? problem.detail : problem.title ?? "";
+        detail = typeof problem.detail === "string" ? problem.detail : (problem.title ?? "");
       } catch {
         detail = text.slice(0, 200);
       }
@@ -189,10 +189,7 @@ function describeLimit(entry, kind) {
   if (kind === "upstream") {
     return `${entry.id}: at most ${entry.max_in_flight} in flight per ${entry.scope}, waiting up to ${entry.max_wait_s} s`;
   }
-  const amount =
-    entry.algorithm === "token_bucket"
-      ? `${+(entry.rate_per_s * 60).toFixed(3)} per minute, bursts of ${entry.burst}`
-      : `${entry.limit} per ${entry.period_s} s`;
+  const amount = entry.algorithm === "token_bucket" ? `${+(entry.rate_per_s * 60).toFixed(3)} per minute, bursts of ${entry.burst}` : `${entry.limit} per ${entry.period_s} s`;
   const paths = (entry.matches.paths ?? []).map((p) => ("starts_with" in p ? `${p.starts_with}*` : p.equals));
   const where = [(entry.matches.methods ?? []).join("|"), paths.join(", ") || "every path"].filter(Boolean).join(" ");
   const block = entry.block_s ? `, then block ${entry.block_s} s` : "";
@@ -204,10 +201,7 @@ async function showLimits() {
     const res = await fetch("/api/capabilities", { headers: { accept: "application/json" } });
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     const answer = await res.json();
-    const items = [
-      ...answer.rules.map((r) => [r, "rule"]),
-      ...answer.upstreams.map((u) => [u, "upstream"]),
-    ];
+    const items = [...answer.rules.map((r) => [r, "rule"]), ...answer.upstreams.map((u) => [u, "upstream"])];
     limitsList.replaceChildren(
       ...items.map(([entry, kind]) => {
         const li = document.createElement("li");

@@ -249,7 +249,9 @@ async function applyScale(name, { because }) {
   await mockPost("/reset");
   scaleName = name;
   pacer = newPacer(scale);
-  el.windows.forEach((w, i) => (w.label.textContent = scale.labels[i]));
+  el.windows.forEach((w, i) => {
+    w.label.textContent = scale.labels[i];
+  });
   el.mockStatus.dataset.hourLimit = String(LIMITS.hour);
   el.mockStatus.textContent =
     `${because} The mock allows ${fmtInt(LIMITS.minute)} weight a minute, ${fmtInt(LIMITS.hour)} an hour and ` +
@@ -369,9 +371,7 @@ function renderAbort() {
   const when = el.abortReason.querySelector(".retry-when");
   if (!when) return;
   when.textContent =
-    left > 0
-      ? `The upstream takes calls again at ${fmtClock(retryAtMs)}, in about ${fmtDuration(left)}.`
-      : "The upstream takes calls again now: run again to fetch the rest.";
+    left > 0 ? `The upstream takes calls again at ${fmtClock(retryAtMs)}, in about ${fmtDuration(left)}.` : "The upstream takes calls again now: run again to fetch the rest.";
 }
 
 function showAbort(abort) {

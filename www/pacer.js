@@ -105,11 +105,7 @@ function addLogLine(permit, askedAtMs) {
   time.dateTime = new Date(permit.dispatchedAtMs).toISOString();
   time.textContent = fmtTime(permit.dispatchedAtMs);
   const waited = permit.dispatchedAtMs - askedAtMs;
-  li.append(
-    time,
-    ` · weight ${fmtNumber(permit.weight)}`,
-    waited >= 1 ? ` · waited ${fmtDuration(waited)}` : " · at once",
-  );
+  li.append(time, ` · weight ${fmtNumber(permit.weight)}`, waited >= 1 ? ` · waited ${fmtDuration(waited)}` : " · at once");
   log.prepend(li);
   while (log.children.length > MAX_LOG_LINES) log.lastElementChild.remove();
 }
@@ -133,10 +129,7 @@ async function main() {
   }
 
   if (!globalThis.indexedDB) {
-    throw new Error(
-      "IndexedDB is not available here (a private window, or storage turned off?): the pacer's " +
-        "ledger needs it to be kept over reloads and shared by tabs.",
-    );
+    throw new Error("IndexedDB is not available here (a private window, or storage turned off?): the pacer's " + "ledger needs it to be kept over reloads and shared by tabs.");
   }
 
   const pacer = new Pacer({
@@ -202,8 +195,7 @@ async function main() {
           eta = null; // a weight that can never fit: the spend button says so
         }
       }
-      etaEl.textContent =
-        eta === null ? "—" : eta <= 0 ? `weight ${fmtNumber(weight)} would go at once` : `weight ${fmtNumber(weight)} would wait ${fmtDuration(eta)}`;
+      etaEl.textContent = eta === null ? "—" : eta <= 0 ? `weight ${fmtNumber(weight)} would go at once` : `weight ${fmtNumber(weight)} would wait ${fmtDuration(eta)}`;
     }
   }
 

@@ -219,7 +219,6 @@ el.clearTrace.addEventListener("click", () => {
 
 // ---------------------------------------------------------------- edge_rules paths
 
-
 /**
  * The configuration's text with a string `edge_rules` (a path, resolved against `base`)
  * replaced by the fetched file's JSON text; everything else as typed, so numbers keep
@@ -690,7 +689,8 @@ function renderComparePeak(c) {
   let capacity;
   if (cb === null && ca === null) capacity = "";
   else if (cb === ca) capacity = ` vs capacity ${fmt(cb)} req/s (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
-  else capacity = ` vs capacity ${cb === null ? "none" : `${fmt(cb)} req/s`} → ${ca === null ? "none" : `${fmt(ca)} req/s`} (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
+  else
+    capacity = ` vs capacity ${cb === null ? "none" : `${fmt(cb)} req/s`} → ${ca === null ? "none" : `${fmt(ca)} req/s`} (${over(pb.admitted_rps, cb)} → ${over(pa.admitted_rps, ca)})`;
   el.comparePeak.replaceChildren(
     "Peak admitted: ",
     make("strong", { text: `${fmt(pb.admitted_rps)} → ${fmt(pa.admitted_rps)} req/s` }),
@@ -869,12 +869,30 @@ function drawChart(timeline, frame, data, colours, id) {
       if (a > 0) {
         top -= a * k;
         barsGroup.append(
-          svg("rect", { x: bx, y: top, width, height: a * k, fill: colours.get(c.name), class: "chart-bar admitted", "data-client": c.name, "data-second": second }),
+          svg("rect", {
+            x: bx,
+            y: top,
+            width,
+            height: a * k,
+            fill: colours.get(c.name),
+            class: "chart-bar admitted",
+            "data-client": c.name,
+            "data-second": second,
+          }),
         );
       }
       if (r > 0) {
         barsGroup.append(
-          svg("rect", { x: bx, y: bottom, width, height: r * k, fill: colours.get(c.name), class: "chart-bar rejected", "data-client": c.name, "data-second": second }),
+          svg("rect", {
+            x: bx,
+            y: bottom,
+            width,
+            height: r * k,
+            fill: colours.get(c.name),
+            class: "chart-bar rejected",
+            "data-client": c.name,
+            "data-second": second,
+          }),
         );
         bottom += r * k;
       }

@@ -34,7 +34,10 @@ export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
     const c = bursty[Math.floor(random() * bursty.length)];
     let t = random() * (durationS - 5);
     const n = Math.round(c.burst * (0.6 + random() * 0.8));
-    for (let i = 0; i < n; i++) rows.push([(t += 0.05 + random() * 0.05), c]);
+    for (let i = 0; i < n; i++) {
+      t += 0.05 + random() * 0.05;
+      rows.push([t, c]);
+    }
   }
   rows.sort((a, b) => a[0] - b[0]); // then the last burst's surplus is cut from the end
   const lines = rows.slice(0, count).map(([t, c]) => `${t.toFixed(3)},${c.ip},${c.colo},${c.path}`);

@@ -22,19 +22,27 @@ export async function nodeUsage(): Promise<number> {
   // The queue API: schedule, wrap, tryAcquire, queue limits, events, onIdle.
   const paced = new Pacer({ maxQueued: 100, maxQueuedWeight: 500, slackMs: null });
   const n: number = await paced.schedule(2, async (signal?: AbortSignal) => (signal ? 1 : 2), { priority: 1 });
-  const twice = paced.wrap(async (x: number) => x * 2, (x) => x);
+  const twice = paced.wrap(
+    async (x: number) => x * 2,
+    (x) => x,
+  );
   const doubled: number = await twice(3);
   const now = paced.tryAcquire(1);
-  const retryAfter: number = "release" in now ? (now.release(), 0) : now.retryAfterMs;
+  if ("release" in now) now.release();
+  const retryAfter: number = "release" in now ? 0 : now.retryAfterMs;
   paced.addEventListener("dispatch", (e) => void e.type);
   await paced.onIdle();
   if (n + doubled + retryAfter < 0) return -1;
   const cache = new LocationCache<{ ok: boolean }>({ persist: { key: "cache", storage } });
-  const out = await fetchForecasts<{ ok: boolean }>([{ latitude: 52.52, longitude: 13.41 }], { daily: ["temperature_2m_max"] }, {
-    pacer,
-    cache,
-    baseUrl: "http://127.0.0.1:9/v1/forecast",
-  });
+  const out = await fetchForecasts<{ ok: boolean }>(
+    [{ latitude: 52.52, longitude: 13.41 }],
+    { daily: ["temperature_2m_max"] },
+    {
+      pacer,
+      cache,
+      baseUrl: "http://127.0.0.1:9/v1/forecast",
+    },
+  );
   const batch: BatchOutcome = await runBatch([{ url: "http://127.0.0.1:9/x", weight: 1, init: { headers: { accept: "application/json" } } }], {
     pacer,
     fetch: (url, init) => fetch(url, init),
@@ -59,8 +67,19 @@ export async function nodeUsage(): Promise<number> {
   }
   const run = runSimulation(JSON.stringify({ clients: [] }), "t,client\n0,a\n", { traceName: "trace.csv" });
   return (
-    openMeteoWeight({ locations: 1, days: 1, variables: 1 }) + out.stats.fetches + batch.stats.fetches + ((d) => (d.allowed ? d.resetMs : d.retryAfterMs))(bucket.decide(0, 1)) + bucket.check(0, 1) + limited() +
-    (id ? 1 : 0) + rules.length + (file ? 1 : 0) + shared.status + (retry ?? 0) + (report?.requests ?? 0) + run.exitCode
+    openMeteoWeight({ locations: 1, days: 1, variables: 1 }) +
+    out.stats.fetches +
+    batch.stats.fetches +
+    ((d) => (d.allowed ? d.resetMs : d.retryAfterMs))(bucket.decide(0, 1)) +
+    bucket.check(0, 1) +
+    limited() +
+    (id ? 1 : 0) +
+    rules.length +
+    (file ? 1 : 0) +
+    shared.status +
+    (retry ?? 0) +
+    (report?.requests ?? 0) +
+    run.exitCode
   );
 }
 
@@ -74,5 +93,13 @@ function limited(): number {
   const hono = honoRateLimit({ algorithm: "token_bucket", limit: 5, windowMs: 1_000, burst: 2 });
   void express;
   void hono;
-  return (kept.success ? kept.remaining : kept.retryAfter) + kept.reset + limiter.peek("x").remaining + Object.keys(headers).length + (limiter.block("x", 1_000) ? 1 : 0) + limiter.sweep() + (limiter.reset("x") ? 1 : 0);
+  return (
+    (kept.success ? kept.remaining : kept.retryAfter) +
+    kept.reset +
+    limiter.peek("x").remaining +
+    Object.keys(headers).length +
+    (limiter.block("x", 1_000) ? 1 : 0) +
+    limiter.sweep() +
+    (limiter.reset("x") ? 1 : 0)
+  );
 }

@@ -30,6 +30,13 @@ export default {
     const batch = await runBatch([{ url: "https://api.example.com/x", weight: 1 }], { pacer, fetch: (url, init) => fetch(url, init) });
     const rules = validateRules(JSON.stringify({ rules: [] }));
     const report = simulate({ clients: [{ name: "app", rps: 1 }] });
-    return Response.json({ id, status: upstream.status + again.status, fetches: batch.stats.fetches, rules: rules.length, requests: report.requests, cached: cache.size });
+    return Response.json({
+      id,
+      status: upstream.status + again.status,
+      fetches: batch.stats.fetches,
+      rules: rules.length,
+      requests: report.requests,
+      cached: cache.size,
+    });
   },
 } satisfies ExportedHandler<Env>;

@@ -23,7 +23,6 @@ export default {
   fetch: edge.wrap(app),
 } satisfies ExportedHandler<Env>;
 
-export const direct: ExportedHandlerFetchHandler<Env> = (request, env, ctx) =>
-  other.handle(request, env, ctx, () => Response.json({ ok: true }));
+export const direct: ExportedHandlerFetchHandler<Env> = (request, env, ctx) => other.handle(request, env, ctx, () => Response.json({ ok: true }));
 
 export { RateLimiter };

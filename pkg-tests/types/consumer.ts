@@ -64,7 +64,7 @@ export async function main(): Promise<number> {
   const left: number = new TokenBucket(2, 1_000, 2).check(0, 1);
   const retry: number = (d.allowed ? d.resetMs : d.retryAfterMs) + left;
   const n: number = chooseLocationsPerCall({ weightOf: (x) => x * 1.14, budget: 550, max: 100 });
-  validateRules("{}").forEach((rule) => rule.policy.toUpperCase());
+  for (const rule of validateRules("{}")) rule.policy.toUpperCase();
   return session.size + w + server + (kind ? 1 : 0) + state.queued + (first?.daily.time.length ?? 0) + batch.stats.fetches + (id ? 1 : 0) + retry + n;
 }
 
@@ -122,9 +122,20 @@ export async function smartFlowUsage(): Promise<number> {
   const bucket = new SmartFlowBucket(10, 10, -5, 0);
   const epoch: number | undefined = parseSavedAt(formatSavedAt(0));
   return (
-    waited + penalty.length + learned.networks + (org?.length ?? 0) + snap.dirty + shared.status + (saved ? 1 : 0) +
-    fromFile.globalRate + (file ? 1 : 0) + (retry ?? 0) + wait + (loaded.state === "loaded" ? loaded.networks : 0) +
-    bucket.acquire(1) + (epoch ?? 0)
+    waited +
+    penalty.length +
+    learned.networks +
+    (org?.length ?? 0) +
+    snap.dirty +
+    shared.status +
+    (saved ? 1 : 0) +
+    fromFile.globalRate +
+    (file ? 1 : 0) +
+    (retry ?? 0) +
+    wait +
+    (loaded.state === "loaded" ? loaded.networks : 0) +
+    bucket.acquire(1) +
+    (epoch ?? 0)
   );
 }
 
@@ -212,8 +223,23 @@ export async function simUsage(): Promise<number> {
   const raw: Pick<SimRunText, "report"> = { report: run.reportJson };
   const self: { output: string; ok: boolean } = selfTest();
   return (
-    fromText.requests + markdown.length + exit + admitted + (cap ?? 0) + (first ?? 0) + (severity ? 1 : 0) + retryAfter +
-    code + raw.report.length + (self.ok ? 1 : 0) + run.reportJson.length + paced + pacers.length + reviewText.length +
-    blocked.reduce((n, b) => n + b.blocks + b.client.length, 0) + held + (typeof fromFile.edge_rules === "string" ? 1 : 0)
+    fromText.requests +
+    markdown.length +
+    exit +
+    admitted +
+    (cap ?? 0) +
+    (first ?? 0) +
+    (severity ? 1 : 0) +
+    retryAfter +
+    code +
+    raw.report.length +
+    (self.ok ? 1 : 0) +
+    run.reportJson.length +
+    paced +
+    pacers.length +
+    reviewText.length +
+    blocked.reduce((n, b) => n + b.blocks + b.client.length, 0) +
+    held +
+    (typeof fromFile.edge_rules === "string" ? 1 : 0)
   );
 }

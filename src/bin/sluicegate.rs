@@ -12,30 +12,17 @@ use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: sluicegate check-rules FILE
+const USAGE_HEAD: &str = "usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
        sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
-  sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
-                     exits 0 (no high findings), 1 (high findings) or 2 (bad input)
-    --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
-    --reorder-window SECONDS
-                     how far a trace's rows may lag behind the newest row read and still
-                     stream (default 10; 0 or more; inf holds the whole trace in memory); a
-                     row further back makes the trace be read again, whole, and sorted. The
-                     results are the same whatever the window
-    --max-requests N the most requests the configured clients may generate (default
-                     50,000,000): a config estimated past it is refused (exit 2) before it
-                     runs, naming the client and the estimate. Not applied to a trace
-    --json           the result as JSON instead of the Markdown report
-    --compare AFTER  replay the same traffic (the same seed and duration_s, or the same
-                     --trace) through CONFIG (before) and AFTER (the proposed policies): per
-                     client 429s, delays and failures before -> after, the peak, the findings
-                     resolved and new, and a verdict judged on AFTER (ship / ship with changes
-                     / do not ship); the exit status is AFTER's
-    --review         with --compare: the filled rate-limit review (Markdown) to hand back
-    --self-test      run the simulator's self-test";
+";
+
+/// The whole help: the usage lines, `check-rules`, then `sim`'s options as the simulator states them.
+fn usage() -> String {
+    format!("{USAGE_HEAD}{}", sluicegate::sim::args::HELP)
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,11 +30,11 @@ fn main() -> ExitCode {
         ["check-rules", file] => check_rules(file),
         ["sim", rest @ ..] => sim(rest),
         ["-h" | "--help" | "help"] => {
-            println!("{USAGE}");
+            println!("{}", usage());
             ExitCode::SUCCESS
         }
         _ => {
-            eprintln!("{USAGE}");
+            eprintln!("{}", usage());
             ExitCode::from(2)
         }
     }
@@ -188,7 +175,7 @@ fn sim(args: &[&str]) -> ExitCode {
         }
     };
     if args.help {
-        println!("{}\n\n{USAGE}", sim::args::USAGE);
+        println!("{}\n\n{}", sim::args::USAGE, usage());
         return ExitCode::SUCCESS;
     }
     if args.self_test {

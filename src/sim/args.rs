@@ -7,6 +7,28 @@ pub const USAGE: &str =
     "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n       \
      sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]";
 
+/// `sim`'s lines in the command line's help (the native one and `npx sluicegate sim`): what
+/// each option does.
+pub const HELP: &str = "  sim CONFIG         replay traffic against rate-limit policies and report who is throttled;
+                     exits 0 (no high findings), 1 (high findings) or 2 (bad input)
+    --trace CSV      recorded traffic (t,client[,endpoint][,cost]) instead of the generated clients
+    --reorder-window SECONDS
+                     how far a trace's rows may lag behind the newest row read and still
+                     stream (default 10; 0 or more; inf holds the whole trace in memory); a
+                     row further back makes the trace be read again, whole, and sorted. The
+                     results are the same whatever the window
+    --max-requests N the most requests the configured clients may generate (default
+                     50,000,000): a config estimated past it is refused (exit 2) before it
+                     runs, naming the client and the estimate. Not applied to a trace
+    --json           the result as JSON instead of the Markdown report
+    --compare AFTER  replay the same traffic (the same seed and duration_s, or the same
+                     --trace) through CONFIG (before) and AFTER (the proposed policies): per
+                     client 429s, delays and failures before -> after, the peak, the findings
+                     resolved and new, and a verdict judged on AFTER (ship / ship with changes
+                     / do not ship); the exit status is AFTER's
+    --review         with --compare: the filled rate-limit review (Markdown) to hand back
+    --self-test      run the simulator's self-test";
+
 /// `sim`'s options, parsed the way the reference's `argparse` parser reads them (long
 /// options may be abbreviated, `--trace=CSV` works, `--` ends the options).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -28,8 +28,8 @@ pub use limit::{problem_json, LimiterCoreJs};
 pub use pacer::{PacerCoreJs, Wait};
 #[cfg(feature = "wasm-sim")]
 pub use sim::{
-    sim_check_config, sim_compare, sim_csv_records, sim_decisions, sim_edge_rules_path, sim_inline_edge_rules,
-    sim_parse_args, sim_run, sim_self_test, sim_usage,
+    sim_check_config, sim_compare, sim_csv_records, sim_decisions, sim_edge_rules_path, sim_help,
+    sim_inline_edge_rules, sim_parse_args, sim_run, sim_self_test, sim_usage,
 };
 #[cfg(feature = "wasm-smartflow")]
 pub use smartflow::{

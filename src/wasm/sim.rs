@@ -98,11 +98,7 @@ pub fn sim_run(
     reorder_window: Option<f64>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
-    let ceiling = sim::Ceiling {
-        // `as` saturates: Infinity is no ceiling at all
-        max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
-        raise: "the maxRequests option",
-    };
+    let ceiling = ceiling(max_requests);
     let window = reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
     let traced = trace.as_deref().map(|text| (name.as_str(), text));
     let (report, timeline) =
@@ -148,11 +144,7 @@ pub fn sim_compare(
     names: Vec<JsValue>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
-    let ceiling = sim::Ceiling {
-        // `as` saturates: Infinity is no ceiling at all
-        max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
-        raise: "the maxRequests option",
-    };
+    let ceiling = ceiling(max_requests);
     let name_at = |i: usize, default: &str| names.get(i).and_then(JsValue::as_string).unwrap_or_else(|| default.into());
     let before_name = name_at(0, "the before config");
     let after_name = name_at(1, "the after config");
@@ -199,10 +191,26 @@ pub fn sim_parse_args(args: Vec<String>) -> Result<Object, JsError> {
     Ok(out)
 }
 
+/// The ceiling on generated requests that `maxRequests` sets (default
+/// [`sim::DEFAULT_MAX_REQUESTS`]).
+fn ceiling(max_requests: Option<f64>) -> sim::Ceiling<'static> {
+    sim::Ceiling {
+        // `as` saturates: Infinity is no ceiling at all
+        max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
+        raise: "the maxRequests option",
+    }
+}
+
 /// The usage line of `sluicegate sim`.
 #[wasm_bindgen(js_name = simUsage)]
 pub fn sim_usage() -> String {
     sim::args::USAGE.into()
+}
+
+/// `sim`'s lines in the command line's help: what each option does.
+#[wasm_bindgen(js_name = simHelp)]
+pub fn sim_help() -> String {
+    sim::args::HELP.into()
 }
 
 /// The `edge_rules` path of a configuration given as JSON text, or `undefined`: no

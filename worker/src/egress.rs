@@ -155,21 +155,26 @@ pub fn renew(gates: &Shared, p: &Provider, permit: u64) -> bool {
 /// A waiter that gives up: out of the queue, or, if it was started meanwhile, its permit
 /// given back (a permit nobody collects would hold its slot for good).
 fn leave(gates: &Shared, p: &Provider, ticket: Ticket) {
-    let granted = with_gate(gates, p, |l| {
-        l.waiters.remove(&ticket);
-        if l.gate.leave(ticket) {
-            None
-        } else {
-            l.granted.remove(&ticket)
-        }
-    });
-    match granted {
+    match withdraw(gates, p, ticket) {
         Some(grant) => {
             finish(gates, p, grant.permit, false);
         }
         // The one behind it may be first in line now.
         None => pump(gates, p),
     }
+}
+
+/// `ticket` out of the queue: `None`, or its grant when it was started meanwhile (for the
+/// caller to use or give back).
+fn withdraw(gates: &Shared, p: &Provider, ticket: Ticket) -> Option<Grant> {
+    with_gate(gates, p, |l| {
+        l.waiters.remove(&ticket);
+        if l.gate.leave(ticket) {
+            None
+        } else {
+            l.granted.remove(&ticket)
+        }
+    })
 }
 
 /// Ask for a call of `weight` at a mirror not in `avoid`.
@@ -198,14 +203,7 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
         }
         if crate::clock::now() >= deadline {
             place.ticket = None;
-            let grant = with_gate(gates, p, |l| {
-                l.waiters.remove(&ticket);
-                if l.gate.leave(ticket) {
-                    None
-                } else {
-                    l.granted.remove(&ticket)
-                }
-            });
+            let grant = withdraw(gates, p, ticket);
             if grant.is_none() {
                 pump(gates, p);
             }
@@ -261,19 +259,31 @@ enum Taken {
     Late,
 }
 
-/// A start of `p` within `deadline`, from this isolate's budget or the fleet's; the permit
+/// What a call asks of a provider: its weight, the mirrors it has already tried (a bit
+/// each), and by when it must start.
+#[derive(Clone, Copy)]
+struct Want {
+    weight: u64,
+    avoid: u32,
+    deadline: Instant,
+}
+
+/// A start of `p` as `want` says, from this isolate's budget or the fleet's; the permit
 /// is a hold of `scope` (given back if the client leaves) or, without one, a plain guard.
 async fn start(
     p: &Provider,
     env: &Env,
     ctx: &JsValue,
-    weight: u64,
-    avoid: u32,
-    deadline: Instant,
+    want: Want,
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
+    let Want { weight, avoid, deadline } = want;
     if p.scope == BudgetScope::Fleet {
-        match start_fleet(p, env, ctx, weight, avoid, deadline, scope).await {
+        let fleet = match stub_of(p, env) {
+            Ok(stub) => start_fleet(p, &stub, ctx, want, scope).await,
+            Err(error) => Err(error),
+        };
+        match fleet {
             Ok(taken) => return Ok(taken),
             Err(error) => store_failure(p, &error),
         }
@@ -325,23 +335,20 @@ fn stub_of(p: &Provider, env: &Env) -> Result<js::Stub, JsValue> {
     namespace.get(&namespace.id_from_name(&format!("egress\u{1f}{}", p.id))?)
 }
 
-/// A fleet permit (`[permit, mirror]` from the provider's object, or 0), leased and
-/// renewed until given back.
+/// A fleet permit (`[permit, mirror]` from the provider's object, `stub`, or 0), leased
+/// and renewed until given back.
 async fn start_fleet(
     p: &Provider,
-    env: &Env,
+    stub: &js::Stub,
     ctx: &JsValue,
-    weight: u64,
-    avoid: u32,
-    deadline: Instant,
+    want: Want,
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
-    let stub = stub_of(p, env)?;
-    let Some(Grant { permit, mirror }) = ask_fleet(&stub, p, weight, avoid, deadline).await? else {
+    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want.weight, want.avoid, want.deadline).await? else {
         return Ok(Taken::Late);
     };
     let lease_ms = p.lease.as_millis_ceil() as f64;
-    let give_back = js::keep_permit(&stub, &p.id, permit as f64, lease_ms, ctx)?;
+    let give_back = js::keep_permit(stub, &p.id, permit as f64, lease_ms, ctx)?;
     let failed = Rc::new(Cell::new(false));
     let seen = failed.clone();
     let action = move || {
@@ -454,15 +461,24 @@ async fn small_body(request: &Request, max: u32) -> Result<Result<Option<js_sys:
     Ok(Ok(Some(bytes)))
 }
 
+/// A permit route's body (empty when there is none) as `read` reads it, or the answer: to a
+/// body over [`MAX_PERMIT_BODY`], or 400 naming what `read` found wrong.
+async fn permit_body<T>(
+    request: &Request,
+    read: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Result<T, Response>, JsValue> {
+    let text = match small_body(request, MAX_PERMIT_BODY).await? {
+        Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
+        Err(answer) => return Ok(Err(answer)),
+    };
+    Ok(read(&text).map_err(|why| bad_request(&why)))
+}
+
 /// `POST …/permit`: wait for a start, then hand it to the app.
 async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, JsValue> {
-    let body = match small_body(request, MAX_PERMIT_BODY).await? {
-        Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
-        Err(answer) => return Ok(answer),
-    };
-    let asked = match PermitAsk::from_json(&body) {
+    let asked = match permit_body(request, PermitAsk::from_json).await? {
         Ok(asked) => asked,
-        Err(why) => return Ok(bad_request(&why)),
+        Err(answer) => return Ok(answer),
     };
     let weight = match (asked.weight, asked.query.as_deref()) {
         (Some(w), _) => w,
@@ -576,13 +592,9 @@ async fn ask_fleet(
 
 /// `DELETE …/permit/<id>`: the app's call is over.
 async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Result<Response, JsValue> {
-    let body = match small_body(request, MAX_PERMIT_BODY).await? {
-        Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
-        Err(answer) => return Ok(answer),
-    };
-    let failed = match rules::failed_from_json(&body) {
+    let failed = match permit_body(request, rules::failed_from_json).await? {
         Ok(failed) => failed,
-        Err(why) => return Ok(bad_request(&why)),
+        Err(answer) => return Ok(answer),
     };
     let (fleet, number) = match (id.get(..1), id.get(1..).and_then(|n| n.parse::<u64>().ok())) {
         (Some("f"), Some(n)) => (true, n),
@@ -728,7 +740,7 @@ async fn send(
     let mut last: Option<(Response, usize)> = None;
     let mut tried = false;
     loop {
-        let permit = match start(p, env, ctx, call.weight, avoid, deadline, scope).await? {
+        let permit = match start(p, env, ctx, Want { weight: call.weight, avoid, deadline }, scope).await? {
             Taken::Permit(permit) => permit,
             Taken::Refused(Refused::NoMirror) => return Ok(Sent::Failed { response: last }),
             _ if tried => return Ok(Sent::Failed { response: last }),

@@ -160,7 +160,13 @@ describe("every admin path", () => {
     assert.equal((await admin(edge, "PUT", "/v1/tenants/nobody/rate-limit", { body: '{"rate": 2, "burst": 4}' })).status, 200);
     assert.deepEqual(await get("nobody"), { tenant: "nobody", limit: { rate: 2, burst: 4 }, source: "override" });
     const list = await admin(edge, "GET", "/v1/tenants");
-    assert.deepEqual(list.json.tenants.map((t) => [t.tenant, t.source]), [["acme", "config"], ["nobody", "override"]]);
+    assert.deepEqual(
+      list.json.tenants.map((t) => [t.tenant, t.source]),
+      [
+        ["acme", "config"],
+        ["nobody", "override"],
+      ],
+    );
     assert.equal((await admin(edge, "DELETE", "/v1/tenants/nobody/rate-limit")).status, 200);
     assert.deepEqual(await get("nobody"), { tenant: "nobody", limit: { rate: 0.01, burst: 1 }, source: "default" });
 
@@ -168,7 +174,10 @@ describe("every admin path", () => {
     const bare = await startEdge({ build: "deploy", rules: { rules: [], tenants: noDefault }, origin: backend.url, adminToken: TOKEN });
     try {
       assert.deepEqual((await admin(bare, "GET", "/v1/tenants/beta/rate-limit")).json, { tenant: "beta", limit: null, source: "none" });
-      assert.deepEqual((await admin(bare, "GET", "/v1/tenants")).json, { default: null, tenants: [{ tenant: "acme", limit: { rate: 0.01, burst: 2 }, source: "config" }] });
+      assert.deepEqual((await admin(bare, "GET", "/v1/tenants")).json, {
+        default: null,
+        tenants: [{ tenant: "acme", limit: { rate: 0.01, burst: 2 }, source: "config" }],
+      });
     } finally {
       await bare.close();
     }
@@ -219,7 +228,10 @@ describe("every admin path", () => {
     assert.match(JSON.parse(again.text).detail, /Tenant "beta" has no override/);
     await settle();
     const deletes = auditLines("beta").filter((l) => l.action === "delete");
-    assert.deepEqual(deletes.map((l) => [l.before, l.after, l.changed]), [[{ rate: 0.01, burst: 2 }, null, true]]);
+    assert.deepEqual(
+      deletes.map((l) => [l.before, l.after, l.changed]),
+      [[{ rate: 0.01, burst: 2 }, null, true]],
+    );
   });
 });
 

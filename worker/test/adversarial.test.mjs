@@ -35,8 +35,7 @@ async function recordingServer(answer = (req, res) => res.end(`saw ${req.method}
   return { seen, port: server.address().port, close };
 }
 
-const get = (edge, target, ip, extra = "") =>
-  raw(edge.url, `GET ${target} HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: ${ip}${extra}`);
+const get = (edge, target, ip, extra = "") => raw(edge.url, `GET ${target} HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: ${ip}${extra}`);
 
 describe("the deploy build in front of an origin with a base path", () => {
   let edge;
@@ -65,11 +64,7 @@ describe("the deploy build in front of an origin with a base path", () => {
   test("a request-target naming another host is a path on the origin, never a request to that host", async () => {
     const targets = [`//127.0.0.1:${trap.port}/secret`, `/\\127.0.0.1:${trap.port}/x`, `///127.0.0.1:${trap.port}/x`];
     for (const target of targets) {
-      const res = await raw(
-        edge.url,
-        `POST ${target} HTTP/1.1\r\nHost: edge.test\r\nAuthorization: Bearer secret-token\r\nContent-Type: text/plain`,
-        "the body",
-      );
+      const res = await raw(edge.url, `POST ${target} HTTP/1.1\r\nHost: edge.test\r\nAuthorization: Bearer secret-token\r\nContent-Type: text/plain`, "the body");
       assert.equal(res.status, 200, target);
       const got = origin.seen.at(-1);
       assert.match(got.url, new RegExp(`^/base/+127\\.0\\.0\\.1:${trap.port}/`), target);
@@ -126,7 +121,7 @@ describe("the deploy build in front of an origin with a base path", () => {
   test("hop-by-hop headers stay behind; the origin sees who was counted", async () => {
     const res = await raw(
       edge.url,
-      [
+      `${[
         "GET /api/headers HTTP/1.1",
         "Host: edge.test",
         "CF-Connecting-IP: 198.51.100.31",
@@ -141,7 +136,7 @@ describe("the deploy build in front of an origin with a base path", () => {
         "Upgrade: h2c",
         "X-Secret: named-by-connection",
         "X-Kept: end-to-end",
-      ].join("\r\n") + "\r\nConnection: X-Secret",
+      ].join("\r\n")}\r\nConnection: X-Secret`,
     );
     assert.equal(res.status, 200);
     const { headers } = origin.seen.at(-1);
@@ -250,17 +245,11 @@ describe("rules that misbehave are refused at start, naming the rule and the fie
       { rules: [{ id: "api", match: {}, characteristics: ["ip.src"], algorithm: "token_bucket", rate: 1e-10, burst: 5 }] },
       /rule rules\[0\] \("api"\): field "rate"/,
     ],
-    [
-      "1,000 rules",
-      { rules: Array.from({ length: 1_000 }, (_, i) => rule({ id: `r${i}` })) },
-      /field "rules": 1000 rules; at most 64 are allowed/,
-    ],
+    ["1,000 rules", { rules: Array.from({ length: 1_000 }, (_, i) => rule({ id: `r${i}` })) }, /field "rules": 1000 rules; at most 64 are allowed/],
   ];
   for (const [name, rules, message] of cases) {
     test(name, async () => {
-      await assert.rejects(startEdge({ build: "deploy", rules, origin: `http://127.0.0.1:${origin.port}` }), (err) =>
-        message.test(err.message),
-      );
+      await assert.rejects(startEdge({ build: "deploy", rules, origin: `http://127.0.0.1:${origin.port}` }), (err) => message.test(err.message));
       assert.equal(origin.seen.length, 0);
     });
   }
@@ -320,18 +309,33 @@ describe("rules at their limits", () => {
   });
 
   test("the path characteristic counts 16 spellings of one path on one counter", async () => {
-    const rules = [
-      { id: "per-path", match: { path: { starts_with: "/api/" } }, characteristics: ["http.request.uri.path"], period: 60, requests_per_period: 16 },
-    ];
+    const rules = [{ id: "per-path", match: { path: { starts_with: "/api/" } }, characteristics: ["http.request.uri.path"], period: 60, requests_per_period: 16 }];
     const edge = await startEdge({ build: "deploy", rules: { rules }, origin: `http://127.0.0.1:${origin.port}` });
     try {
       const spellings = [
-        "/api/ping", "/%61pi/ping", "/ap%69/ping", "/api%2Fping", "/%2Fapi/ping", "/x/..%2fapi/ping", "/API/ping", "/Api/PING",
-        "//api//ping", "/api/./ping", "/api/x/../ping", "/api/ping/", "/%41%50%49/ping", "/api/%70ing", "/./api/ping//", "/api\\ping",
+        "/api/ping",
+        "/%61pi/ping",
+        "/ap%69/ping",
+        "/api%2Fping",
+        "/%2Fapi/ping",
+        "/x/..%2fapi/ping",
+        "/API/ping",
+        "/Api/PING",
+        "//api//ping",
+        "/api/./ping",
+        "/api/x/../ping",
+        "/api/ping/",
+        "/%41%50%49/ping",
+        "/api/%70ing",
+        "/./api/ping//",
+        "/api\\ping",
       ];
       const left = [];
       for (const s of spellings) left.push((await get(edge, s, "192.0.2.61")).headers.ratelimit);
-      assert.deepEqual(left, spellings.map((_, i) => `"per-path";r=${15 - i};t=60`));
+      assert.deepEqual(
+        left,
+        spellings.map((_, i) => `"per-path";r=${15 - i};t=60`),
+      );
       assert.equal((await get(edge, "/API/Ping", "192.0.2.62")).status, 429);
       assert.equal((await get(edge, "/api/pong", "192.0.2.62")).status, 200, "another path, another counter");
     } finally {

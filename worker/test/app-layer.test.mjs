@@ -46,7 +46,7 @@ describe("route buckets (traffic.json)", () => {
   let real;
   let fast;
   before(async () => {
-    origin = await server((req, res) => res.end("ok"));
+    origin = await server((_req, res) => res.end("ok"));
     real = await startEdge({ build: "deploy", rules: TRAFFIC, origin: origin.url });
     fast = await startEdge({ build: "deploy", rules: fastBuckets(), origin: origin.url });
   });
@@ -116,7 +116,7 @@ describe("upstream budgets", () => {
   /** An origin that holds each request `holdMs` and records the most it held at once. */
   async function holdingOrigin(holdMs) {
     const seen = { now: 0, max: 0, served: 0 };
-    const origin = await server((req, res) => {
+    const origin = await server((_req, res) => {
       seen.now++;
       seen.max = Math.max(seen.max, seen.now);
       setTimeout(() => {
@@ -219,10 +219,7 @@ describe("upstream budgets", () => {
       assert.equal((events.match(/data: /g) ?? []).length, 6);
       assert.equal((await next).status, 200);
       const afterSse = arrivals.find((a) => a.path === "/api/slow/after-sse");
-      assert.ok(
-        afterSse.at >= sseEndedAt,
-        `waited for the stream to end (arrived ${afterSse.at - sseEndedAt} ms after it; the stream took ${sseEnd - sseStart} ms)`,
-      );
+      assert.ok(afterSse.at >= sseEndedAt, `waited for the stream to end (arrived ${afterSse.at - sseEndedAt} ms after it; the stream took ${sseEnd - sseStart} ms)`);
 
       // A client that aborts mid-body gives its slot back.
       const abort = new AbortController();
@@ -232,7 +229,11 @@ describe("upstream budgets", () => {
       assert.match(new TextDecoder().decode((await reader.read()).value), /first chunk/);
       const waiting = call(edge, "GET", "/api/slow/after-abort", "192.0.2.61");
       await sleep(200);
-      assert.equal(arrivals.some((a) => a.path === "/api/slow/after-abort"), false, "the slot is still held");
+      assert.equal(
+        arrivals.some((a) => a.path === "/api/slow/after-abort"),
+        false,
+        "the slot is still held",
+      );
       abort.abort();
       const r = await waiting;
       assert.equal(r.status, 200, "the slot came back when the client went away");
@@ -255,9 +256,16 @@ describe("upstream budgets", () => {
 
 describe("the capabilities answer", () => {
   test("lists exactly the rules file's public limits, is cacheable and spends nothing", async () => {
-    const origin = await server((req, res) => res.end("origin"));
+    const origin = await server((_req, res) => res.end("origin"));
     const rules = structuredClone(TRAFFIC);
-    rules.rules.push({ id: "internal", match: { path: { starts_with: "/admin/" } }, characteristics: ["ip.src"], period: 1, requests_per_period: 1, public: false });
+    rules.rules.push({
+      id: "internal",
+      match: { path: { starts_with: "/admin/" } },
+      characteristics: ["ip.src"],
+      period: 1,
+      requests_per_period: 1,
+      public: false,
+    });
     rules.upstreams.push({ id: "hidden", match: { path: { starts_with: "/admin/" } }, max_in_flight: 1, public: false });
     const edge = await startEdge({ build: "deploy", rules, origin: origin.url });
     try {
@@ -270,8 +278,14 @@ describe("the capabilities answer", () => {
       assert.equal(res.headers.get("cache-control"), "public, max-age=60");
       assert.equal(res.headers.get("content-type"), "application/json");
       const answer = await res.json();
-      assert.deepEqual(answer.rules.map((r) => r.id), ["api", "analyze", "destinations", "geocode", "wildfires", "smoke"]);
-      assert.deepEqual(answer.upstreams.map((u) => u.id), ["overpass", "nominatim"]);
+      assert.deepEqual(
+        answer.rules.map((r) => r.id),
+        ["api", "analyze", "destinations", "geocode", "wildfires", "smoke"],
+      );
+      assert.deepEqual(
+        answer.upstreams.map((u) => u.id),
+        ["overpass", "nominatim"],
+      );
       const analyze = answer.rules[1];
       assert.deepEqual(analyze.matches, { paths: [{ equals: "/api/analyze" }, { equals: "/api/analyze/stream" }], methods: ["POST"], case_sensitive: false });
       assert.equal(analyze.rate_per_s, 0.2);
@@ -280,7 +294,11 @@ describe("the capabilities answer", () => {
       assert.deepEqual(answer.upstreams[0], {
         id: "overpass",
         description: TRAFFIC.upstreams[0].description,
-        matches: { paths: [{ equals: "/api/analyze" }, { equals: "/api/analyze/stream" }, { equals: "/api/destinations" }], methods: ["POST"], case_sensitive: false },
+        matches: {
+          paths: [{ equals: "/api/analyze" }, { equals: "/api/analyze/stream" }, { equals: "/api/destinations" }],
+          methods: ["POST"],
+          case_sensitive: false,
+        },
         max_in_flight: 2,
         max_wait_s: 30,
         scope: "isolate",
@@ -313,12 +331,18 @@ describe("explicit fail modes when a rule's store fails", () => {
   const rules = {
     rules: [
       { id: "per-ip", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 20 },
-      { id: "per-key", match: { path: { starts_with: "/api/keyed/" } }, characteristics: ['http.request.headers["x-api-key"]'], period: 10, requests_per_period: 20 },
+      {
+        id: "per-key",
+        match: { path: { starts_with: "/api/keyed/" } },
+        characteristics: ['http.request.headers["x-api-key"]'],
+        period: 10,
+        requests_per_period: 20,
+      },
     ],
   };
   let origin;
   before(async () => {
-    origin = await server((req, res) => res.end("origin"));
+    origin = await server((_req, res) => res.end("origin"));
   });
   after(async () => {
     await origin?.close();
@@ -361,7 +385,7 @@ describe("explicit fail modes when a rule's store fails", () => {
 
 describe("no count lost to eviction", () => {
   test("a rule longer than a minute keeps its count across a restart; a short one counts in memory", async () => {
-    const origin = await server((req, res) => res.end("ok"));
+    const origin = await server((_req, res) => res.end("ok"));
     const dir = mkdtempSync(path.join(tmpdir(), "sluicegate-count-"));
     const rules = {
       rules: [
@@ -406,7 +430,7 @@ describe("fleet upstream budgets (one count in a Durable Object)", () => {
   test("10 concurrent requests: never more than 2 at the origin, the rest 503 after max_wait", async () => {
     let now = 0;
     let max = 0;
-    const origin = await server((req, res) => {
+    const origin = await server((_req, res) => {
       max = Math.max(max, ++now);
       setTimeout(() => {
         now--;
@@ -426,7 +450,7 @@ describe("fleet upstream budgets (one count in a Durable Object)", () => {
   });
 
   test("a lease its holder stops renewing (the isolate died) gives its slot back when it ends", async () => {
-    const origin = await server((req, res) => res.end("done"));
+    const origin = await server((_req, res) => res.end("done"));
     const edge = await startEdge({ rules: fleet({ max_in_flight: 1, max_wait: 3, lease: 1 }), origin: origin.url, faults: { lease: "leak" } });
     try {
       assert.equal((await call(edge, "GET", "/api/slow/a", "192.0.2.20")).status, 200, "its lease leaks");

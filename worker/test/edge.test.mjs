@@ -101,7 +101,11 @@ describe("the default /api/ rule: 20 per 10 s per IP and colo, then block 10 s",
       .filter((r) => r.status === 200)
       .map((r) => Number(/r=(\d+)/.exec(r.headers.get("ratelimit"))[1]))
       .sort((a, b) => a - b);
-    assert.deepEqual(remaining, Array.from({ length: 20 }, (_, i) => i), "each admitted request saw its own count");
+    assert.deepEqual(
+      remaining,
+      Array.from({ length: 20 }, (_, i) => i),
+      "each admitted request saw its own count",
+    );
   });
 
   test("rotating the leftmost X-Forwarded-For hop never overrides CF-Connecting-IP", async () => {
@@ -264,16 +268,15 @@ describe("an unreachable origin", () => {
 describe("configured rules", () => {
   test("a bad configuration refuses to start, naming the rule and the field, and forwards nothing", async () => {
     let hits = 0;
-    const origin = createServer((req, res) => {
+    const origin = createServer((_req, res) => {
       hits++;
       res.end("should not be reached");
     });
     await new Promise((r) => origin.listen(0, "127.0.0.1", r));
     const rules = { rules: [{ id: "api", match: {}, characteristics: ["ip.src"], period: 0, requests_per_period: 20 }] };
     try {
-      await assert.rejects(
-        startEdge({ rules, origin: `http://127.0.0.1:${origin.address().port}` }),
-        (err) => err.message.includes('sluicegate: not starting: rule rules[0] ("api"): field "period"'),
+      await assert.rejects(startEdge({ rules, origin: `http://127.0.0.1:${origin.address().port}` }), (err) =>
+        err.message.includes('sluicegate: not starting: rule rules[0] ("api"): field "period"'),
       );
       assert.equal(hits, 0);
     } finally {

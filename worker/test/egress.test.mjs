@@ -165,14 +165,14 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
     await origin?.close();
     for (const s of m) await s.close();
   });
-  const resetAll = () => m.forEach((s) => s.reset());
+  const resetAll = () => {
+    for (const s of m) s.reset();
+  };
 
   test("12 concurrent calls never put more than 2 in flight at one mirror, and all are answered by the provider", async () => {
     resetAll();
     for (const s of m) s.behave = later(300, (req) => JSON.stringify({ provider: s.name, url: req.url }));
-    const answers = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => call(edge, `/egress/overpass/interpreter?data=q${i}`)),
-    );
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => call(edge, `/egress/overpass/interpreter?data=q${i}`)));
     for (const [i, answer] of answers.entries()) {
       assert.equal(answer.status, 200, answer.body);
       const body = JSON.parse(answer.body);
@@ -185,14 +185,21 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
       [true, true, true],
       `peaks ${m.map((s) => s.peak)}`,
     );
-    assert.equal(m.reduce((n, s) => n + s.calls.length, 0), 12, "one provider call per call");
-    assert.ok(m.every((s) => s.peak === 2), `every mirror's 2 slots were used: peaks ${m.map((s) => s.peak)}`);
+    assert.equal(
+      m.reduce((n, s) => n + s.calls.length, 0),
+      12,
+      "one provider call per call",
+    );
+    assert.ok(
+      m.every((s) => s.peak === 2),
+      `every mirror's 2 slots were used: peaks ${m.map((s) => s.peak)}`,
+    );
     for (const s of m) for (const c of s.calls) assert.equal(c.headers.authorization, undefined, "the edge's token stays at the edge");
   });
 
   test("a mirror that answers 503 is failed over, and its slot is free at once", async () => {
     resetAll();
-    m[0].behave = (req, res) => {
+    m[0].behave = (_req, res) => {
       res.statusCode = 503;
       res.end("m0 is down");
     };
@@ -202,7 +209,7 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
     while (m[1].calls.length === 0) await sleep(10);
     assert.equal(m[0].calls.length, 1);
     // m0 failed and m1 is full: a second call takes m0's slot, free again at once.
-    m[0].behave = (req, res) => res.end("m0 is back");
+    m[0].behave = (_req, res) => res.end("m0 is back");
     const second = await call(edge, "/egress/ov503/interpreter?data=2");
     assert.equal(second.status, 200);
     assert.equal(second.body, "m0 is back");
@@ -212,12 +219,16 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
     assert.equal(answered.status, 200);
     assert.equal(answered.body, "m1 answered");
     assert.equal(answered.headers.get("sluicegate-mirror"), mirror(m[1]), "the mirror that answered, not the first one tried");
-    assert.deepEqual(m[1].calls.map((c) => c.url), ["/api/interpreter?data=1"], "the same call, made again at the next mirror");
+    assert.deepEqual(
+      m[1].calls.map((c) => c.url),
+      ["/api/interpreter?data=1"],
+      "the same call, made again at the next mirror",
+    );
   });
 
   test("a 429 is failed over too", async () => {
     resetAll();
-    m[0].behave = (req, res) => {
+    m[0].behave = (_req, res) => {
       res.statusCode = 429;
       res.setHeader("retry-after", "30");
       res.end("slow down");
@@ -231,7 +242,7 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
 
   test("a mirror that drops the connection or refuses it is failed over", async () => {
     resetAll();
-    m[0].behave = (req, res) => res.socket.destroy();
+    m[0].behave = (_req, res) => res.socket.destroy();
     const dropped = await call(edge, "/egress/ovdrop/interpreter?data=1");
     assert.equal(dropped.status, 200, dropped.body);
     assert.equal(dropped.headers.get("sluicegate-mirror"), mirror(m[1]));
@@ -243,11 +254,11 @@ describe("Overpass: mirrors with their own slots, failover (deploy build)", () =
 
   test("when every mirror fails, the last failure's status and body are passed on; when none can be reached, 502", async () => {
     resetAll();
-    m[0].behave = (req, res) => {
+    m[0].behave = (_req, res) => {
       res.statusCode = 503;
       res.end("m0 down");
     };
-    m[1].behave = (req, res) => {
+    m[1].behave = (_req, res) => {
       res.statusCode = 504;
       res.setHeader("content-type", "text/plain");
       res.end("m1 timed out");
@@ -313,7 +324,10 @@ describe("Open-Meteo: a rolling minute of weight, and the cache (dev build, cloc
     om.reset();
     // Weights 1 to 5, 60 in all: three whole minutes of a budget of 20.
     const weights = Array.from({ length: 20 }, (_, i) => 1 + (i % 5));
-    assert.equal(weights.reduce((a, b) => a + b), 3 * BUDGET);
+    assert.equal(
+      weights.reduce((a, b) => a + b),
+      3 * BUDGET,
+    );
     const answers = await Promise.all(weights.map((w, i) => call(edge, forecast(w, i))));
     for (const answer of answers) assert.equal(answer.status, 200, answer.body);
     assert.equal(om.calls.length, weights.length);
@@ -405,9 +419,7 @@ describe("Nominatim: spacing, the User-Agent, permits with leases (deploy build)
 
   test("three calls reach the provider at least min_interval apart, each with exactly the configured User-Agent", async () => {
     a.reset();
-    const answers = await Promise.all(
-      [1, 2, 3].map((i) => call(edge, `/egress/nominatim/search?q=${i}&format=json`, { headers: { "user-agent": "the-app/9.9" } })),
-    );
+    const answers = await Promise.all([1, 2, 3].map((i) => call(edge, `/egress/nominatim/search?q=${i}&format=json`, { headers: { "user-agent": "the-app/9.9" } })));
     for (const answer of answers) assert.equal(answer.status, 200, answer.body);
     const times = a.calls.map((c) => c.t);
     assert.equal(times.length, 3);
@@ -523,7 +535,7 @@ describe("Snapshots: refreshed behind the request (deploy build)", () => {
       new Promise((resolve) => {
         release = resolve;
       });
-    s.behave = async (req, res) => {
+    s.behave = async (_req, res) => {
       await held();
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ version }));
@@ -566,7 +578,7 @@ describe("Snapshots: refreshed behind the request (deploy build)", () => {
     assert.equal(s.calls.length, 2, "exactly one refresh call");
 
     // The provider goes down: the last good snapshot is served, and no new attempt for a while.
-    s.behave = (req, res) => {
+    s.behave = (_req, res) => {
       res.statusCode = 503;
       res.end("down");
     };
@@ -681,7 +693,11 @@ describe("Shedding, faults, authorisation and hostile paths (deploy build; a lea
       for (const answer of both) assert.equal(answer.status, 200, `${id}: ${answer.body}`);
       assert.equal(good.peak, 2, `${id}: both slots free again`);
     }
-    assert.deepEqual(edge.logLines().filter((l) => l.includes("refusing with")), [], "no request failed inside the edge");
+    assert.deepEqual(
+      edge.logLines().filter((l) => l.includes("refusing with")),
+      [],
+      "no request failed inside the edge",
+    );
   });
 
   test("without the egress token, or with a wrong one, 401", async () => {
@@ -703,7 +719,10 @@ describe("Shedding, faults, authorisation and hostile paths (deploy build; a lea
     const response = await fetch(`${plain.url}/egress/p/interpreter?data=1`, { headers: AUTH });
     assert.equal(response.status, 200);
     assert.equal(await response.text(), "ok");
-    assert.deepEqual(origin.seen.slice(before).map((r) => r.url), ["/egress/p/interpreter?data=1"]);
+    assert.deepEqual(
+      origin.seen.slice(before).map((r) => r.url),
+      ["/egress/p/interpreter?data=1"],
+    );
     assert.equal(good.calls.length, 0);
   });
 
@@ -751,7 +770,11 @@ describe("Shedding, faults, authorisation and hostile paths (deploy build; a lea
         ([502, 503].includes(answer.status) && /problem\+json/.test(answer.headers["content-type"] ?? ""));
       assert.ok(ok, what);
     }
-    assert.deepEqual(evil.calls.map((c) => c.url), [], "nothing ever reached the other server");
+    assert.deepEqual(
+      evil.calls.map((c) => c.url),
+      [],
+      "nothing ever reached the other server",
+    );
     for (const c of good.calls) assert.ok(c.url.startsWith("/base/"), `the mirror saw ${c.url.slice(0, 80)}`);
     for (const r of origin.seen) assert.ok(!r.url.includes(String(evil.port)) || r.url.startsWith("/egress"), r.url);
   });

@@ -136,12 +136,16 @@ describe("a HEAD request (traffic.json)", () => {
 
   test("waits for the GET-only nominatim slot: never more than 1 at the origin", async () => {
     const started = Date.now();
-    const results = await Promise.all(
-      ["198.51.100.72", "198.51.100.73", "198.51.100.74"].map((ip) => call(edge, "HEAD", "/api/geocode?hold", ip)),
+    const results = await Promise.all(["198.51.100.72", "198.51.100.73", "198.51.100.74"].map((ip) => call(edge, "HEAD", "/api/geocode?hold", ip)));
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [200, 200, 200],
     );
-    assert.deepEqual(results.map((r) => r.status), [200, 200, 200]);
     assert.equal(origin.held.max, 1, "one search in flight at a time");
-    assert.deepEqual(origin.seen.filter((s) => s.url === "/api/geocode?hold").map((s) => s.method), ["HEAD", "HEAD", "HEAD"]);
+    assert.deepEqual(
+      origin.seen.filter((s) => s.url === "/api/geocode?hold").map((s) => s.method),
+      ["HEAD", "HEAD", "HEAD"],
+    );
     assert.ok(Date.now() - started >= 850, "three searches of 300 ms one after another");
   });
 
@@ -193,7 +197,10 @@ describe("path parameters (traffic.json)", () => {
     const refused = await call(edge, "POST", "/api/analyze/..;/analyze", ip);
     assert.equal(refused.status, 429);
     assert.equal(JSON.parse(refused.body).rule, "analyze");
-    assert.ok(origin.seen.some((s) => s.url === "/api/analyze/..;/analyze"), "forwarded as sent");
+    assert.ok(
+      origin.seen.some((s) => s.url === "/api/analyze/..;/analyze"),
+      "forwarded as sent",
+    );
   });
 });
 
@@ -220,10 +227,7 @@ describe("configurations that would be silently wrong refuse to start, naming th
       { rules: keyTenants({ [hash]: "acme", [upper]: "beta" }) },
       new RegExp(`field "tenants.keys": "${upper}" → "beta" and "${hash}" → "acme" are one hash in other case`),
     );
-    await refuses(
-      { rules: keyTenants({}), tenantKeys: { [hash]: "acme", [upper]: "beta" } },
-      /SLUICEGATE_TENANT_KEYS: ".*" → ".*" and ".*" → ".*" are one hash in other case/,
-    );
+    await refuses({ rules: keyTenants({}), tenantKeys: { [hash]: "acme", [upper]: "beta" } }, /SLUICEGATE_TENANT_KEYS: ".*" → ".*" and ".*" → ".*" are one hash in other case/);
     await refuses(
       { rules: keyTenants({}), vars: { SLUICEGATE_TENANT_KEYS: `{"${hash}":"acme","${hash}":"beta"}` } },
       new RegExp(`SLUICEGATE_TENANT_KEYS: "${hash}" is given twice`),
@@ -260,7 +264,11 @@ describe("configurations that would be silently wrong refuse to start, naming th
       for (const spelling of ["/api/caps", "/API/Caps/", "/api//caps", "/%61pi/caps", "/api;v=1/caps"]) {
         const r = await call(edge, "GET", spelling, "198.51.100.91");
         assert.equal(r.status, 200, spelling);
-        assert.deepEqual(JSON.parse(r.body).rules.map((x) => x.id), ["api"], spelling);
+        assert.deepEqual(
+          JSON.parse(r.body).rules.map((x) => x.id),
+          ["api"],
+          spelling,
+        );
       }
       assert.equal(origin.seen.length, 0, "the edge's own answer, never forwarded");
     } finally {
@@ -278,11 +286,30 @@ describe("configurations that would be silently wrong refuse to start, naming th
   test("ids that differ only in ASCII case", async () => {
     await refuses({ rules: { rules: [rule("api"), rule("API")] } }, /rule rules\[1\] \("API"\): field "id": "API" is an earlier rule's id, "api", in other case/);
     await refuses(
-      { rules: { rules: [], upstreams: [{ id: "Overpass", match: {}, max_in_flight: 1 }, { id: "overpass", match: {}, max_in_flight: 1 }] } },
+      {
+        rules: {
+          rules: [],
+          upstreams: [
+            { id: "Overpass", match: {}, max_in_flight: 1 },
+            { id: "overpass", match: {}, max_in_flight: 1 },
+          ],
+        },
+      },
       /upstream upstreams\[1\] \("overpass"\): field "id"/,
     );
     await refuses(
-      { rules: { rules: [], pre_read: { source_bytes_per_second: 1000, sources: [{ id: "hooks", match: {} }, { id: "HOOKS", match: {} }] } } },
+      {
+        rules: {
+          rules: [],
+          pre_read: {
+            source_bytes_per_second: 1000,
+            sources: [
+              { id: "hooks", match: {} },
+              { id: "HOOKS", match: {} },
+            ],
+          },
+        },
+      },
       /field "pre_read.sources\[1\].id": "HOOKS" is an earlier source's id, "hooks"/,
     );
   });

@@ -9,21 +9,10 @@ import { after, before, test } from "node:test";
 import { startEdge } from "../testing.mjs";
 import { behavingOrigin, probeBudget } from "./support/behaving-origin.mjs";
 import { raw } from "./support/raw.mjs";
+import { mulberry32 } from "../../scripts/mulberry32.mjs";
 
 const ROUNDS = Number(process.env.SLUICEGATE_PROPERTY_ROUNDS || 20);
 const SLOTS = 3;
-
-/** mulberry32: a small seeded generator, so a failing run can be repeated. */
-function generator(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -53,8 +42,7 @@ after(async () => {
   await origin?.close();
 });
 
-const HEAD = (method, path, extra = "") =>
-  `${method} ${path} HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.77\r\nX-Tenant: acme${extra}`;
+const HEAD = (method, path, extra = "") => `${method} ${path} HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.77\r\nX-Tenant: acme${extra}`;
 
 /** The outcomes: one request each, under the budget of prefix `p`; each resolves when the
  * request has ended for its client. */
@@ -65,25 +53,19 @@ const OUTCOMES = {
   originFails: (p, id) => edge.fetch(`${p}/fail/${id}`, { headers: { "x-tenant": "acme" } }).then((r) => r.text()),
   earlyHints: (p, id) => edge.fetch(`${p}/hints/${id}`, { headers: { "x-tenant": "acme" } }).then((r) => r.text()),
   unaskedContinue: (p, id) => raw(edge.url, HEAD("POST", `${p}/continue/${id}`), "hello"),
-  expectContinue: (p, id) =>
-    raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nExpect: 100-continue"), "hello", { bodyDelay: 50 }),
+  expectContinue: (p, id) => raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nExpect: 100-continue"), "hello", { bodyDelay: 50 }),
   framedTwice: (p, id) =>
     raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 3\r\nTransfer-Encoding: chunked"), "5\r\nhello\r\n0\r\n\r\n", {
       length: false,
     }),
   // Over the tenant's max_body_bytes under /hooks/ (413 before the body is read); forwarded
   // under /fleet/, where the client stops sending and leaves.
-  stallsUpload: (p, id) =>
-    raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 200000"), "x", { length: false, leaveAfter: 300 }),
+  stallsUpload: (p, id) => raw(edge.url, HEAD("POST", `${p}/ok/${id}`, "\r\nContent-Length: 200000"), "x", { length: false, leaveAfter: 300 }),
   unknownTenant: (p, id) => edge.fetch(`${p}/ok/${id}`).then((r) => r.text()),
   leavesEarly: (p, id, random) =>
-    edge
-      .fetch(`${p}/slow/${id}`, { headers: { "x-tenant": "acme", "sluicegate-test-leave-after-ms": String(Math.floor(random() * 400)) } })
-      .then((r) => r.text()),
+    edge.fetch(`${p}/slow/${id}`, { headers: { "x-tenant": "acme", "sluicegate-test-leave-after-ms": String(Math.floor(random() * 400)) } }).then((r) => r.text()),
   leavesWhileQueued: (p, id, random) =>
-    edge
-      .fetch(`${p}/slow3/${id}`, { headers: { "x-tenant": "acme", "sluicegate-test-leave-after-ms": String(Math.floor(random() * 800)) } })
-      .then((r) => r.text()),
+    edge.fetch(`${p}/slow3/${id}`, { headers: { "x-tenant": "acme", "sluicegate-test-leave-after-ms": String(Math.floor(random() * 800)) } }).then((r) => r.text()),
   leavesMidBody: (p, id) =>
     new Promise((resolve) => {
       const { hostname, port } = new URL(edge.url);
@@ -123,7 +105,7 @@ async function assertWhole(seed, round, outcomes) {
 
 test(`no sequence of outcomes leaves a budget or a tenant's share with fewer free slots (${ROUNDS} rounds)`, async (t) => {
   const seed = Number(process.env.SLUICEGATE_PROPERTY_SEED || Math.floor(Math.random() * 2 ** 31));
-  const random = generator(seed);
+  const random = mulberry32(seed);
   const tally = Object.fromEntries(NAMES.map((n) => [n, 0]));
   const times = [];
   for (let round = 0; round < ROUNDS; round++) {

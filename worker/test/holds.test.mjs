@@ -66,9 +66,7 @@ describe("Expect: 100-continue and interim answers (deploy build)", () => {
     test(`${kind}: Expect: 100-continue is answered by the edge, the origin's final answer comes through, nothing stays held`, async () => {
       const edge = edges[kind];
       const seenBefore = origin.seen.length;
-      const answers = await Promise.all(
-        [1, 2].map((i) => raw(edge.url, expectContinue(`/hooks/ok/${kind}-${i}`), "hello", { length: false, bodyDelay: 100 })),
-      );
+      const answers = await Promise.all([1, 2].map((i) => raw(edge.url, expectContinue(`/hooks/ok/${kind}-${i}`), "hello", { length: false, bodyDelay: 100 })));
       for (const answer of answers) {
         assert.equal(answer.status, 200, answer.raw);
         assert.match(answer.body, new RegExp(`ok /hooks/ok/${kind}-`));
@@ -93,9 +91,7 @@ describe("Expect: 100-continue and interim answers (deploy build)", () => {
         // Three requests on two slots (the third waits for one of the first two); two for
         // the tenant, whose share of two in flight is not a queue.
         const answers = await Promise.all(
-          (kind === "tenant" ? [1, 2] : [1, 2, 3]).map((i) =>
-            edge.fetch(`/hooks/${behaviour}/${kind}-${i}`, { method: "POST", body: "hello", headers: { "x-tenant": "acme" } }),
-          ),
+          (kind === "tenant" ? [1, 2] : [1, 2, 3]).map((i) => edge.fetch(`/hooks/${behaviour}/${kind}-${i}`, { method: "POST", body: "hello", headers: { "x-tenant": "acme" } })),
         );
         for (const answer of answers) {
           const text = await answer.text();
@@ -137,12 +133,11 @@ describe("a body's framing and length (deploy build)", () => {
   });
 
   /** A chunked body of `n` chunks of 10,000 bytes. */
-  const chunked = (n) => `${"2710\r\n" + "x".repeat(10_000) + "\r\n"}`.repeat(n) + "0\r\n\r\n";
+  const chunked = (n) => `${`${`2710\r\n${"x".repeat(10_000)}\r\n`}`.repeat(n)}0\r\n\r\n`;
 
   test("Content-Length with Transfer-Encoding: chunked is refused 400 before a byte is charged or forwarded", async () => {
     const seenBefore = origin.seen.length;
-    const head =
-      "POST /hooks/ok/smuggled HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.2\r\nX-Tenant: acme\r\nContent-Length: 10\r\nTransfer-Encoding: chunked";
+    const head = "POST /hooks/ok/smuggled HTTP/1.1\r\nHost: edge.test\r\nCF-Connecting-IP: 198.51.100.2\r\nX-Tenant: acme\r\nContent-Length: 10\r\nTransfer-Encoding: chunked";
     const answer = await raw(edge.url, head, chunked(20), { length: false });
     assert.equal(answer.status, 400, answer.raw);
     assert.match(answer.body, /both Content-Length and Transfer-Encoding/);
@@ -176,7 +171,10 @@ describe("a body's framing and length (deploy build)", () => {
       const forwarded = origin.seen.slice(seenBefore);
       // Refused by the edge (400) or by workerd's own parser; or, where workerd does not
       // read the header as one, framed by Content-Length: never more than 3 bytes go on.
-      assert.ok(forwarded.every((r) => r.bytes <= 3), `${JSON.stringify(spelling)}: ${forwarded.map((r) => r.bytes)}`);
+      assert.ok(
+        forwarded.every((r) => r.bytes <= 3),
+        `${JSON.stringify(spelling)}: ${forwarded.map((r) => r.bytes)}`,
+      );
       if (answer.status === 200) assert.equal(forwarded.length, 1, JSON.stringify(spelling));
       else assert.equal(forwarded.length, 0, `${JSON.stringify(spelling)}: ${answer.status}`);
     }
@@ -189,7 +187,10 @@ describe("a body's framing and length (deploy build)", () => {
     assert.equal(answer.status, 429, answer.raw);
     assert.equal(answer.headers["sluicegate-scope"], "source");
     const forwarded = origin.seen.filter((r) => r.url === "/upload/ok/chunked");
-    assert.ok(forwarded.every((r) => r.bytes <= 20_000), "the upload was cut, not delivered whole");
+    assert.ok(
+      forwarded.every((r) => r.bytes <= 20_000),
+      "the upload was cut, not delivered whole",
+    );
   });
 });
 
@@ -211,8 +212,7 @@ describe("a body that contradicts the length it declared (the edge inside a Work
     await edge?.close();
   });
 
-  const post = (declare, bytes) =>
-    edge.fetch("/hooks/in", { method: "POST", body: "x".repeat(bytes), headers: { "x-tenant": "acme", "x-declare": String(declare) } });
+  const post = (declare, bytes) => edge.fetch("/hooks/in", { method: "POST", body: "x".repeat(bytes), headers: { "x-tenant": "acme", "x-declare": String(declare) } });
 
   for (const [declare, bytes, what] of [
     [10, 5_000, "longer"],
@@ -251,8 +251,7 @@ describe("a client that leaves (development build: the client's signal, as Cloud
     await origin?.close();
   });
 
-  const leaving = (edge, path, ms) =>
-    edge.fetch(path, { headers: { "sluicegate-test-leave-after-ms": String(ms), "x-tenant": "acme" } }).then((r) => r.status);
+  const leaving = (edge, path, ms) => edge.fetch(path, { headers: { "sluicegate-test-leave-after-ms": String(ms), "x-tenant": "acme" } }).then((r) => r.status);
 
   for (const kind of ["isolate", "fleet"]) {
     test(`${kind}: leaving while the origin works cancels the origin request and hands the slot on at once`, async () => {

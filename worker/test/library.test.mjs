@@ -28,7 +28,7 @@ describe("the default /api/ rule in front of a Hono app and of a wrapped Worker,
   let origin;
   const edges = {};
   before(async () => {
-    origin = await originServer((req, res) => res.end("from the origin"));
+    origin = await originServer((_req, res) => res.end("from the origin"));
     edges.standalone = await startEdge({ build: "deploy", origin: origin.url, rules: RULES });
     edges.hono = await startEdge({ main: APPS.hono, vars: { APP_RULES: RULES } });
     edges.plain = await startEdge({ main: APPS.plain, vars: { APP_RULES: RULES } });
@@ -74,7 +74,11 @@ describe("the default /api/ rule in front of a Hono app and of a wrapped Worker,
         .filter((r) => r.status === 200)
         .map((r) => Number(/r=(\d+)/.exec(r.headers.ratelimit)[1]))
         .sort((a, b) => a - b);
-      assert.deepEqual(remaining, Array.from({ length: 20 }, (_, i) => i), name);
+      assert.deepEqual(
+        remaining,
+        Array.from({ length: 20 }, (_, i) => i),
+        name,
+      );
     }
   });
 
@@ -141,7 +145,11 @@ describe("more of the edge inside a Worker", () => {
   });
 
   test("bad rules: createEdge and rateLimit refuse to start with the standalone worker's message, naming the problem", async () => {
-    const failure = (options) => startEdge(options).then((edge) => edge.close().then(() => assert.fail("it started")), (error) => error.message);
+    const failure = (options) =>
+      startEdge(options).then(
+        (edge) => edge.close().then(() => assert.fail("it started")),
+        (error) => error.message,
+      );
     const standalone = await failure({ build: "deploy", origin: "http://127.0.0.1:9", rules: BAD_RULES });
     assert.match(standalone, /sluicegate: not starting: rule rules\[0\] \("a"\): field "match": missing.*field "characteristics": unknown characteristic "asn"/);
     for (const main of Object.values(APPS)) {

@@ -78,7 +78,11 @@ describe("the weight of a call", () => {
     await edge?.close();
   });
   beforeEach(async () => {
-    await fresh(edge, { minute: { window_ms: 60_000, limit: 100_000 }, hour: { window_ms: 3_600_000, limit: 100_000 }, day: { window_ms: 86_400_000, limit: 100_000 } });
+    await fresh(edge, {
+      minute: { window_ms: 60_000, limit: 100_000 },
+      hour: { window_ms: 3_600_000, limit: 100_000 },
+      day: { window_ms: 86_400_000, limit: 100_000 },
+    });
     await awayFromBoundary(60_000, 3_000);
   });
 
@@ -194,7 +198,11 @@ describe("admission before the call, weight after it, and fixed windows", () => 
     assert.equal(hourly.body, HOURLY);
     assert.equal(hourly.headers.get("retry-after"), null);
 
-    await fresh(edge, { minute: { window_ms: 60_000, limit: 1_000_000 }, hour: { window_ms: 3_600_000, limit: 1_000_000 }, day: { window_ms: 86_400_000, limit: 5 } });
+    await fresh(edge, {
+      minute: { window_ms: 60_000, limit: 1_000_000 },
+      hour: { window_ms: 3_600_000, limit: 1_000_000 },
+      day: { window_ms: 86_400_000, limit: 5 },
+    });
     await awayFromBoundary(86_400_000, 2_000);
     assert.equal((await get(edge, forecastPath({ n: 4, vars: 1 }))).status, 200);
     assert.equal((await get(edge, forecastPath())).status, 200, "usage 4 < 5: admitted");
@@ -262,7 +270,10 @@ describe("concurrency", () => {
     await fresh(edge, { minute: { window_ms: 60_000, limit: 3 }, delay_ms: 150 });
     await awayFromBoundary(60_000, 3_000);
     const results = await Promise.all(Array.from({ length: 5 }, () => get(edge, forecastPath({ n: 2, vars: 1 }))));
-    assert.deepEqual(results.map((r) => r.status), [200, 200, 200, 200, 200]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [200, 200, 200, 200, 200],
+    );
     assert.equal(await used(edge), 10);
     assert.equal((await get(edge, forecastPath())).body, MINUTELY);
   });
@@ -413,7 +424,12 @@ describe("clients, determinism and the edge", () => {
 
     // One location: an object, not an array; hourly, current and several models too.
     const one = JSON.parse(
-      (await get(edge, `${MOCK}/v1/forecast?latitude=52.52&longitude=13.41&hourly=temperature_2m&current=temperature_2m&forecast_days=1&past_days=1&models=icon_seamless,gfs_seamless`)).body,
+      (
+        await get(
+          edge,
+          `${MOCK}/v1/forecast?latitude=52.52&longitude=13.41&hourly=temperature_2m&current=temperature_2m&forecast_days=1&past_days=1&models=icon_seamless,gfs_seamless`,
+        )
+      ).body,
     );
     assert.ok(!Array.isArray(one));
     assert.equal(one.hourly.time.length, 48);

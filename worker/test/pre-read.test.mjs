@@ -29,7 +29,10 @@ describe("the order: address, then isolate", () => {
   test("an address refused per IP never reaches the isolate's bucket, a rule or the origin", async () => {
     const a = [];
     for (let i = 0; i < 10; i++) a.push(await send(edge, "/api/x", "203.0.113.1"));
-    assert.deepEqual(a.map((r) => r.status), [200, 200, 200, ...Array(7).fill(429)]);
+    assert.deepEqual(
+      a.map((r) => r.status),
+      [200, 200, 200, ...Array(7).fill(429)],
+    );
     for (const r of a.slice(3)) {
       assert.equal(r.headers.get("sluicegate-scope"), "ip");
       assert.ok(Number(r.headers.get("retry-after")) >= 1);
@@ -42,7 +45,10 @@ describe("the order: address, then isolate", () => {
     // The isolate's bucket (5) was charged 3 times: another address gets 2, then the node says no.
     const b = [];
     for (let i = 0; i < 3; i++) b.push(await send(edge, "/api/x", "203.0.113.2"));
-    assert.deepEqual(b.map((r) => r.status), [200, 200, 429]);
+    assert.deepEqual(
+      b.map((r) => r.status),
+      [200, 200, 429],
+    );
     assert.equal(b[2].headers.get("sluicegate-scope"), "node");
     await edge.waitForLog(/"pre-read","scope":"node"/);
   });
@@ -134,7 +140,10 @@ describe("a bounded flood", () => {
       assert.ok(bursts.length >= 3, `the client sent ${bursts.length} bursts during the flood`);
       for (const burst of bursts) assert.deepEqual(burst, [200, 200, 200, 429]);
       assert.equal([...statuses.keys()].filter((s) => s >= 500).length, 0, `statuses: ${JSON.stringify([...statuses])}`);
-      assert.equal([...statuses.values()].reduce((a, b) => a + b, 0), TOTAL);
+      assert.equal(
+        [...statuses.values()].reduce((a, b) => a + b, 0),
+        TOTAL,
+      );
     } finally {
       await edge.close();
       await origin.close();

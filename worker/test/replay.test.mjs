@@ -14,7 +14,9 @@ const ROOT = path.resolve(import.meta.dirname, "../..");
 const RULES = readFileSync(path.join(ROOT, "worker/rules.json"), "utf8");
 const CLI = path.join(ROOT, "js/cli.mjs");
 
-test("a 10-minute trace of 5,000 requests (bursts that trip blocks, two colos, IPv4, IPv6 /64s) at 30×: the simulator agrees with the edge on every request", { timeout: 120_000 }, async () => {
+test("a 10-minute trace of 5,000 requests (bursts that trip blocks, two colos, IPv4, IPv6 /64s) at 30×: the simulator agrees with the edge on every request", {
+  timeout: 120_000,
+}, async () => {
   const traceText = replayTrace({ count: 5_000, durationS: 600 });
   const report = await replay({ rulesText: RULES, traceText, speed: 30 });
   assert.equal(report.requests, 5_000);
@@ -36,7 +38,9 @@ test("a running edge with other rules than the simulator's disagrees, and replay
     const rows = Array.from({ length: 12 }, (_, i) => `${(i * 0.05).toFixed(2)},198.51.100.9,AMS,/api/ping`);
     writeFileSync(path.join(dir, "trace.csv"), `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`);
     writeFileSync(path.join(dir, "rules.json"), RULES);
-    const run = await promisify(execFile)(process.execPath, [CLI, "replay", "--rules", "rules.json", "--trace", "trace.csv", "--edge", edge.url, "--json"], { cwd: dir }).then(
+    const run = await promisify(execFile)(process.execPath, [CLI, "replay", "--rules", "rules.json", "--trace", "trace.csv", "--edge", edge.url, "--json"], {
+      cwd: dir,
+    }).then(
       () => assert.fail("replay exits 1 when a request disagrees"),
       (error) => error,
     );
@@ -55,7 +59,11 @@ test("a running edge with other rules than the simulator's disagrees, and replay
 
 test("bad input is refused before anything is sent, naming what is wrong (exit 2)", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "replay-"));
-  const run = (args) => promisify(execFile)(process.execPath, [CLI, "replay", ...args], { cwd: dir }).then((r) => ({ code: 0, ...r }), (e) => e);
+  const run = (args) =>
+    promisify(execFile)(process.execPath, [CLI, "replay", ...args], { cwd: dir }).then(
+      (r) => ({ code: 0, ...r }),
+      (e) => e,
+    );
   try {
     writeFileSync(path.join(dir, "rules.json"), RULES);
     writeFileSync(path.join(dir, "bad-rules.json"), '{"rules":[{"id":"x"}]}');
@@ -94,12 +102,17 @@ test("a set clock never gives two decisions the same instant (a burst replays in
   const edge = await startEdge({ rules: RULES, vars: { SLUICEGATE_CLOCK: `1,${Date.now()},0` } });
   try {
     const answers = await Promise.all(
-      Array.from({ length: 40 }, () => edge.fetch("/api/ping", { headers: { "cf-connecting-ip": "198.51.100.20" }, cf: { colo: "AMS" } }).then(async (res) => {
-        await res.arrayBuffer();
-        return Number(res.headers.get("sluicegate-clock"));
-      })),
+      Array.from({ length: 40 }, () =>
+        edge.fetch("/api/ping", { headers: { "cf-connecting-ip": "198.51.100.20" }, cf: { colo: "AMS" } }).then(async (res) => {
+          await res.arrayBuffer();
+          return Number(res.headers.get("sluicegate-clock"));
+        }),
+      ),
     );
-    assert.ok(answers.every((ms) => Number.isInteger(ms) && ms >= 0), `every answer reports the clock: ${answers}`);
+    assert.ok(
+      answers.every((ms) => Number.isInteger(ms) && ms >= 0),
+      `every answer reports the clock: ${answers}`,
+    );
     assert.equal(new Set(answers).size, answers.length, `40 decisions at 40 instants: ${[...answers].sort((a, b) => a - b)}`);
   } finally {
     await edge.close();

@@ -140,7 +140,7 @@ describe("a shed after a short max_wait (0.3 s, deploy build)", () => {
 
   test("an Accept that only looks like text/event-stream, or refuses it (q=0), gets the 503", async () => {
     const { held } = await holdSlot(edge, origin, "c", 1_500);
-    const accepts = ["text/event-streamx", "text/event-stream;q=0, */*", "*/*", "text/*", "application/json;profile=\"text/event-stream\""];
+    const accepts = ["text/event-streamx", "text/event-stream;q=0, */*", "*/*", "text/*", 'application/json;profile="text/event-stream"'];
     const answers = await Promise.all(accepts.map((accept, i) => call(edge, `/api/slow/lookalike-${i}`, { accept }).then(record)));
     for (const [i, answer] of answers.entries()) {
       assert.equal(answer.status, 503, accepts[i]);
@@ -152,11 +152,7 @@ describe("a shed after a short max_wait (0.3 s, deploy build)", () => {
 
   test("a burst on one slot: the origin's answers and sheds of either form, never a 500", async () => {
     const { held } = await holdSlot(edge, origin, "d", 800);
-    const answers = await Promise.all(
-      Array.from({ length: 8 }, (_, i) =>
-        call(edge, `/api/slow/burst-${i}`, i % 2 ? { accept: "text/event-stream" } : {}).then(record),
-      ),
-    );
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => call(edge, `/api/slow/burst-${i}`, i % 2 ? { accept: "text/event-stream" } : {}).then(record)));
     for (const [i, answer] of answers.entries()) {
       const kind = answer.headers.get("content-type");
       if (i % 2) {
@@ -194,10 +190,7 @@ describe("max_wait left out: 30 s, not 0 (deploy build)", () => {
   test("requests queued behind a slot held ~1.5 s are admitted after it, not shed", async () => {
     const { held } = await holdSlot(edge, origin, "e", 1_500);
     const started = Date.now();
-    const [plain, stream] = await Promise.all([
-      call(edge, "/api/slow/queued").then(record),
-      call(edge, "/api/slow/queued-stream", { accept: "text/event-stream" }).then(record),
-    ]);
+    const [plain, stream] = await Promise.all([call(edge, "/api/slow/queued").then(record), call(edge, "/api/slow/queued-stream", { accept: "text/event-stream" }).then(record)]);
     const waited = Date.now() - started;
     assert.equal(plain.status, 200, plain.body);
     assert.equal(plain.body, "quick", "the origin's answer");
@@ -268,5 +261,8 @@ describe("an EventSource in Chromium reads the shed", () => {
 test("never a 500", () => {
   assert.ok(statuses.length > 20, `${statuses.length} answers recorded`);
   assert.ok(!statuses.includes(500), `statuses: ${statuses}`);
-  assert.ok(statuses.every((s) => s === 200 || s === 503), `statuses: ${statuses}`);
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 503),
+    `statuses: ${statuses}`,
+  );
 });

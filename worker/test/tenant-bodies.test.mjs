@@ -132,7 +132,9 @@ async function streamed(edge, tenant, url, sizes, { gapMs = 20 } = {}) {
 async function chunkedUpload(edge, tenant, url, sizes, { gapMs = 20 } = {}) {
   if (!HAS_CURL) {
     const head = `POST ${url} HTTP/1.1\r\nHost: edge.test\r\nX-Api-Key: ${KEYS[tenant]}\r\nTransfer-Encoding: chunked`;
-    const body = chunks(sizes).map((c) => `${c.length.toString(16)}\r\n${c.toString("latin1")}\r\n`).join("") + "0\r\n\r\n";
+    const body = `${chunks(sizes)
+      .map((c) => `${c.length.toString(16)}\r\n${c.toString("latin1")}\r\n`)
+      .join("")}0\r\n\r\n`;
     const res = await raw(edge.url, head, body, { length: false });
     return { status: res.status, body: res.body, client: "raw" };
   }

@@ -12,7 +12,7 @@ const sha256 = (key) => createHash("sha256").update(key).digest("hex");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** An origin that answers "ok" after `holdMs`. */
-const server = (holdMs = 0) => originServer((req, res) => setTimeout(() => res.end("ok"), holdMs));
+const server = (holdMs = 0) => originServer((_req, res) => setTimeout(() => res.end("ok"), holdMs));
 
 const KEYS = { acme: "key-acme-1", slow: "key-slow-1", bytes: "key-bytes-1", small: "key-small-1", queue: "key-queue-1", free: "key-free-1" };
 
@@ -22,7 +22,11 @@ function tenantsConfig(extra = {}) {
     tenants: {
       match: { path: { starts_with: "/hooks/" } },
       key_header: "x-api-key",
-      keys: Object.fromEntries(Object.entries(KEYS).filter(([t]) => t !== "free").map(([t, k]) => [sha256(k), t])),
+      keys: Object.fromEntries(
+        Object.entries(KEYS)
+          .filter(([t]) => t !== "free")
+          .map(([t, k]) => [sha256(k), t]),
+      ),
       limits: {
         acme: { rate: 1, burst: 3 },
         slow: { rate: 0.5, burst: 1 },
@@ -106,9 +110,14 @@ describe("tenant quotas (colo scope)", () => {
   });
 
   test("a body of unknown length is charged once read, never refused for that (tenant-bodies.test.mjs has the rest)", async () => {
-    const stream = () => new ReadableStream({ start(c) { c.enqueue(new Uint8Array(10)); c.close(); } });
-    const send = (key) =>
-      fetch(`${edge.url}/hooks/in`, { method: "POST", body: stream(), duplex: "half", headers: { "x-api-key": key } });
+    const stream = () =>
+      new ReadableStream({
+        start(c) {
+          c.enqueue(new Uint8Array(10));
+          c.close();
+        },
+      });
+    const send = (key) => fetch(`${edge.url}/hooks/in`, { method: "POST", body: stream(), duplex: "half", headers: { "x-api-key": key } });
     for (const tenant of ["small", "bytes"]) {
       const r = await send(KEYS[tenant]);
       assert.equal(r.status, 200, `${tenant}: ${await r.text()}`);

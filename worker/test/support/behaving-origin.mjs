@@ -106,13 +106,18 @@ let probesSent = 0;
  */
 export async function probeBudget(edge, origin, prefix, slots, headers = {}) {
   const before = origin.holding();
-  const probes = Array.from({ length: slots }, (_, i) =>
-    edge.fetch(`${prefix}/hold/probe-${++probesSent}-${i}`, { headers: { "cf-connecting-ip": "203.0.113.9", ...headers } }),
-  );
+  const probes = Array.from({ length: slots }, (_, i) => edge.fetch(`${prefix}/hold/probe-${++probesSent}-${i}`, { headers: { "cf-connecting-ip": "203.0.113.9", ...headers } }));
   const deadline = Date.now() + 900;
   while (origin.holding() - before < slots && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   const holding = origin.holding() - before;
   origin.release();
-  const statuses = await Promise.all(probes.map((p) => p.then(async (r) => (await r.arrayBuffer(), r.status))));
+  const statuses = await Promise.all(
+    probes.map((p) =>
+      p.then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      }),
+    ),
+  );
   return { whole: holding === slots && statuses.every((status) => status === 200), holding, statuses };
 }

@@ -6,7 +6,7 @@ import { createServer } from "node:http";
  * @param {(req, res) => void} [handle]  answers once the body has been read (default "ok")
  * @returns {Promise<{url: string, port: number, seen: Array<{method, url, headers, body, bytes}>, close: () => Promise<void>}>}
  */
-export async function originServer(handle = (req, res) => res.end("ok")) {
+export async function originServer(handle = (_req, res) => res.end("ok")) {
   const seen = [];
   const sockets = new Set();
   const server = createServer((req, res) => {

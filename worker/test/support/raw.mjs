@@ -71,9 +71,7 @@ function parse(raw) {
   const answer = final(raw);
   if (!answer) return { status: 0, headers: {}, body: "", raw };
   const [statusLine, ...lines] = answer.top.split("\r\n");
-  const headers = Object.fromEntries(
-    lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]),
-  );
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
   let body = answer.rest;
   if (headers["transfer-encoding"] === "chunked") {
     body = "";
