@@ -1,22 +1,31 @@
 // Limiter: a keyed limiter over the core's bounded slots (LimiterCore). The string keys stay
 // here, in a Map from key to slot (V8 seeds its string hashes per isolate), so a key never
-// crosses into wasm: a decision is one call with numbers in and one number out.
+// crosses into wasm: a decision is one call with numbers in and a status out, its figures
+// read from a Float64Array over the core's memory (LimiterCore.results).
 import { LimiterCore } from "../pkg-edge/sluicegate.js";
 import { notNumber } from "./numbers.js";
 
-/** The answer of `limit`, reused: each call on the same limiter overwrites it. `reset` is read from the core when asked for. */
+/** The answer of `limit`, reused: each call on the same limiter overwrites it. */
 class LimitResult {
   success = false;
   limit = 0;
   remaining = 0;
+  reset = 0;
   retryAfter = 0;
 
-  constructor(core) {
-    this.limit = core.limit;
-    // An own, enumerable accessor: `{ ...result }` and JSON.stringify copy it like the others.
-    Object.defineProperty(this, "reset", { enumerable: true, get: () => core.resetMs });
+  constructor(limit) {
+    this.limit = limit;
   }
 }
+
+// LimiterCore's statuses, and where its figures stand in `results()`.
+const ADMITTED = 0;
+const INVALID_INPUT = 2;
+const REMAINING = 0;
+const RETRY_AFTER_MS = 1;
+const RESET_MS = 2;
+const SLOT = 3;
+const FREED = 4;
 
 function optionsError(options) {
   return new TypeError(`limit options must be an object { cost?, now }, got ${options === null ? "null" : typeof options}`);
@@ -32,10 +41,12 @@ export class Limiter {
   #slots = new Map(); // key → slot
   #keys = []; // slot → key
   #result;
+  #figures; // the core's figures, a view over its memory (empty once the memory grows)
 
   constructor(options) {
     this.#core = new LimiterCore(options);
-    this.#result = new LimitResult(this.#core);
+    this.#result = new LimitResult(this.#core.limit);
+    this.#figures = this.#core.results();
   }
 
   /** Keys holding state. */
@@ -53,12 +64,14 @@ export class Limiter {
       if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
     }
     const slot = this.#slots.get(key);
-    const r = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
-    if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
+    const status = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
+    if (status > 1) this.#invalid(status, now, cost);
+    const figures = this.#read();
     const result = this.#result;
-    result.success = r >= 0;
-    result.remaining = Math.max(r, 0);
-    result.retryAfter = r >= 0 ? 0 : -r;
+    result.success = status === ADMITTED;
+    result.remaining = figures[REMAINING];
+    result.reset = figures[RESET_MS];
+    result.retryAfter = figures[RETRY_AFTER_MS];
     return result;
   }
 
@@ -68,9 +81,10 @@ export class Limiter {
     const { cost = 1, now = Date.now() } = options;
     if (typeof key !== "string") throw keyError(key);
     if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
-    const r = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
-    if (!(r >= 0 || r < 0) || r === Infinity) this.#invalid(r, now, cost);
-    return { success: r >= 0, limit: this.#result.limit, remaining: Math.max(r, 0), retryAfter: r >= 0 ? 0 : -r };
+    const status = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
+    if (status > 1) this.#invalid(status, now, cost);
+    const figures = this.#read();
+    return { success: status === ADMITTED, limit: this.#result.limit, remaining: figures[REMAINING], retryAfter: figures[RETRY_AFTER_MS] };
   }
 
   /** Forget `key`: its next request starts afresh. Whether it held state. */
@@ -118,9 +132,18 @@ export class Limiter {
 
   #first(key, now, cost) {
     if (typeof key !== "string") throw keyError(key);
-    const r = this.#core.checkNew(now, cost);
-    this.#adopt(key, this.#core.lastSlot);
-    return r;
+    const status = this.#core.checkNew(now, cost);
+    this.#adopt(key, this.#read()[SLOT]); // −1: no slot (refused without a trace, or not decided)
+    return status;
+  }
+
+  /**
+   * The core's figures, the view taken again when the wasm memory has grown (a view over a
+   * detached buffer reads `undefined`: cheaper to test than its byteLength).
+   */
+  #read() {
+    if (this.#figures[FREED] === undefined) this.#figures = this.#core.results();
+    return this.#figures;
   }
 
   #adopt(key, slot) {
@@ -132,16 +155,16 @@ export class Limiter {
   }
 
   #forget() {
-    if (!this.#core.hasFreed) return;
+    if (this.#read()[FREED] === 0) return;
     for (const slot of this.#core.takeFreed()) {
       this.#slots.delete(this.#keys[slot]);
       this.#keys[slot] = undefined;
     }
   }
 
-  #invalid(r, now, cost) {
+  #invalid(status, now, cost) {
     if (typeof now !== "number" || !Number.isFinite(now) || now < 0) throw new RangeError(`now must be a finite number of ms ≥ 0, got ${now}`);
-    if (r === Infinity) throw new RangeError(`cost ${cost} exceeds the limit of ${this.#result.limit}: it could never be admitted`);
+    if (status !== INVALID_INPUT) throw new RangeError(`cost ${cost} exceeds the limit of ${this.#result.limit}: it could never be admitted`);
     throw new RangeError(`cost must be a whole number from 0 to 4294967295, got ${cost}`);
   }
 }

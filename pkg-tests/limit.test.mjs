@@ -45,6 +45,17 @@ test("the result object is reused; a spread or JSON keeps a copy with reset", ()
   assert.deepEqual(JSON.parse(JSON.stringify(b)), { success: false, limit: 1, remaining: 0, retryAfter: 1_000, reset: 1_000 });
 });
 
+test("a limiter decides right after the wasm memory grows under it (its figures are read afresh)", () => {
+  const limiter = new Limiter({ algorithm: "sliding_log", limit: 5, windowMs: 60_000 });
+  assert.deepEqual({ ...limiter.limit("k", { now: 1_000 }) }, { success: true, limit: 5, remaining: 4, retryAfter: 0, reset: 61_000 });
+  // Another limiter's keys grow the build's memory: the first one's view of its figures goes empty.
+  const big = new Limiter({ algorithm: "sliding_log", limit: 50, windowMs: 60_000, maxKeys: 400_000 });
+  for (let i = 0; i < 400_000; i++) big.limit(`key:${i}`, { now: 1_000, cost: 50 });
+  assert.equal(big.size, 400_000);
+  assert.deepEqual({ ...limiter.limit("k", { now: 2_000 }) }, { success: true, limit: 5, remaining: 3, retryAfter: 0, reset: 62_000 });
+  assert.deepEqual(limiter.peek("k", { now: 2_000, cost: 4 }), { success: false, limit: 5, remaining: 0, retryAfter: 59_000 });
+});
+
 test("a full table refuses new keys until one is back at full quota, while its keys keep counting (fail closed)", () => {
   const limiter = new Limiter({ algorithm: "sliding_log", limit: 2, windowMs: 1_000, maxKeys: 2 });
   assert.equal(limiter.limit("a", { now: 0 }).success, true);

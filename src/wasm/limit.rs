@@ -1,9 +1,10 @@
 //! The keyed limiter for JavaScript (`sluicegate/limit`): the core's [`Slots`] of limiters,
 //! addressed by slot number. The string keys stay in JS (a `Map` from key to slot, in
 //! js/limit.js): a key never crosses into wasm, and a decision is one call with numbers in
-//! and one number out, so nothing is allocated per call on either side.
+//! and a status out, its figures in a `Float64Array` over the core's own memory (see
+//! `results`), so nothing is allocated per call on either side.
 
-use super::{deny_unknown, encode, inputs, ms_to_nanos, nanos_to_ms, num};
+use super::{deny_unknown, inputs, ms_to_nanos, nanos_to_ms, num};
 use crate::core::keyed::Slots;
 use crate::core::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use crate::core::time::{Instant, Span};
@@ -129,15 +130,38 @@ fn check_name(name: &str) -> Result<(), JsError> {
     }
 }
 
+/// A decision's status, as `check`, `checkNew` and `peek` answer it (`as u32`).
+#[derive(Clone, Copy)]
+enum Status {
+    Admitted = 0,
+    /// `retryAfterMs` says for how long.
+    Refused = 1,
+    /// `nowMs` is not a finite number ≥ 0, or `cost` not a whole number that fits in `u32`.
+    InvalidInput = 2,
+    /// `cost` exceeds the whole capacity: it could never be admitted.
+    CostTooHigh = 3,
+}
+
+/// The last decision's figures, in the order `results` gives them.
+#[derive(Clone, Copy)]
+enum Figure {
+    Remaining,
+    RetryAfterMs,
+    ResetMs,
+    Slot,
+    Freed,
+}
+
 /// The state behind `Limiter` (js/limit.js): limiters in numbered slots, bounded, swept.
 #[wasm_bindgen(js_name = LimiterCore)]
 pub struct LimiterCoreJs {
     slots: Slots<Blocking<AnyLimiter>>,
     /// Slots freed by the last sweep, for JS to drop their keys.
     freed: Vec<u32>,
-    last_slot: i32,
-    /// When the key last decided is back at full quota (converted to ms only when read).
-    reset: Instant,
+    /// The last decision's figures, read by JS through `results`: units remaining, the wait in
+    /// whole ms (≥ 1 when refused), when the key is back at full quota (ms), the slot
+    /// `checkNew` or `block` gave the key (−1: none), and how many freed slots await `takeFreed`.
+    figures: [f64; 5],
     /// The last decision, for the middleware's headers.
     last: Decision,
 }
@@ -155,8 +179,7 @@ impl LimiterCoreJs {
         Ok(LimiterCoreJs {
             slots: Slots::new(prototype, max_keys as usize),
             freed: Vec::new(),
-            last_slot: -1,
-            reset: Instant::ZERO,
+            figures: [0.0, 0.0, 0.0, -1.0, 0.0],
             last: Decision::Deny { retry_after: Span::ZERO },
         })
     }
@@ -173,52 +196,45 @@ impl LimiterCoreJs {
         self.slots.len() as f64
     }
 
-    /// When the key last decided is back at full quota (ms, the clock of `now`).
-    #[wasm_bindgen(getter, js_name = resetMs)]
-    pub fn reset_ms(&self) -> f64 {
-        nanos_to_ms(self.reset.as_nanos())
+    /// The last decision's figures, as a `Float64Array` over this core's own memory (no copy):
+    /// `[remaining, retryAfterMs, resetMs, slot, freed]` (see the struct). Every decision
+    /// rewrites them in place; the view goes empty (`byteLength` 0) when the wasm memory grows,
+    /// and is then asked for again.
+    pub fn results(&self) -> js_sys::Float64Array {
+        let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+        // a wasm32 address fits in u32: the figures live in this struct, which does not move
+        let at = self.figures.as_ptr() as usize as u32;
+        js_sys::Float64Array::new_with_byte_offset_and_length(&memory.buffer(), at, self.figures.len() as u32)
     }
 
-    /// The slot `checkNew` or `block` gave the key, or −1 (none: it left no trace, or the table is full).
-    #[wasm_bindgen(getter, js_name = lastSlot)]
-    pub fn last_slot(&self) -> i32 {
-        self.last_slot
-    }
-
-    /// A request of `cost` for the key in `slot` at `nowMs`; see `encode` for the answer.
-    pub fn check(&mut self, slot: u32, now_ms: f64, cost: f64) -> f64 {
-        let Some((now, cost)) = inputs(now_ms, cost) else { return f64::NAN };
+    /// A request of `cost` for the key in `slot` at `nowMs`: a status (0 admitted, 1 refused,
+    /// 2 an invalid `nowMs` or `cost`, 3 a cost over the whole capacity), its figures in `results`.
+    pub fn check(&mut self, slot: u32, now_ms: f64, cost: f64) -> u32 {
+        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
         match self.slots.check_until_full(slot, now, cost) {
-            Ok((decision, full_at)) => {
-                self.reset = full_at;
-                self.last = decision;
-                encode(decision)
-            }
-            Err(_) => f64::INFINITY,
+            Ok((decision, full_at)) => self.decided(decision, full_at),
+            Err(_) => Status::CostTooHigh as u32,
         }
     }
 
-    /// The first request of a key with no slot; `lastSlot` then says where it went, and
-    /// `takeFreed` which slots a full table's sweep freed (their keys are gone).
+    /// The first request of a key with no slot, answered as `check` does; the figures' `slot`
+    /// says where the key went (−1: it left no trace, or the table is full), `freed` whether a
+    /// full table's sweep freed slots (`takeFreed`: their keys are gone).
     #[wasm_bindgen(js_name = checkNew)]
-    pub fn check_new(&mut self, now_ms: f64, cost: f64) -> f64 {
-        self.last_slot = -1;
-        let Some((now, cost)) = inputs(now_ms, cost) else { return f64::NAN };
+    pub fn check_new(&mut self, now_ms: f64, cost: f64) -> u32 {
+        self.figures[Figure::Slot as usize] = -1.0;
+        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
         let freed = &mut self.freed;
-        match self.slots.check_new(now, cost, &mut |s| freed.push(s)) {
-            Ok((decision, slot)) => {
-                self.last_slot = slot.map_or(-1, |s| s as i32);
-                let full_at = match (slot.and_then(|s| self.slots.get(s)), decision) {
-                    (Some(limiter), _) => limiter.full_at(),
-                    (None, Decision::Deny { retry_after }) => now + retry_after,
-                    (None, Decision::Allow { .. }) => now,
-                };
-                self.reset = full_at;
-                self.last = decision;
-                encode(decision)
-            }
-            Err(_) => f64::INFINITY,
-        }
+        let decided = self.slots.check_new(now, cost, &mut |s| freed.push(s));
+        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        let Ok((decision, slot)) = decided else { return Status::CostTooHigh as u32 };
+        self.figures[Figure::Slot as usize] = slot.map_or(-1.0, f64::from);
+        let full_at = match (slot.and_then(|s| self.slots.get(s)), decision) {
+            (Some(limiter), _) => limiter.full_at(),
+            (None, Decision::Deny { retry_after }) => now + retry_after,
+            (None, Decision::Allow { .. }) => now,
+        };
+        self.decided(decision, full_at)
     }
 
     /// The response headers of the last decision, as the edge writes them, for a limit named
@@ -246,11 +262,16 @@ impl LimiterCoreJs {
         Ok(headers::rate_limited(429, name, self.slots.prototype().quota(), wait))
     }
 
-    /// What a request would get, changing nothing (`slot` −1: a key with no slot).
-    pub fn peek(&self, slot: i32, now_ms: f64, cost: f64) -> f64 {
-        let Some((now, cost)) = inputs(now_ms, cost) else { return f64::NAN };
+    /// What a request would get, changing nothing (`slot` −1: a key with no slot): a status
+    /// as `check` answers it, with `remaining` and `retryAfterMs` in `results` (and nothing
+    /// else there changed).
+    pub fn peek(&mut self, slot: i32, now_ms: f64, cost: f64) -> u32 {
+        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
         let slot = u32::try_from(slot).ok();
-        self.slots.peek(slot, now, cost).map_or(f64::INFINITY, encode)
+        match self.slots.peek(slot, now, cost) {
+            Ok(decision) => self.figures_of(decision),
+            Err(_) => Status::CostTooHigh as u32,
+        }
     }
 
     /// Refuse the key in `slot` (−1: a key with no slot, given one) until `nowMs + ms`.
@@ -264,8 +285,8 @@ impl LimiterCoreJs {
         }
         let freed = &mut self.freed;
         let claimed = self.slots.claim(now, |l| l.impose_block(until), &mut |s| freed.push(s));
-        self.last_slot = claimed.map_or(-1, |s| s as i32);
-        Ok(self.last_slot)
+        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        Ok(claimed.map_or(-1, |s| s as i32))
     }
 
     /// Forget the key in `slot`: it starts afresh.
@@ -277,19 +298,41 @@ impl LimiterCoreJs {
     pub fn sweep(&mut self, now_ms: f64) -> Result<f64, JsError> {
         let now = inputs(now_ms, 0.0).ok_or_else(|| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
         let freed = &mut self.freed;
-        Ok(self.slots.sweep(now, &mut |s| freed.push(s)) as f64)
+        let count = self.slots.sweep(now, &mut |s| freed.push(s));
+        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        Ok(count as f64)
     }
 
     /// The slots freed since the last call (their keys must be dropped), emptying the list.
     #[wasm_bindgen(js_name = takeFreed)]
     pub fn take_freed(&mut self) -> Vec<u32> {
+        self.figures[Figure::Freed as usize] = 0.0;
         core::mem::take(&mut self.freed)
     }
+}
 
-    /// Whether slots were freed since the last `takeFreed`.
-    #[wasm_bindgen(getter, js_name = hasFreed)]
-    pub fn has_freed(&self) -> bool {
-        !self.freed.is_empty()
+impl LimiterCoreJs {
+    /// A decision taken: kept for the headers, its figures written, its status answered.
+    fn decided(&mut self, decision: Decision, full_at: Instant) -> u32 {
+        self.last = decision;
+        self.figures[Figure::ResetMs as usize] = nanos_to_ms(full_at.as_nanos());
+        self.figures_of(decision)
+    }
+
+    /// `remaining` and `retryAfterMs` of `decision` written; its status.
+    fn figures_of(&mut self, decision: Decision) -> u32 {
+        match decision {
+            Decision::Allow { remaining, .. } => {
+                self.figures[Figure::Remaining as usize] = remaining as f64;
+                self.figures[Figure::RetryAfterMs as usize] = 0.0;
+                Status::Admitted as u32
+            }
+            Decision::Deny { retry_after } => {
+                self.figures[Figure::Remaining as usize] = 0.0;
+                self.figures[Figure::RetryAfterMs as usize] = retry_after.as_millis_ceil().max(1) as f64;
+                Status::Refused as u32
+            }
+        }
     }
 }
 

@@ -461,22 +461,17 @@ async fn small_body(request: &Request, max: u32) -> Result<Result<Option<js_sys:
     Ok(Ok(Some(bytes)))
 }
 
-/// A permit route's body (empty when there is none) as `read` reads it, or the answer: to a
-/// body over [`MAX_PERMIT_BODY`], or 400 naming what `read` found wrong.
-async fn permit_body<T>(
-    request: &Request,
-    read: impl FnOnce(&str) -> Result<T, String>,
-) -> Result<Result<T, Response>, JsValue> {
-    let text = match small_body(request, MAX_PERMIT_BODY).await? {
-        Ok(body) => body.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default(),
-        Err(answer) => return Ok(Err(answer)),
-    };
-    Ok(read(&text).map_err(|why| bad_request(&why)))
+/// A permit route's body as text (empty when there is none), or the answer to a body over
+/// [`MAX_PERMIT_BODY`].
+async fn permit_body(request: &Request) -> Result<Result<String, Response>, JsValue> {
+    let body = small_body(request, MAX_PERMIT_BODY).await?;
+    Ok(body.map(|b| b.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default()))
 }
 
 /// `POST …/permit`: wait for a start, then hand it to the app.
 async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, JsValue> {
-    let asked = match permit_body(request, PermitAsk::from_json).await? {
+    let read = |text: String| PermitAsk::from_json(&text).map_err(|why| bad_request(&why));
+    let asked = match permit_body(request).await?.and_then(read) {
         Ok(asked) => asked,
         Err(answer) => return Ok(answer),
     };
@@ -592,7 +587,8 @@ async fn ask_fleet(
 
 /// `DELETE …/permit/<id>`: the app's call is over.
 async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Result<Response, JsValue> {
-    let failed = match permit_body(request, rules::failed_from_json).await? {
+    let read = |text: String| rules::failed_from_json(&text).map_err(|why| bad_request(&why));
+    let failed = match permit_body(request).await?.and_then(read) {
         Ok(failed) => failed,
         Err(answer) => return Ok(answer),
     };
