@@ -764,8 +764,8 @@ proptest! {
             1 => (0usize..8).prop_map(SlotStep::Leave),
         ], 1..200),
     ) {
-        use sluicegate::budget::{Acquire, Slots};
-        let mut slots = Slots::new(max, 1_000);
+        use sluicegate::budget::{Acquire, InFlight};
+        let mut slots = InFlight::new(max, 1_000);
         let mut holders: Vec<u64> = Vec::new(); // arrival numbers holding a slot
         let mut waiting: Vec<(u64, u64)> = Vec::new(); // (ticket, arrival number), in order
         let mut granted_order: Vec<u64> = Vec::new();

@@ -3,7 +3,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::smartflow::{Config, Cooldowns, OrgRateLimiter, RetryAfter, Scope};
+use sluicegate::smartflow::{Config, Cooldowns, OrgRateLimiter, RetryAfter, Target};
 use sluicegate::{Instant, Span};
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -99,7 +99,7 @@ proptest! {
     fn a_cooldown_is_never_shortened(
         holds in prop::collection::vec((0usize..4, 0u64..1_000, 0u64..100), 1..40),
     ) {
-        let scopes = [Scope::Global, Scope::Org("O_1".into()), Scope::Network("N_1".into()), Scope::Device("Q2".into())];
+        let scopes = [Target::Global, Target::Org("O_1".into()), Target::Network("N_1".into()), Target::Device("Q2".into())];
         let mut cooldowns = Cooldowns::default();
         let mut longest = [None::<Instant>; 4];
         let mut now = Instant::ZERO;

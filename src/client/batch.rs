@@ -1,26 +1,26 @@
 //! The pure policy of a fan-out (one batch of upstream calls) after a 429 or a failure.
 //!
 //! The caller runs the calls, reports each response to [`BatchPolicy::on_response`] and
-//! does what the [`Outcome`] says. Calls are *required* (the batch fails without them) or
+//! does what the [`Action`] says. Calls are *required* (the batch fails without them) or
 //! *best-effort* (the batch can answer `null` for them). The policy never reads a clock or
 //! draws a random number: the caller passes `now` and a uniform `jitter` in
 //! `[0, JITTER_SCALE)`.
 //!
 //! | response to a required call | outcome |
 //! |---|---|
-//! | 2xx | [`Ok`](Outcome::Ok) |
-//! | first minutely 429 | [`ResumeAt`](Outcome::ResumeAt) the next minute boundary + jitter (once per batch) |
-//! | minutely 429 after resuming | [`Abort`](Outcome::Abort), retry at the next minute boundary |
-//! | hourly / daily 429 | [`Abort`](Outcome::Abort), retry at the next hour / day boundary |
-//! | concurrency 429 | [`LowerConcurrency`](Outcome::LowerConcurrency); the 3rd in a batch aborts |
-//! | 503, unknown 429, any other failure | [`Abort`](Outcome::Abort), no retry time |
-//! | 2xx whose body cannot be read ([`on_unreadable`](BatchPolicy::on_unreadable)) | [`Abort`](Outcome::Abort), no retry time |
+//! | 2xx | [`Ok`](Action::Ok) |
+//! | first minutely 429 | [`ResumeAt`](Action::ResumeAt) the next minute boundary + jitter (once per batch) |
+//! | minutely 429 after resuming | [`Abort`](Action::Abort), retry at the next minute boundary |
+//! | hourly / daily 429 | [`Abort`](Action::Abort), retry at the next hour / day boundary |
+//! | concurrency 429 | [`LowerConcurrency`](Action::LowerConcurrency); the 3rd in a batch aborts |
+//! | 503, unknown 429, any other failure | [`Abort`](Action::Abort), no retry time |
+//! | 2xx whose body cannot be read ([`on_unreadable`](BatchPolicy::on_unreadable)) | [`Abort`](Action::Abort), no retry time |
 //!
 //! A best-effort call's first 429 or failure of any kind is
-//! [`SkipBestEffort`](Outcome::SkipBestEffort): it and every best-effort call still to come
+//! [`SkipBestEffort`](Action::SkipBestEffort): it and every best-effort call still to come
 //! resolve to `null`, while required calls carry on ([`sends`](BatchPolicy::sends) says
 //! whether a call still goes out). A best-effort call whose 2xx body cannot be read is
-//! [`Null`](Outcome::Null): that call alone resolves to `null`.
+//! [`Null`](Action::Null): that call alone resolves to `null`.
 
 use crate::client::openmeteo::{classify, RateLimitKind, UpstreamWindows};
 use crate::core::time::{Instant, Span};
@@ -64,7 +64,7 @@ impl fmt::Display for AbortReason {
 
 /// What the caller does after one response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum Action {
     /// A success: keep the data, carry on.
     Ok,
     /// Minutely limit: cancel every call in flight, wait until this instant, then run the
@@ -135,7 +135,7 @@ impl fmt::Display for BatchConfigError {
     }
 }
 
-/// The in-flight cap after a [`LowerConcurrency`](Outcome::LowerConcurrency): one less, never
+/// The in-flight cap after a [`LowerConcurrency`](Action::LowerConcurrency): one less, never
 /// below 1.
 ///
 /// # Examples
@@ -165,16 +165,16 @@ pub const fn lower_concurrency(cap: u32) -> u32 {
 ///
 /// # Examples
 /// ```
-/// use sluicegate::batch::{BatchPolicy, BatchState, Outcome};
+/// use sluicegate::batch::{BatchPolicy, BatchState, Action};
 /// use sluicegate::Instant;
 /// let minutely = r#"{"error":true,"reason":"Minutely API request limit exceeded. Please try again in one minute."}"#;
 /// let mut batch = BatchPolicy::default();
 /// let t = Instant::from_secs(10);
-/// assert_eq!(batch.on_response(200, "{}", t, false, 0), Outcome::Ok);
+/// assert_eq!(batch.on_response(200, "{}", t, false, 0), Action::Ok);
 /// // jitter 0 → the shortest wait: the next minute plus 1 s
-/// assert_eq!(batch.on_response(429, minutely, t, false, 0), Outcome::ResumeAt(Instant::from_secs(61)));
+/// assert_eq!(batch.on_response(429, minutely, t, false, 0), Action::ResumeAt(Instant::from_secs(61)));
 /// assert_eq!(batch.state(), BatchState::Paused { until: Instant::from_secs(61) });
-/// assert!(matches!(batch.on_response(429, minutely, Instant::from_secs(75), false, 0), Outcome::Abort { .. }));
+/// assert!(matches!(batch.on_response(429, minutely, Instant::from_secs(75), false, 0), Action::Abort { .. }));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchPolicy {
@@ -228,9 +228,9 @@ impl BatchPolicy {
     /// A pause ends by itself: a response reported at or after its `until` finds the batch
     /// running again. Once aborted, every response answers the same abort. After
     /// [`finish`](Self::finish), responses are still answered but change nothing.
-    pub fn on_response(&mut self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Outcome {
+    pub fn on_response(&mut self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Action {
         if let BatchState::Aborted { reason, retry_at } = self.state {
-            return Outcome::Abort { reason, retry_at };
+            return Action::Abort { reason, retry_at };
         }
         if let BatchState::Paused { until } = self.state {
             if now >= until {
@@ -244,21 +244,21 @@ impl BatchPolicy {
         outcome
     }
 
-    fn decide(&self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Outcome {
+    fn decide(&self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Action {
         if (200..300).contains(&status) {
-            return Outcome::Ok;
+            return Action::Ok;
         }
         if best_effort {
-            return Outcome::SkipBestEffort;
+            return Action::SkipBestEffort;
         }
-        let abort = |reason, retry_at| Outcome::Abort { reason, retry_at };
+        let abort = |reason, retry_at| Action::Abort { reason, retry_at };
         let Some(kind) = classify(status, body) else {
             return abort(AbortReason::Failed { status }, None);
         };
         match kind {
             RateLimitKind::Minutely => match self.state {
-                BatchState::Paused { until } => Outcome::ResumeAt(until),
-                _ if !self.resumed => Outcome::ResumeAt(
+                BatchState::Paused { until } => Action::ResumeAt(until),
+                _ if !self.resumed => Action::ResumeAt(
                     self.windows.resume_at(kind, now).unwrap_or(now) + Span::from_millis(self.jitter_ms_for(jitter)),
                 ),
                 _ => abort(AbortReason::Limited(kind), self.windows.resume_at(kind, now)),
@@ -267,7 +267,7 @@ impl BatchPolicy {
                 abort(AbortReason::Limited(kind), self.windows.resume_at(kind, now))
             }
             RateLimitKind::Concurrency if self.concurrency_refusals + 1 < MAX_CONCURRENCY_REFUSALS => {
-                Outcome::LowerConcurrency
+                Action::LowerConcurrency
             }
             RateLimitKind::Concurrency | RateLimitKind::Overloaded | RateLimitKind::Unknown => {
                 abort(AbortReason::Limited(kind), None)
@@ -275,16 +275,16 @@ impl BatchPolicy {
         }
     }
 
-    fn apply(&mut self, outcome: Outcome) {
+    fn apply(&mut self, outcome: Action) {
         match outcome {
-            Outcome::Ok | Outcome::Null => {}
-            Outcome::ResumeAt(until) => {
+            Action::Ok | Action::Null => {}
+            Action::ResumeAt(until) => {
                 self.resumed = true;
                 self.state = BatchState::Paused { until };
             }
-            Outcome::LowerConcurrency => self.concurrency_refusals += 1,
-            Outcome::SkipBestEffort => self.best_effort_open = true,
-            Outcome::Abort { reason, retry_at } => {
+            Action::LowerConcurrency => self.concurrency_refusals += 1,
+            Action::SkipBestEffort => self.best_effort_open = true,
+            Action::Abort { reason, retry_at } => {
                 if reason == AbortReason::Limited(RateLimitKind::Concurrency) {
                     self.concurrency_refusals += 1;
                 }
@@ -326,15 +326,15 @@ impl BatchPolicy {
     /// Decide on a 2xx response whose body could not be read (the caller expected JSON and
     /// got something else): a required call aborts the batch
     /// ([`AbortReason::Unreadable`], no retry time); a best-effort one is
-    /// [`Null`](Outcome::Null). An aborted batch answers its abort.
-    pub fn on_unreadable(&mut self, status: u16, best_effort: bool) -> Outcome {
+    /// [`Null`](Action::Null). An aborted batch answers its abort.
+    pub fn on_unreadable(&mut self, status: u16, best_effort: bool) -> Action {
         if let BatchState::Aborted { reason, retry_at } = self.state {
-            return Outcome::Abort { reason, retry_at };
+            return Action::Abort { reason, retry_at };
         }
         let outcome = if best_effort {
-            Outcome::Null
+            Action::Null
         } else {
-            Outcome::Abort { reason: AbortReason::Unreadable { status }, retry_at: None }
+            Action::Abort { reason: AbortReason::Unreadable { status }, retry_at: None }
         };
         if self.state != BatchState::Done {
             self.apply(outcome);
@@ -388,8 +388,8 @@ mod tests {
     fn successes_are_ok_and_change_nothing() {
         let mut b = policy();
         for status in [200, 201, 204, 299] {
-            assert_eq!(b.on_response(status, "", at(1), false, 0), Outcome::Ok);
-            assert_eq!(b.on_response(status, "", at(1), true, 0), Outcome::Ok);
+            assert_eq!(b.on_response(status, "", at(1), false, 0), Action::Ok);
+            assert_eq!(b.on_response(status, "", at(1), true, 0), Action::Ok);
         }
         assert_eq!(b.state(), BatchState::Running);
         assert!(!b.best_effort_open());
@@ -398,16 +398,16 @@ mod tests {
     #[test]
     fn the_first_minutely_429_pauses_until_the_next_minute_plus_jitter() {
         let mut b = policy();
-        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, 0), Outcome::ResumeAt(at(20_100)));
+        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, 0), Action::ResumeAt(at(20_100)));
         assert_eq!(b.state(), BatchState::Paused { until: at(20_100) });
         assert!(b.has_resumed());
 
         let mut b = policy();
-        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, JITTER_SCALE - 1), Outcome::ResumeAt(at(20_300)));
+        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, JITTER_SCALE - 1), Action::ResumeAt(at(20_300)));
         let mut b = policy();
-        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, u64::MAX), Outcome::ResumeAt(at(20_300)));
+        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, u64::MAX), Action::ResumeAt(at(20_300)));
         let mut b = policy();
-        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, JITTER_SCALE / 2), Outcome::ResumeAt(at(20_200)));
+        assert_eq!(b.on_response(429, MINUTELY, at(12_345), false, JITTER_SCALE / 2), Action::ResumeAt(at(20_200)));
     }
 
     #[test]
@@ -415,7 +415,7 @@ mod tests {
         let mut seen = [false; 201];
         for jitter in (0..JITTER_SCALE).step_by(997) {
             let mut b = policy();
-            let Outcome::ResumeAt(until) = b.on_response(429, MINUTELY, at(0), false, jitter) else { panic!() };
+            let Action::ResumeAt(until) = b.on_response(429, MINUTELY, at(0), false, jitter) else { panic!() };
             let ms = until.as_millis() - 10_000;
             assert!((100..=300).contains(&ms), "{ms}");
             seen[(ms - 100) as usize] = true;
@@ -426,21 +426,20 @@ mod tests {
     #[test]
     fn minutely_429s_of_calls_already_in_flight_answer_the_same_pause() {
         let mut b = policy();
-        let Outcome::ResumeAt(until) = b.on_response(429, MINUTELY, at(5_000), false, 0) else { panic!() };
-        assert_eq!(b.on_response(429, MINUTELY, at(5_200), false, JITTER_SCALE - 1), Outcome::ResumeAt(until));
-        assert_eq!(b.on_response(200, "", at(5_300), false, 0), Outcome::Ok);
+        let Action::ResumeAt(until) = b.on_response(429, MINUTELY, at(5_000), false, 0) else { panic!() };
+        assert_eq!(b.on_response(429, MINUTELY, at(5_200), false, JITTER_SCALE - 1), Action::ResumeAt(until));
+        assert_eq!(b.on_response(200, "", at(5_300), false, 0), Action::Ok);
         assert_eq!(b.state(), BatchState::Paused { until });
     }
 
     #[test]
     fn a_batch_resumes_exactly_once() {
         let mut b = policy();
-        let Outcome::ResumeAt(until) = b.on_response(429, MINUTELY, at(5_000), false, 0) else { panic!() };
+        let Action::ResumeAt(until) = b.on_response(429, MINUTELY, at(5_000), false, 0) else { panic!() };
         assert_eq!(until, at(10_100));
-        assert_eq!(b.on_response(200, "", until, false, 0), Outcome::Ok);
+        assert_eq!(b.on_response(200, "", until, false, 0), Action::Ok);
         assert_eq!(b.state(), BatchState::Running);
-        let abort =
-            Outcome::Abort { reason: AbortReason::Limited(RateLimitKind::Minutely), retry_at: Some(at(20_000)) };
+        let abort = Action::Abort { reason: AbortReason::Limited(RateLimitKind::Minutely), retry_at: Some(at(20_000)) };
         assert_eq!(b.on_response(429, MINUTELY, at(15_000), false, 0), abort);
         assert_eq!(
             b.state(),
@@ -453,30 +452,30 @@ mod tests {
         let mut b = policy();
         assert_eq!(
             b.on_response(429, HOURLY, at(12_345), false, 0),
-            Outcome::Abort { reason: AbortReason::Limited(RateLimitKind::Hourly), retry_at: Some(at(100_000)) }
+            Action::Abort { reason: AbortReason::Limited(RateLimitKind::Hourly), retry_at: Some(at(100_000)) }
         );
         let mut b = policy();
         assert_eq!(
             b.on_response(429, DAILY, at(12_345), false, 0),
-            Outcome::Abort { reason: AbortReason::Limited(RateLimitKind::Daily), retry_at: Some(at(1_000_000)) }
+            Action::Abort { reason: AbortReason::Limited(RateLimitKind::Daily), retry_at: Some(at(1_000_000)) }
         );
         // Even while paused for a minutely 429, an hourly one ends the batch.
         let mut b = policy();
         b.on_response(429, MINUTELY, at(1_000), false, 0);
-        assert!(matches!(b.on_response(429, HOURLY, at(1_100), false, 0), Outcome::Abort { .. }));
+        assert!(matches!(b.on_response(429, HOURLY, at(1_100), false, 0), Action::Abort { .. }));
     }
 
     #[test]
     fn concurrency_429s_lower_concurrency_twice_then_abort() {
         let mut b = policy();
-        assert_eq!(b.on_response(429, CONCURRENT, at(1), false, 0), Outcome::LowerConcurrency);
-        assert_eq!(b.on_response(200, "", at(2), false, 0), Outcome::Ok);
-        assert_eq!(b.on_response(429, CONCURRENT, at(3), false, 0), Outcome::LowerConcurrency);
+        assert_eq!(b.on_response(429, CONCURRENT, at(1), false, 0), Action::LowerConcurrency);
+        assert_eq!(b.on_response(200, "", at(2), false, 0), Action::Ok);
+        assert_eq!(b.on_response(429, CONCURRENT, at(3), false, 0), Action::LowerConcurrency);
         assert_eq!(b.concurrency_refusals(), 2);
         assert_eq!(b.state(), BatchState::Running);
         assert_eq!(
             b.on_response(429, CONCURRENT, at(4), false, 0),
-            Outcome::Abort { reason: AbortReason::Limited(RateLimitKind::Concurrency), retry_at: None }
+            Action::Abort { reason: AbortReason::Limited(RateLimitKind::Concurrency), retry_at: None }
         );
         assert_eq!(b.concurrency_refusals(), MAX_CONCURRENCY_REFUSALS);
         assert_eq!(lower_concurrency(5), 4);
@@ -503,7 +502,7 @@ mod tests {
             let mut b = policy();
             assert_eq!(
                 b.on_response(status, body, at(1), false, 0),
-                Outcome::Abort { reason, retry_at: None },
+                Action::Abort { reason, retry_at: None },
                 "{status}"
             );
         }
@@ -513,21 +512,21 @@ mod tests {
     fn a_best_effort_failure_skips_best_effort_calls_and_required_ones_carry_on() {
         for (status, body) in [(429, MINUTELY), (429, HOURLY), (429, DAILY), (429, CONCURRENT), (503, ""), (500, "")] {
             let mut b = policy();
-            assert_eq!(b.on_response(status, body, at(1), true, 0), Outcome::SkipBestEffort, "{status} {body}");
+            assert_eq!(b.on_response(status, body, at(1), true, 0), Action::SkipBestEffort, "{status} {body}");
             assert!(b.best_effort_open());
             assert_eq!(b.state(), BatchState::Running);
             assert!(!b.has_resumed(), "a best-effort minutely 429 spends no resume");
             assert_eq!(b.concurrency_refusals(), 0);
-            assert_eq!(b.on_response(200, "", at(2), false, 0), Outcome::Ok);
-            assert_eq!(b.on_response(429, MINUTELY, at(3), false, 0), Outcome::ResumeAt(at(10_100)));
+            assert_eq!(b.on_response(200, "", at(2), false, 0), Action::Ok);
+            assert_eq!(b.on_response(429, MINUTELY, at(3), false, 0), Action::ResumeAt(at(10_100)));
         }
     }
 
     #[test]
     fn best_effort_stays_short_circuited_for_the_rest_of_the_batch() {
         let mut b = policy();
-        assert_eq!(b.on_response(500, "", at(1), true, 0), Outcome::SkipBestEffort);
-        assert_eq!(b.on_response(502, "", at(2), true, 0), Outcome::SkipBestEffort);
+        assert_eq!(b.on_response(500, "", at(1), true, 0), Action::SkipBestEffort);
+        assert_eq!(b.on_response(502, "", at(2), true, 0), Action::SkipBestEffort);
         assert!(b.best_effort_open());
         assert_eq!(b.finish(), BatchState::Done);
         assert!(b.best_effort_open());
@@ -536,16 +535,16 @@ mod tests {
     #[test]
     fn an_unreadable_body_aborts_a_required_call_and_nulls_a_best_effort_one() {
         let mut b = policy();
-        assert_eq!(b.on_unreadable(200, true), Outcome::Null);
+        assert_eq!(b.on_unreadable(200, true), Action::Null);
         assert_eq!(b.state(), BatchState::Running);
         assert!(!b.best_effort_open(), "one unreadable best-effort body closes nothing");
         assert!(b.sends(true));
-        let abort = Outcome::Abort { reason: AbortReason::Unreadable { status: 203 }, retry_at: None };
+        let abort = Action::Abort { reason: AbortReason::Unreadable { status: 203 }, retry_at: None };
         assert_eq!(b.on_unreadable(203, false), abort);
         assert_eq!(b.state(), BatchState::Aborted { reason: AbortReason::Unreadable { status: 203 }, retry_at: None });
         assert_eq!(b.on_unreadable(200, true), abort, "an aborted batch answers its abort");
         assert_eq!(b.on_response(200, "{}", at(2), false, 0), abort);
-        let Outcome::Abort { reason, .. } = abort else { unreachable!() };
+        let Action::Abort { reason, .. } = abort else { unreachable!() };
         assert_eq!(reason.to_string(), "the upstream answered something other than JSON");
     }
 
@@ -578,7 +577,7 @@ mod tests {
         let mut b = policy();
         b.on_response(429, MINUTELY, at(1), false, 0);
         assert_eq!(b.finish(), BatchState::Done);
-        assert!(matches!(b.on_response(500, "", at(2), false, 0), Outcome::Abort { .. }));
+        assert!(matches!(b.on_response(500, "", at(2), false, 0), Action::Abort { .. }));
         assert_eq!(b.state(), BatchState::Done);
     }
 

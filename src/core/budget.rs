@@ -9,19 +9,19 @@
 //! ```
 //!
 //! The state machine is pure: the caller decides how long a waiter may wait (and calls
-//! [`Slots::leave`] when it gives up) and when a slot comes back ([`Slots::release`]).
+//! [`InFlight::leave`] when it gives up) and when a slot comes back ([`InFlight::release`]).
 
 use alloc::collections::VecDeque;
 
 /// A waiter's place in the queue.
 pub type Ticket = u64;
 
-/// The answer to [`Slots::acquire`].
+/// The answer to [`InFlight::acquire`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquire {
     /// A slot is held now.
     Granted,
-    /// No slot is free: wait for [`Slots::release`] to hand this ticket one.
+    /// No slot is free: wait for [`InFlight::release`] to hand this ticket one.
     Queued(Ticket),
     /// No slot is free and the queue is full: answer at once.
     Refused,
@@ -29,7 +29,7 @@ pub enum Acquire {
 
 /// The slots of one upstream budget.
 #[derive(Clone, Debug)]
-pub struct Slots {
+pub struct InFlight {
     max_in_flight: u32,
     max_queue: usize,
     in_flight: u32,
@@ -37,10 +37,10 @@ pub struct Slots {
     next: Ticket,
 }
 
-impl Slots {
+impl InFlight {
     /// `max_in_flight` slots (at least 1) and room for `max_queue` waiters.
     pub fn new(max_in_flight: u32, max_queue: usize) -> Self {
-        Slots { max_in_flight: max_in_flight.max(1), max_queue, in_flight: 0, queue: VecDeque::new(), next: 1 }
+        InFlight { max_in_flight: max_in_flight.max(1), max_queue, in_flight: 0, queue: VecDeque::new(), next: 1 }
     }
 
     /// Take a slot, or a place in the queue. A new arrival never overtakes a waiter.
@@ -70,7 +70,7 @@ impl Slots {
     }
 
     /// A waiter gives up. `true` if it was still waiting (it holds nothing now); `false` if
-    /// it already holds a slot (handed over by [`Slots::release`]) or never waited.
+    /// it already holds a slot (handed over by [`InFlight::release`]) or never waited.
     pub fn leave(&mut self, ticket: Ticket) -> bool {
         match self.queue.iter().position(|&t| t == ticket) {
             Some(at) => {
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_freed_slot_goes_to_the_first_waiter_never_to_a_later_arrival() {
-        let mut slots = Slots::new(2, 10);
+        let mut slots = InFlight::new(2, 10);
         assert_eq!(slots.acquire(), Acquire::Granted);
         assert_eq!(slots.acquire(), Acquire::Granted);
         let Acquire::Queued(c) = slots.acquire() else { panic!("full") };
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_refuses_at_once_and_the_last_release_frees_the_slot() {
-        let mut slots = Slots::new(1, 1);
+        let mut slots = InFlight::new(1, 1);
         assert_eq!(slots.acquire(), Acquire::Granted);
         let Acquire::Queued(b) = slots.acquire() else { panic!("room for one") };
         assert_eq!(slots.acquire(), Acquire::Refused);

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 /// How a policy counts.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Algorithm {
+pub enum PolicyAlgorithm {
     /// `token_bucket`: refills `rate` tokens per second up to `burst`.
     TokenBucket {
         /// Tokens per second.
@@ -91,28 +91,28 @@ pub(crate) fn secs(span: Span) -> f64 {
     span.as_nanos() as f64 / 1e9
 }
 
-impl Algorithm {
+impl PolicyAlgorithm {
     /// The name used in configs and reports.
     pub fn name(&self) -> &'static str {
         match self {
-            Algorithm::TokenBucket { .. } => "token_bucket",
-            Algorithm::FixedWindow { .. } => "fixed_window",
-            Algorithm::SlidingLog { .. } => "sliding_log",
-            Algorithm::SlidingCounter { .. } => "sliding_counter",
-            Algorithm::Gcra { .. } => "gcra",
-            Algorithm::CountThenBlock { .. } => "count_then_block",
-            Algorithm::SmartFlow { .. } => "smartflow",
+            PolicyAlgorithm::TokenBucket { .. } => "token_bucket",
+            PolicyAlgorithm::FixedWindow { .. } => "fixed_window",
+            PolicyAlgorithm::SlidingLog { .. } => "sliding_log",
+            PolicyAlgorithm::SlidingCounter { .. } => "sliding_counter",
+            PolicyAlgorithm::Gcra { .. } => "gcra",
+            PolicyAlgorithm::CountThenBlock { .. } => "count_then_block",
+            PolicyAlgorithm::SmartFlow { .. } => "smartflow",
         }
     }
 
     /// Whether this is a client-side pacer (delays, never refuses).
     pub fn is_pacer(&self) -> bool {
-        matches!(self, Algorithm::SmartFlow { .. })
+        matches!(self, PolicyAlgorithm::SmartFlow { .. })
     }
 
     /// Whether this runs the core's integer-time limiters (whole units, `t ≥ 0`).
     pub fn is_core(&self) -> bool {
-        matches!(self, Algorithm::Gcra { .. } | Algorithm::CountThenBlock { .. })
+        matches!(self, PolicyAlgorithm::Gcra { .. } | PolicyAlgorithm::CountThenBlock { .. })
     }
 }
 
@@ -149,7 +149,7 @@ pub struct Policy {
     /// Its name (default `policy-N`).
     pub name: String,
     /// How it counts.
-    pub algorithm: Algorithm,
+    pub algorithm: PolicyAlgorithm,
     /// What it counts per.
     pub key: KeyBy,
     /// Window length in seconds (1 for token buckets unless given).
@@ -175,12 +175,12 @@ impl Policy {
     /// The long-run admitted rate per key.
     pub fn sustained_rps(&self) -> f64 {
         match self.algorithm {
-            Algorithm::TokenBucket { rate, .. } => rate,
-            Algorithm::FixedWindow { limit }
-            | Algorithm::SlidingLog { limit }
-            | Algorithm::SlidingCounter { limit } => limit / self.window_s,
-            Algorithm::Gcra { rate, .. } | Algorithm::SmartFlow { rate, .. } => rate,
-            Algorithm::CountThenBlock { counting, .. } => match counting {
+            PolicyAlgorithm::TokenBucket { rate, .. } => rate,
+            PolicyAlgorithm::FixedWindow { limit }
+            | PolicyAlgorithm::SlidingLog { limit }
+            | PolicyAlgorithm::SlidingCounter { limit } => limit / self.window_s,
+            PolicyAlgorithm::Gcra { rate, .. } | PolicyAlgorithm::SmartFlow { rate, .. } => rate,
+            PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, .. } => 1.0 / secs(interval),
                 rules::Algorithm::SlidingLog { requests_per_period, period }
                 | rules::Algorithm::FixedWindow { requests_per_period, period }
@@ -194,12 +194,12 @@ impl Policy {
     /// The most one key can get through in one window.
     pub fn theoretical_max(&self) -> f64 {
         match self.algorithm {
-            Algorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
-            Algorithm::FixedWindow { limit } => 2.0 * limit,
-            Algorithm::SlidingLog { limit } | Algorithm::SlidingCounter { limit } => limit,
-            Algorithm::Gcra { rate, burst, .. } => f64::from(burst) + rate * self.window_s,
-            Algorithm::SmartFlow { rate, burst } => burst + rate * self.window_s,
-            Algorithm::CountThenBlock { counting, .. } => match counting {
+            PolicyAlgorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
+            PolicyAlgorithm::FixedWindow { limit } => 2.0 * limit,
+            PolicyAlgorithm::SlidingLog { limit } | PolicyAlgorithm::SlidingCounter { limit } => limit,
+            PolicyAlgorithm::Gcra { rate, burst, .. } => f64::from(burst) + rate * self.window_s,
+            PolicyAlgorithm::SmartFlow { rate, burst } => burst + rate * self.window_s,
+            PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, burst } => f64::from(burst) + self.window_s / secs(interval),
                 rules::Algorithm::FixedWindow { requests_per_period, .. } => 2.0 * f64::from(requests_per_period),
                 rules::Algorithm::SlidingLog { requests_per_period, .. }
@@ -212,9 +212,10 @@ impl Policy {
     /// rules counting in fixed windows), for RL04.
     pub fn fixed_window_limit(&self) -> Option<f64> {
         match self.algorithm {
-            Algorithm::FixedWindow { limit } => Some(limit),
-            Algorithm::CountThenBlock {
-                counting: rules::Algorithm::FixedWindow { requests_per_period, .. }, ..
+            PolicyAlgorithm::FixedWindow { limit } => Some(limit),
+            PolicyAlgorithm::CountThenBlock {
+                counting: rules::Algorithm::FixedWindow { requests_per_period, .. },
+                ..
             } => Some(f64::from(requests_per_period)),
             _ => None,
         }
@@ -223,9 +224,10 @@ impl Policy {
     /// The number of timestamps a sliding log keeps per key, for RL07.
     pub fn sliding_log_limit(&self) -> Option<f64> {
         match self.algorithm {
-            Algorithm::SlidingLog { limit } => Some(limit),
-            Algorithm::CountThenBlock {
-                counting: rules::Algorithm::SlidingLog { requests_per_period, .. }, ..
+            PolicyAlgorithm::SlidingLog { limit } => Some(limit),
+            PolicyAlgorithm::CountThenBlock {
+                counting: rules::Algorithm::SlidingLog { requests_per_period, .. },
+                ..
             } => Some(f64::from(requests_per_period)),
             _ => None,
         }
@@ -553,25 +555,27 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
             return Err(input(format!("policy {pname}: token_bucket needs rate (+burst) or limit + window_s")));
         };
         let window_s = num(Some(q.get("window_s").unwrap_or(&Value::from(1.0))), &field("window_s"), true)?;
-        (Algorithm::TokenBucket { rate, burst }, window_s)
+        (PolicyAlgorithm::TokenBucket { rate, burst }, window_s)
     } else {
         let limit = num(q.get("limit"), &field("limit"), true)?;
         let window_s = num(q.get("window_s"), &field("window_s"), true)?;
         let algorithm = match algo {
-            "fixed_window" => Algorithm::FixedWindow { limit },
-            "sliding_log" => Algorithm::SlidingLog { limit },
-            _ => Algorithm::SlidingCounter { limit },
+            "fixed_window" => PolicyAlgorithm::FixedWindow { limit },
+            "sliding_log" => PolicyAlgorithm::SlidingLog { limit },
+            _ => PolicyAlgorithm::SlidingCounter { limit },
         };
         (algorithm, window_s)
     };
     let quota = match (algorithm, raw_limit) {
-        (Algorithm::Gcra { burst, .. }, _) => PyValue::Int(burst.into()),
-        (Algorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
-        (Algorithm::CountThenBlock { counting, .. }, _) => counting_quota(counting),
-        (Algorithm::TokenBucket { .. }, Some(raw)) => raw,
-        (Algorithm::TokenBucket { burst, .. }, None) => PyValue::Float(burst),
+        (PolicyAlgorithm::Gcra { burst, .. }, _) => PyValue::Int(burst.into()),
+        (PolicyAlgorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
+        (PolicyAlgorithm::CountThenBlock { counting, .. }, _) => counting_quota(counting),
+        (PolicyAlgorithm::TokenBucket { .. }, Some(raw)) => raw,
+        (PolicyAlgorithm::TokenBucket { burst, .. }, None) => PyValue::Float(burst),
         (
-            Algorithm::FixedWindow { limit } | Algorithm::SlidingLog { limit } | Algorithm::SlidingCounter { limit },
+            PolicyAlgorithm::FixedWindow { limit }
+            | PolicyAlgorithm::SlidingLog { limit }
+            | PolicyAlgorithm::SlidingCounter { limit },
             _,
         ) => PyValue::Float(limit),
     };
@@ -625,7 +629,7 @@ fn float_or_repr(v: Option<&Value>) -> String {
 
 /// `gcra`, `count_then_block` and `smartflow`: their fields, checked, and the window the
 /// report measures them over.
-fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Algorithm, f64), SimError> {
+fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(PolicyAlgorithm, f64), SimError> {
     let field = |f: &str| format!("{name}.{f}");
     let one = Value::from(1);
     let window = |q: &Map<String, Value>| num(Some(q.get("window_s").unwrap_or(&one)), &field("window_s"), true);
@@ -644,7 +648,7 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Alg
                     float_or_repr(q.get("rate"))
                 )));
             }
-            Ok((Algorithm::Gcra { rate, burst, interval }, window(q)?))
+            Ok((PolicyAlgorithm::Gcra { rate, burst, interval }, window(q)?))
         }
         "count_then_block" => {
             let requests_per_period = whole(q.get("requests_per_period"), &field("requests_per_period"))?;
@@ -664,7 +668,7 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Alg
                     )))
                 }
             };
-            Ok((Algorithm::CountThenBlock { counting, mitigation_timeout }, secs(period)))
+            Ok((PolicyAlgorithm::CountThenBlock { counting, mitigation_timeout }, secs(period)))
         }
         _ => {
             let rate = num(q.get("rate"), &field("rate"), true)?;
@@ -680,7 +684,7 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Alg
                 Some(b) => num(Some(b), &field("burst"), true)?,
                 None => rate.max(1.0),
             };
-            Ok((Algorithm::SmartFlow { rate, burst }, window(q)?))
+            Ok((PolicyAlgorithm::SmartFlow { rate, burst }, window(q)?))
         }
     }
 }
@@ -723,7 +727,7 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
             };
             Policy {
                 name: rule.id.clone(),
-                algorithm: Algorithm::CountThenBlock {
+                algorithm: PolicyAlgorithm::CountThenBlock {
                     counting: rule.algorithm,
                     mitigation_timeout: rule.mitigation_timeout,
                 },

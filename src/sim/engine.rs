@@ -8,7 +8,7 @@
 //! Its parts: [`super::names`] (interning), [`super::traffic`] (the requests, generated or
 //! read), [`super::queue`] (pending retries) and [`super::stats`] (what is counted).
 
-use super::config::{nanos, secs, Algorithm, Config, Pattern, Retry};
+use super::config::{nanos, secs, Config, Pattern, PolicyAlgorithm, Retry};
 use super::limiters::ReferenceLimiter;
 use super::names::{Names, Pairs};
 use super::py::round;
@@ -201,23 +201,29 @@ impl<'c, 'o> Engine<'c, 'o> {
             .policies
             .iter()
             .map(|p| match p.algorithm {
-                Algorithm::TokenBucket { rate, burst } => State::Reference(ReferenceLimiter::token_bucket(rate, burst)),
-                Algorithm::FixedWindow { limit } => State::Reference(ReferenceLimiter::fixed_window(limit, p.window_s)),
-                Algorithm::SlidingLog { limit } => State::Reference(ReferenceLimiter::sliding_log(limit, p.window_s)),
-                Algorithm::SlidingCounter { limit } => {
+                PolicyAlgorithm::TokenBucket { rate, burst } => {
+                    State::Reference(ReferenceLimiter::token_bucket(rate, burst))
+                }
+                PolicyAlgorithm::FixedWindow { limit } => {
+                    State::Reference(ReferenceLimiter::fixed_window(limit, p.window_s))
+                }
+                PolicyAlgorithm::SlidingLog { limit } => {
+                    State::Reference(ReferenceLimiter::sliding_log(limit, p.window_s))
+                }
+                PolicyAlgorithm::SlidingCounter { limit } => {
                     State::Reference(ReferenceLimiter::sliding_counter(limit, p.window_s))
                 }
-                Algorithm::Gcra { burst, interval, .. } => State::Core {
+                PolicyAlgorithm::Gcra { burst, interval, .. } => State::Core {
                     prototype: Blocking::new(
                         AnyLimiter::Gcra(crate::core::limit::Gcra::with_interval(burst, interval)),
                         crate::core::time::Span::ZERO,
                     ),
                     keys: Vec::new(),
                 },
-                Algorithm::CountThenBlock { counting, mitigation_timeout } => {
+                PolicyAlgorithm::CountThenBlock { counting, mitigation_timeout } => {
                     State::Core { prototype: Blocking::new(counting.limiter(), mitigation_timeout), keys: Vec::new() }
                 }
-                Algorithm::SmartFlow { rate, burst } => State::Pacer {
+                PolicyAlgorithm::SmartFlow { rate, burst } => State::Pacer {
                     prototype: SmartFlowBucket::new(rate, burst).expect("rate and burst checked with the config"),
                     keys: Vec::new(),
                 },

@@ -7,7 +7,7 @@
 //! is the reference's.
 
 use super::config::secs;
-use super::config::{Algorithm, Config, KeyBy, Policy};
+use super::config::{Config, KeyBy, Policy, PolicyAlgorithm};
 use super::py::PyValue;
 use super::py::{format_f, format_g};
 use super::stats::{ClientStats, Outcome, Peak, PolicyStats};
@@ -95,7 +95,7 @@ pub(super) fn top_policy(s: &ClientStats) -> &str {
 /// A `count_then_block` policy's mitigation timeout in seconds (`None`: another algorithm).
 pub(super) fn mitigation_timeout_s(p: &Policy) -> Option<f64> {
     match p.algorithm {
-        Algorithm::CountThenBlock { mitigation_timeout, .. } => Some(secs(mitigation_timeout)),
+        PolicyAlgorithm::CountThenBlock { mitigation_timeout, .. } => Some(secs(mitigation_timeout)),
         _ => None,
     }
 }
@@ -267,7 +267,7 @@ fn rl04_fixed_window_boundary_burst(found: &mut Vec<Finding>, p: &Policy, ps: &P
         message: format!(
             "{} '{}' let {obs} requests through in one rolling {}s window (limit {}, {}x) across a window \
              boundary; use sliding_counter or a token bucket if the limit protects capacity.",
-            if matches!(p.algorithm, Algorithm::FixedWindow { .. }) {
+            if matches!(p.algorithm, PolicyAlgorithm::FixedWindow { .. }) {
                 "Fixed window"
             } else {
                 "Count-then-block rule (fixed-window counting)"

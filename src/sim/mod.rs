@@ -58,7 +58,7 @@ mod traffic;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
-pub use config::{edge_rule_policies, Algorithm, Client, Config, KeyBy, Pattern, Policy, Retry};
+pub use config::{edge_rule_policies, Client, Config, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry};
 pub use decisions::{decisions, Decided};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};

@@ -2,7 +2,7 @@
 //! classification, the location cache's bookkeeping and the batch policy.
 
 use super::{ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
-use crate::client::batch::{lower_concurrency, AbortReason, BatchPolicy, Outcome};
+use crate::client::batch::{lower_concurrency, AbortReason, Action, BatchPolicy};
 use crate::client::cache::{CacheKey, LocationCache, Lookup};
 use crate::client::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
 use crate::core::time::{Instant, Span};
@@ -317,7 +317,7 @@ impl BatchPolicyJs {
         let now = instant(now_ms, "nowMs")?;
         let jitter = (js_sys::Math::random() * crate::client::batch::JITTER_SCALE as f64) as u64;
         let outcome = match self.core.on_response(status, body, now, best_effort, jitter) {
-            Outcome::Ok if !readable => self.core.on_unreadable(status, best_effort),
+            Action::Ok if !readable => self.core.on_unreadable(status, best_effort),
             outcome => outcome,
         };
         Ok(action(outcome, max_in_flight))
@@ -330,23 +330,23 @@ impl BatchPolicyJs {
     }
 }
 
-/// An [`Outcome`] as the plain object `runBatch` reads.
-fn action(outcome: Outcome, max_in_flight: u32) -> JsValue {
+/// An [`Action`] as the plain object `runBatch` reads.
+fn action(outcome: Action, max_in_flight: u32) -> JsValue {
     let out = Object::new();
     let ms = |t: Instant| JsValue::from(nanos_to_ms(t.as_nanos()));
     match outcome {
-        Outcome::Ok => set_prop(&out, "action", &"ok".into()),
-        Outcome::Null => set_prop(&out, "action", &"null".into()),
-        Outcome::ResumeAt(at) => {
+        Action::Ok => set_prop(&out, "action", &"ok".into()),
+        Action::Null => set_prop(&out, "action", &"null".into()),
+        Action::ResumeAt(at) => {
             set_prop(&out, "action", &"resume".into());
             set_prop(&out, "atMs", &ms(at));
         }
-        Outcome::LowerConcurrency => {
+        Action::LowerConcurrency => {
             set_prop(&out, "action", &"lowerConcurrency".into());
             set_prop(&out, "maxInFlight", &lower_concurrency(max_in_flight).into());
         }
-        Outcome::SkipBestEffort => set_prop(&out, "action", &"skipBestEffort".into()),
-        Outcome::Abort { reason, retry_at } => {
+        Action::SkipBestEffort => set_prop(&out, "action", &"skipBestEffort".into()),
+        Action::Abort { reason, retry_at } => {
             set_prop(&out, "action", &"abort".into());
             set_prop(&out, "reason", &reason.to_string().into());
             let (kind, status) = match reason {

@@ -1,12 +1,12 @@
 //! Upstream budgets, as the worker takes them: in this isolate (`scope: "isolate"`, the
-//! core's [`Slots`] per upstream, with the waiting done on JavaScript promises), or from the
+//! core's [`InFlight`] per upstream, with the waiting done on JavaScript promises), or from the
 //! upstream's Durable Object (`scope: "fleet"`, see `fleet.rs`), as a lease renewed while
 //! the response streams. Whatever a request holds (a slot, its place in the queue, a lease)
 //! is a hold of its [`Scope`]: given back once, however the request ends.
 
 use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
-use sluicegate::budget::{Acquire, Slots, Ticket};
+use sluicegate::budget::{Acquire, InFlight, Ticket};
 use sluicegate::rules::{Scope as BudgetScope, Upstream};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,7 +17,7 @@ use wasm_bindgen_futures::JsFuture;
 const MAX_QUEUE: usize = 10_000;
 
 struct Budget {
-    slots: Slots,
+    slots: InFlight,
     /// The `resolve` of each waiter's promise, by ticket.
     waiters: HashMap<Ticket, js_sys::Function>,
 }
@@ -31,7 +31,7 @@ fn with_budget<T>(upstream: &Upstream, f: impl FnOnce(&mut Budget) -> T) -> T {
         let mut budgets = budgets.borrow_mut();
         let key = (upstream.id.clone(), upstream.max_in_flight);
         let budget = budgets.entry(key).or_insert_with(|| Budget {
-            slots: Slots::new(upstream.max_in_flight, MAX_QUEUE),
+            slots: InFlight::new(upstream.max_in_flight, MAX_QUEUE),
             waiters: HashMap::new(),
         });
         f(budget)

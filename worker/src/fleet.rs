@@ -1,9 +1,9 @@
 //! Fleet-wide upstream budgets (`scope: "fleet"`), kept by one Durable Object per upstream:
-//! the core's [`Slots`], and a lease per held slot that the holder renews while it streams.
+//! the core's [`InFlight`], and a lease per held slot that the holder renews while it streams.
 //! A lease not renewed in time (its isolate died holding it) gives its slot back.
 
 use crate::js;
-use sluicegate::budget::{Acquire, Slots, Ticket};
+use sluicegate::budget::{Acquire, InFlight, Ticket};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ pub struct Fleet {
 }
 
 struct Budget {
-    slots: Slots,
+    slots: InFlight,
     /// When each held lease ends unless renewed.
     leases: HashMap<u64, Instant>,
     /// The `resolve` of each waiter's promise, by ticket.
@@ -31,7 +31,7 @@ struct Budget {
 impl Budget {
     fn new(max_in_flight: u32) -> Self {
         Budget {
-            slots: Slots::new(max_in_flight, MAX_QUEUE),
+            slots: InFlight::new(max_in_flight, MAX_QUEUE),
             leases: HashMap::new(),
             waiters: HashMap::new(),
             next_lease: 1,

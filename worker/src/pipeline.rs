@@ -433,7 +433,7 @@ pub(crate) fn refusal(rule: &Rule, wait: Span, checked: &Checked) -> Result<Resp
 /// its length gets: `413` past the biggest body, `429` past its bytes or its share in flight.
 fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>) -> Response {
     match why {
-        preread::Cut::Source => pre_read_refusal(request, preread::Scope::Source, Span::from_secs(1), identity),
+        preread::Cut::Source => pre_read_refusal(request, preread::Check::Source, Span::from_secs(1), identity),
         preread::Cut::Length(error) => bad_request(request, &format!("The body was cut: {error}.")),
         preread::Cut::Tenant(refusal) => tenant_refusal(request, refusal),
     }
@@ -441,7 +441,7 @@ fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>)
 
 /// `429` from a check made before the body is read, naming the check in `Sluicegate-Scope`
 /// (and in the log line).
-fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identity: Option<Identity>) -> Response {
+fn pre_read_refusal(request: &Request, scope: preread::Check, wait: Span, identity: Option<Identity>) -> Response {
     let (ip, source) = identity_fields(identity);
     log(&format!(
         "{{\"sluicegate\":\"pre-read\",\"scope\":\"{}\",\"identity\":{},\"identity_source\":\"{source}\",\"retry_after_ms\":{},\"url\":{}}}",
@@ -451,9 +451,9 @@ fn pre_read_refusal(request: &Request, scope: preread::Scope, wait: Span, identi
         json_string(&logged_url(request))
     ));
     let detail = match scope {
-        preread::Scope::Ip => "Too many requests from this address.",
-        preread::Scope::Node => "This edge is receiving too many requests.",
-        preread::Scope::Source => "Too many body bytes for this endpoint.",
+        preread::Check::Ip => "Too many requests from this address.",
+        preread::Check::Node => "This edge is receiving too many requests.",
+        preread::Check::Source => "Too many body bytes for this endpoint.",
     };
     let wait = Span::from_secs(wait.as_secs_ceil().max(1));
     let response = problem(429, &headers::problem(429, "Too Many Requests", detail, None, Some(wait)), Some(wait));

@@ -24,19 +24,19 @@ const OVERFLOW_SOURCE: &str = "\u{1f}other-hosts";
 
 /// Which check refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub enum Check {
     Ip,
     Node,
     Source,
 }
 
-impl Scope {
+impl Check {
     /// The name in `Sluicegate-Scope` and logs.
     pub fn name(self) -> &'static str {
         match self {
-            Scope::Ip => "ip",
-            Scope::Node => "node",
-            Scope::Source => "source",
+            Check::Ip => "ip",
+            Check::Node => "node",
+            Check::Source => "source",
         }
     }
 }
@@ -79,7 +79,7 @@ pub fn check(
     source: &str,
     declared: Option<u64>,
     now: Instant,
-) -> Result<(), (Scope, Span)> {
+) -> Result<(), (Check, Span)> {
     if rules.pre_read().is_empty() {
         return Ok(());
     }
@@ -87,21 +87,21 @@ pub fn check(
         if let Some(table) = &mut state.ip {
             // Requests without an address share one bucket rather than go uncounted.
             let ip = identity.map_or(ClientIp::V4(Ipv4Addr::UNSPECIFIED), |id| id.ip);
-            refused(table.check(ip, now), Scope::Ip)?;
+            refused(table.check(ip, now), Check::Ip)?;
         }
         if let Some(node) = &mut state.node {
-            refused(node.check(now, 1).unwrap_or(Decision::Deny { retry_after: Span::ZERO }), Scope::Node)?;
+            refused(node.check(now, 1).unwrap_or(Decision::Deny { retry_after: Span::ZERO }), Check::Node)?;
         }
         match (declared, pre.source_bytes_per_second) {
             (Some(bytes), Some(rate)) if bytes > 0 => {
-                refused(source_bucket(state, source, rate, now).check(bytes, now), Scope::Source)
+                refused(source_bucket(state, source, rate, now).check(bytes, now), Check::Source)
             }
             _ => Ok(()),
         }
     })
 }
 
-fn refused(decision: Decision, scope: Scope) -> Result<(), (Scope, Span)> {
+fn refused(decision: Decision, scope: Check) -> Result<(), (Check, Span)> {
     match decision {
         Decision::Allow { .. } => Ok(()),
         Decision::Deny { retry_after } => Err((scope, retry_after)),

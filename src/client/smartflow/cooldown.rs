@@ -2,7 +2,7 @@
 //! the cache waits before it is tried again. Time is an [`Instant`] on the caller's
 //! monotonic clock (the one the buckets' seconds are read from).
 //!
-//! A cooldown is kept per [`Scope`]: the organization a request belongs to when it is
+//! A cooldown is kept per [`Target`]: the organization a request belongs to when it is
 //! known, else the network or device its URL names, else everything (global). A request is
 //! held back by the global cooldown and by its own scope's, whichever ends later:
 //!
@@ -21,7 +21,7 @@ use core::fmt;
 
 /// What a cooldown holds back.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Scope {
+pub enum Target {
     /// Every request.
     Global,
     /// The requests of one organization (named, or through a learned network or device).
@@ -32,26 +32,26 @@ pub enum Scope {
     Device(String),
 }
 
-impl fmt::Display for Scope {
+impl fmt::Display for Target {
     /// `global`, `org:<id>`, `network:<id>` or `device:<serial>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Scope::Global => f.write_str("global"),
-            Scope::Org(id) => write!(f, "org:{id}"),
-            Scope::Network(id) => write!(f, "network:{id}"),
-            Scope::Device(serial) => write!(f, "device:{serial}"),
+            Target::Global => f.write_str("global"),
+            Target::Org(id) => write!(f, "org:{id}"),
+            Target::Network(id) => write!(f, "network:{id}"),
+            Target::Device(serial) => write!(f, "device:{serial}"),
         }
     }
 }
 
-/// The cooldowns in force: until when each [`Scope`] is held back.
+/// The cooldowns in force: until when each [`Target`] is held back.
 ///
 /// # Examples
 /// ```
-/// use sluicegate::smartflow::{Cooldowns, Scope};
+/// use sluicegate::smartflow::{Cooldowns, Target};
 /// use sluicegate::{Instant, Span};
 /// let mut cooldowns = Cooldowns::default();
-/// let org = Scope::Org("O_1".into());
+/// let org = Target::Org("O_1".into());
 /// cooldowns.hold_back(org.clone(), Instant::from_secs(5));
 /// cooldowns.hold_back(org.clone(), Instant::from_secs(1)); // shorter: ignored
 /// assert_eq!(cooldowns.hold(Some(&org), Instant::from_secs(2)), Span::from_secs(3));
@@ -61,13 +61,13 @@ impl fmt::Display for Scope {
 pub struct Cooldowns {
     /// One entry per scope. A list: only the scopes a 429 named recently are here, and the
     /// ended ones are dropped at each [`hold`](Cooldowns::hold).
-    until: Vec<(Scope, Instant)>,
+    until: Vec<(Target, Instant)>,
 }
 
 impl Cooldowns {
     /// Hold `scope` back until `until`; a cooldown in force that ends later is kept (a
     /// cooldown is never shortened).
-    pub fn hold_back(&mut self, scope: Scope, until: Instant) {
+    pub fn hold_back(&mut self, scope: Target, until: Instant) {
         match self.until.iter_mut().find(|(held, _)| *held == scope) {
             Some((_, current)) => *current = (*current).max(until),
             None => self.until.push((scope, until)),
@@ -77,9 +77,9 @@ impl Cooldowns {
     /// How long a request in `scope` (`None`: a request in no scope but the global one) is
     /// still held back at `now`: until the later of the global cooldown and its scope's.
     /// Cooldowns that have ended are forgotten.
-    pub fn hold(&mut self, scope: Option<&Scope>, now: Instant) -> Span {
+    pub fn hold(&mut self, scope: Option<&Target>, now: Instant) -> Span {
         self.until.retain(|&(_, until)| until > now);
-        let global = self.until(&Scope::Global).map_or(Span::ZERO, |until| until - now);
+        let global = self.until(&Target::Global).map_or(Span::ZERO, |until| until - now);
         let own = scope.and_then(|scope| self.until(scope)).map_or(Span::ZERO, |until| until - now);
         global.max(own)
     }
@@ -91,7 +91,7 @@ impl Cooldowns {
     }
 
     /// When `scope`'s own cooldown ends, if one is recorded.
-    pub fn until(&self, scope: &Scope) -> Option<Instant> {
+    pub fn until(&self, scope: &Target) -> Option<Instant> {
         self.until.iter().find(|(held, _)| held == scope).map(|&(_, until)| until)
     }
 }
@@ -142,8 +142,8 @@ mod tests {
         Instant::from_secs(secs)
     }
 
-    fn org(id: &str) -> Scope {
-        Scope::Org(id.into())
+    fn org(id: &str) -> Target {
+        Target::Org(id.into())
     }
 
     #[test]
@@ -160,7 +160,7 @@ mod tests {
     fn a_request_waits_for_the_later_of_the_global_cooldown_and_its_own() {
         let mut cooldowns = Cooldowns::default();
         cooldowns.hold_back(org("O_1"), at(5));
-        cooldowns.hold_back(Scope::Global, at(6));
+        cooldowns.hold_back(Target::Global, at(6));
         assert_eq!(cooldowns.hold(Some(&org("O_1")), at(3)), Span::from_secs(3));
         assert_eq!(cooldowns.hold(Some(&org("O_2")), at(3)), Span::from_secs(3), "global holds everyone");
         assert_eq!(cooldowns.hold(None, at(3)), Span::from_secs(3));
@@ -171,9 +171,9 @@ mod tests {
     #[test]
     fn other_scopes_are_not_held_back() {
         let mut cooldowns = Cooldowns::default();
-        cooldowns.hold_back(Scope::Network("N_9".into()), at(2));
-        assert_eq!(cooldowns.hold(Some(&Scope::Network("N_1".into())), at(0)), Span::ZERO);
-        assert_eq!(cooldowns.hold(Some(&Scope::Device("N_9".into())), at(0)), Span::ZERO, "kinds differ");
+        cooldowns.hold_back(Target::Network("N_9".into()), at(2));
+        assert_eq!(cooldowns.hold(Some(&Target::Network("N_1".into())), at(0)), Span::ZERO);
+        assert_eq!(cooldowns.hold(Some(&Target::Device("N_9".into())), at(0)), Span::ZERO, "kinds differ");
         assert_eq!(cooldowns.hold(Some(&org("N_9")), at(0)), Span::ZERO);
         assert_eq!(cooldowns.hold(None, at(0)), Span::ZERO);
     }
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn scopes_are_written_as_their_keys() {
-        let scopes = [Scope::Global, org("O_1"), Scope::Network("N_1".into()), Scope::Device("Q2".into())];
+        let scopes = [Target::Global, org("O_1"), Target::Network("N_1".into()), Target::Device("Q2".into())];
         let keys: Vec<_> = scopes.iter().map(ToString::to_string).collect();
         assert_eq!(keys, ["global", "org:O_1", "network:N_1", "device:Q2"]);
     }

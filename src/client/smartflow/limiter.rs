@@ -2,7 +2,7 @@
 
 use super::bucket::TokenBucket;
 use super::cache::{self, CacheLoad};
-use super::cooldown::{Cooldowns, SaveBackoff, Scope};
+use super::cooldown::{Cooldowns, SaveBackoff, Target};
 use super::response::{
     Field, ResponseBody, NETWORK_ID, NETWORK_NESTED_ID, ORGANIZATION_ID, ORGANIZATION_NESTED_ID, SERIAL,
 };
@@ -477,8 +477,8 @@ impl OrgRateLimiter {
         let penalty = self.on_rate_limited(url);
         if let Some(wait) = retry_after.filter(|wait| !wait.is_zero()) {
             let scope = match penalty {
-                Penalty::Global => Scope::Global,
-                Penalty::Org | Penalty::SkippedUnresolved => self.scope(url).unwrap_or(Scope::Global),
+                Penalty::Global => Target::Global,
+                Penalty::Org | Penalty::SkippedUnresolved => self.scope(url).unwrap_or(Target::Global),
             };
             self.cooldowns.hold_back(scope, now + wait);
         }
@@ -487,13 +487,13 @@ impl OrgRateLimiter {
 
     /// The scope a cooldown for `url` is kept under: its organization when known, else the
     /// network (else the device) it names; `None` for a URL naming none of them.
-    pub fn scope(&self, url: &str) -> Option<Scope> {
+    pub fn scope(&self, url: &str) -> Option<Target> {
         if let Some(org) = self.resolve_org(url) {
-            return Some(Scope::Org(String::from(org)));
+            return Some(Target::Org(String::from(org)));
         }
         url::scoped_id(url).map(|(kind, id)| match kind {
-            IdKind::Network => Scope::Network(String::from(id)),
-            IdKind::Device => Scope::Device(String::from(id)),
+            IdKind::Network => Target::Network(String::from(id)),
+            IdKind::Device => Target::Device(String::from(id)),
         })
     }
 

@@ -26,7 +26,7 @@
 //! | what a response means (429, 2xx, a GET's JSON body) | [`reaction`], [`Reaction`], [`url::without_query`] |
 //! | which body fields are learned from | [`ResponseBody`], [`LEARNED_FIELDS`], [`OrgRateLimiter::learn_from_body`] |
 //! | `Retry-After`: delay-seconds and the three HTTP-date forms | [`RetryAfter`], [`retry_after_wait`] |
-//! | cooldowns per scope, never shortened | [`OrgRateLimiter::on_rate_limited_with_retry`], [`OrgRateLimiter::cooldown`], [`Cooldowns`], [`Scope`] |
+//! | cooldowns per scope, never shortened | [`OrgRateLimiter::on_rate_limited_with_retry`], [`OrgRateLimiter::cooldown`], [`Cooldowns`], [`Target`] |
 //! | when a failed save is tried again | [`OrgRateLimiter::save_failed`], [`SaveBackoff`] |
 //!
 //! Time is `f64` seconds, as in the specification: monotonic seconds for the buckets
@@ -46,7 +46,7 @@ pub mod url;
 
 pub use bucket::{TokenBucket, RATE_FLOOR};
 pub use cache::{format_saved_at, is_fresh, parse_saved_at, parse_saved_at_str, CacheLoad};
-pub use cooldown::{Cooldowns, SaveBackoff, Scope, FIRST_SAVE_RETRY, MAX_SAVE_RETRY};
+pub use cooldown::{Cooldowns, SaveBackoff, Target, FIRST_SAVE_RETRY, MAX_SAVE_RETRY};
 pub use limiter::{Acquired, Config, Hydrator, Learned, Lookup, OrgRateLimiter, Penalty, Resolver};
 pub use response::{
     reaction, Field, Reaction, ResponseBody, LEARNED_FIELDS, NETWORK_ID, NETWORK_NESTED_ID, ORGANIZATION_ID,
