@@ -129,22 +129,31 @@ function setState(state) {
 
 // ---------------------------------------------------------------- examples and inputs
 
-function pickExample(name) {
+/** Put example `name` in `textarea` and name it in `select` (an unknown name changes nothing). */
+function pick(select, textarea, name) {
   const text = examples.get(name);
   if (text === undefined) return;
-  el.config.value = text;
-  el.example.value = name;
+  textarea.value = text;
+  select.value = name;
 }
 
-el.example.addEventListener("change", () => {
-  if (el.example.value !== "custom") pickExample(el.example.value);
-  clearError();
-});
+/** `select` picks an example for `textarea`; an edit to the text makes it "custom". */
+function pairExamples(select, textarea) {
+  select.addEventListener("change", () => {
+    if (select.value !== "custom") pick(select, textarea, select.value);
+    clearError();
+  });
+  textarea.addEventListener("input", () => {
+    const name = select.value;
+    if (name !== "custom" && examples.get(name) !== textarea.value) select.value = "custom";
+  });
+}
 
-el.config.addEventListener("input", () => {
-  const name = el.example.value;
-  if (name !== "custom" && examples.get(name) !== el.config.value) el.example.value = "custom";
-});
+function pickExample(name) {
+  pick(el.example, el.config, name);
+}
+
+pairExamples(el.example, el.config);
 
 // Compare mode: the configuration above is "before", a second one "after".
 
@@ -173,21 +182,10 @@ function showResults() {
 for (const radio of el.modes) radio.addEventListener("change", () => radio.checked && setMode(radio.value));
 
 function pickAfter(name) {
-  const text = examples.get(name);
-  if (text === undefined) return;
-  el.after.value = text;
-  el.afterExample.value = name;
+  pick(el.afterExample, el.after, name);
 }
 
-el.afterExample.addEventListener("change", () => {
-  if (el.afterExample.value !== "custom") pickAfter(el.afterExample.value);
-  clearError();
-});
-
-el.after.addEventListener("input", () => {
-  const name = el.afterExample.value;
-  if (name !== "custom" && examples.get(name) !== el.after.value) el.afterExample.value = "custom";
-});
+pairExamples(el.afterExample, el.after);
 
 el.examplePair.addEventListener("click", () => {
   pickExample("orders-api");
