@@ -2,26 +2,10 @@
 // a required call ends the batch: every queued and in-flight call is aborted. A minutely 429
 // pauses it instead: queued calls stop, calls in flight (already admitted upstream) finish,
 // and the rest resume once at the next upstream window. Best-effort calls degrade to null.
-import { BatchPolicy } from "../pkg/sluicegate.js";
+import { BatchPolicy, Wait } from "../pkg/sluicegate.js";
 import { onAbort } from "./abort.js";
 import { Pacer } from "./pacer.js";
-
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(done, Math.max(0, ms));
-    const stop = signal
-      ? onAbort(signal, () => {
-          clearTimeout(timer);
-          reject(signal.reason);
-        })
-      : () => {};
-    function done() {
-      stop();
-      resolve();
-    }
-  });
-}
+import { sleep } from "./wait.js";
 
 /**
  * Run `calls` ({ url, weight, bestEffort?, init? }) and settle every one of them.
@@ -160,7 +144,7 @@ export async function runBatch(calls, options = {}) {
       stats.resumed = true;
       progress();
       try {
-        await sleep(resumeAt - now(), outer);
+        await sleep(Wait, resumeAt - now(), outer);
       } catch {
         break;
       }

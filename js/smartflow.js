@@ -9,10 +9,9 @@
 // wait instead of queueing behind one another's sleeps.
 //
 // No node:fs here: the Node entry (smartflow-node.js) installs the file store.
-import { SmartFlowCore } from "../pkg-smartflow/sluicegate.js";
-import { abortReason, onAbort } from "./abort.js";
-
-const MAX_TIMER_MS = 2 ** 31 - 1; // setTimeout fires at once beyond this
+import { SmartFlowCore, Wait } from "../pkg-smartflow/sluicegate.js";
+import { abortReason } from "./abort.js";
+import { sleep } from "./wait.js";
 
 let fileStoreFactory = null;
 
@@ -38,39 +37,6 @@ function describe(value) {
 function checkString(value, what) {
   if (typeof value !== "string") throw new TypeError(`${what} must be a string, got ${describe(value)}`);
   return value;
-}
-
-/** Resolves after `ms` (any length: long waits are chained timers), or rejects on abort. */
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(abortReason(signal));
-      return;
-    }
-    const due = Date.now() + ms;
-    let timer;
-    const stop = signal
-      ? onAbort(signal, () => {
-          clearTimeout(timer);
-          reject(abortReason(signal));
-        })
-      : () => {};
-    const arm = (left) => {
-      timer = setTimeout(
-        () => {
-          const rest = due - Date.now();
-          if (left > MAX_TIMER_MS && rest > 0) {
-            arm(rest);
-            return;
-          }
-          stop();
-          resolve();
-        },
-        Math.min(left, MAX_TIMER_MS),
-      );
-    };
-    arm(ms);
-  });
 }
 
 const defaultNow = globalThis.performance?.now ? () => globalThis.performance.now() : () => Date.now();
@@ -264,7 +230,7 @@ export class SmartFlow {
         return this.#acquireSlowly(url, signal);
       }
       const waitMs = this.#reserve(url) * 1000;
-      return waitMs > 0 ? sleep(waitMs, signal).then(() => waitMs) : Promise.resolve(0);
+      return waitMs > 0 ? sleep(Wait, waitMs, signal).then(() => waitMs) : Promise.resolve(0);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -275,11 +241,11 @@ export class SmartFlow {
     if (this.#loading !== null) await this.#loading;
     let waited = 0;
     for (let hold = this.#holdMs(url); hold > 0; hold = this.#holdMs(url)) {
-      await sleep(hold, signal);
+      await sleep(Wait, hold, signal);
       waited += hold;
     }
     const waitMs = this.#reserve(url) * 1000;
-    if (waitMs > 0) await sleep(waitMs, signal);
+    if (waitMs > 0) await sleep(Wait, waitMs, signal);
     return waited + waitMs;
   }
 
@@ -441,7 +407,9 @@ export class SmartFlow {
       this.#retryTimer = null;
       this.#flushIfDue();
     }, delay);
-    this.#retryTimer.unref?.(); // a pending retry must not keep Node running
+    // The one timer not on Wait (js/wait.js): nobody awaits a retry, so in Node it must not
+    // keep the process running (unref), and gloo-timers' waits cannot be unref'd.
+    this.#retryTimer.unref?.();
   }
 
   /**

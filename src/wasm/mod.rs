@@ -18,6 +18,8 @@ mod pacer;
 mod sim;
 #[cfg(feature = "wasm-smartflow")]
 mod smartflow;
+#[cfg(any(feature = "wasm", feature = "wasm-smartflow"))]
+mod wait;
 #[cfg(feature = "wasm")]
 pub use client::{choose_locations_per_call, classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 #[cfg(feature = "wasm-edge")]
@@ -25,7 +27,7 @@ pub use edge::{client_identity_js, validate_rules, TokenBucket};
 #[cfg(feature = "wasm-edge")]
 pub use limit::{problem_json, LimiterCoreJs};
 #[cfg(feature = "wasm")]
-pub use pacer::{PacerCoreJs, Wait};
+pub use pacer::PacerCoreJs;
 #[cfg(feature = "wasm-sim")]
 pub use sim::{
     sim_check_config, sim_compare, sim_csv_records, sim_decisions, sim_edge_rules_path, sim_help,
@@ -36,6 +38,8 @@ pub use smartflow::{
     format_saved_at, is_cache_fresh, is_unresolved_scoped_url, parse_saved_at, url_identifiers, SmartFlowBucketJs,
     SmartFlowCoreJs,
 };
+#[cfg(any(feature = "wasm", feature = "wasm-smartflow"))]
+pub use wait::Wait;
 
 #[wasm_bindgen(start)]
 fn start() {

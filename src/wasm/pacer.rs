@@ -4,18 +4,11 @@ use super::{deny_unknown, ms_to_nanos, nanos_to_ms, non_negative, num, positive,
 use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::core::time::{Instant, Span};
 use alloc::format;
-use alloc::rc::Rc;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use core::cell::{Cell, RefCell};
-use core::future::{poll_fn, Future};
-use core::pin::Pin;
-use core::task::{Poll, Waker};
-use gloo_timers::future::TimeoutFuture;
-use js_sys::{Array, Object, Promise, Reflect};
+use js_sys::{Array, Object, Reflect};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_PACER: &str = r#"
@@ -258,63 +251,6 @@ fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(
         limits.max_queued_weight = (positive(w, "pacer options: maxQueuedWeight")? * MILLI).floor() as u64;
     }
     Ok((windows, limits))
-}
-
-/// A wait on a timer (gloo-timers' futures API) that can be cancelled: `new Wait(ms)`,
-/// `await wait.done` (true when it ran its time, false when cancelled), `wait.cancel()`
-/// (clears the timer at once, so nothing keeps a process alive).
-#[wasm_bindgen]
-pub struct Wait {
-    state: Rc<WaitState>,
-    done: Promise,
-}
-
-#[derive(Default)]
-struct WaitState {
-    cancelled: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-/// The longest single timer (setTimeout fires at once beyond 2^31 − 1 ms): a longer wait
-/// ends early and the pacer, asked again, waits the rest.
-const MAX_TIMER_MS: f64 = 2_147_483_647.0;
-
-#[wasm_bindgen]
-impl Wait {
-    /// Starts a timer of `ms` milliseconds (at most 2^31 − 1).
-    #[wasm_bindgen(constructor)]
-    pub fn new(ms: f64) -> Result<Wait, JsError> {
-        let ms = non_negative(ms, "ms")?.min(MAX_TIMER_MS).ceil() as u32;
-        let state = Rc::new(WaitState::default());
-        let shared = state.clone();
-        let done = future_to_promise(async move {
-            let mut timer = TimeoutFuture::new(ms);
-            let ran = poll_fn(|cx| {
-                if shared.cancelled.get() {
-                    return Poll::Ready(false);
-                }
-                *shared.waker.borrow_mut() = Some(cx.waker().clone());
-                Pin::new(&mut timer).poll(cx).map(|()| true)
-            })
-            .await;
-            Ok(JsValue::from_bool(ran))
-        });
-        Ok(Wait { state, done })
-    }
-
-    /// Resolves to `true` when the time has passed, `false` when cancelled first.
-    #[wasm_bindgen(getter, unchecked_return_type = "Promise<boolean>")]
-    pub fn done(&self) -> Promise {
-        self.done.clone()
-    }
-
-    /// Stops the timer; `done` resolves to `false`.
-    pub fn cancel(&self) {
-        self.state.cancelled.set(true);
-        if let Some(waker) = self.state.waker.borrow_mut().take() {
-            waker.wake();
-        }
-    }
 }
 
 /// The pacer's state machine with time passed in (milliseconds on any clock): reservations
