@@ -419,3 +419,21 @@ fn sim_does_not_estimate_a_trace() {
         sim(&["configs/trace-config.json", "--trace", "traces/basic.csv", "--max-requests", "1", "--json"]);
     assert_eq!(code, 1, "{stderr}");
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_the_run_quietly_not_with_a_panic() {
+    // `sluicegate sim … | head`: the reader has gone before the report is written.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/orders-api.json");
+    for args in [vec!["--help"], vec!["sim", config.to_str().unwrap()]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+            .args(&args)
+            .stdout(writer.try_clone().expect("the pipe's write end"))
+            .output()
+            .expect("run sluicegate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+    }
+}

@@ -12,6 +12,32 @@ use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
 use std::process::ExitCode;
 
+/// `print!` that ends the process when stdout is a closed pipe (`sluicegate sim … | head`),
+/// where std's would panic: exit status 141, what a process that SIGPIPE ends reports.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        write_out(format_args!($($arg)*))
+    };
+}
+
+/// `println!` over [`print!`]'s closed-pipe handling.
+macro_rules! println {
+    ($($arg:tt)*) => {
+        write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+fn write_out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(text) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("sluicegate: cannot write the output: {e}");
+        std::process::exit(2);
+    }
+}
+
 const USAGE_HEAD: &str = "usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
        sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
