@@ -117,7 +117,11 @@ export class Pacer extends EventTarget {
 
   /** Free slots go to the calls the core says waited longest (one placed again leaves its slot to the next). */
   #pump() {
-    for (let w = this.#waiters.get(this.#core.nextInLine()); w; w = this.#waiters.get(this.#core.nextInLine())) this.#step(w);
+    for (;;) {
+      const w = this.#waiters.get(this.#core.nextInLine());
+      if (w === undefined) return;
+      this.#step(w);
+    }
   }
 
   #settle(w, error) {

@@ -229,19 +229,16 @@ impl BatchPolicy {
     /// running again. Once aborted, every response answers the same abort. After
     /// [`finish`](Self::finish), responses are still answered but change nothing.
     pub fn on_response(&mut self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Action {
-        if let BatchState::Aborted { reason, retry_at } = self.state {
-            return Action::Abort { reason, retry_at };
+        if let Some(abort) = self.abort() {
+            return abort;
         }
         if let BatchState::Paused { until } = self.state {
             if now >= until {
                 self.state = BatchState::Running;
             }
         }
-        let outcome = self.decide(status, body, now, best_effort, jitter);
-        if self.state != BatchState::Done {
-            self.apply(outcome);
-        }
-        outcome
+        let action = self.decide(status, body, now, best_effort, jitter);
+        self.take(action)
     }
 
     fn decide(&self, status: u16, body: &str, now: Instant, best_effort: bool, jitter: u64) -> Action {
@@ -275,8 +272,8 @@ impl BatchPolicy {
         }
     }
 
-    fn apply(&mut self, outcome: Action) {
-        match outcome {
+    fn apply(&mut self, action: Action) {
+        match action {
             Action::Ok | Action::Null => {}
             Action::ResumeAt(until) => {
                 self.resumed = true;
@@ -328,18 +325,27 @@ impl BatchPolicy {
     /// ([`AbortReason::Unreadable`], no retry time); a best-effort one is
     /// [`Null`](Action::Null). An aborted batch answers its abort.
     pub fn on_unreadable(&mut self, status: u16, best_effort: bool) -> Action {
-        if let BatchState::Aborted { reason, retry_at } = self.state {
-            return Action::Abort { reason, retry_at };
+        if let Some(abort) = self.abort() {
+            return abort;
         }
-        let outcome = if best_effort {
-            Action::Null
-        } else {
-            Action::Abort { reason: AbortReason::Unreadable { status }, retry_at: None }
-        };
+        let unreadable = Action::Abort { reason: AbortReason::Unreadable { status }, retry_at: None };
+        self.take(if best_effort { Action::Null } else { unreadable })
+    }
+
+    /// The abort every response of an aborted batch answers.
+    fn abort(&self) -> Option<Action> {
+        match self.state {
+            BatchState::Aborted { reason, retry_at } => Some(Action::Abort { reason, retry_at }),
+            _ => None,
+        }
+    }
+
+    /// `action` applied (a finished batch changes no more) and answered.
+    fn take(&mut self, action: Action) -> Action {
         if self.state != BatchState::Done {
-            self.apply(outcome);
+            self.apply(action);
         }
-        outcome
+        action
     }
 
     /// Whether the batch has already used its one minutely resume.

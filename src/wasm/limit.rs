@@ -222,13 +222,13 @@ impl LimiterCoreJs {
     /// full table's sweep freed slots (`takeFreed`: their keys are gone).
     #[wasm_bindgen(js_name = checkNew)]
     pub fn check_new(&mut self, now_ms: f64, cost: f64) -> u32 {
-        self.figures[Figure::Slot as usize] = -1.0;
+        self.put(Figure::Slot, -1.0);
         let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
         let freed = &mut self.freed;
         let decided = self.slots.check_new(now, cost, &mut |s| freed.push(s));
-        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        self.put(Figure::Freed, self.freed.len() as f64);
         let Ok((decision, slot)) = decided else { return Status::CostTooHigh as u32 };
-        self.figures[Figure::Slot as usize] = slot.map_or(-1.0, f64::from);
+        self.put(Figure::Slot, slot.map_or(-1.0, f64::from));
         let full_at = match (slot.and_then(|s| self.slots.get(s)), decision) {
             (Some(limiter), _) => limiter.full_at(),
             (None, Decision::Deny { retry_after }) => now + retry_after,
@@ -285,7 +285,7 @@ impl LimiterCoreJs {
         }
         let freed = &mut self.freed;
         let claimed = self.slots.claim(now, |l| l.impose_block(until), &mut |s| freed.push(s));
-        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        self.put(Figure::Freed, self.freed.len() as f64);
         Ok(claimed.map_or(-1, |s| s as i32))
     }
 
@@ -299,23 +299,27 @@ impl LimiterCoreJs {
         let now = inputs(now_ms, 0.0).ok_or_else(|| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
         let freed = &mut self.freed;
         let count = self.slots.sweep(now, &mut |s| freed.push(s));
-        self.figures[Figure::Freed as usize] = self.freed.len() as f64;
+        self.put(Figure::Freed, self.freed.len() as f64);
         Ok(count as f64)
     }
 
     /// The slots freed since the last call (their keys must be dropped), emptying the list.
     #[wasm_bindgen(js_name = takeFreed)]
     pub fn take_freed(&mut self) -> Vec<u32> {
-        self.figures[Figure::Freed as usize] = 0.0;
+        self.put(Figure::Freed, 0.0);
         core::mem::take(&mut self.freed)
     }
 }
 
 impl LimiterCoreJs {
+    fn put(&mut self, figure: Figure, value: f64) {
+        self.figures[figure as usize] = value;
+    }
+
     /// A decision taken: kept for the headers, its figures written, its status answered.
     fn decided(&mut self, decision: Decision, full_at: Instant) -> u32 {
         self.last = decision;
-        self.figures[Figure::ResetMs as usize] = nanos_to_ms(full_at.as_nanos());
+        self.put(Figure::ResetMs, nanos_to_ms(full_at.as_nanos()));
         self.figures_of(decision)
     }
 
@@ -323,13 +327,13 @@ impl LimiterCoreJs {
     fn figures_of(&mut self, decision: Decision) -> u32 {
         match decision {
             Decision::Allow { remaining, .. } => {
-                self.figures[Figure::Remaining as usize] = remaining as f64;
-                self.figures[Figure::RetryAfterMs as usize] = 0.0;
+                self.put(Figure::Remaining, remaining as f64);
+                self.put(Figure::RetryAfterMs, 0.0);
                 Status::Admitted as u32
             }
             Decision::Deny { retry_after } => {
-                self.figures[Figure::Remaining as usize] = 0.0;
-                self.figures[Figure::RetryAfterMs as usize] = retry_after.as_millis_ceil().max(1) as f64;
+                self.put(Figure::Remaining, 0.0);
+                self.put(Figure::RetryAfterMs, retry_after.as_millis_ceil().max(1) as f64);
                 Status::Refused as u32
             }
         }

@@ -344,7 +344,7 @@ async fn start_fleet(
     want: Want,
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
-    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want.weight, want.avoid, want.deadline).await? else {
+    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want).await? else {
         return Ok(Taken::Late);
     };
     let lease_ms = p.lease.as_millis_ceil() as f64;
@@ -560,18 +560,13 @@ async fn permit_fleet(
         return Ok(Err(Some(Refused::TooHeavy { weight, budget })));
     }
     let stub = stub_of(p, env)?;
-    Ok(ask_fleet(&stub, p, weight, 0, deadline).await?.ok_or(None))
+    Ok(ask_fleet(&stub, p, Want { weight, avoid: 0, deadline }).await?.ok_or(None))
 }
 
 /// A leased permit from the provider's Durable Object, waiting there until `deadline`;
 /// `None` when none started in time.
-async fn ask_fleet(
-    stub: &js::Stub,
-    p: &Provider,
-    weight: u64,
-    avoid: u32,
-    deadline: Instant,
-) -> Result<Option<Grant>, JsValue> {
+async fn ask_fleet(stub: &js::Stub, p: &Provider, want: Want) -> Result<Option<Grant>, JsValue> {
+    let Want { weight, avoid, deadline } = want;
     let wait_ms = deadline.saturating_since(now()).as_millis_ceil() as f64;
     let call = js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, f64::from(avoid), wait_ms)?);
     // The object answers within the wait; past that and a margin, it is not answering.
