@@ -7,16 +7,71 @@ import { onAbort } from "./abort.js";
 import { Pacer } from "./pacer.js";
 import { sleep } from "./wait.js";
 
+/** @import { PacerWindow, RateLimitKind, UpstreamWindowsMs } from "../pkg/sluicegate.js" */
+
 /**
- * Run `calls` ({ url, weight, bestEffort?, init? }) and settle every one of them.
- * Resolves (never rejects for upstream trouble) to
- * `{ state: "done" | "aborted", results, abort, stats }` where `results[i]` is the parsed
- * JSON of call i, `null` for a skipped best-effort call, or `undefined` if it never ran.
+ * One upstream call of a batch.
+ * @typedef {object} BatchCall
+ * @property {string} url
+ * @property {number} weight Its weight in the pacer's unit (e.g. Open-Meteo weighted calls).
+ * @property {boolean} [bestEffort] A best-effort call degrades to `null`; its first 429 skips the remaining best-effort calls.
+ * @property {RequestInit} [init]
+ */
+
+/**
+ * @typedef {object} BatchProgress
+ * @property {number} done Calls settled, of `total`.
+ * @property {number} total
+ * @property {number} weightSpent
+ * @property {number} fetches
+ * @property {number} etaMs How long until this batch's last queued call may go out.
+ * @property {"running" | "paused" | "done" | "aborted"} state
+ * @property {(PacerWindow & { spent: number })[]} windows
+ */
+
+/**
+ * @typedef {object} BatchAbort
+ * @property {string} reason
+ * @property {RateLimitKind | null} kind
+ * @property {number | null} status
+ * @property {number | null} retryAtMs When trying again could succeed (the next upstream window), if known.
+ */
+
+/**
+ * @typedef {object} BatchOptions
+ * @property {Pacer} [pacer]
+ * @property {(url: string, init: RequestInit) => Promise<Response>} [fetch]
+ * @property {AbortSignal} [signal]
+ * @property {(progress: BatchProgress) => void} [onProgress]
+ * @property {(index: number, value: unknown) => void} [onResult]
+ * @property {UpstreamWindowsMs} [upstreamWindows] The upstream's clock-aligned windows (default: a real minute, hour and day).
+ * @property {[number, number]} [jitterMs] Jitter added to a minutely resume, [min, max] ms. Default [1000, 3000].
+ * @property {() => number} [now]
+ */
+
+/**
+ * @template [T=unknown]
+ * @typedef {object} BatchOutcome
+ * @property {"done" | "aborted"} state
+ * @property {(T | null | undefined)[]} results Per call: its JSON, `null` for a skipped best-effort call, `undefined` if it never completed.
+ * @property {BatchAbort | null} abort
+ * @property {{ fetches: number; weightSpent: number; rateLimited: number; resumed: boolean; done: number }} stats
+ */
+
+/**
+ * Run a fan-out through the pacer. The first 429 or failure of a required call aborts every
+ * queued and in-flight call (one AbortController); a minutely 429 resumes once at the next
+ * upstream window; an hourly or daily one ends the batch; a concurrency 429 lowers the cap.
+ * Resolves (never rejects for upstream trouble); every call is settled.
+ * @template [T=unknown]
+ * @param {BatchCall[]} calls
+ * @param {BatchOptions} [options]
+ * @returns {Promise<BatchOutcome<T>>}
  */
 export async function runBatch(calls, options = {}) {
   const {
     pacer = new Pacer(),
-    fetch: doFetch = (...args) => globalThis.fetch(...args),
+    fetch: doFetch = (url, init) => globalThis.fetch(url, init),
     signal: outer,
     onProgress,
     onResult,
@@ -29,7 +84,9 @@ export async function runBatch(calls, options = {}) {
   const results = new Array(total).fill(undefined);
   const settled = new Array(total).fill(false);
   const stats = { fetches: 0, weightSpent: 0, rateLimited: 0, resumed: false, done: 0 };
+  /** @type {BatchAbort | null} */
   let abort = null;
+  /** @type {BatchProgress["state"]} */
   let state = "running";
 
   const progress = () => {
@@ -68,6 +125,7 @@ export async function runBatch(calls, options = {}) {
       let stopOuter = () => {};
       if (outer?.aborted) end(outer.reason);
       else if (outer) stopOuter = onAbort(outer, () => end(outer.reason));
+      /** @type {number | null} */
       let resumeAt = null;
 
       const runOne = async (i) => {

@@ -2,15 +2,47 @@
 // The bookkeeping (normalised keys, expiry, LRU, in-flight marks) is LocationCacheCore's.
 import { LocationCacheCore } from "../pkg/sluicegate.js";
 
+/** @import { StorageLike } from "./platform.js" */
+
+/**
+ * Where a cache's entries are saved between page loads.
+ * @typedef {object} CachePersistence
+ * @property {string} key
+ * @property {StorageLike} [storage] Default: `localStorage`.
+ */
+
+/**
+ * @typedef {object} LocationCacheConfig
+ * @property {number} [ttlMs] How long a result lives, counted from its response. Default 15 minutes.
+ * @property {number} [maxEntries] The most results kept (least recently used go first). Default 5,000.
+ * @property {number} [precision] Decimals lat/lon are rounded to in keys (0–6). Default 2 (about 1 km).
+ * @property {() => number} [now] The clock in milliseconds. Default `Date.now`.
+ * @property {string | CachePersistence | null} [persist] A storage key (or key and storage) to keep results across page loads; values must be JSON.
+ */
+
+/**
+ * @template V
+ * @typedef {{ state: "hit"; value: V } | { state: "pending"; promise: Promise<V> } | { state: "miss"; resolve(value: V): void; reject(error: unknown): void }} CacheEntry
+ */
+
 const MINUTE = 60_000;
 
+/**
+ * Per-location results for a TTL; identical requests in flight share one fetch; errors are
+ * never cached. A persisted cache is read at first use, not at construction, so it may live
+ * at a Worker's module scope.
+ * @template [V=unknown]
+ */
 export class LocationCache {
   #core;
-  #pending = new Map(); // key → { promise, resolve, reject }
+  /** @type {Map<string, { promise: Promise<V>, resolve: (value: V) => void, reject: (error: unknown) => void }>} */
+  #pending = new Map();
   #now;
+  /** @type {{ key: string, storage: StorageLike } | undefined} */
   #persist;
   #restored = false;
 
+  /** @param {LocationCacheConfig} [config] */
   constructor({ ttlMs = 15 * MINUTE, maxEntries = 5_000, precision = 2, now = () => Date.now(), persist = null } = {}) {
     this.#core = new LocationCacheCore(ttlMs, maxEntries, precision);
     this.#now = now;
@@ -45,7 +77,13 @@ export class LocationCache {
     return this.#core;
   }
 
-  /** The normalised key of a point and its parameters (lat/lon rounded, parameters sorted). */
+  /**
+   * The normalised key: lat/lon rounded, parameters and their values sorted.
+   * @param {number} latitude
+   * @param {number} longitude
+   * @param {Record<string, string | number | readonly (string | number)[]>} [params]
+   * @returns {string}
+   */
   key(latitude, longitude, params = {}) {
     return this.#core.key(latitude, longitude, params);
   }
@@ -54,13 +92,19 @@ export class LocationCache {
    * What the cache holds for `key`: `{ state: "hit", value }`, `{ state: "pending", promise }`
    * (an identical fetch is under way), or `{ state: "miss", resolve(value), reject(error) }`:
    * the caller fetches, then settles; errors are never cached.
+   * @param {string} key
+   * @returns {CacheEntry<V>}
    */
   lookup(key) {
     const found = this.#loaded().lookup(key, this.#now());
-    if (found.state === "hit") return found;
-    if (found.state === "pending") return { state: "pending", promise: this.#pending.get(key).promise };
-    let resolve;
-    let reject;
+    if (found.state === "hit") return /** @type {{ state: "hit", value: V }} */ (found);
+    // the core marks a key pending exactly while this map holds it
+    if (found.state === "pending") return { state: "pending", promise: /** @type {{ promise: Promise<V> }} */ (this.#pending.get(key)).promise };
+    /** @type {(value: V) => void} */
+    let resolve = () => {};
+    /** @type {(error: unknown) => void} */
+    let reject = () => {};
+    /** @type {Promise<V>} */
     const promise = new Promise((res, rej) => {
       resolve = res;
       reject = rej;
@@ -83,7 +127,12 @@ export class LocationCache {
     };
   }
 
-  /** The value for `key`, loading it with `load()` on a miss (one load for concurrent gets). */
+  /**
+   * The value for `key`, loaded once by `load()` on a miss (one load for concurrent gets).
+   * @param {string} key
+   * @param {() => Promise<V>} load
+   * @returns {Promise<V>}
+   */
   async get(key, load) {
     const found = this.lookup(key);
     if (found.state === "hit") return found.value;
@@ -98,10 +147,12 @@ export class LocationCache {
     }
   }
 
+  /** @returns {number} */
   get size() {
     return this.#loaded().size;
   }
 
+  /** @returns {number} */
   get inFlight() {
     return this.#loaded().inFlight;
   }

@@ -5,6 +5,48 @@ import { chooseLocationsPerCall, openMeteoWeight } from "../pkg/sluicegate.js";
 import { runBatch } from "./batch.js";
 import { Pacer } from "./pacer.js";
 
+/**
+ * @import { BatchAbort, BatchOptions, BatchProgress } from "./batch.js"
+ * @import { LocationCache } from "./cache.js"
+ */
+
+/**
+ * @typedef {object} ForecastPoint
+ * @property {number} latitude
+ * @property {number} longitude
+ */
+
+/**
+ * The API's query parameters; arrays are joined with commas.
+ * @typedef {{ daily?: readonly string[] | string; hourly?: readonly string[] | string; current?: readonly string[] | string; models?: readonly string[] | string; forecast_days?: number; start_date?: string; end_date?: string; [name: string]: readonly (string | number)[] | string | number | undefined }} ForecastParams
+ */
+
+/**
+ * `fetchForecasts`' options: a batch's ({@link BatchOptions}, but for its `onProgress` and
+ * `onResult`) and these.
+ * @typedef {object} ForecastOptions
+ * @property {BatchOptions["pacer"]} [pacer] As {@link BatchOptions}.
+ * @property {BatchOptions["fetch"]} [fetch] As {@link BatchOptions}.
+ * @property {BatchOptions["signal"]} [signal] As {@link BatchOptions}.
+ * @property {BatchOptions["upstreamWindows"]} [upstreamWindows] As {@link BatchOptions}.
+ * @property {BatchOptions["jitterMs"]} [jitterMs] As {@link BatchOptions}.
+ * @property {BatchOptions["now"]} [now] As {@link BatchOptions}.
+ * @property {string} [baseUrl] Default: the real API, https://api.open-meteo.com/v1/forecast.
+ * @property {LocationCache | null} [cache]
+ * @property {number} [maxLocationsPerCall] At most this many locations per call (≤ 1,000). Default 100; the size that packs the budget best is used.
+ * @property {"conservative" | "server"} [weightMode]
+ * @property {(progress: BatchProgress & { cacheHits: number; locations: number }) => void} [onProgress]
+ */
+
+/**
+ * @template [T=unknown]
+ * @typedef {object} ForecastOutcome
+ * @property {"done" | "aborted"} state
+ * @property {BatchAbort | null} abort
+ * @property {(T | undefined)[]} results Per point; `undefined` where the batch was aborted before it was fetched.
+ * @property {{ fetches: number; weightSpent: number; rateLimited: number; resumed: boolean; done: number; cacheHits: number; calls: number; locationsPerCall: number }} stats
+ */
+
 const VARIABLE_LISTS = ["daily", "hourly", "current", "minutely_15"];
 
 function list(value) {
@@ -27,6 +69,11 @@ function daysOf(params) {
  * parameters; arrays are joined with commas). Resolves to
  * `{ state, results, abort, stats }`: `results[i]` is the forecast of point i (undefined if
  * the batch was aborted before it was fetched).
+ * @template [T=unknown]
+ * @param {readonly ForecastPoint[]} points
+ * @param {ForecastParams} params
+ * @param {ForecastOptions} [options]
+ * @returns {Promise<ForecastOutcome<T>>}
  */
 export async function fetchForecasts(points, params = {}, options = {}) {
   const {
@@ -58,7 +105,7 @@ export async function fetchForecasts(points, params = {}, options = {}) {
       misses.push({ i, point: p, settle: null });
       return;
     }
-    const found = cache.lookup(cache.key(p.latitude, p.longitude, params));
+    const found = cache.lookup(cache.key(p.latitude, p.longitude, /** @type {Record<string, string | number | readonly (string | number)[]>} */ (params)));
     if (found.state === "hit") {
       results[i] = found.value;
       cacheHits++;

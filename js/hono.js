@@ -1,13 +1,21 @@
 // sluicegate/hono: the edge's rules as Hono middleware, in a Hono app on Cloudflare Workers.
+/** @import { MiddlewareHandler } from "hono" */
+/**
+ * @typedef {import("./worker.js").EdgeOptions} EdgeOptions
+ * @typedef {import("./worker.js").RulesFile} RulesFile
+ */
 import { createEdge, RateLimiter } from "./worker.js";
 
 export { RateLimiter };
 
 /**
- * Middleware that runs the rules (the rules file, as an object or as JSON text) on every
- * request it sees: a refused one gets the edge's answer and never reaches the app; an
- * admitted one goes on (`next()`), and the app's response gets the rate-limit headers.
- * Throws, naming every problem, when the rules are invalid. Call it at module scope.
+ * Middleware that runs the rules on every request it sees: a refused one gets the edge's
+ * answer (a 429 with `Retry-After`) and never reaches the app; an admitted one goes on, and
+ * the app's response gets the rate-limit headers. Call it at module scope.
+ *
+ * @throws Error naming every problem with the rules.
+ * @param {EdgeOptions} options
+ * @returns {MiddlewareHandler}
  */
 export function rateLimit(options) {
   const edge = createEdge(options);

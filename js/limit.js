@@ -5,8 +5,32 @@
 import { LimiterCore } from "../pkg-edge/sluicegate.js";
 import { notNumber } from "./numbers.js";
 
-/** The answer of `limit`, reused: each call on the same limiter overwrites it. */
-class LimitResult {
+/**
+ * How a `Limiter` counts: the edge build's `LimiterOptions` (its Rust side declares them).
+ * @typedef {import("../pkg-edge/sluicegate.js").LimiterOptions} LimiterOptions
+ */
+
+/**
+ * A decision of `Limiter.limit`. Times are in ms, on the clock of `now` (default `Date.now()`).
+ * @typedef {object} LimitResult
+ * @property {boolean} success Whether the request is admitted (and charged).
+ * @property {number} limit Units per window.
+ * @property {number} remaining Units left right after this request (0 when refused).
+ * @property {number} reset When the key is back at its full quota.
+ * @property {number} retryAfter How long until a request of the same cost can be admitted (0 when admitted).
+ */
+
+/**
+ * Per-request options of `limit` and `peek`.
+ * @typedef {object} LimitOptions
+ * @property {number} [cost] Units this request takes: a whole number ≥ 0 (default 1).
+ * @property {number} [now] The time of the request in ms (default `Date.now()`).
+ */
+
+// The answer of `limit` (a `LimitResult`), reused: each call on the same limiter overwrites
+// it. A class expression rather than a declaration, which would declare a type of the same
+// name as the typedef above; the class is still named `LimitResult`.
+const LimitResult = class {
   success = false;
   limit = 0;
   remaining = 0;
@@ -16,7 +40,7 @@ class LimitResult {
   constructor(limit) {
     this.limit = limit;
   }
-}
+};
 
 // LimiterCore's statuses, and where its figures stand in `results()`.
 const ADMITTED = 0;
@@ -35,7 +59,12 @@ function keyError(key) {
   return new TypeError(`limiter key must be a string, got ${key === null ? "null" : typeof key}`);
 }
 
-/** Keyed limits: `limit(key)` → `{ success, limit, remaining, reset, retryAfter }` (see limit.d.ts). */
+/**
+ * Limits per string key (a user, an IP, an API key), each key with its own counter, in a
+ * bounded table of at most `maxKeys` keys. Keys back at their full quota are dropped when the
+ * table fills (or by `sweep()`); a full table with nothing to drop refuses *new* keys (fail
+ * closed, `retryAfter` until the earliest frees up) while keys it holds keep their counts.
+ */
 export class Limiter {
   #core;
   #slots = new Map(); // key → slot
@@ -43,6 +72,7 @@ export class Limiter {
   #result;
   #figures; // the core's figures, a view over its memory (empty once the memory grows)
 
+  /** @param {LimiterOptions} options */
   constructor(options) {
     this.#core = new LimiterCore(options);
     this.#result = new LimitResult(this.#core.limit);
@@ -54,6 +84,14 @@ export class Limiter {
     return this.#slots.size;
   }
 
+  /**
+   * Decide on a request of `key`. The result object is the limiter's own and is overwritten
+   * by its next `limit` call (nothing is allocated per decision): read it at once, or copy it
+   * (`{ ...limiter.limit(key) }`) to keep it.
+   * @param {string} key
+   * @param {LimitOptions} [options]
+   * @returns {Readonly<LimitResult>}
+   */
   limit(key, options) {
     let cost = 1;
     let now;
@@ -75,7 +113,12 @@ export class Limiter {
     return result;
   }
 
-  /** What `limit` would answer, changing nothing (a new object). */
+  /**
+   * What `limit` would answer, changing nothing (a new object, without `reset`).
+   * @param {string} key
+   * @param {LimitOptions} [options]
+   * @returns {Omit<LimitResult, "reset">}
+   */
   peek(key, options = {}) {
     if (typeof options !== "object" || options === null) throw optionsError(options);
     const { cost = 1, now = Date.now() } = options;
@@ -87,7 +130,11 @@ export class Limiter {
     return { success: status === ADMITTED, limit: this.#result.limit, remaining: figures[REMAINING], retryAfter: figures[RETRY_AFTER_MS] };
   }
 
-  /** Forget `key`: its next request starts afresh. Whether it held state. */
+  /**
+   * Forget `key`: its next request starts afresh. Whether it held state.
+   * @param {string} key
+   * @returns {boolean}
+   */
   reset(key) {
     const slot = this.#slots.get(key);
     if (slot === undefined) return false;
@@ -96,7 +143,13 @@ export class Limiter {
     return this.#core.remove(slot);
   }
 
-  /** Refuse `key` for `ms` from `now`. False when the key holds no state and the table is full. */
+  /**
+   * Refuse `key` for `ms` from `now`. False when the key holds no state and the table is full.
+   * @param {string} key
+   * @param {number} ms
+   * @param {{ now?: number }} [options]
+   * @returns {boolean}
+   */
   block(key, ms, { now = Date.now() } = {}) {
     if (typeof key !== "string") throw keyError(key);
     if (typeof now !== "number" || typeof ms !== "number") throw notNumber(["ms", ms], ["now", now]);
@@ -106,7 +159,12 @@ export class Limiter {
     return placed >= 0;
   }
 
-  /** Drop the keys back at full quota at `now` (a full table does this by itself); how many. */
+  // A full table does this by itself when it needs room.
+  /**
+   * Drop the keys back at full quota at `now`; how many.
+   * @param {{ now?: number }} [options]
+   * @returns {number}
+   */
   sweep({ now = Date.now() } = {}) {
     if (typeof now !== "number") throw notNumber(["now", now]);
     const count = this.#core.sweep(now);
@@ -116,7 +174,10 @@ export class Limiter {
 
   /**
    * The response headers of the last `limit` decision, as the edge writes them, for a limit
-   * named `name`: `RateLimit-Policy`, `RateLimit` and, when refused, `Retry-After`.
+   * named `name` (default "default"; 1–64 of A–Z a–z 0–9 _ . -): `RateLimit-Policy`,
+   * `RateLimit` and, when refused, `Retry-After`.
+   * @param {string} [name]
+   * @returns {Record<string, string>}
    */
   headers(name = "default") {
     const [policy, state, retryAfter] = this.#core.lastHeaders(name);
@@ -125,7 +186,11 @@ export class Limiter {
     return out;
   }
 
-  /** The `application/problem+json` body of the last decision's refusal, for a limit named `name`. */
+  /**
+   * The `application/problem+json` body of the last decision's refusal, for a limit named `name`.
+   * @param {string} [name]
+   * @returns {string}
+   */
   refusalBody(name = "default") {
     return this.#core.refusalBody(name);
   }

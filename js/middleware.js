@@ -1,8 +1,43 @@
 // sluicegate/middleware: a keyed Limiter in front of an Express (or Connect) app or a Hono app
 // on Node, one process. Admitted requests get the RateLimit-Policy and RateLimit headers the
 // edge sends; refused ones a 429 with Retry-After and the edge's problem+json body.
+/** @import { LimiterOptions } from "./limit.js" */
 import { Limiter } from "./limit-node.js";
 import { problemJson } from "../pkg-edge/sluicegate.js";
+
+// `import("./limit.js").Limiter` rather than the Limiter imported above, so that the
+// declarations name the module that declares it rather than the Node shim.
+/**
+ * What both middlewares take: a Limiter's options (or a `limiter` to share), and how to key and weigh a request.
+ * @template Req
+ * @typedef {(LimiterOptions | { limiter: import("./limit.js").Limiter }) & RateLimitRequestOptions<Req>} RateLimitOptions
+ */
+
+/**
+ * The part of {@link RateLimitOptions} that is not the limit: how to key and weigh a request, and the limit's name.
+ * @template Req
+ * @typedef {object} RateLimitRequestOptions
+ * @property {(request: Req) => string | undefined} [key] The client a request is counted against (default: see each middleware). A non-string answers 400.
+ * @property {(request: Req) => number} [cost] Units a request takes (default 1).
+ * @property {string} [name] The limit's name in the RateLimit headers and the refusal body (default "default"): 1–64 of A–Z a–z 0–9 _ . -
+ */
+
+/**
+ * The parts of Node's IncomingMessage / Express's request the middleware reads.
+ * @typedef {object} NodeRequestLike
+ * @property {string} [ip]
+ * @property {{ remoteAddress?: string }} [socket]
+ */
+
+/**
+ * The parts of Node's ServerResponse the middleware writes.
+ * @typedef {{ statusCode: number; setHeader(name: string, value: string): unknown; end(body?: string): unknown }} NodeResponseLike
+ */
+
+/**
+ * The parts of Hono's context the middleware uses.
+ * @typedef {{ env?: unknown; header(name: string, value: string): void }} HonoContextLike
+ */
 
 const PROBLEM_JSON = "application/problem+json";
 
@@ -27,10 +62,13 @@ function setup(options, defaultKey, what) {
   };
 }
 
+// `app.use(expressRateLimit({ algorithm, limit, windowMs, key }))`; `req.ip` is Express's,
+// which honours its "trust proxy" setting.
 /**
- * Express/Connect middleware: `app.use(expressRateLimit({ algorithm, limit, windowMs, key }))`.
- * `key(req)` defaults to `req.ip` (Express's, which honours its "trust proxy" setting), else
- * the socket's address.
+ * Express/Connect middleware; `key(req)` defaults to `req.ip`, else the socket's address.
+ * @template {NodeRequestLike} [Req=NodeRequestLike]
+ * @param {RateLimitOptions<Req>} options
+ * @returns {(req: Req, res: NodeResponseLike, next: (error?: unknown) => void) => void}
  */
 export function expressRateLimit(options) {
   const decide = setup(options, (req) => req.ip ?? req.socket?.remoteAddress, "expressRateLimit");
@@ -48,9 +86,12 @@ export function expressRateLimit(options) {
   };
 }
 
+// `app.use("/api/*", honoRateLimit({ … }))` (@hono/node-server passes `c.env.incoming`).
 /**
- * Hono middleware for Hono on Node (@hono/node-server): `app.use("/api/*", honoRateLimit({ … }))`.
- * `key(c)` defaults to the socket's address (`c.env.incoming`, as @hono/node-server passes it).
+ * Hono middleware for Hono on Node; `key(c)` defaults to the socket's address (`c.env.incoming`).
+ * @template {HonoContextLike} [C=HonoContextLike]
+ * @param {RateLimitOptions<C>} options
+ * @returns {(c: C, next: () => Promise<void>) => Promise<Response | undefined>}
  */
 export function honoRateLimit(options) {
   const decide = setup(options, (c) => c.env?.incoming?.socket?.remoteAddress, "honoRateLimit");

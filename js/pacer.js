@@ -5,21 +5,98 @@ import { PacerCore, Wait } from "../pkg/sluicegate.js";
 import { abortReason, onAbort } from "./abort.js";
 import { sharedLedger } from "./ledger.js";
 
+/**
+ * @import { PacerOptions } from "../pkg/sluicegate.js"
+ * @import { IDBFactoryLike, LockManagerLike, StorageLike } from "./platform.js"
+ */
+
+/**
+ * Where a pacer's ledger lives, so that page reloads and every tab of the origin share one
+ * budget. With only a `key` (or a string), browsers keep it in IndexedDB, whose transactions
+ * are atomic across tabs. With a `storage`, it lives there under `locks`: consistent within
+ * one JavaScript context only (browsers copy localStorage between tabs asynchronously).
+ * @typedef {object} PacerPersistence
+ * @property {string} key One ledger per key.
+ * @property {IDBFactoryLike} [indexedDB] Default: `indexedDB`.
+ * @property {StorageLike} [storage] A synchronous storage instead of IndexedDB (e.g. for Node or tests).
+ * @property {LockManagerLike | null} [locks] With `storage`: default `navigator.locks`; `null` to not lock.
+ */
+
+/**
+ * A pacer's options: the core's limits ({@link PacerOptions}) and where its ledger lives.
+ * @typedef {object} PacerConfig
+ * @property {PacerOptions["windows"]} [windows] The rolling windows, as {@link PacerOptions}: default 550 per minute, 4,800 per hour, 9,500 per day (the Open-Meteo free tier, 8 % under).
+ * @property {PacerOptions["maxWeight"]} [maxWeight] The most one call may weigh, as {@link PacerOptions}: default 5,000 (the upstream's cap); `null` for none.
+ * @property {number} [maxInFlight] At most this many calls out at once (default 4: the upstream refuses more than 5 per IP).
+ * @property {PacerOptions["maxQueued"]} [maxQueued] At most this many calls queued; beyond, a `PacerQueueFullError` (default: no cap).
+ * @property {PacerOptions["maxQueuedWeight"]} [maxQueuedWeight] At most this much weight queued; beyond, a `PacerQueueFullError` (default: no cap).
+ * @property {string | PacerPersistence | null} [persist] A ledger key (IndexedDB in browsers), or where to keep the ledger; default: this pacer's memory only.
+ * @property {number | null} [slackMs] How late a call may go out after its planned instant (a late timer, a wait for a free
+ *   slot) without being planned again; every window is reserved this much longer. Default
+ *   (or `null`): 1 % of the shortest window, from 100 ms to 1 s.
+ * @property {() => number} [now] The clock, in milliseconds (default `Date.now`); shared by every tab when persisted.
+ */
+
+/**
+ * Permission for one call: call `release()` once it has answered (its weight stays spent).
+ * @typedef {object} Permit
+ * @property {number} id
+ * @property {number} weight
+ * @property {number} dispatchedAtMs
+ * @property {() => void} release
+ */
+
+/**
+ * @typedef {object} PacerState
+ * @property {{ lengthMs: number; budget: number; spent: number }[]} windows Weight spent in each window up to now, by every tab sharing the ledger.
+ * @property {number} queued This pacer's calls waiting for their turn, and their weight.
+ * @property {number} queuedWeight
+ * @property {number} inFlight
+ * @property {number} maxInFlight
+ * @property {number | null} drainsAtMs When this pacer's last queued call may go out, or null.
+ */
+
+/**
+ * When `tryAcquire` gives no permit: how long until the budget has room ("budget"), or 0 while every slot is taken ("inFlight").
+ * @typedef {object} PacerBusy
+ * @property {number} retryAfterMs
+ * @property {"budget" | "inFlight"} reason
+ */
+
+/**
+ * @typedef {object} AcquireOptions
+ * @property {AbortSignal} [signal] Aborting before the call goes out rejects with `signal.reason` and refunds its weight.
+ * @property {number} [priority] Among calls due and waiting for a free slot, higher goes first (default 0). A committed reservation is never moved.
+ */
+
+/**
+ * `queued`: a reservation was committed; `dispatch`: a call went out; `idle`: nothing queued
+ * or in flight. `detail` is `{ id, weight, atMs }` for queued, `{ id, weight }` for dispatch,
+ * undefined for idle.
+ * @typedef {Event & { readonly type: "queued" | "dispatch" | "idle"; readonly detail?: { id: number; weight: number; atMs?: number } }} PacerEvent
+ */
+
 const [GO, NO_SLOT, UNKNOWN] = [-1, -2, -3]; // what PacerCore.due answers besides an instant
 
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
-/** Paces weighted calls over several rolling windows at once, with an in-flight cap (see pacer.d.ts). */
+/**
+ * Paces weighted calls over several rolling windows at once, with an in-flight cap. Building
+ * one reads no clock, storage or random source (all wait for first use), so it may live at
+ * a Worker's module scope. Options are checked by name: an unknown or bad one throws.
+ */
 export class Pacer extends EventTarget {
   #core;
   #now;
   #ledger;
+  /** @type {string | null} */
   #owner = null;
   #waiters = new Map(); // id → { weight, at, resolve, reject, wait, off, done }
   #out = 0; // permits not yet released
   #idle = [];
   #heard = new Set(); // event types someone listens to
 
+  /** @param {PacerConfig} [options] */
   constructor(options = {}) {
     super();
     const { persist = null, now = () => Date.now(), maxInFlight = 4, slackMs, ...limits } = options;
@@ -29,10 +106,15 @@ export class Pacer extends EventTarget {
     this.#ledger = sharedLedger(persist, this.#core, () => this.owner);
   }
 
-  /** This pacer's id in the ledger, made at first use: workerd forbids random values at module scope. */
+  /**
+   * This pacer's owner id in the ledger (made at first use, not at construction: workerd
+   * forbids random values at module scope).
+   * @returns {string}
+   */
   get owner() {
-    this.#owner ??= globalThis.crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
-    return this.#owner;
+    const owner = this.#owner ?? globalThis.crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+    this.#owner = owner;
+    return owner;
   }
 
   /** Runs `fn` on the core: at once in memory, else inside one update of the shared ledger. */
@@ -40,25 +122,41 @@ export class Pacer extends EventTarget {
     return this.#ledger ? this.#ledger.run(fn) : fn();
   }
 
-  addEventListener(type, ...rest) {
-    this.#heard.add(type);
-    super.addEventListener(type, ...rest);
+  /**
+   * EventTarget's, counting who listens, so that events nobody hears are never built.
+   * @internal
+   * @param {Parameters<EventTarget["addEventListener"]>} args
+   */
+  addEventListener(...args) {
+    this.#heard.add(args[0]);
+    super.addEventListener(...args);
   }
 
   #emit(type, detail) {
     if (this.#heard.has(type)) this.dispatchEvent(Object.assign(new Event(type), { detail }));
   }
 
+  /**
+   * Resolves when a call of `weight` may go out. Rejects at once with a `PacerWeightError` for
+   * a call that could never go out, or a `PacerQueueFullError` beyond `maxQueued` /
+   * `maxQueuedWeight`; rejects with `signal.reason` when aborted before it went out (the
+   * weight is refunded; after dispatch it is not).
+   * @param {number} weight
+   * @param {AcquireOptions} [options]
+   * @returns {Promise<Permit>}
+   */
   acquire(weight, { signal, priority } = {}) {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     return new Promise((resolve, reject) => {
       const placed = ([at, id]) => {
+        /** @type {{ id: number, weight: number, at: number, resolve: (permit: Permit) => void, reject: (error: unknown) => void, wait: Wait | null, off: (() => void) | null, done: boolean }} */
         const w = { id, weight, at, resolve, reject, wait: null, off: null, done: false };
         this.#waiters.set(id, w);
         this.#emit("queued", { id, weight, atMs: at });
         if (signal) w.off = onAbort(signal, () => this.#abort(w, abortReason(signal)));
         signal?.aborted ? this.#abort(w, abortReason(signal)) : this.#step(w); // it may have aborted while placed
       };
+      /** @returns {[number, number]} */
       const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];
       if (this.#ledger) return this.#run(reserve).then(placed, reject);
       placed(reserve()); // a throw rejects this promise
@@ -96,7 +194,10 @@ export class Pacer extends EventTarget {
     }
   }
 
-  /** The call went out: in flight until its permit is released. */
+  /**
+   * The call went out: in flight until its permit is released.
+   * @returns {Permit}
+   */
   #permit(id, weight) {
     this.#out++;
     this.#emit("dispatch", { id, weight });
@@ -144,12 +245,26 @@ export class Pacer extends EventTarget {
     for (const resolve of this.#idle.splice(0)) resolve();
   }
 
+  /**
+   * A permit now, or why not, never a wait: nothing is queued. Needs the pacer's own ledger
+   * (throws a TypeError with `persist`).
+   * @param {number} weight
+   * @returns {Permit | PacerBusy}
+   */
   tryAcquire(weight) {
     if (this.#ledger) throw new TypeError("tryAcquire decides at once, so it needs the pacer's own ledger: with persist, use acquire");
     const r = this.#core.tryAcquire(this.#now(), weight); // an id, 0 (no free slot) or −(ms until it fits)
     return r > 0 ? this.#permit(r, weight) : { retryAfterMs: Math.max(0, -r), reason: r === 0 ? "inFlight" : "budget" };
   }
 
+  /**
+   * Acquire, run `fn`, release (also when `fn` throws); resolves to what `fn` resolves to.
+   * @template T
+   * @param {number} weight
+   * @param {(signal?: AbortSignal) => T | PromiseLike<T>} fn
+   * @param {AcquireOptions} [options]
+   * @returns {Promise<T>}
+   */
   async schedule(weight, fn, options = {}) {
     const permit = await this.acquire(weight, options);
     try {
@@ -159,25 +274,48 @@ export class Pacer extends EventTarget {
     }
   }
 
+  /**
+   * `fn` paced: each call is scheduled with the weight `weightOf(...args)` (default 1).
+   * @template {unknown[]} A
+   * @template T
+   * @param {(...args: A) => T | PromiseLike<T>} fn
+   * @param {(...args: A) => number} [weightOf]
+   * @returns {(...args: A) => Promise<T>}
+   */
   wrap(fn, weightOf = () => 1) {
     return (...args) => this.schedule(weightOf(...args), () => fn(...args));
   }
 
+  /**
+   * Resolves once nothing is queued or in flight.
+   * @returns {Promise<void>}
+   */
   onIdle() {
     return this.#waiters.size || this.#out ? new Promise((resolve) => this.#idle.push(resolve)) : Promise.resolve();
   }
 
   // etaMs and snapshot read a shared ledger as last seen (a synchronous storage: as stored now).
+  /**
+   * How long a call of `weight` asked now would wait for budget.
+   * @param {number} weight
+   * @returns {number}
+   */
   etaMs(weight) {
     this.#ledger?.peek();
     return Math.max(0, this.#core.etaMs(this.#now(), weight));
   }
 
+  /** @returns {PacerState} */
   snapshot() {
     this.#ledger?.peek();
     return this.#core.snapshot(this.#now());
   }
 
+  /**
+   * Change limits at run time; what was spent stays spent, queued calls are placed again.
+   * @param {PacerOptions} limits
+   * @returns {Promise<void>}
+   */
   async setLimits(limits = {}) {
     const { moved, refused } = await this.#run(() => this.#core.setLimits(this.#now(), defined(limits)));
     for (const { id, error } of refused) if (this.#waiters.has(id)) this.#settle(this.#waiters.get(id), error);
@@ -192,14 +330,27 @@ export class Pacer extends EventTarget {
     this.#checkIdle();
   }
 
+  /**
+   * A copy of the shared ledger: [atMs, weight, owner, seq, dispatched (0|1)] per reservation,
+   * where atMs is the planned instant (a call may go out up to slackMs after it).
+   * @returns {Promise<[number, number, string, number, 0 | 1][]>}
+   */
   async ledger() {
     return this.#run(() => this.#core.entries());
   }
 
+  /**
+   * Resolves once a persisted ledger has been read.
+   * @returns {Promise<void>}
+   */
   get ready() {
     return Promise.resolve(this.#run(() => undefined));
   }
 
+  /**
+   * Cancel (and refund) every queued call of this pacer.
+   * @returns {Promise<void>}
+   */
   async close() {
     if (this.#ledger) await this.#run(() => undefined).catch(() => {}); // placements under way land first
     const reason = new DOMException("The pacer was closed.", "AbortError");

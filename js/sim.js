@@ -5,24 +5,87 @@
 // No node:fs here: reading files (a config path, a trace, an `edge_rules` path) is the
 // command line's job (js/cli.mjs), so this runs unchanged in browsers and Workers.
 import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRun, simSelfTest } from "../pkg-sim/sluicegate.js";
+/** @import { SimCompareText, SimComparison, SimConfig, SimFailure, SimReport, SimRunText, SimTimeline } from "../pkg-sim/sluicegate.js" */
 
-/** Why a simulation gave no result: the simulator's message and its exit status. */
+/**
+ * @typedef {object} SimulationOptions
+ * @property {string} [traceName] What trace errors call the trace (`"traces/x.csv line 4: …"`); default `"trace"`.
+ * @property {number} [maxRequests]
+ * The most requests the configured clients may generate (default 50,000,000; `Infinity`
+ * for no ceiling): a config estimated past it is refused with a SimulationError (exit
+ * status 2) naming the client and the estimate, before it runs. A trace is not estimated.
+ * @property {number} [reorderWindow]
+ * How far a trace's rows may lag behind the newest row read and still stream, in seconds
+ * (default 10; `Infinity` holds the whole trace): `--reorder-window`. The results are the
+ * same whatever it is.
+ */
+
+/**
+ * Everything `sluicegate sim` can print for one configuration.
+ * @typedef {object} SimulationRun
+ * @property {SimReport} report
+ * @property {string} reportJson The `--json` document as text, byte for byte (`300.0` stays `300.0`).
+ * @property {string | null} markdown The Markdown report; `null` when writing it fails (see `markdownError`).
+ * @property {SimulationError | null} markdownError Why the Markdown report could not be written (where the reference simulator crashes), else `null`.
+ * @property {SimTimeline} timeline
+ * @property {0 | 1} exitCode 1 when there are high findings, else 0 (the command line's exit status).
+ */
+
+/**
+ * Two configurations on the same traffic.
+ * @typedef {object} SimulationComparison
+ * @property {SimulationRun} before
+ * @property {SimulationRun} after
+ * @property {SimComparison} comparison
+ * @property {string} comparisonJson The comparison as the command line prints it with `--json`.
+ * @property {string} review The filled rate-limit review (Markdown), as `--compare AFTER --review` prints it.
+ * @property {string} markdown The short comparison (Markdown), as `--compare AFTER` prints it.
+ * @property {0 | 1} exitCode 1 when the after run has high findings, else 0.
+ */
+
+/**
+ * @typedef {object} SimulationComparisonOptions
+ * @property {string} [traceName] What trace errors call the trace (`"traces/x.csv line 4: …"`); default `"trace"`.
+ * @property {number} [maxRequests]
+ * The most requests the configured clients may generate (default 50,000,000; `Infinity`
+ * for no ceiling): a config estimated past it is refused with a SimulationError (exit
+ * status 2) naming the client and the estimate, before it runs. A trace is not estimated.
+ * @property {number} [reorderWindow]
+ * How far a trace's rows may lag behind the newest row read and still stream, in seconds
+ * (default 10; `Infinity` holds the whole trace): `--reorder-window`. The results are the
+ * same whatever it is.
+ * @property {string} [beforeName] What errors and the review call each side (a file name); default `the before config`, `the after config`.
+ * @property {string} [afterName]
+ */
+
+/** Why a simulation gave no result. The message names the policy or client and the field. */
 export class SimulationError extends Error {
+  /** @readonly @type {"SimulationError"} */
+  name = "SimulationError";
+  /**
+   * @param {string} message
+   * @param {1 | 2} [exitCode]
+   * @param {ErrorOptions} [options]
+   */
   constructor(message, exitCode = 2, options = undefined) {
     super(message, options);
-    this.name = "SimulationError";
     /** 2: bad input (configuration, trace, no traffic); 1: an input the reference simulator crashes on. */
     this.exitCode = exitCode;
   }
 }
 
+/** @param {unknown} value */
 function describe(value) {
   if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return "an array";
   return typeof value;
 }
 
-/** The configuration as JSON text: text is passed as is (numbers keep `20` vs `20.0`), an object is written with JSON.stringify. */
+/**
+ * The configuration as JSON text: text is passed as is (numbers keep `20` vs `20.0`), an object is written with JSON.stringify.
+ * @param {SimConfig | string} config
+ * @returns {string}
+ */
 function configText(config) {
   if (typeof config === "string") return config;
   if (config !== null && typeof config === "object") {
@@ -37,12 +100,20 @@ function configText(config) {
   throw new TypeError(`config must be an object or JSON text, got ${describe(config)}`);
 }
 
+/**
+ * @param {string | null | undefined} trace
+ * @returns {string | undefined}
+ */
 function traceText(trace) {
   if (trace === undefined || trace === null) return undefined;
   if (typeof trace !== "string") throw new TypeError(`trace must be CSV text, got ${describe(trace)}`);
   return trace;
 }
 
+/**
+ * @param {SimulationOptions | null | undefined} options
+ * @returns {string | undefined}
+ */
 function traceName(options) {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== "object") throw new TypeError(`options must be an object, got ${describe(options)}`);
@@ -52,7 +123,22 @@ function traceName(options) {
   return name;
 }
 
-/** The wasm's failure (an Error with `exitCode`) as a SimulationError. */
+/**
+ * The wasm's failure (an Error with `exitCode`) as a SimulationError.
+ * @overload
+ * @param {SimFailure} error
+ * @returns {SimulationError}
+ */
+/**
+ * Anything else thrown: as it is.
+ * @overload
+ * @param {unknown} error
+ * @returns {unknown}
+ */
+/**
+ * @param {{ exitCode?: unknown } | null | undefined} error what was thrown (typed so, rather than unknown, that `error.exitCode` can be read after `instanceof Error`)
+ * @returns {unknown}
+ */
 function simulationError(error) {
   if (error instanceof SimulationError) return error;
   if (error instanceof Error && (error.exitCode === 1 || error.exitCode === 2)) {
@@ -87,6 +173,10 @@ function parseJson(text) {
   }
 }
 
+/**
+ * @param {SimulationOptions | null | undefined} options
+ * @returns {number | undefined}
+ */
 function maxRequests(options) {
   if (options === undefined || options === null) return undefined;
   const { maxRequests: max } = options;
@@ -97,7 +187,11 @@ function maxRequests(options) {
   return max;
 }
 
-/** options.reorderWindow: seconds, 0 or more (Infinity: hold the whole trace). */
+/**
+ * options.reorderWindow: seconds, 0 or more (Infinity: hold the whole trace).
+ * @param {SimulationOptions | null | undefined} options
+ * @returns {number | undefined}
+ */
 function reorderWindow(options) {
   const window = options?.reorderWindow;
   if (window === undefined || window === null) return undefined;
@@ -107,6 +201,12 @@ function reorderWindow(options) {
   return window;
 }
 
+/**
+ * @param {SimConfig | string} config
+ * @param {string | null | undefined} trace
+ * @param {SimulationOptions | undefined} options
+ * @returns {SimRunText}
+ */
 function runText(config, trace, options) {
   const text = configText(config);
   const csv = traceText(trace);
@@ -121,24 +221,36 @@ function runText(config, trace, options) {
 }
 
 /**
- * Simulate `config` (an object or JSON text) on its generated traffic, or on `trace` (CSV
- * text: t,client[,endpoint][,cost]). Returns the report: the `sluicegate sim --json`
- * document, parsed. Throws a SimulationError naming the policy or client and the field.
+ * Simulate `config` (an object, or JSON text: text keeps `20` and `20.0` apart as the
+ * reference does) on its generated traffic, or on `trace` (CSV text:
+ * `t,client[,endpoint][,cost]`). Returns the `--json` report. Throws a `SimulationError`
+ * on bad input, a `TypeError` for arguments of the wrong type.
+ * @param {SimConfig | string} config
+ * @param {string | null} [trace]
+ * @param {SimulationOptions} [options]
+ * @returns {SimReport}
  */
 export function simulate(config, trace = undefined, options = undefined) {
   return parseJson(runText(config, trace, options).report);
 }
 
 /**
- * Simulate as `simulate` does and return everything `sluicegate sim` can print: the report
- * (parsed and as the exact `--json` text), the Markdown report, the per-second timeline and
- * the exit status (1 when there are high findings, else 0).
+ * `simulate`, returning the report, the Markdown report, the timeline and the exit status.
+ * @param {SimConfig | string} config
+ * @param {string | null} [trace]
+ * @param {SimulationOptions} [options]
+ * @returns {SimulationRun}
  */
 export function runSimulation(config, trace = undefined, options = undefined) {
   return parseRun(runText(config, trace, options));
 }
 
-/** options.beforeName / options.afterName: what errors and the review call a side. */
+/**
+ * options.beforeName / options.afterName: what errors and the review call a side.
+ * @param {SimulationComparisonOptions | null | undefined} options
+ * @param {"beforeName" | "afterName"} key
+ * @returns {string | undefined}
+ */
 function sideName(options, key) {
   const name = options?.[key];
   if (name === undefined || name === null) return undefined;
@@ -146,7 +258,11 @@ function sideName(options, key) {
   return name;
 }
 
-/** A run's text as runSimulation returns it, parsed. */
+/**
+ * A run's text as runSimulation returns it, parsed.
+ * @param {SimRunText} run
+ * @returns {SimulationRun}
+ */
 function parseRun(run) {
   return {
     report: parseJson(run.report),
@@ -159,13 +275,14 @@ function parseRun(run) {
 }
 
 /**
- * Compare two configurations (objects or JSON texts: `before`, today's policies, and `after`,
- * the proposed ones) on the same traffic: each one's own clients with one seed and duration
- * (they must agree), or `trace` (CSV text). Returns both runs as runSimulation gives them,
- * the comparison (`sluicegate sim BEFORE --compare AFTER --json`, parsed), the filled
- * rate-limit review (`--review`, Markdown), the short comparison, and the exit status judged
- * on the after run. Throws a SimulationError naming the side (`the after config: …`) or the
- * mismatch.
+ * Compare `before` (today's policies) and `after` (the proposed ones) on the same traffic:
+ * each one's own clients with one seed and `duration_s` (they must agree), or `trace`.
+ * Throws a `SimulationError` (exit status 2) naming the side, or the mismatch.
+ * @param {SimConfig | string} before
+ * @param {SimConfig | string} after
+ * @param {string | null} [trace]
+ * @param {SimulationComparisonOptions} [options]
+ * @returns {SimulationComparison}
  */
 export function compareSimulations(before, after, trace = undefined, options = undefined) {
   const beforeText = configText(before);
@@ -175,6 +292,7 @@ export function compareSimulations(before, after, trace = undefined, options = u
   const max = maxRequests(options);
   const beforeName = sideName(options, "beforeName");
   const afterName = sideName(options, "afterName");
+  /** @type {SimCompareText} */
   let out;
   try {
     out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName]);
@@ -193,8 +311,9 @@ export function compareSimulations(before, after, trace = undefined, options = u
 }
 
 /**
- * Check `config` (an object or JSON text) without simulating: throws the SimulationError
- * `simulate` would throw for it before reading any traffic.
+ * Check `config` without simulating: throws the `SimulationError` `simulate` would throw for it before reading any traffic.
+ * @param {SimConfig | string} config
+ * @returns {void}
  */
 export function checkConfig(config) {
   const text = configText(config);
@@ -205,7 +324,10 @@ export function checkConfig(config) {
   }
 }
 
-/** The simulator's self-test (`sluicegate sim --self-test`): its output and whether every case passed. */
+/**
+ * The simulator's self-test (`sluicegate sim --self-test`): its printed lines and whether every case passed.
+ * @returns {{ output: string; ok: boolean }}
+ */
 export function selfTest() {
   const { output, ok } = simSelfTest();
   return { output, ok };
@@ -214,9 +336,10 @@ export function selfTest() {
 // ------------------------------------------------------------ edge_rules given as a path
 
 /**
- * The `edge_rules` path of a configuration given as JSON text (a string value), or null: no
- * `edge_rules`, the rules object itself, or text that is not a JSON object (the simulator
- * then says what is wrong with it).
+ * The `edge_rules` path of a configuration given as JSON text, or null (no `edge_rules`, the
+ * rules object itself, or text that is not a JSON object).
+ * @param {string} configText
+ * @returns {string | null}
  */
 export function edgeRulesPath(configText) {
   if (typeof configText !== "string") throw new TypeError(`configText must be JSON text, got ${describe(configText)}`);
@@ -224,10 +347,13 @@ export function edgeRulesPath(configText) {
 }
 
 /**
- * The configuration's text with its `edge_rules` path replaced by `rulesText` (the rules
- * file's JSON text), as the command line reads a path: numbers keep their spelling (`20` and
- * `20.0` are different to the simulator). Rules that are not JSON throw a SimulationError
- * (exit status 2) saying `edge_rules: <where>: invalid JSON: ...`.
+ * The configuration's text with its `edge_rules` value replaced by `rulesText` (the rules
+ * file's JSON text), everything else as written. Rules that are not JSON throw a
+ * SimulationError (exit status 2) naming `where`.
+ * @param {string} configText
+ * @param {string} rulesText
+ * @param {string} where
+ * @returns {string}
  */
 export function inlineEdgeRules(configText, rulesText, where) {
   for (const [name, value] of [

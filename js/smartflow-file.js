@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { mkdir, rename, unlink, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
+/** @import { SmartFlowStore } from "./smartflow.js" */
 
 let seq = 0;
 
@@ -10,6 +11,8 @@ let seq = 0;
  * `{ load, save }` over a file: load reads it (a missing file is no cache), save writes a
  * temporary file beside it and renames it over, so a crash mid-write never leaves half a
  * file behind. Missing directories are created.
+ * @param {string} path
+ * @returns {SmartFlowStore & { readonly path: string }}
  */
 export function fileStore(path) {
   if (typeof path !== "string" || !path) {

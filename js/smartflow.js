@@ -12,15 +12,83 @@
 import { SmartFlowCore, Wait } from "../pkg-smartflow/sluicegate.js";
 import { abortReason } from "./abort.js";
 import { sleep } from "./wait.js";
+/** @import { SmartFlowCoreOptions, SmartFlowIdKind, SmartFlowLearned, SmartFlowLookup, SmartFlowPenalty } from "../pkg-smartflow/sluicegate.js" */
+/** @import { FetchInput } from "./platform.js" */
 
+// The public types (the declarations are compiled from this JSDoc). They stand here, before a
+// statement the declarations leave out, so that tsc does not copy their comments a second time.
+
+/**
+ * Where the learned mappings are kept between runs: the cache file's JSON text in and out.
+ * @typedef {object} SmartFlowStore
+ * @property {() => string | null | undefined | Promise<string | null | undefined>} load The saved text; `null` or `undefined` when there is none. A throw or rejection means starting empty.
+ * @property {(text: string) => void | Promise<void>} save Keep `text`; a throw or rejection keeps the changes counted, to be saved again later.
+ */
+
+/**
+ * Finds which organization owns a network or device (answers `null`/`undefined` when it cannot).
+ * @typedef {(kind: SmartFlowIdKind, id: string) => string | null | undefined | Promise<string | null | undefined>} SmartFlowResolver
+ */
+
+/**
+ * Registers every network and device of an organization (`flow.registerNetwork`, `flow.registerDevice`); called once per organization, after its first resolve.
+ * @typedef {(orgId: string, flow: SmartFlow) => void | Promise<void>} SmartFlowHydrator
+ */
+
+/**
+ * Where the cache stands: no storage, loading, loaded fresh, or started empty because it was expired, malformed, missing or unreadable.
+ * @typedef {"none" | "pending" | "loaded" | "expired" | "malformed" | "missing" | "failed"} SmartFlowCacheStatus
+ */
+
+/**
+ * The options a SmartFlow adds to its core's limits (`SmartFlowCoreOptions`): the storage, the callbacks and the clock.
+ * @typedef {object} SmartFlowAsyncOptions
+ * @property {string | SmartFlowStore | null} [storage] Where the mappings persist (the specification's JSON cache format): a localStorage key,
+ *   or your own `{ load, save }`. Default: nowhere.
+ * @property {string | null} [path] Node entry only: keep the cache in this file (see `fileStore`). Elsewhere it throws.
+ * @property {SmartFlowResolver | null} [resolver] Looks up the organization of a network or device the limiter has not learned, in the background.
+ * @property {SmartFlowHydrator | null} [hydrator] Registers all of an organization's networks and devices after its first resolve.
+ * @property {(() => number) | null} [now] The monotonic clock, milliseconds (default `performance.now`).
+ * @property {((input: FetchInput, init?: RequestInit) => Promise<Response>) | null} [fetch] The `fetch` that `smartFetch` calls (default `globalThis.fetch`).
+ * @property {((error: unknown, context: string) => void) | null} [onError] Told about background failures (a resolver, hydrator, load or save that threw); default `console.warn`.
+ */
+
+/** @typedef {SmartFlowCoreOptions & SmartFlowAsyncOptions} SmartFlowOptions */
+
+/**
+ * @typedef {object} SmartFlowSnapshot
+ * @property {number} globalRate
+ * @property {number} orgs Organizations with a bucket.
+ * @property {number} networks Mapped networks and devices.
+ * @property {number} devices
+ * @property {number} dirty Mapped changes not yet saved.
+ * @property {number} pendingResolves Background resolves (and hydrations) under way.
+ * @property {SmartFlowCacheStatus} cacheStatus
+ * @property {boolean} cacheFresh
+ */
+
+/**
+ * `RequestInit` plus the SmartFlow to go through (default: a shared one with the default limits).
+ * @typedef {RequestInit & { smartFlow?: SmartFlow }} SmartFetchInit
+ */
+
+/** @type {((path: string) => SmartFlowStore & { readonly path: string }) | null} */
 let fileStoreFactory = null;
 
-/** Called by the Node entry: how `fileStore(path)` and the `path` option reach the disk. */
+/**
+ * Called by the Node entry: how `fileStore(path)` and the `path` option reach the disk.
+ * @internal
+ * @param {(path: string) => SmartFlowStore & { readonly path: string }} factory
+ */
 export function installFileStore(factory) {
   fileStoreFactory = factory;
 }
 
-/** A store keeping the cache in a file (Node entry only). */
+/**
+ * Node entry only (elsewhere it throws): a `{ load, save }` over a file, written atomically.
+ * @param {string} path
+ * @returns {SmartFlowStore & { readonly path: string }}
+ */
 export function fileStore(path) {
   if (fileStoreFactory === null) {
     throw new TypeError("a cache file needs Node's file system: import sluicegate/smartflow under Node, or pass storage");
@@ -48,15 +116,21 @@ function defaultOnError(error, context) {
 const isThenable = (v) => v !== null && (typeof v === "object" || typeof v === "function") && typeof v.then === "function";
 
 /**
- * How long a `Retry-After` asks to wait, in milliseconds: delay-seconds ("120"), or an
- * HTTP-date ("Wed, 21 Oct 2026 07:28:00 GMT", or the obsolete RFC 850 and asctime forms)
- * measured from `nowMs` (Unix ms). A number is taken as seconds. `null` when absent or
- * unreadable; a date in the past is 0.
+ * Milliseconds a Retry-After asks for: delay-seconds (a number is seconds too), or an HTTP-date
+ * (IMF-fixdate, or the obsolete RFC 850 and asctime forms) measured from `nowMs` (Unix ms; a
+ * date past is 0). `null` when absent or in any other form.
+ * @param {string | number | null | undefined} value
+ * @param {number} [nowMs]
+ * @returns {number | null}
  */
 export function parseRetryAfter(value, nowMs = Date.now()) {
   return SmartFlowCore.retryAfterMs(value, nowMs) ?? null;
 }
 
+/**
+ * @param {string} key
+ * @returns {SmartFlowStore}
+ */
 function localStorageStore(key) {
   let storage;
   try {
@@ -70,6 +144,11 @@ function localStorageStore(key) {
   return { load: () => storage.getItem(key), save: (text) => storage.setItem(key, text) };
 }
 
+/**
+ * @param {string | SmartFlowStore | null | undefined} storage
+ * @param {string | null | undefined} path
+ * @returns {SmartFlowStore | null}
+ */
 function storeFor(storage, path) {
   if (path !== undefined && path !== null) {
     if (storage !== null && storage !== undefined) throw new TypeError("give storage or path, not both");
@@ -87,6 +166,12 @@ function storeFor(storage, path) {
   throw new TypeError(`storage must be a localStorage key or { load, save }, got ${describe(storage)}`);
 }
 
+/**
+ * @template T
+ * @param {T | null | undefined} value
+ * @param {string} what
+ * @returns {T | null}
+ */
 function optionalFunction(value, what) {
   if (value === undefined || value === null) return null;
   if (typeof value !== "function") throw new TypeError(`${what} must be a function, got ${describe(value)}`);
@@ -101,28 +186,44 @@ function requestUrl(input) {
 }
 
 /**
- * Smart Flow: throttles requests per organization (and globally per source IP) before the
- * server has to refuse them, learning which organization owns each network and device.
- * See the TypeScript declarations (smartflow.d.ts) for the options.
+ * Smart Flow: throttles requests per organization (default 10/s, burst 10) and globally
+ * (default 100/s) before the server has to refuse them, learning which organization owns
+ * each network and device from responses, a resolver, a hydrator or the saved cache. The
+ * saved cache is loaded at first use, not at construction, so a SmartFlow may live at a
+ * Worker's module scope.
  */
 export class SmartFlow {
+  /** @type {SmartFlowCore} */
   #limiter;
+  /** @type {SmartFlowStore | null} */
   #store;
+  /** @type {SmartFlowResolver | null} */
   #resolver;
+  /** @type {SmartFlowHydrator | null} */
   #hydrator;
+  /** @type {() => number} */
   #now;
+  /** @type {((input: FetchInput, init?: RequestInit) => Promise<Response>) | null} */
   #fetch;
+  /** @type {(error: unknown, context: string) => void} */
   #onError;
+  /** @type {SmartFlowCacheStatus} */
   #cacheStatus;
   #started = false; // whether the saved cache's load has begun
+  /** @type {Promise<void>} */
   #ready = Promise.resolve();
+  /** @type {Promise<void> | null} */
   #loading = null; // the store's load while it is under way
+  /** @type {Set<Promise<void>>} */
   #tasks = new Set(); // background resolves (and their hydrations)
+  /** @type {Promise<boolean> | null} */
   #saving = null; // the last save queued
   #autoSaving = false;
+  /** @type {ReturnType<typeof setTimeout> | null} */
   #retryTimer = null;
   #closed = false;
 
+  /** @param {SmartFlowOptions} [options] */
   constructor(options = {}) {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`options must be an object, got ${describe(options)}`);
@@ -175,17 +276,19 @@ export class SmartFlow {
     this.#ready = this.#loading;
   }
 
-  /** Resolves once the saved cache was read; never rejects. */
+  /** Resolves once the saved cache was read (at once for a synchronous store); never rejects. Starts the load if nothing else has. */
   get ready() {
     this.#start();
     return this.#ready;
   }
 
+  /** @param {unknown} error */
   #failedLoad(error) {
     this.#cacheStatus = "failed";
     this.#report(error, "loading the cache");
   }
 
+  /** @param {unknown} loaded */
   #applyCache(loaded) {
     if (loaded === null || loaded === undefined || loaded === "") {
       this.#cacheStatus = "missing";
@@ -199,6 +302,10 @@ export class SmartFlow {
     }
   }
 
+  /**
+   * @param {unknown} error
+   * @param {string} context
+   */
   #report(error, context) {
     try {
       this.#onError(error, context);
@@ -207,7 +314,10 @@ export class SmartFlow {
     }
   }
 
-  /** Reserve now, synchronously; the seconds to wait. Starts a background resolve if due. */
+  /**
+   * Reserve now, synchronously; the seconds to wait. Starts a background resolve if due.
+   * @param {string} url
+   */
   #reserve(url) {
     const now = this.#now() / 1000;
     if (this.#resolver === null || this.#closed) return this.#core.acquire(url, now);
@@ -218,8 +328,12 @@ export class SmartFlow {
   }
 
   /**
-   * Wait for the turn of a request to `url`; resolves with the milliseconds waited. The
-   * reservation is made at once: concurrent calls each get their own place.
+   * Resolves when a request to `url` may go out, with the milliseconds waited. The
+   * reservation is made synchronously: concurrent calls each get their own place. Rejects
+   * with `signal.reason` when aborted (the place stays taken).
+   * @param {string} url
+   * @param {{ signal?: AbortSignal }} [options]
+   * @returns {Promise<number>}
    */
   acquire(url, options = undefined) {
     const signal = options?.signal;
@@ -236,6 +350,10 @@ export class SmartFlow {
     }
   }
 
+  /**
+   * @param {string} url
+   * @param {AbortSignal | undefined} signal
+   */
   async #acquireSlowly(url, signal) {
     if (signal?.aborted) throw abortReason(signal);
     if (this.#loading !== null) await this.#loading;
@@ -249,27 +367,36 @@ export class SmartFlow {
     return waited + waitMs;
   }
 
-  /** How long a cooldown still holds requests to `url` back, ms (0: none). */
+  /**
+   * How long a cooldown still holds requests to `url` back, ms (0: none).
+   * @param {string} url
+   */
   #holdMs(url) {
     return this.#limiter.coolingDown ? this.#limiter.cooldownMs(url, this.#now()) : 0;
   }
 
-  /** How long a `Retry-After` still holds requests to `url` back, ms (0: not at all). */
+  /**
+   * How long a Retry-After still holds requests to `url` back, milliseconds.
+   * @param {string} url
+   * @returns {number}
+   */
   cooldownMs(url) {
     return this.#holdMs(checkString(url, "url"));
   }
 
+  /** @param {SmartFlowLookup} lookup */
   #startResolve(lookup) {
     const task = this.#resolveInBackground(lookup);
     this.#tasks.add(task);
     task.finally(() => this.#tasks.delete(task));
   }
 
+  /** @param {SmartFlowLookup} lookup */
   async #resolveInBackground({ kind, id }) {
     await null; // never run the resolver inside acquire()
     let org = null;
     try {
-      const found = await this.#resolver(kind, id);
+      const found = await /** @type {SmartFlowResolver} */ (this.#resolver)(kind, id);
       if (typeof found === "string" && found) org = found;
       else if (found !== null && found !== undefined && found !== "") {
         throw new TypeError(`the resolver must answer an organization id, null or undefined, got ${describe(found)}`);
@@ -283,9 +410,10 @@ export class SmartFlow {
     } catch (error) {
       this.#report(error, "recording a resolve");
     }
-    if (recorded && this.#hydrator !== null && this.#core.claimHydration(org)) {
+    // a mapping recorded means an organization was found: org is a string
+    if (recorded && this.#hydrator !== null && this.#core.claimHydration(/** @type {string} */ (org))) {
       try {
-        await this.#hydrator(org, this);
+        await this.#hydrator(/** @type {string} */ (org), this);
       } catch (error) {
         this.#report(error, `hydrating the organization ${JSON.stringify(org)}`);
       }
@@ -294,43 +422,80 @@ export class SmartFlow {
   }
 
   /**
-   * A 429 on `url`: lower its organization's rate (× 0.7), or the global rate when the URL
-   * names no organization, network or device; a network or device of an organization not
-   * yet known lowers nothing. `retryAfter` (the header, or seconds) holds the same scope
-   * back that long, never shortening a cooldown in force.
+   * A 429 on `url`: lowers its organization's rate (× 0.7, never below 0.5), or the global
+   * rate when the URL names no organization, network or device; an unresolved network or
+   * device lowers nothing. `retryAfter` (the header, or seconds) holds that scope back,
+   * never shortening a cooldown in force.
+   * @param {string} url
+   * @param {string | number | null} [retryAfter]
+   * @returns {SmartFlowPenalty}
    */
   onRateLimited(url, retryAfter = undefined) {
-    return this.#core.onRateLimited(checkString(url, "url"), retryAfter, this.#now(), Date.now());
+    // undefined reads as null to the core
+    return this.#core.onRateLimited(checkString(url, "url"), /** @type {string | number | null} */ (retryAfter), this.#now(), Date.now());
   }
 
-  /** A 2xx on `url`: its organization's rate + 0.2, the global rate + 0.5, up to the configured rates. */
+  /**
+   * A 2xx on `url`: + 0.2 to its organization's rate, + 0.5 to the global rate, up to the configured rates.
+   * @param {string} url
+   * @returns {void}
+   */
   onSuccess(url) {
     this.#core.onSuccess(checkString(url, "url"));
   }
 
-  /** Learn which organization owns the networks and devices a successful response names. */
+  /**
+   * Learn mappings from a successful response: `body` parsed (an object) or as JSON text.
+   * @param {string} url
+   * @param {unknown} body
+   * @returns {SmartFlowLearned}
+   */
   learnFromResponse(url, body) {
     const learned = this.#core.learnFromResponse(checkString(url, "url"), body);
     if (learned.networks + learned.devices > 0) this.#flushIfDue();
     return learned;
   }
 
+  /**
+   * @param {string} orgId
+   * @returns {void}
+   */
   registerOrg(orgId) {
     this.#core.registerOrg(checkString(orgId, "orgId"));
   }
 
+  /**
+   * @param {string} networkId
+   * @param {string} orgId
+   * @returns {void}
+   */
   registerNetwork(networkId, orgId) {
     this.#core.registerNetwork(checkString(networkId, "networkId"), checkString(orgId, "orgId"));
   }
 
+  /**
+   * @param {string} serial
+   * @param {string} orgId
+   * @returns {void}
+   */
   registerDevice(serial, orgId) {
     this.#core.registerDevice(checkString(serial, "serial"), checkString(orgId, "orgId"));
   }
 
+  /**
+   * The organization a request URL belongs to, when known.
+   * @param {string} url
+   * @returns {string | undefined}
+   */
   resolveOrg(url) {
     return this.#core.resolveOrg(checkString(url, "url"));
   }
 
+  /**
+   * An organization's current rate, once it has a bucket.
+   * @param {string} orgId
+   * @returns {number | undefined}
+   */
   orgRate(orgId) {
     return this.#core.orgRate(checkString(orgId, "orgId"));
   }
@@ -339,6 +504,7 @@ export class SmartFlow {
     return this.#core.globalRate;
   }
 
+  /** Whether a fresh saved cache was loaded. */
   get cacheFresh() {
     return this.#core.cacheFresh;
   }
@@ -348,6 +514,7 @@ export class SmartFlow {
     return this.#cacheStatus;
   }
 
+  /** @returns {SmartFlowSnapshot} */
   snapshot() {
     const core = this.#core;
     return {
@@ -362,18 +529,22 @@ export class SmartFlow {
     };
   }
 
-  /** Save the mappings now; resolves `false` without a storage, rejects when the save fails. */
+  /**
+   * Save now: `false` without a storage; rejects when the save fails (the changes stay counted).
+   * @returns {Promise<boolean>}
+   */
   flush() {
     this.#start();
     return this.#save();
   }
 
+  /** @returns {Promise<boolean>} */
   #save() {
     if (this.#store === null) return Promise.resolve(false);
     const run = async () => {
       const count = this.#core.dirty;
       const text = this.#core.saveCache(Date.now() / 1000);
-      await this.#store.save(text);
+      await /** @type {SmartFlowStore} */ (this.#store).save(text); // not null: checked above
       this.#core.markFlushed(count);
       return true;
     };
@@ -413,8 +584,10 @@ export class SmartFlow {
   }
 
   /**
-   * Stop background work: wait for the resolves (and hydrations) under way and any save in
-   * flight, then save once more. Rejects when that final save fails.
+   * Wait for the background resolves (and hydrations) and saves under way, then save once
+   * more; rejects when that save fails. Afterwards `acquire` still paces, but starts no
+   * resolves, and nothing is saved but by `flush()`.
+   * @returns {Promise<void>}
    */
   async shutdown() {
     this.#start();
@@ -430,8 +603,10 @@ export class SmartFlow {
   }
 
   /**
-   * `fetch` through Smart Flow: acquire, fetch, then a 2xx counts as a success (and a GET's
-   * JSON body is learned from) and a 429 as rate limited, honouring its Retry-After.
+   * `fetch` through this limiter (bound: pass it around as a `fetch`).
+   * @param {FetchInput} input
+   * @param {RequestInit} [init]
+   * @returns {Promise<Response>}
    */
   async smartFetch(input, init = undefined) {
     const url = SmartFlowCore.withoutQuery(requestUrl(input));
@@ -460,11 +635,15 @@ export class SmartFlow {
   }
 }
 
+/** @type {SmartFlow | null} */
 let shared = null;
 
 /**
- * `fetch` through Smart Flow: through `init.smartFlow`, or a shared SmartFlow with the
- * default limits (created on first use).
+ * `fetch` through Smart Flow: acquire → fetch → a 2xx is a success (a GET's JSON body is
+ * learned from), a 429 is rate limited and its Retry-After (seconds or HTTP-date) honoured.
+ * @param {FetchInput} input
+ * @param {SmartFetchInit} [init]
+ * @returns {Promise<Response>}
  */
 export function smartFetch(input, init = undefined) {
   if (init?.smartFlow !== undefined) {

@@ -1,6 +1,8 @@
 // The edge over a built Worker module (`glue`, its wasm compiled by the bundler): the
 // Durable Object class that counts, and requests through the rules, admitted ones to a
 // handler. The standalone Worker (worker/edge.mjs) and sluicegate/worker both use it.
+/** @import { Edge, EdgeOptions, RateLimiter as DurableObjectBranded, WorkerHandler } from "./worker.js" */
+// @ts-expect-error -- workerd's own module: its types (@cloudflare/workers-types) declare the Workers' globals, which clash with the DOM library this is checked against
 import { DurableObject, env as workerEnv } from "cloudflare:workers";
 
 /**
@@ -9,6 +11,10 @@ import { DurableObject, env as workerEnv } from "cloudflare:workers";
  * faults with them). With `library`, the rules
  * are the ones given to `createEdge`, which the Worker must call at module scope (where its
  * Durable Objects run too), else they come from `env` (the standalone Worker).
+ * @internal
+ * @param {typeof import("../worker/pkg/sluicegate_worker.js")} glue
+ * @param {WebAssembly.Module} wasm
+ * @param {{ adaptEnv?: (env: any) => any; adaptRequest?: (request: Request, env: any) => Request; library?: boolean }} [options]
  */
 export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (request) => request, library = false } = {}) {
   glue.initSync({ module: wasm });
@@ -33,13 +39,20 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     }
   });
 
-  /** Run `setUp()` now and again on every new instance of the module. */
+  /**
+   * Run `setUp()` now and again on every new instance of the module.
+   * @param {() => void} call
+   */
   function setUp(call) {
     call();
     setUps.push(call);
   }
 
-  /** `handle()`'s answer, or the edge's 503 if the module panics before it comes. */
+  /**
+   * `handle()`'s answer, or the edge's 503 if the module panics before it comes.
+   * @param {() => Response | Promise<Response>} handle
+   * @returns {Promise<Response>}
+   */
   function guarded(handle) {
     return new Promise((resolve, reject) => {
       // Its answer is made in this request's own context, which a Response belongs to
@@ -55,8 +68,9 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     });
   }
 
+  // `DurableObject` is untyped here (see its import): typed as what RateLimiter uses of it.
   /** Exact counting for the counting keys routed to this object (one per key). */
-  class RateLimiter extends DurableObject {
+  class RateLimiter extends /** @type {new (ctx: unknown, env: unknown) => DurableObjectBranded & { ctx: { storage: unknown }; env: unknown }} */ (DurableObject) {
     constructor(ctx, env) {
       if (library && !created) {
         throw new Error("sluicegate: RateLimiter counts by the rules given to createEdge({ rules }): call createEdge at the Worker's module scope");
@@ -137,6 +151,8 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
   /**
    * A Worker `fetch` that runs the rules, then sends an admitted request to
    * `handler(request, env, ctx)`; without a handler, to ORIGIN_URL.
+   * @param {WorkerHandler<any, any>} [handler]
+   * @returns {(request: Request, env: any, ctx: any) => Promise<Response>}
    */
   function through(handler) {
     if (handler === undefined) {
@@ -145,7 +161,11 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     return (request, env, ctx) => guarded(() => glue.handle(adaptRequest(request, env), adaptEnv(env), ctx, (admitted) => handler(admitted, env, ctx)));
   }
 
-  /** The rules given here (at module scope), in front of the Worker's own handlers. */
+  /**
+   * The rules given here (at module scope), in front of the Worker's own handlers.
+   * @param {EdgeOptions} options
+   * @returns {Edge}
+   */
   function createEdge(options) {
     const { rules, binding = "RATE_LIMITER" } = options ?? {};
     if (typeof binding !== "string") throw new TypeError("sluicegate: createEdge: binding must be a string");

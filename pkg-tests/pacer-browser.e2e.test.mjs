@@ -75,7 +75,7 @@ async function waitReady(page) {
  * may go out up to this late after the instant its ledger entry holds, and placements
  * reserve each window this much longer.
  */
-// The pacer's default slack (js/pacer.d.ts): 1 % of the shortest window, from 100 ms to 1 s.
+// The pacer's default slack (PacerConfig.slackMs): 1 % of the shortest window, from 100 ms to 1 s.
 const slackFor = (lengthMs) => Math.min(1_000, Math.max(100, lengthMs / 100));
 
 const spentOf = async (page) => Number(await page.getAttribute("#spent", "data-spent"));

@@ -96,21 +96,27 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
     "js/browser.js",
     "js/workerd.js",
     "js/edge-node.js",
-    "js/index.d.ts",
+    "types/entries/index.d.ts",
     "pkg-sim/sluicegate_bg.wasm",
     "pkg-sim/sluicegate.js",
     "js/sim-node.js",
-    "js/sim.d.ts",
+    "types/entries/sim.d.ts",
     "js/cli.mjs",
     "js/worker.js",
     "js/worker-core.js",
-    "js/worker.d.ts",
+    "types/worker.d.ts",
     "js/hono.js",
-    "js/hono.d.ts",
+    "types/hono.d.ts",
     "worker/pkg/sluicegate_worker.js",
     "worker/pkg/sluicegate_worker_bg.wasm",
   ]) {
     assert.ok(files.includes(f), `${f} in ${files.join(", ")}`);
+  }
+  // every file the exports map names, the declarations included, is in the package
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  const targets = (value) => (typeof value === "string" ? [value] : Object.values(value).flatMap(targets));
+  for (const target of [pkg.types, ...targets(pkg.exports)]) {
+    assert.ok(files.includes(target.replace(/^\.\//, "")), `${target} (package.json) in the package`);
   }
 });
 

@@ -516,7 +516,7 @@ test("the browser and workerd entries never import node:fs; npm pack ships the s
     "pkg-smartflow/sluicegate.js",
     "pkg-smartflow/sluicegate.d.ts",
     "js/smartflow.js",
-    "js/smartflow.d.ts",
+    "types/entries/smartflow.d.ts",
     "js/smartflow-file.js",
     "js/smartflow-node.js",
     "js/smartflow-browser.js",

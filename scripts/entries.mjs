@@ -1,26 +1,28 @@
 // The package's entry files, generated from one table: per entry, its wasm build and the
 // names it makes public (from the wasm and from the JS wrappers), and from those the
 // per-environment shims (browser and bundlers, Node, Cloudflare Workers), the `exports` map
-// and `sideEffects` of package.json, and the re-export lines at the top of each entry's
-// .d.ts. Each shim exports the named public API only: a wasm class or function the table
-// does not name stays internal (the wrappers import it from the wasm glue directly).
+// and `sideEffects` of package.json, and each entry's declarations. Each shim exports the
+// named public API only: a wasm class or function the table does not name stays internal
+// (the wrappers import it from the wasm glue directly).
+//
+// The declarations have one source per layer: the JSDoc of js/*.js (compiled by tsc with
+// tsconfig.json, which type-checks the JavaScript as it goes) and, for what the wasm reads
+// and writes, the Rust side's typescript_custom_section blocks (in pkg*/sluicegate.d.ts).
+// `--types` compiles them into types/ and writes types/entries/*.d.ts: the table's values,
+// and every type the entry's modules declare. No declaration is written by hand.
 //
 //   node scripts/entries.mjs          write the files
 //   node scripts/entries.mjs --check  exit 1, naming each file that differs (npm test runs this)
+//   node scripts/entries.mjs --types  compile the declarations into types/ (scripts/build.sh,
+//                                     after the wasm builds; exit 1 on a type error)
 //
 // Edit the table, then run it; never edit a generated file by hand.
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
-/**
- * One entry per wasm-backed import path. `wasm`: the public names of its wasm build (the
- * rest of the build's exports are internal); `js`: wrapper module → its public names;
- * `types`: the entry's declaration file, whose first lines are generated; `node`: extra
- * set-up in the Node shim.
- */
 /** `export { names } from "module";`, one name per line past biome.json's line width, as the formatter writes it. */
 function exportFrom(names, module) {
   const line = `export { ${names.join(", ")} } from "${module}";`;
@@ -30,6 +32,12 @@ function exportFrom(names, module) {
 
 const LINE_WIDTH = 180; // biome.json's formatter.lineWidth
 
+/**
+ * One entry per wasm-backed import path. `wasm`: the public names of its wasm build (the
+ * rest of the build's exports are internal); `js`: wrapper module → its public names;
+ * `wasmTypes: false`: the build's types belong to another entry; `node`: extra set-up in
+ * the Node shim.
+ */
 export const ENTRIES = [
   {
     subpath: ".",
@@ -44,7 +52,6 @@ export const ENTRIES = [
       "./batch.js": ["runBatch"],
       "./forecasts.js": ["fetchForecasts"],
     },
-    types: "index.d.ts",
   },
   {
     subpath: "./edge",
@@ -54,7 +61,6 @@ export const ENTRIES = [
     what: "rules validation, client identity, token bucket",
     wasm: ["clientIdentity", "validateRules"],
     js: { "./token-bucket.js": ["TokenBucket"] },
-    types: "edge.d.ts",
   },
   {
     subpath: "./limit",
@@ -64,7 +70,6 @@ export const ENTRIES = [
     what: "keyed limits, over the edge build",
     wasm: [],
     js: { "./limit.js": ["Limiter"] },
-    types: "limit.d.ts",
     // the edge build's own types belong to sluicegate/edge
     wasmTypes: false,
   },
@@ -78,7 +83,6 @@ export const ENTRIES = [
     // url and cache helpers its named functions: what the conformance vectors exercise
     wasm: ["SmartFlowBucket", "SmartFlowCore", "formatSavedAt", "isCacheFresh", "isUnresolvedScopedUrl", "parseSavedAt", "urlIdentifiers"],
     js: { "./smartflow.js": ["SmartFlow", "fileStore", "parseRetryAfter", "smartFetch"] },
-    types: "smartflow.d.ts",
     // the cache file store (the `path` option, fileStore): only this entry touches node:fs
     node: {
       imports: ['import { installFileStore } from "./smartflow.js";', 'import { fileStore } from "./smartflow-file.js";'],
@@ -95,15 +99,14 @@ export const ENTRIES = [
     js: {
       "./sim.js": ["SimulationError", "checkConfig", "compareSimulations", "edgeRulesPath", "inlineEdgeRules", "runSimulation", "selfTest", "simulate"],
     },
-    types: "sim.d.ts",
   },
 ];
 
 /** Import paths without a wasm build of their own, as package.json lists them. */
 const PLAIN = {
-  "./middleware": { types: "./js/middleware.d.ts", node: "./js/middleware.js", default: "./js/middleware.js" },
-  "./worker": { types: "./js/worker.d.ts", default: "./js/worker.js" },
-  "./hono": { types: "./js/hono.d.ts", default: "./js/hono.js" },
+  "./middleware": { types: "./types/middleware.d.ts", node: "./js/middleware.js", default: "./js/middleware.js" },
+  "./worker": { types: "./types/worker.d.ts", default: "./js/worker.js" },
+  "./hono": { types: "./types/hono.d.ts", default: "./js/hono.js" },
 };
 
 /** Modules with effects on import besides the shims that instantiate a build. */
@@ -113,6 +116,7 @@ const GENERATED = "Generated by scripts/entries.mjs from its table: edit the tab
 const BUNDLERS = 'Vite 7 and older: optimizeDeps: { exclude: ["sluicegate"] }; esbuild: pass the URL of the .wasm imported from "…/wasm" (README, Bundlers).';
 
 const file = (e, env) => `js/${e.base ? `${e.base}-${env}` : env}.js`;
+const typesFile = (e) => `types/entries/${e.base || "index"}.d.ts`;
 
 function exportLines(e) {
   const lines = [];
@@ -173,39 +177,12 @@ function workerd(e) {
   ].join("\n");
 }
 
-const TYPES_BEGIN = "// <entries> generated by scripts/entries.mjs from its table";
-const TYPES_END = "// </entries>";
-
-/** The declaration file with its generated block (the public names, and every type the wasm build declares) in place. */
-function types(e, current) {
-  const wasmTypes = `export type * from "../${e.pkg}/sluicegate.js";`;
-  const block = [
-    TYPES_BEGIN,
-    ...(e.wasm.length > 0 ? [exportFrom(e.wasm, `../${e.pkg}/sluicegate.js`)] : []),
-    ...(e.wasmTypes === false ? [] : [wasmTypes]),
-    `export { default } from "../${e.pkg}/sluicegate.js";`,
-    // a wrapper declared in a file of its own: its public names and its types (one declared
-    // in this very file needs no line)
-    ...Object.entries(e.js)
-      .filter(([module]) => module !== `./${e.types.replace(/\.d\.ts$/, ".js")}`)
-      .flatMap(([module, names]) => [exportFrom(names, module), `export type * from "${module}";`]),
-    TYPES_END,
-  ].join("\n");
-  const start = current.indexOf(TYPES_BEGIN);
-  if (start >= 0) {
-    const end = current.indexOf(TYPES_END, start);
-    if (end < 0) throw new Error(`js/${e.types}: ${TYPES_BEGIN} without ${TYPES_END}`);
-    return current.slice(0, start) + block + current.slice(end + TYPES_END.length);
-  }
-  throw new Error(`js/${e.types}: no generated block (${TYPES_BEGIN} … ${TYPES_END}) to fill`);
-}
-
 function packageJson(current) {
   const pkg = JSON.parse(current);
   const exports = {};
   for (const e of ENTRIES) {
     exports[e.subpath] = {
-      types: `./js/${e.types}`,
+      types: `./${typesFile(e)}`,
       workerd: `./${file(e, "workerd")}`,
       worker: `./${file(e, "workerd")}`,
       node: `./${file(e, "node")}`,
@@ -214,9 +191,10 @@ function packageJson(current) {
   }
   Object.assign(exports, PLAIN);
   for (const e of ENTRIES.filter((e) => e.base !== "limit")) {
-    exports[e.subpath === "." ? "./wasm" : `${e.subpath}/wasm`] = { types: "./js/wasm.d.ts", default: `./${e.pkg}/sluicegate_bg.wasm` };
+    exports[e.subpath === "." ? "./wasm" : `${e.subpath}/wasm`] = { types: "./types/wasm.d.ts", default: `./${e.pkg}/sluicegate_bg.wasm` };
   }
   exports["./package.json"] = "./package.json";
+  pkg.types = `./${typesFile(ENTRIES[0])}`;
   pkg.exports = exports;
   pkg.sideEffects = [...ENTRIES.flatMap((e) => [`./${file(e, "node")}`, `./${file(e, "workerd")}`]), ...ALSO_SIDE_EFFECTS];
   return `${JSON.stringify(pkg, null, 2)}\n`;
@@ -229,13 +207,121 @@ export function generate() {
     out.set(file(e, "browser"), browser(e));
     out.set(file(e, "node"), node(e));
     out.set(file(e, "workerd"), workerd(e));
-    out.set(`js/${e.types}`, types(e, readFileSync(path.join(ROOT, "js", e.types), "utf8")));
   }
   out.set("package.json", packageJson(readFileSync(path.join(ROOT, "package.json"), "utf8")));
   return out;
 }
 
+const WASM_URL_TYPES = `// sluicegate/wasm, sluicegate/edge/wasm, sluicegate/smartflow/wasm, sluicegate/sim/wasm: each
+// entry's .wasm file, for bundlers that copy an imported file and hand over its URL
+// (esbuild's \`--loader:.wasm=file\`), to pass to init():
+//   import wasm from "sluicegate/wasm";
+//   await init({ module_or_path: new URL(wasm, import.meta.url) });
+// ${GENERATED}
+
+/** The .wasm file's URL, relative to the bundle, as the bundler's file loader gives it. */
+declare const url: string;
+export default url;
+`;
+
+/** Whether a declaration's JSDoc says `@internal`: it stays out of the declarations. */
+function isInternal(ts, node) {
+  const original = ts.getOriginalNode(node);
+  return ts.getJSDocTags(original).some((tag) => tag.tagName.text === "internal");
+}
+
+/** A declaration transformer dropping `@internal` statements and class members (tsc's stripInternal reads no JSDoc of .js sources). */
+const stripInternal = (ts) => (context) => (root) => {
+  const visit = (node) => {
+    if (isInternal(ts, node)) return undefined;
+    return ts.isClassDeclaration(node) ? ts.visitEachChild(node, visit, context) : node;
+  };
+  return ts.visitEachChild(root, visit, context);
+};
+
+/** The names `module` exports as types only (interfaces and type aliases, JSDoc typedefs included), but `@internal` ones. */
+function typeNames(ts, checker, sourceFile) {
+  const symbol = checker.getSymbolAtLocation(sourceFile);
+  if (!symbol) return [];
+  const typeOnly = ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias;
+  return checker
+    .getExportsOfModule(symbol)
+    .filter((s) => s.flags & typeOnly && !(s.flags & ts.SymbolFlags.Value))
+    .filter((s) => !(s.declarations ?? []).some((d) => ts.getJSDocTags(d).some((tag) => tag.tagName.text === "internal")))
+    .map((s) => s.name)
+    .sort();
+}
+
+const typeExportFrom = (names, module) => exportFrom(names, module).replace(/^export \{/, "export type {");
+
+/** One entry's declarations: the table's values and every type of its wasm build and its modules. */
+function entryTypes(e, types) {
+  const pkg = `../../${e.pkg}/sluicegate.js`;
+  const lines = [`// ${e.label} (${e.what}).`, `// ${GENERATED}`];
+  if (e.wasm.length > 0) lines.push(exportFrom(e.wasm, pkg));
+  if (e.wasmTypes !== false && types.get(e.pkg).length > 0) lines.push(typeExportFrom(types.get(e.pkg), pkg));
+  lines.push(`export { default } from "${pkg}";`);
+  for (const [module, names] of Object.entries(e.js)) {
+    const from = `.${module}`;
+    lines.push(exportFrom(names, from));
+    const own = types.get(module.slice(2, -3)).filter((name) => !names.includes(name));
+    if (own.length > 0) lines.push(typeExportFrom(own, from));
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** Compiles js/*.js's JSDoc into types/ and writes the entries' declarations; false on a type error. */
+async function buildTypes() {
+  const { default: ts } = await import("typescript");
+  const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => ROOT, getNewLine: () => "\n" };
+  const report = (diagnostics) => console.error(ts.formatDiagnosticsWithColorAndContext(diagnostics, host));
+  const configPath = path.join(ROOT, "tsconfig.json");
+  const parsed = ts.getParsedCommandLineOfConfigFile(configPath, {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => report([d]) });
+  if (!parsed) return false;
+  if (parsed.errors.length > 0) {
+    report(parsed.errors);
+    return false;
+  }
+  const pkgs = [...new Set(ENTRIES.map((e) => e.pkg))];
+  const program = ts.createProgram({
+    rootNames: [...parsed.fileNames, ...pkgs.map((pkg) => path.join(ROOT, pkg, "sluicegate.d.ts"))],
+    options: parsed.options,
+  });
+  const diagnostics = ts.getPreEmitDiagnostics(program);
+  if (diagnostics.length > 0) {
+    report(diagnostics);
+    console.error(`types: ${diagnostics.length} type error(s) in js/ (tsconfig.json); no declarations written`);
+    return false;
+  }
+  const outDir = path.join(ROOT, "types");
+  rmSync(outDir, { recursive: true, force: true });
+  const emitted = program.emit(undefined, undefined, undefined, true, { afterDeclarations: [stripInternal(ts)] });
+  if (emitted.diagnostics.length > 0) {
+    report(emitted.diagnostics);
+    return false;
+  }
+  const checker = program.getTypeChecker();
+  const types = new Map();
+  for (const sourceFile of program.getSourceFiles()) {
+    const rel = path.relative(ROOT, sourceFile.fileName);
+    const js = /^js\/([\w-]+)\.js$/.exec(rel);
+    if (js) types.set(js[1], typeNames(ts, checker, sourceFile));
+    const pkg = /^(pkg[\w-]*)\/sluicegate\.d\.ts$/.exec(rel);
+    if (pkg) types.set(pkg[1], typeNames(ts, checker, sourceFile));
+  }
+  mkdirSync(path.join(outDir, "entries"), { recursive: true });
+  for (const e of ENTRIES) writeFileSync(path.join(ROOT, typesFile(e)), entryTypes(e, types));
+  writeFileSync(path.join(outDir, "wasm.d.ts"), WASM_URL_TYPES);
+  const count = readdirSync(outDir).filter((name) => name.endsWith(".d.ts")).length;
+  console.log(`types: ${count} module declarations from js/ and ${ENTRIES.length} entries written to types/`);
+  return true;
+}
+
+/** Declarations written by hand in js/: there are none (they are compiled from JSDoc). */
+const handWritten = () => readdirSync(path.join(ROOT, "js")).filter((name) => name.endsWith(".d.ts"));
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes("--types")) process.exit((await buildTypes()) ? 0 : 1);
   const check = process.argv.includes("--check");
   const stale = [];
   for (const [rel, text] of generate()) {
@@ -252,5 +338,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.error(`entries: out of date (run node scripts/entries.mjs): ${stale.join(", ")}`);
     process.exit(1);
   }
-  if (check) console.log(`entries: ${ENTRIES.length} entries × 3 environments, package.json and the declarations are current`);
+  if (check && handWritten().length > 0) {
+    console.error(`entries: declarations come from JSDoc (node scripts/entries.mjs --types), not from js/${handWritten().join(", js/")}`);
+    process.exit(1);
+  }
+  if (check) console.log(`entries: ${ENTRIES.length} entries × 3 environments and package.json are current; no declaration written by hand`);
 }

@@ -41,6 +41,39 @@ pub use smartflow::{
 #[cfg(any(feature = "wasm", feature = "wasm-smartflow"))]
 pub use wait::Wait;
 
+// The host's types that wasm-bindgen's glue names (`init`'s input, the module's memory and
+// table), as small structural types, so that the declarations compile in a browser project
+// (lib "dom"), a Node one (@types/node, no DOM) and a Worker one (@cloudflare/workers-types):
+// scripts/portable-dts.mjs puts these names where the glue wrote the DOM's. They are the
+// file's own (the `export {}` keeps a declaration file from exporting them).
+#[wasm_bindgen(typescript_custom_section)]
+const TS_HOST: &str = r#"
+export {};
+/** Bytes: an `ArrayBuffer` or a view of one (a `Uint8Array`, a Node `Buffer`). */
+type BufferSourceLike = ArrayBuffer | ArrayBufferView;
+/** What `fetch` takes as its first argument (the DOM's `RequestInfo | URL`). */
+type FetchInput = string | URL | Request;
+// The host's WebAssembly types where it declares them (the DOM, Workers), else the part the
+// declarations need: Node's type definitions declare no WebAssembly namespace.
+type Host = typeof globalThis;
+/** A compiled WebAssembly module (`WebAssembly.Module`). */
+type WasmModule = Host extends { WebAssembly: { Module: { prototype: infer M } } } ? M : object;
+/** A WebAssembly memory (`WebAssembly.Memory`). */
+type WasmMemory = Host extends { WebAssembly: { Memory: { prototype: infer M } } } ? M : { readonly buffer: ArrayBuffer; grow(delta: number): number };
+/** A WebAssembly table (`WebAssembly.Table`). */
+type WasmTable = Host extends { WebAssembly: { Table: { prototype: infer T } } }
+  ? T
+  : { readonly length: number; get(index: number): unknown; set(index: number, value?: unknown): void; grow(delta: number, value?: unknown): number };
+// wasm-bindgen's classes are disposable (`using x = new PacerCore()`): `Symbol.dispose` as
+// TypeScript 5.2's esnext.disposable library and @types/node declare it, for projects whose
+// `lib` predates it (es2023, a Worker's).
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+}
+"#;
+
 #[wasm_bindgen(start)]
 fn start() {
     #[cfg(debug_assertions)]
