@@ -219,8 +219,8 @@ export class SmartFlow {
   /** @type {Promise<boolean> | null} */
   #saving = null; // the last save queued
   #autoSaving = false;
-  /** @type {ReturnType<typeof setTimeout> | null} */
-  #retryTimer = null;
+  /** @type {number | null} */
+  #retryAtMs = null; // after a failed save: the first change from then on saves again
   #closed = false;
 
   /** @param {SmartFlowOptions} [options] */
@@ -546,6 +546,7 @@ export class SmartFlow {
       const text = this.#core.saveCache(Date.now() / 1000);
       await /** @type {SmartFlowStore} */ (this.#store).save(text); // not null: checked above
       this.#core.markFlushed(count);
+      this.#retryAtMs = null;
       return true;
     };
     // One save at a time, each writing the mappings as they are when its turn comes.
@@ -555,7 +556,9 @@ export class SmartFlow {
   }
 
   #flushIfDue() {
-    if (this.#store === null || this.#closed || this.#autoSaving || this.#retryTimer !== null) return;
+    if (this.#store === null || this.#closed || this.#autoSaving) return;
+    if (this.#retryAtMs !== null && this.#now() < this.#retryAtMs) return; // backing off
+
     if (!this.#core.flushDue) return;
     this.#autoSaving = true;
     this.#save().then(
@@ -571,16 +574,14 @@ export class SmartFlow {
     );
   }
 
+  /**
+   * After a failed save, the next is tried by the first change once the core's backoff has
+   * passed (or by `flush()` / `shutdown()`), not by a timer: nobody awaits a retry, so a
+   * timer would be one more thing to cancel, and in Node one that keeps the process running.
+   */
   #scheduleRetry() {
     if (this.#closed) return;
-    const delay = this.#core.saveFailed();
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = null;
-      this.#flushIfDue();
-    }, delay);
-    // The one timer not on Wait (js/wait.js): nobody awaits a retry, so in Node it must not
-    // keep the process running (unref), and gloo-timers' waits cannot be unref'd.
-    this.#retryTimer.unref?.();
+    this.#retryAtMs = this.#now() + this.#core.saveFailed();
   }
 
   /**
@@ -592,10 +593,6 @@ export class SmartFlow {
   async shutdown() {
     this.#start();
     this.#closed = true;
-    if (this.#retryTimer !== null) {
-      clearTimeout(this.#retryTimer);
-      this.#retryTimer = null;
-    }
     if (this.#loading !== null) await this.#loading;
     while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     await this.#saving?.catch(() => {});

@@ -2,7 +2,7 @@
 // from the built package, with real timers and windows of fractions of a second.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Pacer } from "sluicegate";
+import { Pacer, PacerCore } from "sluicegate";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -112,6 +112,41 @@ test("eleven calls sharing one AbortSignal add one listener: no MaxListenersExce
     warnings.filter((w) => w.name === "MaxListenersExceededWarning"),
     [],
   );
+});
+
+test("every option of the wrong type is refused naming it, and so is an unknown field, at construction and in setLimits", async () => {
+  for (const key of ["maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"]) {
+    for (const bad of ["1", true, {}, [1]]) {
+      assert.throws(() => new PacerCore({ [key]: bad }), new RegExp(`pacer options: ${key} must be a number, got ${Array.isArray(bad) ? "array" : typeof bad}`));
+    }
+  }
+  assert.throws(() => new PacerCore({ windows: "1m" }), /pacer options: windows must be an array of \{ lengthMs, budget \}, got string/);
+  assert.throws(() => new PacerCore({ windows: [5] }), /pacer options: windows\[0\] must be \{ lengthMs, budget \}, got number/);
+  assert.throws(
+    () =>
+      new PacerCore({
+        windows: [
+          { lengthMs: 1000, budget: 1 },
+          { lengthMs: "1h", budget: 1 },
+        ],
+      }),
+    /windows\[1\]\.lengthMs must be a number, got string/,
+  );
+  assert.throws(() => new PacerCore({ windows: [{ lengthMs: 1000, budget: 1, burst: 2 }] }), /windows\[0\]: unknown field `burst`, expected one of lengthMs, budget/);
+  assert.throws(() => new PacerCore({ maxInflight: 2 }), /unknown field `maxInflight`, expected one of windows, maxWeight, maxInFlight/);
+  assert.throws(() => new PacerCore(7), /pacer options must be an object, got number/);
+  assert.throws(() => new PacerCore([]), /pacer options must be an object, got array/);
+  // a sparse array that says 2^32 − 1 windows is an error, not a panic of the whole module
+  assert.throws(() => new PacerCore({ windows: new Array(2 ** 32 - 1) }), /windows\[0\] must be/);
+  assert.throws(() => new PacerCore().importSpends(0, new Array(2 ** 32 - 1)), /spends\[0\] must be \[atMs, weight\]/);
+  assert.equal(new PacerCore().etaMs(0, 1), 0, "the module still works");
+  // null is "no cap" for maxWeight, "the default" for slackMs, and "unchanged" elsewhere
+  const core = new PacerCore({ windows: [{ lengthMs: 1000, budget: 10 }], maxWeight: null, slackMs: null, maxInFlight: null });
+  assert.equal(core.snapshot(0).slackMs, 100);
+  assert.equal(core.snapshot(0).maxInFlight, Number.POSITIVE_INFINITY);
+  const pacer = new Pacer();
+  await assert.rejects(pacer.setLimits({ maxQueued: "3" }), /pacer options: maxQueued must be a number, got string/);
+  await assert.rejects(pacer.setLimits({ window: [] }), /unknown field `window`/);
 });
 
 test("options are checked by name: an unknown one, or a bad value, is refused at construction", () => {

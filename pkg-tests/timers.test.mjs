@@ -30,3 +30,10 @@ test("a Smart Flow acquire aborted during a 120 s cooldown rejects, and its proc
   assert.deepEqual(out, { rejected: "gave up" });
   assert.ok(ms < 10_000, `the process lived ${ms.toFixed(0)} ms`);
 });
+
+test("a Smart Flow whose save failed, left alone or shut down, leaves no retry timer: its process exits at once", { timeout: 40_000 }, async () => {
+  const { out, ms } = await run("smartflow-save");
+  assert.deepEqual(out, { leftAlone: { saves: 1, dirty: 50 }, shutDown: { saves: 2, dirty: 0 } });
+  // a retry would be a second away, doubling up to a minute
+  assert.ok(ms < 900, `the process lived ${ms.toFixed(0)} ms`);
+});

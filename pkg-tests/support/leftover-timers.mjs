@@ -2,6 +2,8 @@
 // it exits at once (a timer left behind would hold it open for the whole wait).
 //   node leftover-timers.mjs batch       a batch paused on a minutely 429, aborted while paused
 //   node leftover-timers.mjs smartflow   a Smart Flow acquire held by a 120 s cooldown, aborted
+//   node leftover-timers.mjs smartflow-save  a Smart Flow whose save failed (the next one backs
+//                                        off), left as it is, and a second one shut down
 import { Pacer, runBatch } from "sluicegate";
 import { SmartFlow } from "sluicegate/smartflow";
 
@@ -22,6 +24,24 @@ if (process.argv[2] === "batch") {
   queueMicrotask(() => controller.abort(new Error("gave up")));
   const error = await waiting.catch((e) => e);
   console.log(JSON.stringify({ rejected: error?.message }));
+} else if (process.argv[2] === "smartflow-save") {
+  const failingStore = () => {
+    const store = { saves: 0, load: () => null, save: () => (store.saves++ === 0 ? Promise.reject(new Error("disk full")) : undefined) };
+    return store;
+  };
+  const out = {};
+  for (const shutDown of [false, true]) {
+    const store = failingStore();
+    const failed = new Promise((resolve) => {
+      const flow = new SmartFlow({ storage: store, onError: resolve });
+      for (let i = 0; i < 50; i++) flow.learnFromResponse(`/organizations/O_1/networks/N_${i}`, null);
+      out[shutDown ? "shutDown" : "leftAlone"] = flow;
+    });
+    await failed;
+    if (shutDown) await out.shutDown.shutdown(); // the final save succeeds
+    out[shutDown ? "shutDown" : "leftAlone"] = { saves: store.saves, dirty: out[shutDown ? "shutDown" : "leftAlone"].snapshot().dirty };
+  }
+  console.log(JSON.stringify(out));
 } else {
-  throw new Error(`usage: leftover-timers.mjs batch | smartflow, got ${process.argv[2]}`);
+  throw new Error(`usage: leftover-timers.mjs batch | smartflow | smartflow-save, got ${process.argv[2]}`);
 }

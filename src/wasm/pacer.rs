@@ -7,7 +7,6 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use js_sys::{Array, Object, Reflect};
-use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -124,82 +123,103 @@ fn reservation(r: Reservation, now: Instant) -> JsValue {
 }
 
 /// The options of `new PacerCore(…)` and `setLimits(…)`, as JS gives them.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Default)]
 struct Options {
-    #[serde(default)]
     windows: Option<Vec<WindowOption>>,
     /// Missing: the default (or, in `setLimits`, unchanged); `null`: no cap.
-    #[serde(default, deserialize_with = "present")]
     max_weight: Option<Option<f64>>,
-    #[serde(default)]
     max_in_flight: Option<f64>,
     /// Missing: unchanged (0 at first); `null`: 1 % of the shortest window, 100 ms to 1 s.
-    #[serde(default, deserialize_with = "present")]
     slack_ms: Option<Option<f64>>,
-    #[serde(default)]
     max_queued: Option<f64>,
-    #[serde(default)]
     max_queued_weight: Option<f64>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct WindowOption {
     length_ms: f64,
     budget: f64,
 }
 
-/// A field that is present, possibly `null`.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
-    Option::<f64>::deserialize(d).map(Some)
-}
-
 const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
 
-/// Options from JS through serde-wasm-bindgen; an error names the field (`windows[0].budget`).
+/// What JS's `typeof` says of `value` (`null` and `array` for those), for an error.
+fn type_of(value: &JsValue) -> String {
+    if value.is_null() {
+        return String::from("null");
+    }
+    if Array::is_array(value) {
+        return String::from("array");
+    }
+    value.js_typeof().as_string().unwrap_or_default()
+}
+
+/// The number at `key` of an options object: missing (`undefined`) → `None`, `null` →
+/// `Some(None)`, a number → `Some(Some(n))`; anything else is an error naming `path` + `key`.
+fn number_at(value: &JsValue, path: &str, key: &str) -> Result<Option<Option<f64>>, JsError> {
+    let v = Reflect::get(value, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    if v.is_undefined() {
+        return Ok(None);
+    }
+    if v.is_null() {
+        return Ok(Some(None));
+    }
+    match v.as_f64() {
+        Some(n) => Ok(Some(Some(n))),
+        None => Err(JsError::new(&format!("pacer options: {path}{key} must be a number, got {}", type_of(&v)))),
+    }
+}
+
+/// `windows`: an array of `{ lengthMs, budget }`, each field a number and no other.
+fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
+    let v = Reflect::get(value, &"windows".into()).unwrap_or(JsValue::UNDEFINED);
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    let Some(list) = v.dyn_ref::<Array>() else {
+        return Err(JsError::new(&format!(
+            "pacer options: windows must be an array of {{ lengthMs, budget }}, got {}",
+            type_of(&v)
+        )));
+    };
+    let mut out = Vec::new(); // not `list.length()` ahead: a sparse array says 2^32 − 1
+    for (i, w) in list.iter().enumerate() {
+        let at = format!("windows[{i}]");
+        if !w.is_object() {
+            return Err(JsError::new(&format!(
+                "pacer options: {at} must be {{ lengthMs, budget }}, got {}",
+                type_of(&w)
+            )));
+        }
+        deny_unknown("pacer options", &w, &at, &["lengthMs", "budget"])?;
+        let path = format!("{at}.");
+        let field = |key: &str| match number_at(&w, &path, key)? {
+            Some(Some(n)) => Ok(n),
+            _ => Err(JsError::new(&format!("pacer options: {path}{key} must be a number"))),
+        };
+        out.push(WindowOption { length_ms: field("lengthMs")?, budget: field("budget")? });
+    }
+    Ok(Some(out))
+}
+
+/// Options from JS, read field by field (no serde in the browser build: its type errors
+/// would bring Rust's float and Unicode formatting along); an error names the field
+/// (`windows[0].budget`), an unknown field is refused.
 fn options_from(value: JsValue) -> Result<Options, JsError> {
     if value.is_undefined() || value.is_null() {
         return Ok(Options::default());
     }
-    // serde-wasm-bindgen reads a struct's own fields only, so unknown ones are looked for here.
-    deny_unknown("pacer options", &value, "", OPTION_FIELDS)?;
-    if let Ok(windows) = Reflect::get(&value, &"windows".into()) {
-        if let Some(list) = windows.dyn_ref::<Array>() {
-            for (i, w) in list.iter().enumerate() {
-                deny_unknown("pacer options", &w, &format!("windows[{i}]"), &["lengthMs", "budget"])?;
-            }
-        }
+    if !value.is_object() || Array::is_array(&value) {
+        return Err(JsError::new(&format!("pacer options must be an object, got {}", type_of(&value))));
     }
-    serde_wasm_bindgen::from_value(value.clone()).map_err(|e| {
-        // serde names no field: find the one of the wrong type, to say which it is.
-        let number = |v: &JsValue| v.is_undefined() || v.as_f64().is_some();
-        let field = |v: &JsValue, key: &str| Reflect::get(v, &key.into()).unwrap_or(JsValue::UNDEFINED);
-        let wrong = |what: String, expected: &str| JsError::new(&format!("pacer options: {what} must be {expected}"));
-        for &key in OPTION_FIELDS {
-            let v = field(&value, key);
-            if key != "windows" {
-                if !number(&v) && !v.is_null() {
-                    return wrong(String::from(key), "a number");
-                }
-                continue;
-            }
-            let Some(list) = v.dyn_ref::<Array>() else {
-                if v.is_undefined() || v.is_null() {
-                    continue;
-                }
-                return wrong(String::from(key), "an array of { lengthMs, budget }");
-            };
-            for (i, w) in list.iter().enumerate() {
-                for key in ["lengthMs", "budget"] {
-                    if !w.is_object() || field(&w, key).as_f64().is_none() {
-                        return wrong(format!("windows[{i}].{key}"), "a number");
-                    }
-                }
-            }
-        }
-        let text = String::from(js_sys::Error::from(JsValue::from(e)).message());
-        JsError::new(&format!("pacer options: {text}"))
+    deny_unknown("pacer options", &value, "", OPTION_FIELDS)?;
+    let number = |key: &str| number_at(&value, "", key);
+    Ok(Options {
+        windows: windows_at(&value)?,
+        max_weight: number("maxWeight")?,
+        max_in_flight: number("maxInFlight")?.flatten(),
+        slack_ms: number("slackMs")?,
+        max_queued: number("maxQueued")?.flatten(),
+        max_queued_weight: number("maxQueuedWeight")?.flatten(),
     })
 }
 
@@ -448,7 +468,7 @@ impl PacerCoreJs {
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "[number, number, string, number, 0 | 1][]")] stored: Array,
     ) -> Result<(), JsError> {
-        let mut rows: Vec<(Instant, u64, String, u64, bool)> = Vec::with_capacity(stored.length() as usize);
+        let mut rows: Vec<(Instant, u64, String, u64, bool)> = Vec::new(); // not `length()` ahead: sparse arrays
         for row in stored.iter() {
             let Some(row) = row.dyn_ref::<Array>() else { continue };
             let (at, weight, seq) = (row.get(0).as_f64(), row.get(1).as_f64(), row.get(3).as_f64());
@@ -487,7 +507,7 @@ impl PacerCoreJs {
         #[wasm_bindgen(unchecked_param_type = "[number, number][]")] spends: Array,
     ) -> Result<(), JsError> {
         let now = instant(now_ms, "nowMs")?;
-        let mut list = Vec::with_capacity(spends.length() as usize);
+        let mut list = Vec::new(); // not `length()` ahead: a sparse array says 2^32 − 1
         for (i, item) in spends.iter().enumerate() {
             let pair: Array =
                 item.dyn_into().map_err(|_| JsError::new(&format!("spends[{i}] must be [atMs, weight]")))?;
