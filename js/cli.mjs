@@ -3,7 +3,8 @@
 // `npx sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]`):
 // the native command line's `sim`, with the simulator in wasm. Same arguments (parsed as
 // the reference's argparse parser reads them), same output, same exit status: 0 no high
-// findings, 1 high findings, 2 bad input. `check-rules` needs the native command line.
+// findings, 1 high findings, 2 bad input. `check-rules` is the native one's too, through
+// the edge's wasm build (the same validator and the same summary).
 //
 // A configuration whose `edge_rules` is a path gets that file (relative to the
 // configuration's directory) in its place before simulating.
@@ -29,12 +30,6 @@ ${simHelp()}
                      timing-limited, reported apart (default 5)`;
 
 const SIM_USAGE = simUsage();
-
-const NATIVE_ONLY = `sluicegate check-rules: needs the native command line, which this package does not include.
-Build it from the sluicegate repository with Rust:
-  cargo install --path . --features cli            (then: sluicegate check-rules FILE)
-  cargo build --release --features cli             (then: target/release/sluicegate check-rules FILE)
-From JavaScript, validateRules(text) in sluicegate/edge checks a rules file too.`;
 
 /** strerror's words, where Node's differ or are missing. */
 const STRERROR = {
@@ -180,14 +175,37 @@ function compare(parsed) {
   }
 }
 
+/** `check-rules FILE`: 0 and what the file enforces, 1 and every problem, 2 unreadable. */
+async function checkRules(args) {
+  if (args.length !== 1) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const [file] = args;
+  let text;
+  try {
+    text = readText(file);
+  } catch (error) {
+    process.stderr.write(`${error.message}\n`);
+    return 2;
+  }
+  await import("./edge-node.js"); // instantiates the edge's build
+  const { checkRulesLines } = await import("../pkg-edge/sluicegate.js");
+  const out = checkRulesLines(text);
+  if ("problems" in out) {
+    process.stderr.write(out.problems.map((problem) => `${file}: ${problem}\n`).join(""));
+    process.stderr.write(`${file}: ${out.problems.length} problem(s); nothing was loaded\n`);
+    return 1;
+  }
+  process.stdout.write([`${file}: ${out.rules} rule(s) valid`, ...out.lines.map((line) => `  ${line}`)].map((line) => `${line}\n`).join(""));
+  return 0;
+}
+
 function main(args) {
   const [command, ...rest] = args;
   if (command === "sim") return sim(rest);
   if (command === "replay") return import("./replay.mjs").then(({ replayCommand }) => replayCommand(rest, { readText }));
-  if (command === "check-rules") {
-    process.stderr.write(`${NATIVE_ONLY}\n`);
-    return 2;
-  }
+  if (command === "check-rules") return checkRules(rest);
   if (args.length === 1 && ["-h", "--help", "help"].includes(command)) {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -2,12 +2,12 @@
 // here, in a Map from key to slot (V8 seeds its string hashes per isolate), so a key never
 // crosses into wasm: a decision is one call with numbers in and a status out, its figures
 // read from a Float64Array over the core's memory (LimiterCore.results).
-import { LimiterCore } from "../pkg-edge/sluicegate.js";
+import { LimiterCore } from "../pkg-limit/sluicegate.js";
 import { notNumber } from "./numbers.js";
 
 /**
  * How a `Limiter` counts: the edge build's `LimiterOptions` (its Rust side declares them).
- * @typedef {import("../pkg-edge/sluicegate.js").LimiterOptions} LimiterOptions
+ * @typedef {import("../pkg-limit/sluicegate.js").LimiterOptions} LimiterOptions
  */
 
 /**

@@ -3,7 +3,7 @@
 // edge sends; refused ones a 429 with Retry-After and the edge's problem+json body.
 /** @import { LimiterOptions } from "./limit.js" */
 import { Limiter } from "./limit-node.js";
-import { problemJson } from "../pkg-edge/sluicegate.js";
+import { problemJson } from "../pkg-limit/sluicegate.js";
 
 // `import("./limit.js").Limiter` rather than the Limiter imported above, so that the
 // declarations name the module that declares it rather than the Node shim.

@@ -16,7 +16,7 @@ import { launchChromium } from "./support/browser.mjs";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TIMEOUT = 20_000;
 const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
-const SERVED = /^\/(js|pkg|pkg-edge|pkg-smartflow|pkg-sim)\/[\w.-]+\.(js|wasm)$/;
+const SERVED = /^\/(js|pkg|pkg-edge|pkg-limit|pkg-smartflow|pkg-sim)\/[\w.-]+\.(js|wasm)$/;
 
 // The page counts the timers it has running: every setTimeout until it fires or is cleared
 // (gloo-timers' waits call the page's setTimeout and clearTimeout).
@@ -73,7 +73,7 @@ async function openPage() {
   return { page, consoleErrors };
 }
 
-for (const pkg of ["pkg", "pkg-edge", "pkg-smartflow", "pkg-sim"]) {
+for (const pkg of ["pkg", "pkg-edge", "pkg-limit", "pkg-smartflow", "pkg-sim"]) {
   test(`a panic in ${pkg}'s wasm prints its message and place to the console (release build)`, async () => {
     const { page, consoleErrors } = await openPage();
     try {

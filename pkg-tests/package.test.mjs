@@ -4,6 +4,7 @@ import { execFile, execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
+import { createRequire } from "node:module";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
@@ -144,5 +145,13 @@ test("the packed package, installed offline, runs `npx sluicegate sim CONFIG --j
     assert.equal(out.code, 1, `high findings: exit status 1 (stderr: ${out.stderr})`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
+  }
+});
+
+test("the Workers-only entries, imported or required under Node, say so and name what to use instead", async () => {
+  const message = /sluicegate\/worker and sluicegate\/hono run in Cloudflare Workers only.*In Node use sluicegate\/middleware/s;
+  for (const entry of ["sluicegate/worker", "sluicegate/hono"]) {
+    await assert.rejects(import(entry), message, `import("${entry}")`);
+    assert.throws(() => createRequire(import.meta.url)(entry), message, `require("${entry}")`);
   }
 });

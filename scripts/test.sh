@@ -30,6 +30,8 @@ cargo clippy --workspace --target wasm32-unknown-unknown --lib --tests \
 cargo clippy -p sluicegate-worker --target wasm32-unknown-unknown --features dev-origin -- -D warnings
 # the browser packages' allocator (feature talc), on its own: the worker has an allocator of its own
 cargo clippy -p sluicegate --target wasm32-unknown-unknown --lib --features wasm,wasm-smartflow,talc -- -D warnings
+# sluicegate/limit's own build: the keyed limits without the rest of the edge
+cargo clippy -p sluicegate --target wasm32-unknown-unknown --lib --features wasm-limit -- -D warnings
 
 banner "build"
 bash scripts/build.sh

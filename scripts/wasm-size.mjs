@@ -19,6 +19,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const BUDGETS = [
   { label: "sluicegate", wasm: "pkg/sluicegate_bg.wasm", budget: 50_000, why: "a page's pacer: at most 50 KB" },
   { label: "sluicegate/edge", wasm: "pkg-edge/sluicegate_bg.wasm", budget: 121_700, why: "115,913 bytes + 5 %" },
+  { label: "sluicegate/limit", wasm: "pkg-limit/sluicegate_bg.wasm", budget: 30_000, why: "the keyed limits alone: at most 30 KB" },
   { label: "sluicegate/smartflow", wasm: "pkg-smartflow/sluicegate_bg.wasm", budget: 80_000, why: "at most 80 KB" },
   { label: "sluicegate/sim", wasm: "pkg-sim/sluicegate_bg.wasm", budget: 241_000, why: "229,530 bytes + 5 %" },
 ];

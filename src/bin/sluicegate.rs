@@ -8,8 +8,7 @@
 //!                               the same traffic through both; the filled rate-limit review
 //! ```
 
-use sluicegate::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
-use sluicegate::rules::{Algorithm, PreRead, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
+use sluicegate::rules::RuleSet;
 use std::process::ExitCode;
 
 /// `print!` that ends the process when stdout is a closed pipe (`sluicegate sim … | head`),
@@ -77,47 +76,8 @@ fn check_rules(file: &str) -> ExitCode {
     match RuleSet::from_json(&text) {
         Ok(set) => {
             println!("{file}: {} rule(s) valid", set.rules().len());
-            for rule in set.rules() {
-                println!("  {}: {}", rule.id, summary(rule));
-            }
-            for upstream in set.upstreams() {
-                println!(
-                    "  upstream {}: at most {} in flight per {}, waiting up to {} ms for a slot",
-                    upstream.id,
-                    upstream.max_in_flight,
-                    upstream.scope.name(),
-                    upstream.max_wait.as_millis_ceil()
-                );
-            }
-            for (prefix, p) in set.egress().iter().flat_map(|e| e.providers.iter().map(|p| (&e.prefix, p))) {
-                let mut limits =
-                    vec![format!("{} in flight per mirror ({} mirror(s))", p.max_in_flight, p.mirrors.len())];
-                if !p.min_interval.is_zero() {
-                    limits.push(format!("starts {} ms apart", p.min_interval.as_millis_ceil()));
-                }
-                if let Some(w) = p.weight_per_minute {
-                    limits.push(format!("{w} weighted calls per rolling minute"));
-                }
-                if let Some(c) = p.cache {
-                    let how = if c.refresh_behind { "refreshed behind" } else { "refreshed ahead" };
-                    limits.push(format!("cached {} s, {how}", c.ttl.as_secs_ceil()));
-                }
-                println!(
-                    "  egress {}: {prefix}{}/…: {}, per {}, waiting up to {} ms",
-                    p.id,
-                    p.id,
-                    limits.join(", "),
-                    p.scope.name(),
-                    p.max_wait.as_millis_ceil()
-                );
-            }
-            for line in pre_read_lines(set.pre_read()) {
+            for line in set.summary_lines() {
                 println!("  {line}");
-            }
-            println!("  {}", identity_line(set.trusted_proxies()));
-            match set.capabilities_path() {
-                Some(path) => println!("  capabilities: GET {path}"),
-                None => println!("  capabilities: off"),
             }
             ExitCode::SUCCESS
         }
@@ -129,66 +89,6 @@ fn check_rules(file: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The checks made before the body is read; the source ceiling always (the one in force).
-fn pre_read_lines(pre: &PreRead) -> Vec<String> {
-    let bucket = |g: &sluicegate::limit::Gcra| {
-        format!("{} requests per second, burst {},", 1e9 / g.interval().as_nanos() as f64, g.burst())
-    };
-    let mut lines = Vec::new();
-    if let Some(g) = &pre.per_ip {
-        lines.push(format!("pre_read per_ip: {} per client address", bucket(g)));
-    }
-    if let Some(g) = &pre.node {
-        lines.push(format!("pre_read node: {} per isolate", bucket(g)));
-    }
-    lines.push(match pre.source_bytes_per_second {
-        Some(rate) if rate == DEFAULT_SOURCE_BYTES_PER_SECOND => {
-            format!("pre_read source_bytes_per_second: {rate} body bytes per second per source (the default)")
-        }
-        Some(rate) => format!("pre_read source_bytes_per_second: {rate} body bytes per second per source"),
-        None => "pre_read source_bytes_per_second: off (null): body bytes are not counted per source".into(),
-    });
-    if !pre.sources.is_empty() {
-        let ids: Vec<&str> = pre.sources.iter().map(|s| s.id.as_str()).collect();
-        lines.push(format!("pre_read sources: {} (any other request's source is its host)", ids.join(", ")));
-    }
-    lines
-}
-
-/// Whose address a request is counted against.
-fn identity_line(trusted: &TrustedProxies) -> String {
-    if trusted.is_empty() {
-        return "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer".into();
-    }
-    let ranges: Vec<String> = trusted.ranges().iter().map(ToString::to_string).collect();
-    format!(
-        "identity: X-Forwarded-For walked from the right past the trusted proxies {} (at most {MAX_FORWARDED_HOPS} \
-         hops), when CF-Connecting-IP (else the peer) is one of them",
-        ranges.join(", ")
-    )
-}
-
-fn summary(rule: &sluicegate::rules::Rule) -> String {
-    let counting = match rule.algorithm {
-        Algorithm::SlidingLog { requests_per_period, period } => {
-            format!("{requests_per_period} per {} s (exact rolling count)", period.as_secs_ceil())
-        }
-        Algorithm::FixedWindow { requests_per_period, period } => {
-            format!("{requests_per_period} per {} s (fixed windows)", period.as_secs_ceil())
-        }
-        Algorithm::SlidingWindow { requests_per_period, period } => {
-            format!("{requests_per_period} per {} s (sliding-window estimate)", period.as_secs_ceil())
-        }
-        Algorithm::TokenBucket { interval, burst } => {
-            format!("token bucket, burst {burst}, one token every {} ms", interval.as_millis_ceil())
-        }
-    };
-    let by: Vec<_> = rule.characteristics.iter().map(|c| c.name().into_owned()).collect();
-    let block = rule.mitigation_timeout.as_secs_ceil();
-    let block = if block == 0 { String::new() } else { format!(", then block {block} s") };
-    format!("{counting} per {}{block}, answering {}", by.join(" + "), rule.response.status)
 }
 
 fn sim(args: &[&str]) -> ExitCode {

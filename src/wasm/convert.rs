@@ -73,13 +73,31 @@ pub(crate) fn deny_unknown(what: &str, value: &JsValue, path: &str, known: &[&st
     Ok(())
 }
 
+/// `value[key]`, `undefined` when it is missing or cannot be read: options objects are read
+/// field by field (no serde: its type errors would bring Rust's float and Unicode
+/// formatting into the builds that read options), each error naming the field.
+pub(crate) fn field(value: &JsValue, key: &str) -> JsValue {
+    Reflect::get(value, &key.into()).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// What JS's `typeof` says of `value` (`null` and `array` for those), for an error.
+pub(crate) fn type_of(value: &JsValue) -> String {
+    if value.is_null() {
+        return String::from("null");
+    }
+    if js_sys::Array::is_array(value) {
+        return String::from("array");
+    }
+    value.js_typeof().as_string().unwrap_or_default()
+}
+
 /// Set a property on an object built here.
 pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.
     let _ = Reflect::set(target, &key.into(), value);
 }
 
-#[cfg(feature = "wasm-edge")]
+#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
 /// `value` as a whole number from `min` to `max`, or an error naming `what`.
 pub(crate) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, JsError> {
     if value.is_finite() && value.fract() == 0.0 && value >= min && value <= max {
@@ -94,7 +112,7 @@ pub(crate) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, J
     }
 }
 
-#[cfg(feature = "wasm-edge")]
+#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
 /// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
 /// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
 /// the whole capacity (js/limit.js turns both into errors naming the input).
@@ -105,7 +123,7 @@ pub(crate) fn encode(decision: crate::core::limit::Decision) -> f64 {
     }
 }
 
-#[cfg(feature = "wasm-edge")]
+#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
 /// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
 /// a whole number that fits in `u32`.
 pub(crate) fn inputs(now_ms: f64, cost: f64) -> Option<(crate::core::time::Instant, u32)> {

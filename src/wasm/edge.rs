@@ -59,6 +59,24 @@ pub fn validate_rules(text: &str) -> Result<Array, JsError> {
     Ok(out)
 }
 
+/// `sluicegate check-rules` for the package's command line (js/cli.mjs): `{ rules, lines }`
+/// for a valid file (its rule count and what the native command line prints of it), else
+/// `{ problems }`, every one. Not part of any entry's API.
+#[doc(hidden)]
+#[wasm_bindgen(js_name = checkRulesLines, unchecked_return_type = "{ rules: number; lines: string[] } | { problems: string[] }")]
+pub fn check_rules_lines(text: &str) -> JsValue {
+    let out = Object::new();
+    let strings = |items: Vec<String>| items.iter().map(|s| JsValue::from_str(s)).collect::<Array>();
+    match RuleSet::from_json(text) {
+        Ok(set) => {
+            set_prop(&out, "rules", &(set.rules().len() as f64).into());
+            set_prop(&out, "lines", &strings(set.summary_lines()));
+        }
+        Err(errors) => set_prop(&out, "problems", &strings(errors.iter().map(ToString::to_string).collect())),
+    }
+    out.into()
+}
+
 fn optional_string(obj: &JsValue, key: &str) -> Result<Option<String>, JsError> {
     let value = Reflect::get(obj, &key.into()).map_err(|_| JsError::new(&format!("cannot read {key}")))?;
     if value.is_undefined() || value.is_null() {

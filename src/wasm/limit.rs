@@ -4,7 +4,7 @@
 //! and a status out, its figures in a `Float64Array` over the core's own memory (see
 //! `results`), so nothing is allocated per call on either side.
 
-use super::{deny_unknown, inputs, ms_to_nanos, nanos_to_ms, num};
+use super::{deny_unknown, field, inputs, ms_to_nanos, nanos_to_ms, num, type_of};
 use crate::core::keyed::Slots;
 use crate::core::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use crate::core::time::{Instant, Span};
@@ -13,7 +13,6 @@ use crate::edge::rules::AnyLimiter;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -40,8 +39,6 @@ export interface LimiterOptions {
 const FIELDS: &[&str] = &["algorithm", "limit", "windowMs", "burst", "blockMs", "maxKeys"];
 const WHAT: &str = "limiter options";
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Options {
     algorithm: String,
     limit: f64,
@@ -72,6 +69,8 @@ fn span(value: f64, field: &str, min_exclusive: bool) -> Result<Span, JsError> {
     Ok(Span::from_nanos(ms_to_nanos(value)))
 }
 
+/// The options, read field by field ([`field`]): a required one missing, or one of the wrong
+/// type (`null` counts as missing for the optional ones), is an error naming it.
 fn options_from(value: JsValue) -> Result<Options, JsError> {
     if !value.is_object() {
         return Err(JsError::new(&format!(
@@ -79,21 +78,34 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
         )));
     }
     deny_unknown(WHAT, &value, "", FIELDS)?;
-    serde_wasm_bindgen::from_value(value.clone()).map_err(|e| {
-        // serde names no field: name the one of the wrong type.
-        for &key in FIELDS {
-            let v = js_sys::Reflect::get(&value, &key.into()).unwrap_or(JsValue::UNDEFINED);
-            let required = matches!(key, "algorithm" | "limit" | "windowMs");
-            if v.is_undefined() && required {
-                return JsError::new(&format!("{WHAT}: {key} is required"));
-            }
-            let fits = if key == "algorithm" { v.is_string() } else { v.is_undefined() || v.as_f64().is_some() };
-            if !fits {
-                let kind = if key == "algorithm" { "a string" } else { "a number" };
-                return JsError::new(&format!("{WHAT}: {key} must be {kind}"));
-            }
+    let wrong =
+        |key: &str, kind: &str, v: &JsValue| JsError::new(&format!("{WHAT}: {key} must be {kind}, got {}", type_of(v)));
+    let required = |key: &str| {
+        let v = field(&value, key);
+        if v.is_undefined() {
+            return Err(JsError::new(&format!("{WHAT}: {key} is required")));
         }
-        JsError::new(&format!("{WHAT}: {e}"))
+        Ok(v)
+    };
+    let number = |key: &str| {
+        let v = required(key)?;
+        v.as_f64().ok_or_else(|| wrong(key, "a number", &v))
+    };
+    let optional = |key: &str| {
+        let v = field(&value, key);
+        if v.is_undefined() || v.is_null() {
+            return Ok(None);
+        }
+        v.as_f64().map(Some).ok_or_else(|| wrong(key, "a number", &v))
+    };
+    let algorithm = required("algorithm")?;
+    Ok(Options {
+        algorithm: algorithm.as_string().ok_or_else(|| wrong("algorithm", "a string", &algorithm))?,
+        limit: number("limit")?,
+        window_ms: number("windowMs")?,
+        burst: optional("burst")?,
+        block_ms: optional("blockMs")?,
+        max_keys: optional("maxKeys")?,
     })
 }
 

@@ -10,7 +10,7 @@ mod convert;
 pub(crate) use convert::*;
 #[cfg(feature = "wasm-edge")]
 mod edge;
-#[cfg(feature = "wasm-edge")]
+#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
 mod limit;
 #[cfg(feature = "wasm")]
 mod pacer;
@@ -23,8 +23,8 @@ mod wait;
 #[cfg(feature = "wasm")]
 pub use client::{choose_locations_per_call, classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs};
 #[cfg(feature = "wasm-edge")]
-pub use edge::{client_identity_js, validate_rules, TokenBucket};
-#[cfg(feature = "wasm-edge")]
+pub use edge::{check_rules_lines, client_identity_js, validate_rules, TokenBucket};
+#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
 pub use limit::{problem_json, LimiterCoreJs};
 #[cfg(feature = "wasm")]
 pub use pacer::PacerCoreJs;

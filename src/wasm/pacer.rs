@@ -1,12 +1,12 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{deny_unknown, ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
+use super::{deny_unknown, field, ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop, type_of};
 use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use js_sys::{Array, Object, Reflect};
+use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -142,21 +142,10 @@ struct WindowOption {
 
 const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
 
-/// What JS's `typeof` says of `value` (`null` and `array` for those), for an error.
-fn type_of(value: &JsValue) -> String {
-    if value.is_null() {
-        return String::from("null");
-    }
-    if Array::is_array(value) {
-        return String::from("array");
-    }
-    value.js_typeof().as_string().unwrap_or_default()
-}
-
 /// The number at `key` of an options object: missing (`undefined`) → `None`, `null` →
 /// `Some(None)`, a number → `Some(Some(n))`; anything else is an error naming `path` + `key`.
 fn number_at(value: &JsValue, path: &str, key: &str) -> Result<Option<Option<f64>>, JsError> {
-    let v = Reflect::get(value, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    let v = field(value, key);
     if v.is_undefined() {
         return Ok(None);
     }
@@ -171,7 +160,7 @@ fn number_at(value: &JsValue, path: &str, key: &str) -> Result<Option<Option<f64
 
 /// `windows`: an array of `{ lengthMs, budget }`, each field a number and no other.
 fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
-    let v = Reflect::get(value, &"windows".into()).unwrap_or(JsValue::UNDEFINED);
+    let v = field(value, "windows");
     if v.is_undefined() || v.is_null() {
         return Ok(None);
     }
@@ -201,8 +190,7 @@ fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
     Ok(Some(out))
 }
 
-/// Options from JS, read field by field (no serde in the browser build: its type errors
-/// would bring Rust's float and Unicode formatting along); an error names the field
+/// Options from JS, read field by field ([`field`]); an error names the field
 /// (`windows[0].budget`), an unknown field is refused.
 fn options_from(value: JsValue) -> Result<Options, JsError> {
     if value.is_undefined() || value.is_null() {

@@ -17,6 +17,7 @@
 pub(crate) mod matching;
 mod parse;
 mod path;
+mod summary;
 
 pub use crate::edge::scope::Scope;
 use matching::{counted_method, same_path, without_trailing_slash};

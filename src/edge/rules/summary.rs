@@ -1,0 +1,127 @@
+//! What a valid rules file enforces, in words: the lines `sluicegate check-rules` prints
+//! after "N rule(s) valid", from the native command line and from the package's (through
+//! the edge's wasm build) alike.
+
+use super::{Algorithm, PreRead, Rule, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
+use crate::edge::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+impl RuleSet {
+    /// One line per rule, upstream and egress provider, then the checks made before a body
+    /// is read, whose address a request is counted against, and the capabilities route.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::rules::RuleSet;
+    /// let set = RuleSet::from_json(r#"{ "rules": [ { "id": "api",
+    ///     "match": { "path": { "starts_with": "/api/" } }, "characteristics": ["ip.src", "cf.colo.id"],
+    ///     "period": 10, "requests_per_period": 20, "mitigation_timeout": 10 } ] }"#).unwrap();
+    /// let lines = set.summary_lines();
+    /// assert_eq!(lines[0], "api: 20 per 10 s (exact rolling count) per ip.src + cf.colo.id, then block 10 s, answering 429");
+    /// ```
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> =
+            self.rules().iter().map(|rule| format!("{}: {}", rule.id, rule_line(rule))).collect();
+        for upstream in self.upstreams() {
+            lines.push(format!(
+                "upstream {}: at most {} in flight per {}, waiting up to {} ms for a slot",
+                upstream.id,
+                upstream.max_in_flight,
+                upstream.scope.name(),
+                upstream.max_wait.as_millis_ceil()
+            ));
+        }
+        for (prefix, p) in self.egress().iter().flat_map(|e| e.providers.iter().map(|p| (&e.prefix, p))) {
+            let mut limits = vec![format!("{} in flight per mirror ({} mirror(s))", p.max_in_flight, p.mirrors.len())];
+            if !p.min_interval.is_zero() {
+                limits.push(format!("starts {} ms apart", p.min_interval.as_millis_ceil()));
+            }
+            if let Some(w) = p.weight_per_minute {
+                limits.push(format!("{w} weighted calls per rolling minute"));
+            }
+            if let Some(c) = p.cache {
+                let how = if c.refresh_behind { "refreshed behind" } else { "refreshed ahead" };
+                limits.push(format!("cached {} s, {how}", c.ttl.as_secs_ceil()));
+            }
+            lines.push(format!(
+                "egress {}: {prefix}{}/…: {}, per {}, waiting up to {} ms",
+                p.id,
+                p.id,
+                limits.join(", "),
+                p.scope.name(),
+                p.max_wait.as_millis_ceil()
+            ));
+        }
+        lines.extend(pre_read_lines(self.pre_read()));
+        lines.push(identity_line(self.trusted_proxies()));
+        lines.push(match self.capabilities_path() {
+            Some(path) => format!("capabilities: GET {path}"),
+            None => String::from("capabilities: off"),
+        });
+        lines
+    }
+}
+
+/// The checks made before the body is read; the source ceiling always (the one in force).
+fn pre_read_lines(pre: &PreRead) -> Vec<String> {
+    let bucket = |g: &crate::core::limit::Gcra| {
+        format!("{} requests per second, burst {},", 1e9 / g.interval().as_nanos() as f64, g.burst())
+    };
+    let mut lines = Vec::new();
+    if let Some(g) = &pre.per_ip {
+        lines.push(format!("pre_read per_ip: {} per client address", bucket(g)));
+    }
+    if let Some(g) = &pre.node {
+        lines.push(format!("pre_read node: {} per isolate", bucket(g)));
+    }
+    lines.push(match pre.source_bytes_per_second {
+        Some(rate) if rate == DEFAULT_SOURCE_BYTES_PER_SECOND => {
+            format!("pre_read source_bytes_per_second: {rate} body bytes per second per source (the default)")
+        }
+        Some(rate) => format!("pre_read source_bytes_per_second: {rate} body bytes per second per source"),
+        None => "pre_read source_bytes_per_second: off (null): body bytes are not counted per source".into(),
+    });
+    if !pre.sources.is_empty() {
+        let ids: Vec<&str> = pre.sources.iter().map(|s| s.id.as_str()).collect();
+        lines.push(format!("pre_read sources: {} (any other request's source is its host)", ids.join(", ")));
+    }
+    lines
+}
+
+/// Whose address a request is counted against.
+fn identity_line(trusted: &TrustedProxies) -> String {
+    if trusted.is_empty() {
+        return "identity: CF-Connecting-IP, else the rightmost X-Forwarded-For hop, else the peer".into();
+    }
+    let ranges: Vec<String> = trusted.ranges().iter().map(ToString::to_string).collect();
+    format!(
+        "identity: X-Forwarded-For walked from the right past the trusted proxies {} (at most {MAX_FORWARDED_HOPS} \
+         hops), when CF-Connecting-IP (else the peer) is one of them",
+        ranges.join(", ")
+    )
+}
+
+/// How a rule counts, by what, what it blocks and answers.
+fn rule_line(rule: &Rule) -> String {
+    let counting = match rule.algorithm {
+        Algorithm::SlidingLog { requests_per_period, period } => {
+            format!("{requests_per_period} per {} s (exact rolling count)", period.as_secs_ceil())
+        }
+        Algorithm::FixedWindow { requests_per_period, period } => {
+            format!("{requests_per_period} per {} s (fixed windows)", period.as_secs_ceil())
+        }
+        Algorithm::SlidingWindow { requests_per_period, period } => {
+            format!("{requests_per_period} per {} s (sliding-window estimate)", period.as_secs_ceil())
+        }
+        Algorithm::TokenBucket { interval, burst } => {
+            format!("token bucket, burst {burst}, one token every {} ms", interval.as_millis_ceil())
+        }
+    };
+    let by: Vec<_> = rule.characteristics.iter().map(|c| c.name().into_owned()).collect();
+    let block = rule.mitigation_timeout.as_secs_ceil();
+    let block = if block == 0 { String::new() } else { format!(", then block {block} s") };
+    format!("{counting} per {}{block}, answering {}", by.join(" + "), rule.response.status)
+}
