@@ -3,9 +3,15 @@
 // turned out not to be WebAssembly: a bundler moved the module away from its .wasm, and the
 // server answered something else (an HTML page, a 404) for it.
 
+/** Whether `error` says the .wasm was not there: not WebAssembly (an HTML page), or a 404 (wasm-bindgen's "failed to fetch Wasm: 404 …"). */
+function notTheWasm(error) {
+  if (typeof WebAssembly !== "undefined" && error instanceof WebAssembly.CompileError) return true;
+  return error instanceof Error && /^failed to fetch Wasm: 4\d\d\b/.test(error.message);
+}
+
 /** The error to throw for `error`, thrown by `entry`'s init() loading its default .wasm from `moduleUrl`. */
 export function explainInitFailure(error, moduleUrl, entry) {
-  if (typeof WebAssembly === "undefined" || !(error instanceof WebAssembly.CompileError)) return error;
+  if (!notTheWasm(error)) return error;
   const url = String(moduleUrl);
   const what = `sluicegate: init() fetched ${entry}'s .wasm next to ${url} and got something else (${error.message}).`;
   const message = /\/\.vite\/deps(_temp_\w+)?\//.test(url)
@@ -14,6 +20,20 @@ export function explainInitFailure(error, moduleUrl, entry) {
     : `${what} The bundler did not copy the .wasm beside its output. With esbuild, import the file and pass its URL: ` +
       `\`import wasm from "${entry}/wasm"\` built with \`--loader:.wasm=file\`, then ` +
       `\`await init({ module_or_path: new URL(wasm, import.meta.url) })\`. Elsewhere, serve the .wasm and pass its URL the same way.`;
+  return new Error(message, { cause: error });
+}
+
+/**
+ * The error to throw when the Node entry of `entry` cannot read its .wasm at `wasmUrl`: most
+ * often a server bundled with the package inside (esbuild `--platform=node --bundle`), whose
+ * bundle no longer sits beside the .wasm.
+ */
+export function explainReadFailure(error, wasmUrl, entry) {
+  if (error?.code !== "ENOENT") return error;
+  const message =
+    `sluicegate: ${entry} cannot read its .wasm at ${wasmUrl.pathname ?? wasmUrl} (ENOENT). Bundling a Node server? ` +
+    'Leave the package out of the bundle (esbuild `--packages=external`, or `external: ["sluicegate"]`), so that it loads ' +
+    "from node_modules beside its .wasm files; or copy the package's pkg*/ folders where the bundle's import.meta.url points.";
   return new Error(message, { cause: error });
 }
 

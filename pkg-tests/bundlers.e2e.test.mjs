@@ -204,6 +204,23 @@ try {
   const forgot = await runPage(`${site.url}/forgot.html`);
   assert.match(forgot.outcome.error ?? "", /import wasm from "sluicegate\/wasm"` built with `--loader:\.wasm=file`/);
   assert.match(forgot.outcome.error, /await init\(\{ module_or_path: new URL\(wasm, import\.meta\.url\) \}\)/);
+
+  // The same from a host that answers a missing file 404 (esbuild's serve, a plain static server).
+  const strict = await listen(async (req, res) => {
+    try {
+      const pathname = new URL(req.url, "http://x").pathname;
+      const body = await readFile(path.join(outdir, path.normalize(pathname).replace(/^(\.\.[/\\])+/, "")));
+      res.writeHead(200, { "content-type": types[path.extname(pathname)] ?? "application/octet-stream" });
+      res.end(body);
+    } catch {
+      res.writeHead(404, { "content-type": "text/plain" });
+      res.end("404 - Not Found");
+    }
+  });
+  cleanups.push(strict.close);
+  const forgot404 = await runPage(`${strict.url}/forgot.html`);
+  assert.match(forgot404.outcome.error ?? "", /failed to fetch Wasm: 404/);
+  assert.match(forgot404.outcome.error, /import wasm from "sluicegate\/wasm"` built with `--loader:\.wasm=file`/);
 });
 
 test("init()'s error under Vite 7's pre-bundling names optimizeDeps.exclude", () => {
@@ -216,6 +233,8 @@ test("init()'s error under Vite 7's pre-bundling names optimizeDeps.exclude", ()
   assert.match(viteSubpath.message, /optimizeDeps: \{ exclude: \["sluicegate"\] \}/);
   const other = explainInitFailure(compile, "http://localhost:8000/dist/app.js", "sluicegate/smartflow");
   assert.match(other.message, /import wasm from "sluicegate\/smartflow\/wasm"/);
+  const missing = new Error("failed to fetch Wasm: 404 Not Found fetching 'http://localhost:8000/dist/sluicegate_bg.wasm'");
+  assert.match(explainInitFailure(missing, "http://localhost:8000/dist/app.js", "sluicegate").message, /import wasm from "sluicegate\/wasm"/);
   const network = new TypeError("Failed to fetch");
   assert.equal(explainInitFailure(network, "http://localhost:8000/dist/app.js", "sluicegate"), network, "other failures pass through");
 });

@@ -155,3 +155,25 @@ test("the Workers-only entries, imported or required under Node, say so and name
     assert.throws(() => createRequire(import.meta.url)(entry), message, `require("${entry}")`);
   }
 });
+
+test("a Node server bundled with the package inside (esbuild --platform=node --bundle) fails at start naming --packages=external", { timeout: 60_000 }, async () => {
+  const { build } = await import("esbuild");
+  const scratch = mkdtempSync(join(tmpdir(), "sluicegate-bundled-"));
+  try {
+    const entry = join(scratch, "server.mjs");
+    const limitNode = fileURLToPath(new URL("../js/limit-node.js", import.meta.url));
+    writeFileSync(
+      entry,
+      `import { Limiter } from ${JSON.stringify(limitNode)};\nconsole.log(new Limiter({ algorithm: "fixed_window", limit: 1, windowMs: 1000 }).limit("k").success);\n`,
+    );
+    await build({ entryPoints: [entry], bundle: true, platform: "node", format: "esm", outfile: join(scratch, "dist/server.mjs"), logLevel: "silent" });
+    const run = await new Promise((resolve) => {
+      execFile(process.execPath, [join(scratch, "dist/server.mjs")], { encoding: "utf8" }, (error, stdout, stderr) => resolve({ error, stdout, stderr }));
+    });
+    assert.ok(run.error, "the bundle cannot find the .wasm");
+    assert.match(run.stderr, /sluicegate\/limit cannot read its \.wasm at \S+sluicegate_bg\.wasm \(ENOENT\)/);
+    assert.match(run.stderr, /esbuild `--packages=external`/);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+});
