@@ -23,20 +23,6 @@ export function explainInitFailure(error, moduleUrl, entry) {
   return new Error(message, { cause: error });
 }
 
-/**
- * The error to throw when the Node entry of `entry` cannot read its .wasm at `wasmUrl`: most
- * often a server bundled with the package inside (esbuild `--platform=node --bundle`), whose
- * bundle no longer sits beside the .wasm.
- */
-export function explainReadFailure(error, wasmUrl, entry) {
-  if (error?.code !== "ENOENT") return error;
-  const message =
-    `sluicegate: ${entry} cannot read its .wasm at ${wasmUrl.pathname ?? wasmUrl} (ENOENT). Bundling a Node server? ` +
-    'Leave the package out of the bundle (esbuild `--packages=external`, or `external: ["sluicegate"]`), so that it loads ' +
-    "from node_modules beside its .wasm files; or copy the package's pkg*/ folders where the bundle's import.meta.url points.";
-  return new Error(message, { cause: error });
-}
-
 /** `init` (wasm-bindgen's default export) for the entry named `entry`, with that error. */
 export function guardInit(init, entry) {
   return async function initWasm(options) {

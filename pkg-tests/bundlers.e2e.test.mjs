@@ -176,6 +176,16 @@ try {
   // single-page-app hosting does), with the API under /api/.
   const { readFile } = await import("node:fs/promises");
   const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
+  /** Answers a file of dist/; false when there is none. */
+  const serveFile = async (res, pathname) => {
+    try {
+      const body = await readFile(path.join(outdir, path.normalize(pathname).replace(/^(\.\.[/\\])+/, "")));
+      res.writeHead(200, { "content-type": types[path.extname(pathname)] ?? "application/octet-stream" }).end(body);
+      return true;
+    } catch {
+      return false;
+    }
+  };
   const site = await listen(async (req, res) => {
     const pathname = new URL(req.url, "http://x").pathname;
     if (pathname.startsWith("/api/")) {
@@ -184,14 +194,8 @@ try {
       res.end(JSON.stringify({ n: pathname.slice(4) }));
       return;
     }
-    try {
-      const body = await readFile(path.join(outdir, path.normalize(pathname).replace(/^(\.\.[/\\])+/, "")));
-      res.writeHead(200, { "content-type": types[path.extname(pathname)] ?? "application/octet-stream" });
-      res.end(body);
-    } catch {
-      res.writeHead(200, { "content-type": "text/html" });
-      res.end("<!doctype html><title>app</title>");
-    }
+    // a missing file: the site's HTML page, as single-page-app hosting answers
+    if (!(await serveFile(res, pathname))) res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>app</title>");
   });
   cleanups.push(site.close);
 
@@ -207,15 +211,7 @@ try {
 
   // The same from a host that answers a missing file 404 (esbuild's serve, a plain static server).
   const strict = await listen(async (req, res) => {
-    try {
-      const pathname = new URL(req.url, "http://x").pathname;
-      const body = await readFile(path.join(outdir, path.normalize(pathname).replace(/^(\.\.[/\\])+/, "")));
-      res.writeHead(200, { "content-type": types[path.extname(pathname)] ?? "application/octet-stream" });
-      res.end(body);
-    } catch {
-      res.writeHead(404, { "content-type": "text/plain" });
-      res.end("404 - Not Found");
-    }
+    if (!(await serveFile(res, new URL(req.url, "http://x").pathname))) res.writeHead(404, { "content-type": "text/plain" }).end("404 - Not Found");
   });
   cleanups.push(strict.close);
   const forgot404 = await runPage(`${strict.url}/forgot.html`);
