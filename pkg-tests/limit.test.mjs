@@ -122,6 +122,12 @@ test("bad options and bad requests are refused with an error naming what was wro
   refuses({ ...ok, windowSize: 1 }, /unknown field `windowSize`/);
   refuses({ ...ok, limit: "5" }, /limit must be a number/);
   refuses({ algorithm: "token_bucket", windowMs: 1_000 }, /limit is required/);
+  for (const key of ["limit", "windowMs", "burst", "blockMs", "maxKeys"]) {
+    refuses({ ...ok, [key]: "5" }, new RegExp(`limiter options: ${key} must be a number, got string`));
+    refuses({ ...ok, [key]: [5] }, new RegExp(`limiter options: ${key} must be a number, got array`));
+  }
+  refuses({ ...ok, limit: null }, /limiter options: limit must be a number, got null/);
+  refuses({ ...ok, algorithm: 5 }, /limiter options: algorithm must be a string, got number/);
   refuses({ ...ok, limit: 0 }, /limit must be a whole number from 1/);
   refuses({ ...ok, limit: 2.5 }, /limit must be a whole number/);
   refuses({ ...ok, windowMs: 0 }, /windowMs must be a finite number of ms above 0/);

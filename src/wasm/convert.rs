@@ -91,6 +91,23 @@ pub(crate) fn type_of(value: &JsValue) -> String {
     value.js_typeof().as_string().unwrap_or_default()
 }
 
+/// The number at `key` of an options object: missing (`undefined`) → `None`, `null` →
+/// `Some(None)`, a number → `Some(Some(n))`; anything else is an error naming `what`'s
+/// `path` + `key` and what it got.
+pub(crate) fn number_at(value: &JsValue, what: &str, path: &str, key: &str) -> Result<Option<Option<f64>>, JsError> {
+    let v = field(value, key);
+    if v.is_undefined() {
+        return Ok(None);
+    }
+    if v.is_null() {
+        return Ok(Some(None));
+    }
+    match v.as_f64() {
+        Some(n) => Ok(Some(Some(n))),
+        None => Err(JsError::new(&format!("{what}: {path}{key} must be a number, got {}", type_of(&v)))),
+    }
+}
+
 /// Set a property on an object built here.
 pub(crate) fn set_prop(target: &Object, key: &str, value: &JsValue) {
     // Setting a property on a fresh plain object cannot fail.

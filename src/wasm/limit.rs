@@ -4,7 +4,7 @@
 //! and a status out, its figures in a `Float64Array` over the core's own memory (see
 //! `results`), so nothing is allocated per call on either side.
 
-use super::{deny_unknown, field, inputs, ms_to_nanos, nanos_to_ms, num, type_of};
+use super::{deny_unknown, field, inputs, ms_to_nanos, nanos_to_ms, num, number_at, type_of};
 use crate::core::keyed::Slots;
 use crate::core::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use crate::core::time::{Instant, Span};
@@ -78,29 +78,21 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
         )));
     }
     deny_unknown(WHAT, &value, "", FIELDS)?;
-    let wrong =
-        |key: &str, kind: &str, v: &JsValue| JsError::new(&format!("{WHAT}: {key} must be {kind}, got {}", type_of(v)));
-    let required = |key: &str| {
-        let v = field(&value, key);
-        if v.is_undefined() {
-            return Err(JsError::new(&format!("{WHAT}: {key} is required")));
-        }
-        Ok(v)
+    let missing = |key: &str| JsError::new(&format!("{WHAT}: {key} is required"));
+    let number = |key: &str| match number_at(&value, WHAT, "", key)? {
+        Some(Some(n)) => Ok(n),
+        Some(None) => Err(JsError::new(&format!("{WHAT}: {key} must be a number, got null"))),
+        None => Err(missing(key)),
     };
-    let number = |key: &str| {
-        let v = required(key)?;
-        v.as_f64().ok_or_else(|| wrong(key, "a number", &v))
-    };
-    let optional = |key: &str| {
-        let v = field(&value, key);
-        if v.is_undefined() || v.is_null() {
-            return Ok(None);
-        }
-        v.as_f64().map(Some).ok_or_else(|| wrong(key, "a number", &v))
-    };
-    let algorithm = required("algorithm")?;
+    let optional = |key: &str| number_at(&value, WHAT, "", key).map(Option::flatten);
+    let algorithm = field(&value, "algorithm");
+    if algorithm.is_undefined() {
+        return Err(missing("algorithm"));
+    }
     Ok(Options {
-        algorithm: algorithm.as_string().ok_or_else(|| wrong("algorithm", "a string", &algorithm))?,
+        algorithm: algorithm
+            .as_string()
+            .ok_or_else(|| JsError::new(&format!("{WHAT}: algorithm must be a string, got {}", type_of(&algorithm))))?,
         limit: number("limit")?,
         window_ms: number("windowMs")?,
         burst: optional("burst")?,

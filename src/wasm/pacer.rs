@@ -1,6 +1,6 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{deny_unknown, field, ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop, type_of};
+use super::{deny_unknown, field, ms_to_nanos, nanos_to_ms, non_negative, num, number_at, positive, set_prop, type_of};
 use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::core::time::{Instant, Span};
 use alloc::format;
@@ -140,23 +140,10 @@ struct WindowOption {
     budget: f64,
 }
 
-const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
+/// Whose options the errors name.
+const WHAT: &str = "pacer options";
 
-/// The number at `key` of an options object: missing (`undefined`) → `None`, `null` →
-/// `Some(None)`, a number → `Some(Some(n))`; anything else is an error naming `path` + `key`.
-fn number_at(value: &JsValue, path: &str, key: &str) -> Result<Option<Option<f64>>, JsError> {
-    let v = field(value, key);
-    if v.is_undefined() {
-        return Ok(None);
-    }
-    if v.is_null() {
-        return Ok(Some(None));
-    }
-    match v.as_f64() {
-        Some(n) => Ok(Some(Some(n))),
-        None => Err(JsError::new(&format!("pacer options: {path}{key} must be a number, got {}", type_of(&v)))),
-    }
-}
+const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
 
 /// `windows`: an array of `{ lengthMs, budget }`, each field a number and no other.
 fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
@@ -166,7 +153,7 @@ fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
     }
     let Some(list) = v.dyn_ref::<Array>() else {
         return Err(JsError::new(&format!(
-            "pacer options: windows must be an array of {{ lengthMs, budget }}, got {}",
+            "{WHAT}: windows must be an array of {{ lengthMs, budget }}, got {}",
             type_of(&v)
         )));
     };
@@ -174,16 +161,13 @@ fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
     for (i, w) in list.iter().enumerate() {
         let at = format!("windows[{i}]");
         if !w.is_object() {
-            return Err(JsError::new(&format!(
-                "pacer options: {at} must be {{ lengthMs, budget }}, got {}",
-                type_of(&w)
-            )));
+            return Err(JsError::new(&format!("{WHAT}: {at} must be {{ lengthMs, budget }}, got {}", type_of(&w))));
         }
-        deny_unknown("pacer options", &w, &at, &["lengthMs", "budget"])?;
+        deny_unknown(WHAT, &w, &at, &["lengthMs", "budget"])?;
         let path = format!("{at}.");
-        let field = |key: &str| match number_at(&w, &path, key)? {
+        let field = |key: &str| match number_at(&w, WHAT, &path, key)? {
             Some(Some(n)) => Ok(n),
-            _ => Err(JsError::new(&format!("pacer options: {path}{key} must be a number"))),
+            _ => Err(JsError::new(&format!("{WHAT}: {path}{key} must be a number"))),
         };
         out.push(WindowOption { length_ms: field("lengthMs")?, budget: field("budget")? });
     }
@@ -197,10 +181,10 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
         return Ok(Options::default());
     }
     if !value.is_object() || Array::is_array(&value) {
-        return Err(JsError::new(&format!("pacer options must be an object, got {}", type_of(&value))));
+        return Err(JsError::new(&format!("{WHAT} must be an object, got {}", type_of(&value))));
     }
-    deny_unknown("pacer options", &value, "", OPTION_FIELDS)?;
-    let number = |key: &str| number_at(&value, "", key);
+    deny_unknown(WHAT, &value, "", OPTION_FIELDS)?;
+    let number = |key: &str| number_at(&value, WHAT, "", key);
     Ok(Options {
         windows: windows_at(&value)?,
         max_weight: number("maxWeight")?,
@@ -215,15 +199,15 @@ fn count(value: f64, what: &str) -> Result<usize, JsError> {
     if value.is_finite() && value >= 1.0 && value.fract() == 0.0 {
         Ok(value as usize)
     } else {
-        Err(JsError::new(&format!("pacer options: {what} must be a whole number ≥ 1, got {}", num(value))))
+        Err(JsError::new(&format!("{WHAT}: {what} must be a whole number ≥ 1, got {}", num(value))))
     }
 }
 
 fn windows_from(list: Vec<WindowOption>) -> Result<Vec<Window>, JsError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, w) in list.into_iter().enumerate() {
-        let length = positive(w.length_ms, &format!("pacer options: windows[{i}].lengthMs"))?;
-        let budget = positive(w.budget, &format!("pacer options: windows[{i}].budget"))?;
+        let length = positive(w.length_ms, &format!("{WHAT}: windows[{i}].lengthMs"))?;
+        let budget = positive(w.budget, &format!("{WHAT}: windows[{i}].budget"))?;
         out.push(Window { length: Span::from_nanos(ms_to_nanos(length)), budget: (budget * MILLI).floor() as u64 });
     }
     Ok(out)
