@@ -154,6 +154,14 @@ test("the Workers-only entries, imported or required under Node, say so and name
     await assert.rejects(import(entry), message, `import("${entry}")`);
     assert.throws(() => createRequire(import.meta.url)(entry), message, `require("${entry}")`);
   }
+  // and a caught import leaves nothing behind: the process goes on and exits 0
+  const script = 'try { await import("sluicegate/worker"); } catch (e) { console.log(e.message.slice(0, 37)); } console.log("went on");';
+  const run = await new Promise((resolve) => {
+    execFile(process.execPath, ["--input-type=module", "-e", script], { cwd: new URL("..", import.meta.url), encoding: "utf8" }, (error, stdout, stderr) =>
+      resolve({ code: error?.code ?? 0, stdout, stderr }),
+    );
+  });
+  assert.deepEqual(run, { code: 0, stdout: "sluicegate/worker and sluicegate/hono\nwent on\n", stderr: "" });
 });
 
 test("a Node server bundled with the package inside (esbuild --platform=node --bundle) fails at start naming --packages=external", { timeout: 60_000 }, async () => {

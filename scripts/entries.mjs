@@ -104,6 +104,22 @@ export const ENTRIES = [
 
 /** Under Node, the Workers-only entries are an error naming what to use there (ESM for import, as their types are). */
 const WORKERS_ONLY = { import: "./js/workers-only.js", require: "./js/workers-only.cjs" };
+const WORKERS_ONLY_MESSAGE =
+  "sluicegate/worker and sluicegate/hono run in Cloudflare Workers only: they import their .wasm as a module, which Node cannot load. " +
+  "In Node use sluicegate/middleware (Express, or Hono on Node) or sluicegate/limit; to run a Worker locally, use wrangler dev (or Miniflare).";
+
+/** What those entries are under Node, `how` (imported or required) there. */
+const workersOnly = (how) =>
+  [
+    `// sluicegate/worker and sluicegate/hono ${how} under Node (package.json's "node" condition): an error`,
+    "// that says where to go instead.",
+    `// ${GENERATED}`,
+    "throw new Error(",
+    `  ${JSON.stringify(WORKERS_ONLY_MESSAGE)},`,
+    ");",
+    "",
+  ].join("\n");
+
 /** Their types: the entry's, and for require() (CommonJS) those of that error's module. */
 const workersOnlyTypes = (types) => ({ import: types, require: "./types/workers-only.d.cts" });
 
@@ -215,6 +231,10 @@ export function generate() {
     out.set(file(e, "workerd"), workerd(e));
   }
   out.set("package.json", packageJson(readFileSync(path.join(ROOT, "package.json"), "utf8")));
+  // both throw themselves: on Node 20 an ES module importing a CommonJS one that throws
+  // leaves an uncaught error behind even when the import is caught
+  out.set("js/workers-only.js", workersOnly("imported"));
+  out.set("js/workers-only.cjs", workersOnly("required"));
   return out;
 }
 
