@@ -7,9 +7,11 @@
 // the edge's wasm build (the same validator and the same summary).
 //
 // A configuration whose `edge_rules` is a path gets that file (relative to the
-// configuration's directory) in its place before simulating.
+// configuration's directory) in its place before simulating. A run longer than a second
+// shows its progress on stderr when that is a terminal (js/progress.mjs).
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { progressMeter } from "./progress.mjs";
 import { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
 // the simulator's own argument parser, usage line and option help (internal to the package)
 import { simHelp, simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
@@ -25,7 +27,8 @@ ${simHelp()}
                      and compare every answer with the simulator's; exits 0 (all agree outside
                      the timing-limited), 1 (a disagreement) or 2 (bad input)
     --speed K        run the edge's clock K times as fast (the worker this command starts)
-    --edge URL       a running edge instead of starting one from this checkout
+    --edge URL       a running edge instead of starting the package's own (which needs
+                     Node >= 22.12 and miniflare@4)
     --tolerance-ms N requests within N ms (real time) of a window or block boundary are
                      timing-limited, reported apart (default 5)`;
 
@@ -103,7 +106,8 @@ function sim(args) {
     process.stderr.write(`${SIM_USAGE}\n`);
     return 2;
   }
-  if (parsed.compare !== null) return compare(parsed);
+  const meter = progressMeter();
+  if (parsed.compare !== null) return compare(parsed, meter);
   try {
     const config = withEdgeRules(readText(parsed.config), parsed.config);
     let trace;
@@ -117,9 +121,12 @@ function sim(args) {
         traceName: parsed.trace ?? undefined,
         maxRequests: parsed.maxRequests ?? undefined,
         reorderWindow: parsed.reorderWindow ?? undefined,
+        onProgress: meter.onProgress,
       });
     } catch (error) {
       throw nativeCeiling(error);
+    } finally {
+      meter.clear();
     }
     if (!parsed.json && run.markdownError !== null) throw run.markdownError;
     process.stdout.write(parsed.json ? run.reportJson : run.markdown);
@@ -140,7 +147,7 @@ function nativeCeiling(error) {
 }
 
 /** `sim BEFORE --compare AFTER`: the comparison, the review or the JSON; AFTER's exit status. */
-function compare(parsed) {
+function compare(parsed, meter) {
   try {
     const before = readText(parsed.config);
     const after = readText(parsed.compare);
@@ -162,9 +169,12 @@ function compare(parsed) {
         reorderWindow: parsed.reorderWindow ?? undefined,
         beforeName: parsed.config,
         afterName: parsed.compare,
+        onProgress: meter.onProgress,
       });
     } catch (error) {
       throw nativeCeiling(error);
+    } finally {
+      meter.clear();
     }
     process.stdout.write(parsed.json ? out.comparisonJson : parsed.review ? out.review : out.markdown);
     return out.exitCode;

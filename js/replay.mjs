@@ -1,6 +1,6 @@
 // `sluicegate replay --rules RULES --trace TRACE.csv [--speed K] [--edge URL] [--tolerance-ms N] [--json]`:
-// sends a trace's requests to the real edge worker at their times (started in workerd from
-// this checkout, or a running one at --edge), runs the simulator on the same rules and trace,
+// sends a trace's requests to the real edge worker at their times (the package's own development
+// build, started in workerd through Miniflare, or a running one at --edge), runs the simulator on the same rules and trace,
 // and prints where the two agree, request by request.
 //
 // The trace is a CSV with a header: `t` (seconds), `ip.src` (the client's address), and
@@ -8,6 +8,7 @@
 // "/"). `--speed K` runs the edge's clock K times as fast (the development build's
 // SLUICEGATE_CLOCK), which divides every period, block and trace time by K.
 import { clientIdentity, validateRules } from "./edge-node.js";
+import { progressMeter, replayProgressText } from "./progress.mjs";
 import { SimulationError } from "./sim.js";
 import "./sim-node.js"; // instantiates the simulator's build
 import { simCsvRecords, simDecisions } from "../pkg-sim/sluicegate.js";
@@ -152,7 +153,7 @@ function nearBoundary(r, key, { byKey, periods }, toleranceS) {
  * Sends every request at its time, without waiting for earlier answers; the status, the send
  * time and the edge's clock when it decided, of each.
  */
-async function send(requests, { fetchOne, speed, startRealMs }) {
+async function send(requests, { fetchOne, speed, startRealMs, onProgress }) {
   const results = new Array(requests.length);
   const order = requests.map((_, i) => i).sort((a, b) => requests[a].t - requests[b].t);
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -167,6 +168,7 @@ async function send(requests, { fetchOne, speed, startRealMs }) {
     while (inFlight >= MAX_IN_FLIGHT) await new Promise((resolve) => freed.push(resolve));
     inFlight++;
     const sentAt = Date.now();
+    onProgress?.(sends.length + 1, requests.length);
     sends.push(
       fetchOne(requests[i])
         .finally(() => {
@@ -194,7 +196,7 @@ async function send(requests, { fetchOne, speed, startRealMs }) {
 }
 
 /** Replays `traceText` against the edge and the simulator; the comparison. */
-export async function replay({ rulesText, traceText, speed = 1, edge = null, toleranceMs = 5 }) {
+export async function replay({ rulesText, traceText, speed = 1, edge = null, toleranceMs = 5, onProgress = undefined }) {
   const problems = (() => {
     try {
       validateRules(rulesText);
@@ -212,14 +214,18 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   let started = null;
   let fetchOne;
   if (edge === null) {
-    let startEdge;
-    try {
-      ({ startEdge } = await import("../worker/testing.mjs"));
-    } catch {
-      throw new ReplayInputError("replay without --edge starts the worker from a sluicegate checkout (worker/testing.mjs); pass --edge URL for a running one");
-    }
+    const { startEdge } = await import("./testing.js");
     const startRealMs = Date.now() + 1_500;
-    started = { edge: await startEdge({ rules: rulesText, vars: { SLUICEGATE_CLOCK: `${speed},${startRealMs},${VIRTUAL_START_MS}` } }), startRealMs };
+    let edgeStarted;
+    try {
+      edgeStarted = await startEdge({ rules: rulesText, vars: { SLUICEGATE_CLOCK: `${speed},${startRealMs},${VIRTUAL_START_MS}` } });
+    } catch (error) {
+      // what this machine lacks to start one (Node, miniflare): say so, and the way around it
+      if (String(error?.message).startsWith("sluicegate/testing: "))
+        throw new ReplayInputError(`${error.message.slice("sluicegate/testing: ".length)}; or pass --edge URL for a running edge`);
+      throw error;
+    }
+    started = { edge: edgeStarted, startRealMs };
     fetchOne = async (r) => {
       const res = await started.edge.fetch(r.path, { headers: { "cf-connecting-ip": r.ip }, cf: { colo: r.colo } });
       await res.arrayBuffer();
@@ -237,7 +243,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   let results;
   const startRealMs = started?.startRealMs ?? Date.now() + 200;
   try {
-    results = await send(requests, { fetchOne, speed, startRealMs });
+    results = await send(requests, { fetchOne, speed, startRealMs, onProgress });
   } finally {
     await started?.edge.close();
   }
@@ -322,9 +328,11 @@ export function describe(report) {
 /** The command: 0 when every request outside the timing-limited agrees, 1 when one does not, 2 for bad input. */
 export async function replayCommand(args, { readText }) {
   let options;
+  // a run of more than a second shows how far it is, on a terminal's stderr
+  const meter = progressMeter(process.stderr, undefined, replayProgressText);
   try {
     options = replayArgs(args);
-    const report = await replay({ ...options, rulesText: readText(options.rules), traceText: readText(options.trace) });
+    const report = await replay({ ...options, rulesText: readText(options.rules), traceText: readText(options.trace), onProgress: meter.onProgress }).finally(meter.clear);
     process.stdout.write(options.json ? `${JSON.stringify(report, null, 2)}\n` : describe(report));
     return report.agree === report.compared && report.errors.length === 0 ? 0 : 1;
   } catch (error) {

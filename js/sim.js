@@ -18,6 +18,11 @@ import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRu
  * How far a trace's rows may lag behind the newest row read and still stream, in seconds
  * (default 10; `Infinity` holds the whole trace): `--reorder-window`. The results are the
  * same whatever it is.
+ * @property {(done: number, total: number | null) => void} [onProgress]
+ * Called every 65,536 requests with the requests replayed so far and, when it is known
+ * beforehand, how many there will be (generated traffic: the estimate, never below `done`;
+ * `null` for a trace, read as it streams). What it throws is thrown once the run ends (it is
+ * not called again).
  */
 
 /**
@@ -56,6 +61,8 @@ import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRu
  * same whatever it is.
  * @property {string} [beforeName] What errors and the review call each side (a file name); default `the before config`, `the after config`.
  * @property {string} [afterName]
+ * @property {(done: number, total: number | null, side: "before" | "after") => void} [onProgress]
+ * `SimulationOptions.onProgress`, also told which run it is about: `before`, then `after`.
  */
 
 /** Why a simulation gave no result. The message names the policy or client and the field. */
@@ -111,7 +118,7 @@ function traceText(trace) {
 }
 
 /**
- * @param {SimulationOptions | null | undefined} options
+ * @param {SimulationOptions | SimulationComparisonOptions | null | undefined} options
  * @returns {string | undefined}
  */
 function traceName(options) {
@@ -174,7 +181,7 @@ function parseJson(text) {
 }
 
 /**
- * @param {SimulationOptions | null | undefined} options
+ * @param {SimulationOptions | SimulationComparisonOptions | null | undefined} options
  * @returns {number | undefined}
  */
 function maxRequests(options) {
@@ -189,7 +196,7 @@ function maxRequests(options) {
 
 /**
  * options.reorderWindow: seconds, 0 or more (Infinity: hold the whole trace).
- * @param {SimulationOptions | null | undefined} options
+ * @param {SimulationOptions | SimulationComparisonOptions | null | undefined} options
  * @returns {number | undefined}
  */
 function reorderWindow(options) {
@@ -199,6 +206,19 @@ function reorderWindow(options) {
     throw new TypeError(`options.reorderWindow must be a number of seconds, 0 or more, got ${describe(window)}`);
   }
   return window;
+}
+
+/**
+ * options.onProgress: a function, or absent.
+ * @template {Function} F
+ * @param {{ onProgress?: F | null } | null | undefined} options
+ * @returns {F | undefined}
+ */
+function onProgress(options) {
+  const report = options?.onProgress;
+  if (report === undefined || report === null) return undefined;
+  if (typeof report !== "function") throw new TypeError(`options.onProgress must be a function, got ${describe(report)}`);
+  return report;
 }
 
 /**
@@ -213,8 +233,9 @@ function runText(config, trace, options) {
   const name = traceName(options);
   const max = maxRequests(options);
   const window = reorderWindow(options);
+  const progress = onProgress(options);
   try {
-    return simRun(text, csv, name, max, window);
+    return simRun(text, csv, name, max, window, progress);
   } catch (error) {
     throw simulationError(error);
   }
@@ -292,10 +313,11 @@ export function compareSimulations(before, after, trace = undefined, options = u
   const max = maxRequests(options);
   const beforeName = sideName(options, "beforeName");
   const afterName = sideName(options, "afterName");
+  const progress = onProgress(options);
   /** @type {SimCompareText} */
   let out;
   try {
-    out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName]);
+    out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName], progress);
   } catch (error) {
     throw simulationError(error);
   }

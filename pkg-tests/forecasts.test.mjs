@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { LocationCache, Pacer, fetchForecasts } from "sluicegate";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 
 const MINUTE_MS = 1_000;
 const HOUR_MS = 60 * MINUTE_MS;

@@ -12,7 +12,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 import { launchChromium } from "./support/browser.mjs";
 import { maxWindowLoad } from "./support/budget.mjs";
 

@@ -24,29 +24,12 @@ import { promisify } from "node:util";
 import { transform } from "esbuild";
 import { launchChromium } from "./support/browser.mjs";
 import { ROOT, listen } from "./support/consumer.mjs";
+import { readmeSamples } from "./support/readme.mjs";
 import { packageWorker } from "./support/workerd.mjs";
 
 const TIMEOUT = 30_000;
 const OUT = path.join(ROOT, "test-output", "readme-samples");
 const ENTRIES = { "": "", "/edge": "edge-", "/limit": "limit-", "/smartflow": "smartflow-", "/sim": "sim-" };
-
-/** The README's js/ts fenced blocks: `{ line, lang, code, where }`. */
-export function readmeSamples(text) {
-  const samples = [];
-  const lines = text.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^```(js|ts)\s*$/.exec(lines[i]);
-    if (!open) continue;
-    const end = lines.indexOf("```", i + 1);
-    assert.ok(end > i, `README.md:${i + 1}: unclosed code block`);
-    const directive = /^<!--\s*readme-sample:\s*([\w\s]+?)\s*-->$/.exec(lines[i - 1] ?? "");
-    const where = directive ? directive[1].split(/\s+/) : ["node"];
-    for (const w of where) assert.ok(["node", "browser", "workerd", "worker"].includes(w), `README.md:${i}: unknown place ${w}`);
-    samples.push({ line: i + 1, lang: open[1], code: `${lines.slice(i + 1, end).join("\n")}\n`, where });
-    i = end;
-  }
-  return samples;
-}
 
 const samples = readmeSamples(readFileSync(path.join(ROOT, "README.md"), "utf8"));
 const name = (s) => `sample-${s.line}`;

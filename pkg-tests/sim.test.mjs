@@ -558,3 +558,42 @@ test("npx sluicegate sim reads its arguments with the native command line's pars
   assert.equal(ambiguous.code, 2);
   assert.match(ambiguous.stderr, /ambiguous option: --re/);
 });
+
+test("onProgress hears how far a run has got every 65,536 requests, changes nothing, and what it throws comes out at the end", () => {
+  // 2 clients × 50 requests a second × 1,500 s = 150,000 requests: two calls
+  const config = small({
+    duration_s: 1500,
+    clients: [
+      { name: "a", rps: 50 },
+      { name: "b", rps: 50 },
+    ],
+  });
+  const calls = [];
+  const watched = runSimulation(config, undefined, { onProgress: (done, total) => calls.push([done, total]) });
+  assert.deepEqual(
+    calls.map(([done]) => done),
+    [65536, 131072],
+  );
+  for (const [done, total] of calls) assert.ok(total >= done && total <= 160_000, `total ${total} for ${done}`);
+  assert.deepEqual(watched, runSimulation(config), "the same run, watched or not");
+
+  const sides = [];
+  compareSimulations(config, { ...config, policies: [{ name: "per-client", algorithm: "token_bucket", rate: 2, burst: 4 }] }, undefined, {
+    onProgress: (done, _total, side) => sides.push(`${side} ${done}`),
+  });
+  assert.deepEqual(sides, ["before 65536", "before 131072", "after 65536", "after 131072"]);
+
+  let count = 0;
+  assert.throws(
+    () =>
+      runSimulation(config, undefined, {
+        onProgress: () => {
+          count++;
+          throw new Error("stop watching");
+        },
+      }),
+    /^Error: stop watching$/,
+  );
+  assert.equal(count, 1, "not called again after it threw");
+  assert.throws(() => runSimulation(config, undefined, { onProgress: 5 }), /options\.onProgress must be a function, got number/);
+});

@@ -11,7 +11,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
-import { COMPATIBILITY_DATE } from "../worker/testing.mjs";
+import { COMPATIBILITY_DATE } from "../js/testing.js";
 import { ROOT } from "./support/consumer.mjs";
 
 const APPS = {

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { LocationCache, Pacer, PacerCore, fetchForecasts } from "../js/node.js";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 
 const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
 

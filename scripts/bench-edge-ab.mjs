@@ -12,10 +12,11 @@ import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 
 const other = process.argv[2];
-const otherHarness = other && path.resolve(other, "worker", "testing.mjs");
+// The harness is js/testing.js (worker/testing.mjs in older checkouts).
+const otherHarness = other && ["js/testing.js", "worker/testing.mjs"].map((f) => path.resolve(other, f)).find((f) => existsSync(f));
 if (!otherHarness || !existsSync(otherHarness)) {
   console.error("usage: bench-edge-ab.mjs <another checkout of sluicegate, built with npm run build>");
   process.exit(2);

@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { Miniflare, Log, LogLevel } from "miniflare";
-import { COMPATIBILITY_DATE, startEdge } from "../worker/testing.mjs";
+import { COMPATIBILITY_DATE, startEdge } from "../js/testing.js";
 
 const N = Number(process.env.SLUICEGATE_BENCH_EDGE_N || 2_000);
 const WARMUP = 200;

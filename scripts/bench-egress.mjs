@@ -5,7 +5,7 @@
 // to the app's own direct call). The cases take turns in blocks, so that a slow patch of
 // the machine falls on all of them alike. Run with Node 22 after `npm run build`.
 import { createServer } from "node:http";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 
 const N = Number(process.env.SLUICEGATE_BENCH_EGRESS_N || 500);
 const BLOCK = 50;

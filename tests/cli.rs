@@ -437,3 +437,53 @@ fn output_into_a_closed_pipe_ends_the_run_quietly_not_with_a_panic() {
         assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
     }
 }
+
+/// A config whose run takes a second or two in a debug build (3,000,000 requests).
+const LONG_RUN: &str = r#"{"duration_s": 1500, "policies": [{"algorithm": "token_bucket", "rate": 500, "burst": 1000}],
+    "clients": [{"name": "app", "kind": "legit", "rps": 400}, {"name": "flood", "rps": 1600, "retry": "immediate", "max_retries": 1}]}"#;
+
+#[test]
+fn a_long_run_with_stderr_piped_prints_no_progress() {
+    let path = temp_config("long-piped", LONG_RUN);
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = sim(&[path.to_str().unwrap()]);
+    let took = started.elapsed();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("# Rate limit simulation"), "{stdout}");
+    assert_eq!(stderr, "", "after {took:?}");
+}
+
+#[test]
+fn a_long_run_on_a_terminal_shows_its_progress_on_stderr_and_clears_it() {
+    // `script` runs the command on a pseudo-terminal and copies what it shows to its stdout
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to run the command on a terminal");
+        return;
+    }
+    let path = temp_config("long-tty", LONG_RUN);
+    let config = path.to_str().unwrap();
+    let report = path.with_extension("md");
+    let command = format!("'{}' sim '{config}' > '{}'", env!("CARGO_BIN_EXE_sluicegate"), report.to_str().unwrap());
+    let started = std::time::Instant::now();
+    let shown = Command::new("script").args(["-qfec", &command, "/dev/null"]).output().expect("run script");
+    let took = started.elapsed();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let on_terminal = std::fs::read_to_string(&report).unwrap();
+    let (code, piped, _) = sim(&[config]);
+    std::fs::remove_file(&path).ok();
+    std::fs::remove_file(&report).ok();
+    assert_eq!(code, 0);
+    assert_eq!(on_terminal, piped, "stdout is the same on a terminal");
+    let lines: Vec<&str> = shown.split('\r').collect();
+    if took > std::time::Duration::from_millis(1500) {
+        assert!(lines.iter().any(|l| l.starts_with("sim: ") && l.contains(" of 3,000,000 requests (")), "{shown:?}");
+    }
+    // a line drawn is blanked before the report is printed: the stream ends "\r<spaces>\r"
+    if let [.., drawn, blank, end] = lines[..] {
+        assert!(drawn.starts_with("sim: ") && blank.len() >= drawn.trim_end().len(), "{shown:?}");
+        assert!(blank.bytes().all(|b| b == b' ') && end.is_empty(), "{shown:?}");
+    } else {
+        assert!(took < std::time::Duration::from_secs(1) && shown.is_empty(), "after {took:?}: {shown:?}");
+    }
+}

@@ -200,6 +200,25 @@ fn edge_rules_match_encoded_and_re_cased_endpoints_as_the_worker_does() {
     assert_eq!((row("a").allowed, row("b").allowed, row("c").allowed), (2, 2, 10));
 }
 
+#[test]
+fn a_rules_file_with_a_log_section_is_simulated_as_one_without() {
+    let rules = r#"{"rules": [{"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src"],
+        "period": 10, "requests_per_period": 2}]"#;
+    let config = |log: &str| {
+        Config::from_json(&format!(
+            r#"{{"duration_s": 10, "edge_rules": {rules}{log}}}, "clients": [{{"name": "a", "rps": 1, "endpoint": "/api/x"}}]}}"#
+        ))
+    };
+    let plain = config("").unwrap();
+    let logged = config(r#", "log": {"decisions": "refusals", "sample": 0.1}"#).unwrap();
+    let allowed = |cfg: &Config| sim::analyse(cfg, sim::generate(cfg).unwrap()).unwrap().clients[0].allowed;
+    assert_eq!(logged.policies.len(), 1);
+    assert_eq!((allowed(&plain), allowed(&logged)), (2, 2), "logging changes no decision");
+    // The log section is checked there as the edge checks it.
+    let bad = config(r#", "log": {"decisions": "denials"}"#).unwrap_err().to_string();
+    assert!(bad.contains("edge_rules: rules file: field \"log.decisions\""), "{bad}");
+}
+
 fn input_error(cfg: &str) -> String {
     match sim::run(cfg, None) {
         Err(SimError::Input(msg)) => msg,

@@ -2,7 +2,7 @@
 // playwright-core, with the flags this machine needs (no sandbox as root, no background
 // networking: the network is closed).
 import { chromium } from "playwright-core";
-import { startEdge } from "../../worker/testing.mjs";
+import { startEdge } from "../../js/testing.js";
 
 export const CHROMIUM_ARGS = [
   "--no-sandbox",

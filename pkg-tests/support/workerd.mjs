@@ -2,7 +2,7 @@
 // .js/.mjs are ES modules, .wasm files become compiled modules, as wrangler bundles them.
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
-import { COMPATIBILITY_DATE } from "../../worker/testing.mjs";
+import { COMPATIBILITY_DATE } from "../../js/testing.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 

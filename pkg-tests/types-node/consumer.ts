@@ -8,6 +8,7 @@ import { SmartFlow, fileStore, parseRetryAfter, smartFetch, type SmartFlowStore 
 import { SimulationError, runSimulation, simulate, type SimReport } from "sluicegate/sim";
 import { Limiter, type LimitResult } from "sluicegate/limit";
 import { expressRateLimit, honoRateLimit } from "sluicegate/middleware";
+import { startEdge, type EdgeLog, type StartEdgeOptions } from "sluicegate/testing";
 
 // A synchronous storage as Node code would write one: any { getItem, setItem } fits.
 const memory = new Map<string, string>();
@@ -102,4 +103,17 @@ function limited(): number {
     limiter.sweep() +
     (limiter.reset("x") ? 1 : 0)
   );
+}
+
+// sluicegate/testing: a typed harness, its optional peers (miniflare, esbuild) not needed to compile.
+export async function testingUsage(): Promise<number> {
+  const options: StartEdgeOptions = { rules: { rules: [] }, origin: "http://127.0.0.1:9000", build: "deploy", vars: { A: "b" } };
+  const edge = await startEdge(options);
+  const res: Response = await edge.fetch("/api/ping", { headers: { "cf-connecting-ip": "198.51.100.7" }, cf: { colo: "AMS" } });
+  const line: EdgeLog = await edge.waitForLog(/decision/, { timeout: 1_000 });
+  const lines: string[] = edge.logLines();
+  await edge.close();
+  // @ts-expect-error -- a build is "dev" or "deploy"
+  await startEdge({ build: "staging" });
+  return res.status + line.timestamp + lines.length + edge.url.length;
 }

@@ -7,6 +7,9 @@
 //! sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]
 //!                               the same traffic through both; the filled rate-limit review
 //! ```
+//!
+//! A simulation that runs longer than a second shows how far it has got on stderr when that
+//! is a terminal (see [`progress`]); what it prints on stdout is the same either way.
 
 use sluicegate::rules::RuleSet;
 use std::process::ExitCode;
@@ -120,9 +123,15 @@ fn sim(args: &[&str]) -> ExitCode {
     let read = |path: &str| {
         std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
     };
+    let mut meter = progress::Meter::on_stderr();
     if let Some(after) = args.compare {
-        return compare(&args, config, after).unwrap_or_else(fail);
+        let result = compare(&args, config, after, &mut meter);
+        meter.clear(); // a line left by a run that failed (one that did not cleared it to print)
+        return result.unwrap_or_else(fail);
     }
+    let mut draw =
+        meter.tty.then_some(sim::Progress { observer: None, report: |done, total| meter.update(done, total, None) });
+    let observer = draw.as_mut().map(|p| -> &mut dyn sim::Observer { p });
     let result = read(config).and_then(|text| {
         let dir = std::path::Path::new(config).parent().unwrap_or(std::path::Path::new("."));
         let cfg = sim::Config::from_json_in(&text, dir)?;
@@ -132,18 +141,19 @@ fn sim(args: &[&str]) -> ExitCode {
             Some(path) => {
                 let open = || std::fs::File::open(path);
                 let window = args.reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
-                sim::report(&cfg, sim::simulate_trace_within(&cfg, path, window, open, None)?)?
+                sim::report(&cfg, sim::simulate_trace_within(&cfg, path, window, open, observer)?)?
             }
             // generated and merged on the fly: never stored
             None => {
                 let max = args.max_requests.unwrap_or(sim::DEFAULT_MAX_REQUESTS);
                 cfg.check_size(max, "--max-requests N")?;
-                sim::report(&cfg, sim::simulate_generated(&cfg, None)?)?
+                sim::report(&cfg, sim::simulate_generated(&cfg, observer)?)?
             }
         };
         let text = if args.json { report.to_json() } else { report.to_markdown()? };
         Ok((report.highs(), text))
     });
+    meter.clear();
     match result {
         Ok((highs, text)) => {
             print!("{text}");
@@ -162,6 +172,7 @@ fn compare(
     args: &sluicegate::sim::args::Args<'_>,
     before: &str,
     after: &str,
+    meter: &mut progress::Meter,
 ) -> Result<ExitCode, sluicegate::sim::SimError> {
     use sluicegate::sim;
     let read = |path: &str| {
@@ -177,12 +188,15 @@ fn compare(
     };
     let window = args.reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
     let trace = args.trace.map(|path| (path, move || std::fs::File::open(path)));
+    let tty = meter.tty;
+    let mut draw = |side, done, total| meter.update(done, total, Some(side));
     let cmp = sim::compare(
         file(before, &before_text, before_dir.as_path()),
         file(after, &after_text, after_dir.as_path()),
         trace,
         window,
         ceiling,
+        if tty { Some(&mut draw) } else { None },
     )?;
     let text = if args.json {
         cmp.to_json()
@@ -191,6 +205,141 @@ fn compare(
     } else {
         cmp.to_markdown()
     };
+    meter.clear();
     print!("{text}");
     Ok(ExitCode::from(cmp.exit_code()))
+}
+
+/// The progress line of a long simulation: on stderr when it is a terminal, once the run has
+/// taken a second, redrawn in place at most ten times a second, and cleared before anything
+/// else is printed.
+mod progress {
+    use sluicegate::sim::grouped;
+    use std::io::{IsTerminal, Write};
+    use std::time::{Duration, Instant};
+
+    /// How long a run goes before it shows its progress.
+    pub const AFTER: Duration = Duration::from_secs(1);
+    /// The least time between two draws.
+    pub const EVERY: Duration = Duration::from_millis(100);
+
+    /// The line to draw now, if any: none when stderr is not a terminal (`tty`), when the run
+    /// (`elapsed`) is younger than [`AFTER`], or when the line was last drawn (`last_draw`,
+    /// into the run) less than [`EVERY`] ago; else what it says (see [`text`]).
+    pub fn line(
+        tty: bool,
+        elapsed: Duration,
+        last_draw: Option<Duration>,
+        done: u64,
+        total: Option<u64>,
+        side: Option<&str>,
+    ) -> Option<String> {
+        let due = tty && elapsed >= AFTER && last_draw.is_none_or(|last| elapsed.saturating_sub(last) >= EVERY);
+        due.then(|| text(done, total, side))
+    }
+
+    /// `sim: 1,234,567 of 3,000,000 requests (41 %)`; `sim: 1,234,567 rows read` when the
+    /// total is not known (a trace read as it streams); `sim (before): …` for a side of a
+    /// comparison.
+    pub fn text(done: u64, total: Option<u64>, side: Option<&str>) -> String {
+        let who = side.map_or_else(|| "sim".to_owned(), |side| format!("sim ({side})"));
+        match total {
+            Some(total) => {
+                let percent = u128::from(done) * 100 / u128::from(total.max(1));
+                format!("{who}: {} of {} requests ({percent} %)", grouped(done), grouped(total))
+            }
+            None => format!("{who}: {} rows read", grouped(done)),
+        }
+    }
+
+    /// Draws the line on stderr as a run goes on.
+    pub struct Meter {
+        /// Whether stderr is a terminal.
+        pub tty: bool,
+        start: Instant,
+        last_draw: Option<Duration>,
+        /// The widest line drawn (what [`Meter::clear`] blanks).
+        width: usize,
+    }
+
+    impl Meter {
+        /// A meter for a run starting now.
+        pub fn on_stderr() -> Self {
+            Meter { tty: std::io::stderr().is_terminal(), start: Instant::now(), last_draw: None, width: 0 }
+        }
+
+        /// The run has replayed `done` logical requests (of `total`, when known).
+        pub fn update(&mut self, done: u64, total: Option<u64>, side: Option<&str>) {
+            let elapsed = self.start.elapsed();
+            if let Some(text) = line(self.tty, elapsed, self.last_draw, done, total, side) {
+                // over the whole of a longer line drawn before
+                let pad = self.width.saturating_sub(text.len());
+                draw(&format!("\r{text}{:pad$}", ""));
+                self.width = self.width.max(text.len());
+                self.last_draw = Some(elapsed);
+            }
+        }
+
+        /// Blanks the line, if one was drawn, leaving the cursor at its start.
+        pub fn clear(&mut self) {
+            if self.width > 0 {
+                draw(&format!("\r{:w$}\r", "", w = self.width));
+                self.width = 0;
+            }
+        }
+    }
+
+    /// Writes to stderr in one piece; a failure only costs the progress line.
+    fn draw(text: &str) {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{line, text, Meter, AFTER, EVERY};
+        use std::time::Duration;
+
+        const MS: Duration = Duration::from_millis(1);
+
+        #[test]
+        fn nothing_is_drawn_off_a_terminal_or_in_the_first_second() {
+            assert_eq!(line(false, 10 * AFTER, None, 65_536, Some(100_000), None), None);
+            assert_eq!(line(true, AFTER - MS, None, 65_536, Some(100_000), None), None);
+            assert_eq!(
+                line(true, AFTER, None, 65_536, Some(100_000), None).as_deref(),
+                Some("sim: 65,536 of 100,000 requests (65 %)")
+            );
+        }
+
+        #[test]
+        fn the_line_is_drawn_at_most_ten_times_a_second() {
+            let drawn = Some(AFTER + 50 * MS);
+            assert_eq!(line(true, AFTER + 149 * MS, drawn, 1, None, None), None);
+            assert_eq!(line(true, AFTER + 150 * MS, drawn, 1, None, None).as_deref(), Some("sim: 1 rows read"));
+            assert_eq!(EVERY, 100 * MS);
+            // a clock that went back draws nothing, rather than failing
+            assert_eq!(line(true, AFTER, Some(AFTER + MS), 1, None, None), None);
+        }
+
+        #[test]
+        fn the_text_says_how_far_of_how_many_or_the_rows_read_and_which_side() {
+            assert_eq!(text(1_234_567, Some(3_000_000), None), "sim: 1,234,567 of 3,000,000 requests (41 %)");
+            assert_eq!(text(3_000_000, Some(3_000_000), None), "sim: 3,000,000 of 3,000,000 requests (100 %)");
+            assert_eq!(
+                text(u64::MAX, Some(u64::MAX), None),
+                "sim: 18,446,744,073,709,551,615 of 18,446,744,073,709,551,615 requests (100 %)"
+            );
+            assert_eq!(text(999, None, None), "sim: 999 rows read");
+            assert_eq!(text(131_072, None, Some("after")), "sim (after): 131,072 rows read");
+            assert_eq!(text(65_536, Some(200_000), Some("before")), "sim (before): 65,536 of 200,000 requests (32 %)");
+        }
+
+        #[test]
+        fn a_meter_off_a_terminal_never_draws() {
+            let mut meter =
+                Meter { tty: false, start: std::time::Instant::now() - 5 * AFTER, last_draw: None, width: 0 };
+            meter.update(65_536, None, None);
+            assert_eq!((meter.last_draw, meter.width), (None, 0));
+        }
+    }
 }

@@ -114,16 +114,18 @@ pub struct Comparison {
     pub traffic: TrafficUsed,
 }
 
-/// The timeline and, for a trace, its rows and span: what a side's replay is watched for.
+/// The timeline and, for a trace, its rows and span: what a side's replay is watched for;
+/// and its progress, handed on.
 #[derive(Default)]
-struct Watch {
+struct Watch<'p> {
     timeline: Timeline,
     rows: u64,
     first: f64,
     last: f64,
+    progress: Option<&'p mut dyn FnMut(u64, Option<u64>)>,
 }
 
-impl Observer for Watch {
+impl Observer for Watch<'_> {
     fn attempt(&mut self, e: &Event<'_>) {
         self.timeline.attempt(e);
         if e.attempt == 0 {
@@ -137,6 +139,11 @@ impl Observer for Watch {
     fn restart(&mut self) {
         self.timeline.restart();
         self.rows = 0;
+    }
+    fn progress(&mut self, done: u64, total: Option<u64>) {
+        if let Some(report) = self.progress.as_deref_mut() {
+            report(done, total);
+        }
     }
 }
 
@@ -195,7 +202,9 @@ fn changed_clients(before: (&Config, &Value), after: (&Config, &Value)) -> Vec<S
 
 /// Replays `before` and `after` on the same traffic: each configuration's own clients with
 /// one seed and duration (each refused past `ceiling`), or `trace` (its name, and how to open
-/// it: it is read once per side) reordered within `window_s` seconds.
+/// it: it is read once per side) reordered within `window_s` seconds. `progress`, if any, is
+/// called with the side being replayed (`"before"`, then `"after"`) and how far it has got
+/// (see [`Observer::progress`]).
 ///
 /// # Errors
 /// [`SimError::Input`] naming the side for a bad configuration, and for two configurations
@@ -207,24 +216,30 @@ pub fn compare<R: Read + Send>(
     trace: Option<(&str, impl FnMut() -> std::io::Result<R>)>,
     window_s: f64,
     ceiling: Ceiling<'_>,
+    mut progress: Option<&mut dyn FnMut(&'static str, u64, Option<u64>)>,
 ) -> Result<Comparison, SimError> {
     let (before_value, before_cfg) = read_config(before)?;
     let (after_value, after_cfg) = read_config(after)?;
-    let run = |cfg: &Config, label: &str, trace: Option<(&str, &mut dyn FnMut() -> std::io::Result<R>)>| {
-        let mut watch =
-            Watch { timeline: Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() }, ..Watch::default() };
+    let mut run = |side, cfg: &Config, label: &str, trace: Option<(&str, &mut dyn FnMut() -> std::io::Result<R>)>| {
+        let mut report_side = progress.as_deref_mut().map(|report| move |done, total| report(side, done, total));
+        let mut watch = Watch {
+            timeline: Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() },
+            progress: report_side.as_mut().map(|r| -> &mut dyn FnMut(u64, Option<u64>) { r }),
+            ..Watch::default()
+        };
         let out = match trace {
             Some((name, open)) => simulate_trace_within(cfg, name, window_s, open, Some(&mut watch))?,
             None => simulate_generated(cfg, Some(&mut watch)).map_err(labelled(label))?,
         };
         watch.timeline.finish();
         let report = report(cfg, out).map_err(labelled(label))?;
-        Ok::<_, SimError>((report, watch))
+        let Watch { timeline, rows, first, last, .. } = watch;
+        Ok::<_, SimError>((report, Watch { timeline, rows, first, last, progress: None }))
     };
     let (before_run, after_run, traffic) = match trace {
         Some((name, mut open)) => {
-            let before_run = run(&before_cfg, before.label, Some((name, &mut open)))?;
-            let after_run = run(&after_cfg, after.label, Some((name, &mut open)))?;
+            let before_run = run("before", &before_cfg, before.label, Some((name, &mut open)))?;
+            let after_run = run("after", &after_cfg, after.label, Some((name, &mut open)))?;
             let w = &before_run.1;
             let traffic = TrafficUsed::Trace { name: name.into(), rows: w.rows, first_s: w.first, last_s: w.last };
             (before_run, after_run, traffic)
@@ -253,7 +268,8 @@ pub fn compare<R: Read + Send>(
                 duration_s: before_cfg.duration_s,
                 changed: changed_clients((&before_cfg, &before_value), (&after_cfg, &after_value)),
             };
-            (run(&before_cfg, before.label, None)?, run(&after_cfg, after.label, None)?, traffic)
+            let before_run = run("before", &before_cfg, before.label, None)?;
+            (before_run, run("after", &after_cfg, after.label, None)?, traffic)
         }
     };
     let side = |label: &str, config: Config, value: Value, (report, watch): (Report, Watch)| Side {

@@ -14,7 +14,7 @@ use super::names::{Names, Pairs};
 use super::py::round;
 use super::queue::{Attempt, Queue};
 use super::random::PyRandom;
-use super::stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample};
+use super::stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample, PROGRESS_EVERY};
 use super::traffic::{merge, seeded, sort_instant, Order, Overlapping, Request, Source, Traffic};
 use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
@@ -145,6 +145,11 @@ const NO_SLOT: u32 = u32::MAX;
 pub struct Engine<'c, 'o> {
     cfg: &'c Config,
     observer: Option<&'o mut dyn Observer>,
+    /// Whether the observer watches attempts ([`Observer::watches_attempts`]).
+    watching: bool,
+    /// The logical requests the replay will have, when known beforehand (see
+    /// [`Observer::progress`]).
+    total: Option<u64>,
     clients: Names,
     endpoints: Names,
     /// Per client number: index into `out.clients`, or `NO_SLOT`.
@@ -233,7 +238,9 @@ impl<'c, 'o> Engine<'c, 'o> {
         let pacers = (0..n).filter(|&j| cfg.policies[j].algorithm.is_pacer()).collect();
         Engine {
             cfg,
+            watching: observer.as_deref().is_some_and(Observer::watches_attempts),
             observer,
+            total: None,
             clients,
             endpoints,
             slot: Vec::new(),
@@ -340,6 +347,9 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.decide(a)?;
         }
         self.out.requests += 1;
+        if self.out.requests % PROGRESS_EVERY == 0 {
+            self.tell_progress();
+        }
         let slot = self.slot(r.client) as u32;
         self.decide(Attempt { t: r.t, slot, pair, cost: r.cost, attempt: 0, paced: false })?;
         Ok(())
@@ -717,11 +727,22 @@ impl<'c, 'o> Engine<'c, 'o> {
         Ok(())
     }
 
-    /// Hands a decided attempt to the observer, if any.
+    /// Hands a decided attempt to the observer, if it watches attempts.
     #[inline]
     fn observe(&mut self, a: Attempt, admitted: bool) {
-        if self.observer.is_some() {
+        if self.watching {
             self.tell_observer(a, admitted);
+        }
+    }
+
+    /// Tells the observer, if any, how many logical requests have been replayed (every
+    /// [`PROGRESS_EVERY`]).
+    #[cold]
+    #[inline(never)]
+    fn tell_progress(&mut self) {
+        let done = self.out.requests;
+        if let Some(o) = self.observer.as_mut() {
+            o.progress(done, self.total.map(|total| total.max(done)));
         }
     }
 
@@ -758,6 +779,7 @@ pub fn simulate_observed(
     let endpoints = core::mem::take(&mut traffic.endpoints);
     // the engine numbers names afresh in the same order: hand it copies of the names
     let mut engine = Engine::with_names(cfg, observer, clients.clone(), endpoints.clone());
+    engine.total = Some(traffic.len() as u64);
     traffic.clients = clients;
     traffic.endpoints = endpoints;
     traffic.in_order(|r| engine.push_in_order(r))?;
@@ -816,6 +838,9 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
         }
     }
     let mut engine = Engine::with_names(cfg, observer, clients, endpoints);
+    // exact but for Poisson clients (an expected count); infinite only past any ceiling
+    let estimate = cfg.estimated_requests().round();
+    engine.total = estimate.is_finite().then_some(estimate as u64);
     merge(heads, |j| {
         let (source, next) = &mut sources[j];
         engine.push_in_order(*next)?;

@@ -66,8 +66,8 @@ pub use names::Names;
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
-pub use size::{estimate_requests, DEFAULT_MAX_REQUESTS};
-pub use stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample};
+pub use size::{estimate_requests, grouped, DEFAULT_MAX_REQUESTS};
+pub use stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Progress, Sample, PROGRESS_EVERY};
 pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, TraceReader};
 pub use traffic::{generate, Request, Traffic};
@@ -376,20 +376,28 @@ pub fn run_with_timeline_within(
     trace: Option<(&str, &str)>,
     ceiling: Ceiling<'_>,
 ) -> Result<(Report, Timeline), SimError> {
-    run_with_timeline_reordered(config_json, trace, ceiling, DEFAULT_REORDER_WINDOW_S)
+    run_with_timeline_reordered(config_json, trace, ceiling, DEFAULT_REORDER_WINDOW_S, None)
 }
 
 /// [`run_with_timeline_within`] with a trace held for `window_s` seconds to be put in order
-/// (see [`simulate_trace_within`]; the results are the same whatever the window).
+/// (see [`simulate_trace_within`]; the results are the same whatever the window), and
+/// `progress`, if any, called with how far the replay has got (see [`Observer::progress`]).
 pub fn run_with_timeline_reordered(
     config_json: &str,
     trace: Option<(&str, &str)>,
     ceiling: Ceiling<'_>,
     window_s: f64,
+    progress: Option<&mut dyn FnMut(u64, Option<u64>)>,
 ) -> Result<(Report, Timeline), SimError> {
     let cfg = Config::from_json(config_json)?;
     let mut timeline = Timeline { capacity_rps: cfg.capacity_rps, ..Timeline::default() };
-    let out = outcome(&cfg, trace, ceiling, window_s, Some(&mut timeline))?;
+    let out = match progress {
+        Some(report) => {
+            let mut observer = Progress { observer: Some(&mut timeline), report };
+            outcome(&cfg, trace, ceiling, window_s, Some(&mut observer))?
+        }
+        None => outcome(&cfg, trace, ceiling, window_s, Some(&mut timeline))?,
+    };
     timeline.finish();
     Ok((report(&cfg, out)?, timeline))
 }

@@ -35,8 +35,9 @@ pub fn estimate_requests(client: &Client) -> f64 {
     }
 }
 
-/// `n` with thousands separators (`50,000,000`).
-pub(super) fn grouped(n: u64) -> String {
+/// `n` with thousands separators (`50,000,000`), as the simulator's messages and the command
+/// line's progress line write counts.
+pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

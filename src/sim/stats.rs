@@ -126,13 +126,70 @@ pub struct Event<'a> {
     pub admitted: bool,
 }
 
-/// Something that watches every decided attempt, in time order (the timeline; tests).
+/// How often a replay reports how far it has got ([`Observer::progress`]): every this many
+/// logical requests.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Something that watches every decided attempt, in time order (the timeline; tests), and
+/// how far the replay has got (a command line's progress line).
 pub trait Observer {
     /// One attempt was decided.
     fn attempt(&mut self, event: &Event<'_>);
     /// The replay starts over (a trace turned out not to be in time order and is replayed
     /// sorted): forget what was seen.
     fn restart(&mut self) {}
+    /// Every [`PROGRESS_EVERY`] logical requests: `done` replayed so far, of `total` when the
+    /// replay knows it beforehand (generated traffic: the estimate, which for Poisson
+    /// clients is an expected count, never given below `done`; traffic held in memory: its
+    /// length). `None` for a trace that streams: its length is known once it is read.
+    fn progress(&mut self, _done: u64, _total: Option<u64>) {}
+    /// Whether it watches attempts: false for an observer of the progress alone, which the
+    /// replay then tells nothing per attempt.
+    fn watches_attempts(&self) -> bool {
+        true
+    }
+}
+
+/// An [`Observer`] that hands the progress to `report` (a closure taking `done` and
+/// `total`, see [`Observer::progress`]), and the attempts to `observer`, if any: with none,
+/// the replay runs as unobserved (nothing per attempt).
+///
+/// ```
+/// use sluicegate::sim::{simulate_generated, Config, Progress};
+/// let cfg = Config::from_json(r#"{"duration_s": 100, "policies": [
+///     {"algorithm": "token_bucket", "rate": 1000}], "clients": [{"rps": 2000}]}"#).unwrap();
+/// let mut seen = Vec::new();
+/// let mut progress = Progress { observer: None, report: |done, total| seen.push((done, total)) };
+/// simulate_generated(&cfg, Some(&mut progress)).unwrap();
+/// assert_eq!(seen, [(65_536, Some(200_000)), (131_072, Some(200_000)), (196_608, Some(200_000))]);
+/// ```
+pub struct Progress<'o, F> {
+    /// What watches the attempts, if anything.
+    pub observer: Option<&'o mut dyn Observer>,
+    /// Called with the progress.
+    pub report: F,
+}
+
+impl<F: FnMut(u64, Option<u64>)> Observer for Progress<'_, F> {
+    fn attempt(&mut self, event: &Event<'_>) {
+        if let Some(o) = self.observer.as_deref_mut() {
+            o.attempt(event);
+        }
+    }
+    fn restart(&mut self) {
+        if let Some(o) = self.observer.as_deref_mut() {
+            o.restart();
+        }
+    }
+    fn progress(&mut self, done: u64, total: Option<u64>) {
+        if let Some(o) = self.observer.as_deref_mut() {
+            o.progress(done, total);
+        }
+        (self.report)(done, total);
+    }
+    fn watches_attempts(&self) -> bool {
+        self.observer.as_deref().is_some_and(Observer::watches_attempts)
+    }
 }
 
 /// A request fed out of the replay's order.

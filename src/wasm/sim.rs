@@ -53,6 +53,14 @@ export interface SimCompareText {
   /** 1 when the after run has high findings, else 0. */
   exitCode: 0 | 1;
 }
+/**
+ * How far a simulation has got, called every 65,536 requests: `done` replayed so far, of
+ * `total` when it is known beforehand (generated traffic: the estimate, never below `done`;
+ * `null` for a trace, read as it streams).
+ */
+export type SimProgress = (done: number, total: number | null) => void;
+/** `SimProgress` for a comparison: `side` is the run being replayed (`before`, then `after`). */
+export type SimCompareProgress = (done: number, total: number | null, side: "before" | "after") => void;
 /** `sluicegate sim`'s arguments as the command line reads them (absent values `null`). */
 export interface SimArgs {
   config: string | null;
@@ -353,10 +361,12 @@ fn failure(e: &SimError) -> js_sys::Error {
 /// call it (default `"trace"`), `maxRequests` the most requests the configured clients may
 /// generate (default 50,000,000; a config estimated past it is refused before it runs),
 /// `reorderWindow` how far behind a trace's rows may lag and still stream (default 10 s; the
-/// results are the same whatever it is).
+/// results are the same whatever it is), `onProgress` called every 65,536 requests with how
+/// far the run has got.
 ///
 /// Throws an `Error` with the simulator's message (naming the policy or client and the
-/// field) and `exitCode` 2 for bad input, 1 where the reference simulator crashes.
+/// field) and `exitCode` 2 for bad input, 1 where the reference simulator crashes; or what
+/// `onProgress` threw (it is not called again, and the run ends before it is thrown).
 #[wasm_bindgen(js_name = simRun, unchecked_return_type = "SimRunText")]
 pub fn sim_run(
     config: &str,
@@ -364,14 +374,47 @@ pub fn sim_run(
     trace_name: Option<String>,
     max_requests: Option<f64>,
     reorder_window: Option<f64>,
+    #[wasm_bindgen(unchecked_optional_param_type = "SimProgress")] on_progress: Option<js_sys::Function>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let ceiling = ceiling(max_requests);
     let window = reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S);
     let traced = trace.as_deref().map(|text| (name.as_str(), text));
-    let (report, timeline) =
-        sim::run_with_timeline_reordered(config, traced, ceiling, window).map_err(|e| failure(&e))?;
+    let mut hook = on_progress.map(OnProgress::new);
+    let mut tell = hook.as_mut().map(|h| move |done, total| h.call(done, total, None));
+    let tell = tell.as_mut().map(|t| -> &mut dyn FnMut(u64, Option<u64>) { t });
+    let ran = sim::run_with_timeline_reordered(config, traced, ceiling, window, tell);
+    OnProgress::rethrow(hook)?;
+    let (report, timeline) = ran.map_err(|e| failure(&e))?;
     Ok(run_object(&report, &timeline))
+}
+
+/// `onProgress` called as the simulator's progress hook: an exception it throws is kept
+/// (and no more calls made) to be thrown when the run ends.
+struct OnProgress {
+    f: js_sys::Function,
+    thrown: Option<JsValue>,
+}
+
+impl OnProgress {
+    fn new(f: js_sys::Function) -> Self {
+        OnProgress { f, thrown: None }
+    }
+
+    /// `f(done, total, side)` (`side` undefined but for a comparison).
+    fn call(&mut self, done: u64, total: Option<u64>, side: Option<&str>) {
+        if self.thrown.is_some() {
+            return;
+        }
+        let total = total.map_or(JsValue::NULL, |t| JsValue::from(t as f64));
+        let side = side.map_or(JsValue::UNDEFINED, JsValue::from_str);
+        self.thrown = self.f.call3(&JsValue::UNDEFINED, &JsValue::from(done as f64), &total, &side).err();
+    }
+
+    /// What `onProgress` threw, if it did.
+    fn rethrow(hook: Option<OnProgress>) -> Result<(), JsValue> {
+        hook.and_then(|h| h.thrown).map_or(Ok(()), Err)
+    }
 }
 
 /// A run as `simRun` gives it: the JSON report, the Markdown one (or why not), the timeline
@@ -399,9 +442,11 @@ fn run_object(report: &sim::Report, timeline: &sim::Timeline) -> Object {
 /// `[beforeName, afterName]`, what errors and the review call them (a missing or `undefined`
 /// one is `the before config`, `the after config`). Returns both runs, the
 /// comparison as JSON text, the filled review and the exit status judged on the after run.
+/// `onProgress` is called every 65,536 requests with how far a run has got, and which.
 /// Throws as `simRun` does; the message names the side (`the before config: ...`), or the
 /// mismatch (different `duration_s` or `seed` and no trace).
 #[wasm_bindgen(js_name = simCompare, unchecked_return_type = "SimCompareText")]
+#[allow(clippy::too_many_arguments)] // the JS wrapper's positional call
 pub fn sim_compare(
     before: &str,
     after: &str,
@@ -410,6 +455,7 @@ pub fn sim_compare(
     max_requests: Option<f64>,
     reorder_window: Option<f64>,
     names: Vec<JsValue>,
+    #[wasm_bindgen(unchecked_optional_param_type = "SimCompareProgress")] on_progress: Option<js_sys::Function>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let ceiling = ceiling(max_requests);
@@ -418,14 +464,18 @@ pub fn sim_compare(
     let after_name = name_at(1, "the after config");
     let file = |label, text| sim::ConfigFile { label, text, dir: None };
     let traced = trace.as_deref().map(|text| (name.as_str(), move || Ok(text.as_bytes())));
-    let cmp = sim::compare(
+    let mut hook = on_progress.map(OnProgress::new);
+    let mut tell = hook.as_mut().map(|h| move |side, done, total| h.call(done, total, Some(side)));
+    let compared = sim::compare(
         file(&before_name, before),
         file(&after_name, after),
         traced,
         reorder_window.unwrap_or(sim::DEFAULT_REORDER_WINDOW_S),
         ceiling,
-    )
-    .map_err(|e| failure(&e))?;
+        tell.as_mut().map(|t| -> &mut dyn FnMut(&'static str, u64, Option<u64>) { t }),
+    );
+    OnProgress::rethrow(hook)?;
+    let cmp = compared.map_err(|e| failure(&e))?;
     let out = Object::new();
     set_prop(&out, "before", &run_object(&cmp.before.report, &cmp.before.timeline));
     set_prop(&out, "after", &run_object(&cmp.after.report, &cmp.after.timeline));

@@ -1,12 +1,13 @@
-//! What the edge writes to the log: one JSON line per decision and per failure, with header
-//! values and query values never shown as sent (a keyed hash, or left out).
+//! What the edge writes to the log: one JSON line per decision (those the rules file's `log`
+//! picks) and per failure, with header values and query values never shown as sent (a keyed
+//! hash, or left out).
 
 use crate::js::Env;
 use sluicegate::headers::{self, RateLimitFields};
 use sluicegate::identity::Identity;
 use sluicegate::limit::Decision;
 use sluicegate::redact::{url_for_log, KeyedHash};
-use sluicegate::rules::Rule;
+use sluicegate::rules::{DecisionLog, Rule};
 use std::cell::OnceCell;
 use wasm_bindgen::prelude::*;
 use web_sys::Request;
@@ -76,15 +77,29 @@ pub(crate) fn log_omitted(fields: &RateLimitFields, request: &Request) {
     }
 }
 
-/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
-pub(crate) fn log_decision(rule: &Rule, logged_key: &str, identity: Option<Identity>, decision: &Decision, via: &str) {
+/// A decision's line, when the rules file's `log` setting picks it ([`DecisionLog::logs`],
+/// drawing with `Math.random()` when lines are sampled); a sampled line carries the share it
+/// stands for, `"sample":0.1`. `logged_key`: the counting key as logs show it
+/// ([`Rule::counting_key_and_log`]).
+pub(crate) fn log_decision(
+    setting: &DecisionLog,
+    rule: &Rule,
+    logged_key: &str,
+    identity: Option<Identity>,
+    decision: &Decision,
+    via: &str,
+) {
+    if !setting.logs(decision, js_sys::Math::random) {
+        return;
+    }
     let (ip, source) = identity_fields(identity);
     let outcome = match decision {
         Decision::Allow { remaining, .. } => format!("\"allow\",\"remaining\":{remaining}"),
         Decision::Deny { retry_after } => format!("\"deny\",\"retry_after_ms\":{}", retry_after.as_millis_ceil()),
     };
+    let sample = setting.sampled_text().map(|share| format!(",\"sample\":{share}")).unwrap_or_default();
     log(&format!(
-        "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"}}",
+        "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"{sample}}}",
         json_string(&rule.id),
         json_string(&ip),
         json_string(logged_key)

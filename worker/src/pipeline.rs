@@ -330,7 +330,7 @@ pub(crate) async fn check_rules(
             },
         };
         checked.decided_at = Some(at);
-        log_decision(rule, &keys.logged, facts.identity, &decision, via);
+        log_decision(setup.rules.decision_log(), rule, &keys.logged, facts.identity, &decision, via);
         checked.fields.push(&rule.id, rule.quota(), &decision);
         if let Decision::Deny { retry_after } = decision {
             if cached.is_none() {

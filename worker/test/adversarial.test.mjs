@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, request } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { raw } from "./support/raw.mjs";
 
 /** A server on 127.0.0.1 recording what reaches it; `upgrade` handles WebSocket upgrades. */

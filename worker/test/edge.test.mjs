@@ -5,7 +5,7 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 
 const AMS = { colo: "AMS" };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer } from "./support/origin.mjs";
 import { raw } from "./support/raw.mjs";
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer } from "./support/origin.mjs";
 
 const TRAFFIC = JSON.parse(readFileSync(new URL("../examples/traffic.json", import.meta.url), "utf8"));

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { behavingOrigin, probeBudget } from "./support/behaving-origin.mjs";
 import { raw } from "./support/raw.mjs";
 import { mulberry32 } from "../../scripts/mulberry32.mjs";

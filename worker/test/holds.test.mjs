@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { behavingOrigin, probeBudget } from "./support/behaving-origin.mjs";
 import { raw } from "./support/raw.mjs";
 

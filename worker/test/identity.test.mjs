@@ -6,7 +6,7 @@
 // core's unit and property tests (src/identity.rs).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { createServer } from "node:http";
 import { raw } from "./support/raw.mjs";
 

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer } from "./support/origin.mjs";
 
 const RULES = readFileSync(new URL("../rules.json", import.meta.url), "utf8");

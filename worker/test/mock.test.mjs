@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 
 const MOCK = "/mock/open-meteo";
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));

@@ -2,7 +2,7 @@
 // body bytes, in that order, in workerd.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer as server } from "./support/origin.mjs";
 
 const send = async (edge, path, ip, init = {}) => {

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { replay } from "../../js/replay.mjs";
 import { replayTrace } from "../../pkg-tests/support/replay-trace.mjs";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const RULES = readFileSync(path.join(ROOT, "worker/rules.json"), "utf8");

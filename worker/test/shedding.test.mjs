@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchChromium } from "../../pkg-tests/support/browser.mjs";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer } from "./support/origin.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -3,7 +3,7 @@
 // or without a `pre_read` section, and the capabilities answer says which is in force.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { startEdge } from "../testing.mjs";
+import { startEdge } from "../../js/testing.js";
 import { originServer as server } from "./support/origin.mjs";
 import { raw } from "./support/raw.mjs";
 

@@ -14,12 +14,14 @@
 //! } ] }
 //! ```
 
+mod log;
 pub(crate) mod matching;
 mod parse;
 mod path;
 mod summary;
 
 pub use crate::edge::scope::Scope;
+pub use log::{DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};
 
@@ -54,6 +56,7 @@ pub struct RuleSet {
     headers_read: Vec<String>,
     egress: Option<crate::edge::egress::Egress>,
     trusted_proxies: TrustedProxies,
+    log: DecisionLog,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they
@@ -402,6 +405,12 @@ impl RuleSet {
     /// [`client_identity_behind`](crate::edge::identity::client_identity_behind).
     pub fn trusted_proxies(&self) -> &TrustedProxies {
         &self.trusted_proxies
+    }
+
+    /// Which decisions get a log line, and the share of them written (`log`; every decision
+    /// when the file has no `log`).
+    pub fn decision_log(&self) -> &DecisionLog {
+        &self.log
     }
 
     /// The tenant quotas, if the file has them.

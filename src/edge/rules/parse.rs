@@ -5,8 +5,8 @@ mod egress;
 pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
 
 use super::{
-    normalise_path, Algorithm, Characteristic, Match, PathMatch, PreRead, Response, Rule, RuleSet, Scope, Source,
-    StoreFailure, Upstream,
+    normalise_path, Algorithm, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch, PreRead, Response, Rule,
+    RuleSet, Scope, Source, StoreFailure, Upstream,
 };
 use crate::core::limit::Gcra;
 use crate::core::time::Span;
@@ -54,7 +54,7 @@ const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
 const ROOT_FIELDS: &[&str] =
-    &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress", "trusted_proxies"];
+    &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress", "trusted_proxies", "log"];
 
 /// Body bytes per second per source unless the file says otherwise (`pre_read.
 /// source_bytes_per_second`; `null` turns the ceiling off): 100 MB/s.
@@ -131,6 +131,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     let capabilities = capabilities(root.get("capabilities"), &mut errors);
     let pre_read = pre_read(root.get("pre_read"), &mut errors);
     let trusted_proxies = trusted_proxies(root.get("trusted_proxies"), &mut errors);
+    let log = decision_log(root.get("log"), &mut errors);
     let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let egress = root.get("egress").and_then(|e| egress::egress(e, &mut errors));
@@ -151,7 +152,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     if errors.list.is_empty() {
         let headers_read = super::headers_read(&rules, tenants.as_ref());
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress, trusted_proxies })
+        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress, trusted_proxies, log })
     } else {
         Err(errors.list)
     }
@@ -246,6 +247,45 @@ fn trusted_proxies(v: Option<&Value>, errors: &mut Errors) -> TrustedProxies {
         }
     }
     TrustedProxies::new(ranges)
+}
+
+/// `"log": {"decisions": "all" | "refusals" | "none", "sample": share}`, both optional:
+/// which decisions get a log line (default `"all"`) and the share of them written, at random
+/// (default 1: every one). A `sample` beside `"none"` is refused: it would sample nothing.
+fn decision_log(v: Option<&Value>, errors: &mut Errors) -> DecisionLog {
+    const FIELDS: &[&str] = &["decisions", "sample"];
+    const DECISIONS: &str = "\"all\" (the default), \"refusals\" or \"none\"";
+    let mut log = DecisionLog::default();
+    let Some(v) = v else { return log };
+    let Some(obj) = v.as_object() else {
+        errors.push("log", format!("must be an object with {}, got {}", FIELDS.join(", "), brief(&v.to_string())));
+        return log;
+    };
+    for key in obj.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+        errors.push(&format!("log.{key}"), format!("unknown field; log has {}", FIELDS.join(", ")));
+    }
+    if let Some(d) = obj.get("decisions") {
+        match d.as_str().and_then(LoggedDecisions::from_name) {
+            Some(decisions) => log.decisions = decisions,
+            None => errors.push("log.decisions", format!("must be {DECISIONS}, got {}", brief(&d.to_string()))),
+        }
+    }
+    if let Some(s) = obj.get("sample") {
+        match s.as_f64().filter(|share| *share > 0.0 && *share <= 1.0) {
+            Some(_) if log.decisions == LoggedDecisions::None => errors
+                .push("log.sample", "is not used when log.decisions is \"none\" (no decision is logged); leave it out"),
+            Some(share) => log.sample = share,
+            None => errors.push(
+                "log.sample",
+                format!(
+                    "must be a number greater than 0 and at most 1, the share of decisions logged \
+                     (e.g. 0.01 for one in a hundred), got {}",
+                    brief(&s.to_string())
+                ),
+            ),
+        }
+    }
+    log
 }
 
 /// `"pre_read": {"per_ip": {"rate", "burst"}, "node": {"rate", "burst"},

@@ -2,7 +2,7 @@
 //! after "N rule(s) valid", from the native command line and from the package's (through
 //! the edge's wasm build) alike.
 
-use super::{Algorithm, PreRead, Rule, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
+use super::{Algorithm, DecisionLog, LoggedDecisions, PreRead, Rule, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
 use crate::edge::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -11,7 +11,8 @@ use alloc::vec::Vec;
 
 impl RuleSet {
     /// One line per rule, upstream and egress provider, then the checks made before a body
-    /// is read, whose address a request is counted against, and the capabilities route.
+    /// is read, whose address a request is counted against, the capabilities route, and
+    /// which decisions are logged when that is not every one.
     ///
     /// # Examples
     /// ```
@@ -61,6 +62,9 @@ impl RuleSet {
             Some(path) => format!("capabilities: GET {path}"),
             None => String::from("capabilities: off"),
         });
+        if !self.decision_log().is_default() {
+            lines.push(log_line(self.decision_log()));
+        }
         lines
     }
 }
@@ -89,6 +93,24 @@ fn pre_read_lines(pre: &PreRead) -> Vec<String> {
         lines.push(format!("pre_read sources: {} (any other request's source is its host)", ids.join(", ")));
     }
     lines
+}
+
+/// Which decisions get a log line, and how they are sampled: `log: refusals only, 1 in 10
+/// sampled at random (each line carries "sample":0.1)`.
+fn log_line(log: &DecisionLog) -> String {
+    let which = match log.decisions {
+        LoggedDecisions::All => "every decision",
+        LoggedDecisions::Refusals => "refusals only",
+        LoggedDecisions::None => return "log: no decision lines (store failures and errors are still logged)".into(),
+    };
+    let (Some(sample), Some(text)) = (log.sampled(), log.sampled_text()) else { return format!("log: {which}") };
+    // "1 in n" when the share is exactly 1/n, as written (0.1, 0.25, 0.001).
+    let n = (1.0 / sample) as u64;
+    let share = match [n, n + 1].into_iter().find(|&k| k > 0 && 1.0 / k as f64 == sample) {
+        Some(k) => format!("1 in {k}"),
+        None => format!("a share of {text}"),
+    };
+    format!("log: {which}, {share} sampled at random (each line carries \"sample\":{text})")
 }
 
 /// Whose address a request is counted against.

@@ -991,3 +991,190 @@ fn egress_problems_name_the_provider_and_the_field() {
     let prefix = errors_of(r#"{"rules":[],"egress":{"prefix":"/a/../b/","providers":[]}}"#);
     assert!(prefix.join("\n").contains("\"prefix\""), "{prefix:?}");
 }
+
+/// A file with no rules and this `log` section.
+fn log_file(log: &str) -> String {
+    alloc::format!(r#"{{"rules":[],"log":{log}}}"#)
+}
+
+const ALLOW: Decision = Decision::Allow { remaining: 3, reset: Span::from_secs(1) };
+const DENY: Decision = Decision::Deny { retry_after: Span::from_secs(1) };
+
+/// A draw that must not be taken.
+fn no_draw() -> f64 {
+    panic!("drew a random number where no sampling applies")
+}
+
+#[test]
+fn without_log_every_decision_is_logged_and_nothing_is_drawn() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    let log = set.decision_log();
+    assert_eq!(*log, DecisionLog { decisions: LoggedDecisions::All, sample: 1.0 });
+    assert!(log.is_default() && log.sampled().is_none());
+    assert!(log.logs(&ALLOW, no_draw) && log.logs(&DENY, no_draw));
+    // Written out as the defaults, or empty, it is the same.
+    for section in [r#"{}"#, r#"{"decisions":"all"}"#, r#"{"sample":1}"#, r#"{"decisions":"all","sample":1.0}"#] {
+        assert!(RuleSet::from_json(&log_file(section)).unwrap().decision_log().is_default(), "{section}");
+    }
+    assert!(!set.summary_lines().iter().any(|l| l.starts_with("log:")), "the default is not listed");
+}
+
+#[test]
+fn log_sections_parse_to_their_setting() {
+    let parsed = |section: &str| *RuleSet::from_json(&log_file(section)).unwrap().decision_log();
+    assert_eq!(
+        parsed(r#"{"decisions":"refusals"}"#),
+        DecisionLog { decisions: LoggedDecisions::Refusals, sample: 1.0 }
+    );
+    assert_eq!(parsed(r#"{"decisions":"none"}"#), DecisionLog { decisions: LoggedDecisions::None, sample: 1.0 });
+    assert_eq!(parsed(r#"{"sample":0.1}"#), DecisionLog { decisions: LoggedDecisions::All, sample: 0.1 });
+    assert_eq!(
+        parsed(r#"{"decisions":"refusals","sample":0.25}"#),
+        DecisionLog { decisions: LoggedDecisions::Refusals, sample: 0.25 }
+    );
+    assert_eq!(parsed(r#"{"sample":1e-6}"#).sample, 1e-6);
+    // Beside everything else a file may hold.
+    let full = r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src"],"period":10,"requests_per_period":2}],
+        "trusted_proxies":["10.0.0.0/8"],"log":{"decisions":"refusals"},"capabilities":false}"#;
+    assert_eq!(RuleSet::from_json(full).unwrap().decision_log().decisions, LoggedDecisions::Refusals);
+}
+
+#[test]
+fn every_log_problem_names_its_field() {
+    let cases: &[(&str, &[&str])] = &[
+        (r#""refusals""#, &[r#"rules file: field "log": must be an object with decisions, sample, got "refusals""#]),
+        (r#"[]"#, &[r#"rules file: field "log": must be an object with decisions, sample, got []"#]),
+        (r#"null"#, &[r#"rules file: field "log": must be an object with decisions, sample, got null"#]),
+        (
+            r#"{"decision":"all","level":"info"}"#,
+            &[
+                r#"rules file: field "log.decision": unknown field; log has decisions, sample"#,
+                r#"rules file: field "log.level": unknown field; log has decisions, sample"#,
+            ],
+        ),
+        (
+            r#"{"decisions":"denials"}"#,
+            &[r#"rules file: field "log.decisions": must be "all" (the default), "refusals" or "none", got "denials""#],
+        ),
+        (
+            r#"{"decisions":"ALL"}"#,
+            &[r#"rules file: field "log.decisions": must be "all" (the default), "refusals" or "none", got "ALL""#],
+        ),
+        (
+            r#"{"decisions":["refusals"]}"#,
+            &[
+                r#"rules file: field "log.decisions": must be "all" (the default), "refusals" or "none", got ["refusals"]"#,
+            ],
+        ),
+        (
+            r#"{"decisions":false}"#,
+            &[r#"rules file: field "log.decisions": must be "all" (the default), "refusals" or "none", got false"#],
+        ),
+        (
+            r#"{"decisions":"none","sample":0.5}"#,
+            &[
+                r#"rules file: field "log.sample": is not used when log.decisions is "none" (no decision is logged); leave it out"#,
+            ],
+        ),
+    ];
+    for (section, want) in cases {
+        assert_eq!(errors_of(&log_file(section)), *want, "{section}");
+    }
+    for bad in ["0", "0.0", "-0.5", "1.5", "2", "\"0.1\"", "null", "true", "[0.5]"] {
+        assert_eq!(
+            errors_of(&log_file(&alloc::format!(r#"{{"sample":{bad}}}"#))),
+            [alloc::format!(
+                "rules file: field \"log.sample\": must be a number greater than 0 and at most 1, the share of \
+                 decisions logged (e.g. 0.01 for one in a hundred), got {bad}"
+            )],
+            "{bad}"
+        );
+    }
+    // Every problem at once, beside a rule's own.
+    let all = errors_of(
+        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src"],"period":0,"requests_per_period":2}],
+        "log":{"decisions":"some","sample":0,"x":1}}"#,
+    );
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all[3].starts_with("rule rules[0] (\"api\"): field \"period\""), "{all:?}");
+    // `log` is one of the file's sections in the message for an unknown one.
+    let unknown = errors_of(r#"{"rules":[],"logging":{}}"#);
+    assert_eq!(
+        unknown,
+        ["rules file: field \"logging\": unknown field; the file has rules, upstreams, capabilities, pre_read, \
+          tenants, egress, trusted_proxies, log"]
+    );
+}
+
+#[test]
+fn which_decisions_are_logged() {
+    let log = |decisions, sample| DecisionLog { decisions, sample };
+    let all = log(LoggedDecisions::All, 1.0);
+    let refusals = log(LoggedDecisions::Refusals, 1.0);
+    let none = log(LoggedDecisions::None, 1.0);
+    assert!(all.logs(&ALLOW, no_draw) && all.logs(&DENY, no_draw));
+    assert!(!refusals.logs(&ALLOW, no_draw) && refusals.logs(&DENY, no_draw));
+    assert!(!none.logs(&ALLOW, no_draw) && !none.logs(&DENY, no_draw));
+    // A decision the setting leaves out costs no draw, sampled or not.
+    let sampled_refusals = log(LoggedDecisions::Refusals, 0.5);
+    assert!(!sampled_refusals.logs(&ALLOW, no_draw));
+    assert!(!log(LoggedDecisions::None, 0.5).logs(&DENY, no_draw));
+    assert!(sampled_refusals.logs(&DENY, || 0.0) && !sampled_refusals.logs(&DENY, || 0.75));
+}
+
+#[test]
+fn a_sampled_decision_is_logged_when_its_draw_is_below_the_share() {
+    let quarter = DecisionLog { decisions: LoggedDecisions::All, sample: 0.25 };
+    assert_eq!(quarter.sampled(), Some(0.25));
+    for (draw, logged) in [(0.0, true), (0.1, true), (0.249_999, true), (0.25, false), (0.6, false), (0.999_999, false)]
+    {
+        assert_eq!(quarter.logs(&ALLOW, || draw), logged, "{draw}");
+        assert_eq!(quarter.logs(&DENY, || draw), logged, "{draw}");
+    }
+    // A draw that is not in [0, 1) never logs.
+    for draw in [-0.1, 1.0, 7.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert!(!quarter.logs(&ALLOW, || draw), "{draw}");
+    }
+    // Draws spread evenly over [0, 1): exactly the share is logged.
+    for sample in [0.01, 0.1, 0.25, 0.5, 0.9] {
+        let set = DecisionLog { decisions: LoggedDecisions::All, sample };
+        let logged = (0..10_000).filter(|i| set.logs(&ALLOW, || f64::from(*i) / 10_000.0)).count();
+        assert_eq!(logged as f64, sample * 10_000.0, "{sample}");
+    }
+    // Pseudo-random draws (a 64-bit LCG's top 53 bits): about the share, well within 4
+    // standard deviations of 100,000 draws.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut draw = || {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let logged = (0..100_000).filter(|_| quarter.logs(&ALLOW, &mut draw)).count();
+    assert!((24_450..=25_550).contains(&logged), "{logged} of 100000 at 0.25");
+}
+
+#[test]
+fn the_summary_lists_a_log_setting_that_is_not_the_default() {
+    let line = |section: &str| {
+        let lines = RuleSet::from_json(&log_file(section)).unwrap().summary_lines();
+        assert!(lines.last().unwrap().starts_with("log: "), "{lines:?}");
+        lines.last().unwrap().clone()
+    };
+    assert_eq!(line(r#"{"decisions":"refusals"}"#), "log: refusals only");
+    assert_eq!(line(r#"{"decisions":"none"}"#), "log: no decision lines (store failures and errors are still logged)");
+    assert_eq!(
+        line(r#"{"sample":0.1}"#),
+        "log: every decision, 1 in 10 sampled at random (each line carries \"sample\":0.1)"
+    );
+    assert_eq!(
+        line(r#"{"decisions":"refusals","sample":0.25}"#),
+        "log: refusals only, 1 in 4 sampled at random (each line carries \"sample\":0.25)"
+    );
+    assert_eq!(
+        line(r#"{"sample":0.001}"#),
+        "log: every decision, 1 in 1000 sampled at random (each line carries \"sample\":0.001)"
+    );
+    assert_eq!(
+        line(r#"{"sample":0.3}"#),
+        "log: every decision, a share of 0.3 sampled at random (each line carries \"sample\":0.3)"
+    );
+}
