@@ -6,7 +6,7 @@
 // (Content-Length) and streamed (chunked, no declared length), each beside the same body
 // under a plain rule (one route bucket) with the same source count: the difference is the
 // tenant path (key hash, limit lookup, both buckets; a streamed body's bytes charged as it
-// comes).
+// comes); and a plain rule with its decision lines on and off (the rules file's `log`).
 // Run with Node 22 after `npm run build`. (`scripts/bench-edge-ab.mjs` compares this
 // checkout's edge with another's, request by request.)
 import { createHash } from "node:crypto";
@@ -169,6 +169,8 @@ for (const [label, rules, expect, headers, body] of [
   ["tenant counting bytes, 4 KB body", bytesRules(), 200, tenant, BODY],
   ["plain rule, 4 KB streamed body", ruleRules(), 200, {}, STREAMED],
   ["tenant counting bytes, 4 KB streamed body", bytesRules(), 200, tenant, STREAMED],
+  ["plain rule, every decision logged (default)", ruleRules(), 200, {}],
+  ["plain rule, no decision lines (log none)", { ...ruleRules(), log: { decisions: "none" } }, 200, {}],
 ]) {
   const admission = await startEdge({ build: "deploy", rules, origin: originUrl });
   const plain = !body ? plainEmpty : body === STREAMED ? plainStreamed : plain4k;
@@ -188,6 +190,10 @@ for (const [label, rules, expect, headers, body] of [
 console.log(
   `the tenant path over the plain rule, p50: declared 4 KB body ${ms(p50s["tenant counting bytes, 4 KB body"] - p50s["plain rule, 4 KB body"])}, ` +
     `streamed ${ms(p50s["tenant counting bytes, 4 KB streamed body"] - p50s["plain rule, 4 KB streamed body"])}`,
+);
+console.log(
+  `a decision's log line, p50: ${ms(p50s["plain rule, every decision logged (default)"] - p50s["plain rule, no decision lines (log none)"])} ` +
+    "(workerd's console under Miniflare, which hands each line to Node)",
 );
 
 await edge.close();
