@@ -321,6 +321,28 @@ console.log("went on");`;
     });
   }
 
+  test("sluicegate/testing bundled for a page or a Worker says it runs under Node only, and sluicegate/worker bundled for Node that it runs in Workers only", async () => {
+    const { build } = await import("esbuild");
+    writeFileSync(path.join(app, "in-page.mjs"), 'import { startEdge } from "sluicegate/testing";\nconsole.log(typeof startEdge);\n');
+    for (const [where, options] of [
+      ["page", { platform: "browser" }],
+      ["Worker", { platform: "neutral", conditions: ["workerd", "worker", "browser"] }],
+    ]) {
+      const outfile = path.join(app, "dist", `in-${where}.mjs`);
+      await build({ entryPoints: [path.join(app, "in-page.mjs")], bundle: true, format: "esm", outfile, logLevel: "silent", ...options });
+      const out = await run(process.execPath, [outfile]);
+      assert.notEqual(out.code, 0, where);
+      assert.match(out.stderr, /sluicegate\/testing runs under Node \(>= 22\.12\) only: .* not in a page or a Worker/, where);
+    }
+    // and the other way round: the Workers-only entries bundled for Node keep their throw
+    writeFileSync(path.join(app, "node-server.mjs"), 'import { createEdge } from "sluicegate/worker";\nconsole.log(typeof createEdge);\n');
+    const outfile = path.join(app, "dist", "node-server.mjs");
+    await build({ entryPoints: [path.join(app, "node-server.mjs")], bundle: true, format: "esm", platform: "node", outfile, logLevel: "silent" });
+    const out = await run(process.execPath, [outfile]);
+    assert.notEqual(out.code, 0);
+    assert.match(out.stderr, /sluicegate\/worker and sluicegate\/hono run in Cloudflare Workers only/);
+  });
+
   test("a Node server bundled with the package inside (esbuild --platform=node --bundle) fails at start naming --packages=external", async () => {
     const { build } = await import("esbuild");
     writeFileSync(
