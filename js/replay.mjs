@@ -1,7 +1,7 @@
 // `sluicegate replay --rules RULES --trace TRACE.csv [--speed K] [--edge URL] [--tolerance-ms N] [--json]`:
-// sends a trace's requests to the real edge worker at their times (the package's own development
-// build, started in workerd through Miniflare, or a running one at --edge), runs the simulator on the same rules and trace,
-// and prints where the two agree, request by request.
+// sends a trace's requests to the real edge worker at their times (the package's own
+// development build, started in workerd through Miniflare, or a running one at --edge), runs
+// the simulator on the same rules and trace, and prints where the two agree, request by request.
 //
 // The trace is a CSV with a header: `t` (seconds), `ip.src` (the client's address), and
 // optionally `cf.colo.id` (the data centre; default "SIM"), `endpoint` (the path; default
@@ -214,15 +214,14 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   let started = null;
   let fetchOne;
   if (edge === null) {
-    const { startEdge } = await import("./testing.js");
+    const { startEdge, MISSING_REQUIREMENT } = await import("./testing.js");
     const startRealMs = Date.now() + 1_500;
     let edgeStarted;
     try {
       edgeStarted = await startEdge({ rules: rulesText, vars: { SLUICEGATE_CLOCK: `${speed},${startRealMs},${VIRTUAL_START_MS}` } });
     } catch (error) {
       // what this machine lacks to start one (Node, miniflare): say so, and the way around it
-      if (String(error?.message).startsWith("sluicegate/testing: "))
-        throw new ReplayInputError(`${error.message.slice("sluicegate/testing: ".length)}; or pass --edge URL for a running edge`);
+      if (error?.code === MISSING_REQUIREMENT) throw new ReplayInputError(`${error.message}; or pass --edge URL for a running edge`);
       throw error;
     }
     started = { edge: edgeStarted, startRealMs };

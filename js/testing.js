@@ -13,11 +13,8 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const workerDir = path.join(root, "worker");
 
-/**
- * Where the harness finds the worker, per build (absolute paths, inside the package).
- * @internal
- */
-export const paths = Object.freeze({
+/** Where the harness finds the worker, per build (absolute paths, inside the package). */
+const paths = Object.freeze({
   root,
   workerDir,
   www: path.join(root, "www"),
@@ -89,11 +86,21 @@ export const COMPATIBILITY_FLAGS = Object.freeze(["enable_request_signal"]);
  * @property {() => Promise<void>} close Stop the edge.
  */
 
+/** The `code` of an error that says what this machine lacks to start an edge (a Node, a peer dependency). */
+export const MISSING_REQUIREMENT = "ERR_SLUICEGATE_TESTING_REQUIREMENT";
+
+/**
+ * An error naming what is missing, with `code` {@link MISSING_REQUIREMENT}.
+ * @param {string} message
+ * @param {unknown} [cause]
+ */
+const missing = (message, cause = undefined) => Object.assign(new Error(`sluicegate/testing: ${message}`, { cause }), { code: MISSING_REQUIREMENT });
+
 /** Needs this Node, as Miniflare 4 does. */
 function checkNode() {
   const [major, minor] = process.versions.node.split(".").map(Number);
   if (major < 22 || (major === 22 && minor < 12)) {
-    throw new Error(`sluicegate/testing: startEdge needs Node >= 22.12 (Miniflare 4 does); this is Node ${process.versions.node}`);
+    throw missing(`startEdge needs Node >= 22.12 (Miniflare 4 does); this is Node ${process.versions.node}`);
   }
 }
 
@@ -108,9 +115,7 @@ async function peer(name, why) {
     return await import(name);
   } catch (error) {
     if (error?.code !== "ERR_MODULE_NOT_FOUND" || !String(error.message).includes(`'${name}'`)) throw error;
-    throw new Error(`sluicegate/testing: ${why} needs ${name}, an optional peer dependency that is not installed: npm install --save-dev ${name}`, {
-      cause: error,
-    });
+    throw missing(`${why} needs ${name}, an optional peer dependency that is not installed: npm install --save-dev ${name}`, error);
   }
 }
 
@@ -195,7 +200,8 @@ async function bundle(main) {
  *
  * @param {StartEdgeOptions} [options]
  * @returns {Promise<TestEdge>}
- * @throws Error naming what is missing (Node version, miniflare, a build), or the Worker's own
+ * @throws Error naming what is missing (Node version, miniflare, a build; the first two with
+ * `code` {@link MISSING_REQUIREMENT}), or the Worker's own
  * reason when it refuses to start (`the edge did not start: Uncaught Error: sluicegate: not starting: …`).
  */
 export async function startEdge({

@@ -170,6 +170,14 @@ describe("sluicegate/testing from the installed package", () => {
       out.stderr,
       /sluicegate\/testing: startEdge \(the edge in workerd\) needs miniflare, an optional peer dependency that is not installed: npm install --save-dev miniflare/,
     );
+    assert.match(out.stderr, /code: 'ERR_SLUICEGATE_TESTING_REQUIREMENT'/);
+    // and replay, which starts one, says the same as a usage error, with the way round it
+    writeFileSync(path.join(bare, "rules.json"), JSON.stringify({ rules: [] }));
+    writeFileSync(path.join(bare, "trace.csv"), "t,ip.src\n0,198.51.100.1\n");
+    const cli = path.join(bare, "node_modules", "sluicegate", "js", "cli.mjs");
+    const replay = await run(process.execPath, [cli, "replay", "--rules", "rules.json", "--trace", "trace.csv"], { cwd: bare });
+    assert.equal(replay.code, 2, replay.stderr);
+    assert.match(replay.stderr, /sluicegate replay: error: .*needs miniflare, an optional peer dependency .*; or pass --edge URL for a running edge\n$/);
   });
 
   test("the README's sample runs as written against a local origin, with the rate-limit headers", { timeout: 90_000 }, async () => {
@@ -205,7 +213,14 @@ await startEdge({ build: "deploy" }).catch((error) => console.log(error.message)
   test("under Node 20, startEdge names the Node it needs", { skip: SYSTEM_NODE ? false : "no other Node on this machine" }, async () => {
     const out = await run(SYSTEM_NODE.node, ["--input-type=module", "-e", 'import { startEdge } from "sluicegate/testing"; await startEdge();']);
     assert.notEqual(out.code, 0);
-    assert.match(out.stderr, new RegExp(`startEdge needs Node >= 22\\.12 \\(Miniflare 4 does\\); this is Node ${SYSTEM_NODE.version.slice(1).replaceAll(".", "\\.")}`));
+    const needs = `startEdge needs Node >= 22\\.12 \\(Miniflare 4 does\\); this is Node ${SYSTEM_NODE.version.slice(1).replaceAll(".", "\\.")}`;
+    assert.match(out.stderr, new RegExp(needs));
+    // npx sluicegate replay on that Node: a usage error saying so, and the way round it
+    const cli = path.join(app, "node_modules", "sluicegate", "js", "cli.mjs");
+    writeFileSync(path.join(app, "one-request.csv"), "t,ip.src\n0,198.51.100.1\n");
+    const replay = await run(SYSTEM_NODE.node, [cli, "replay", "--rules", path.join(ROOT, "worker/rules.json"), "--trace", "one-request.csv"]);
+    assert.equal(replay.code, 2, replay.stderr);
+    assert.match(replay.stderr, new RegExp(`sluicegate replay: error: .*${needs}; or pass --edge URL for a running edge`));
   });
 });
 

@@ -113,29 +113,15 @@ const NODE_ONLY_MESSAGE =
   "sluicegate/testing runs under Node (>= 22.12) only: it starts the edge in workerd through Miniflare. " +
   "Run the tests that use it with Node (node --test, or Vitest's node environment), not in a page or a Worker.";
 
+/** A module that only throws `message`, headed by `comment` (its lines). */
+const throwing = (comment, message) => [...comment.map((line) => `// ${line}`), `// ${GENERATED}`, "throw new Error(", `  ${JSON.stringify(message)},`, ");", ""].join("\n");
+
 /** What sluicegate/testing is in a bundle for a page or a Worker. */
-const nodeOnly = () =>
-  [
-    '// sluicegate/testing anywhere but Node (package.json\'s "default" condition): an error that',
-    "// says where it runs.",
-    `// ${GENERATED}`,
-    "throw new Error(",
-    `  ${JSON.stringify(NODE_ONLY_MESSAGE)},`,
-    ");",
-    "",
-  ].join("\n");
+const nodeOnly = () => throwing(['sluicegate/testing anywhere but Node (package.json\'s "default" condition): an error that', "says where it runs."], NODE_ONLY_MESSAGE);
 
 /** What those entries are under Node, `how` (imported or required) there. */
 const workersOnly = (how) =>
-  [
-    `// sluicegate/worker and sluicegate/hono ${how} under Node (package.json's "node" condition): an error`,
-    "// that says where to go instead.",
-    `// ${GENERATED}`,
-    "throw new Error(",
-    `  ${JSON.stringify(WORKERS_ONLY_MESSAGE)},`,
-    ");",
-    "",
-  ].join("\n");
+  throwing([`sluicegate/worker and sluicegate/hono ${how} under Node (package.json's "node" condition): an error`, "that says where to go instead."], WORKERS_ONLY_MESSAGE);
 
 /** Their types: the entry's, and for require() (CommonJS) those of that error's module. */
 const workersOnlyTypes = (types) => ({ import: types, require: "./types/workers-only.d.cts" });

@@ -50,16 +50,23 @@ const decisions = (edge) =>
     .filter((l) => l.includes('"sluicegate":"decision"'))
     .map((l) => JSON.parse(l));
 
-describe("without a log section: a line for every decision, none of them sampled", () => {
+/** An edge on `rules` for the enclosing describe: started before its tests, closed after; `edge()` reads it. */
+function edgeOn(rules) {
   let edge;
   before(async () => {
-    edge = await startEdge({ rules: { rules: [rule(3)] } });
+    edge = await startEdge({ rules });
   });
   after(async () => {
     await edge?.close();
   });
+  return () => edge;
+}
+
+describe("without a log section: a line for every decision, none of them sampled", () => {
+  const current = edgeOn({ rules: [rule(3)] });
 
   test("5 requests over a limit of 3: 5 lines, 3 allow then 2 deny", async () => {
+    const edge = current();
     assert.deepEqual(await pings(edge, "198.51.100.70", 5), [200, 200, 200, 429, 429]);
     await settle(edge);
     const lines = decisions(edge);
@@ -75,15 +82,10 @@ describe("without a log section: a line for every decision, none of them sampled
 });
 
 describe('"decisions": "refusals": a line for each refusal only', () => {
-  let edge;
-  before(async () => {
-    edge = await startEdge({ rules: { rules: [rule(3)], log: { decisions: "refusals" } } });
-  });
-  after(async () => {
-    await edge?.close();
-  });
+  const current = edgeOn({ rules: [rule(3)], log: { decisions: "refusals" } });
 
   test("5 requests over a limit of 3: 2 lines, both deny", async () => {
+    const edge = current();
     assert.deepEqual(await pings(edge, "198.51.100.71", 5), [200, 200, 200, 429, 429]);
     await settle(edge);
     const lines = decisions(edge);
@@ -100,15 +102,10 @@ describe('"decisions": "refusals": a line for each refusal only', () => {
 });
 
 describe('"decisions": "none": no decision lines, the same limits', () => {
-  let edge;
-  before(async () => {
-    edge = await startEdge({ rules: { rules: [rule(3)], log: { decisions: "none" } } });
-  });
-  after(async () => {
-    await edge?.close();
-  });
+  const current = edgeOn({ rules: [rule(3)], log: { decisions: "none" } });
 
   test("5 requests over a limit of 3 are limited as ever, and no decision is logged", async () => {
+    const edge = current();
     const statuses = await pings(edge, "198.51.100.72", 5);
     assert.deepEqual(statuses, [200, 200, 200, 429, 429], "requests are still limited");
     await settle(edge);
@@ -130,15 +127,10 @@ describe('"decisions": "none": no decision lines, the same limits', () => {
 });
 
 describe('"sample": 0.5: about half of the decisions, each line saying it was sampled', () => {
-  let edge;
-  before(async () => {
-    edge = await startEdge({ rules: { rules: [rule(10_000)], log: { sample: 0.5 } } });
-  });
-  after(async () => {
-    await edge?.close();
-  });
+  const current = edgeOn({ rules: [rule(10_000)], log: { sample: 0.5 } });
 
   test("400 admitted requests log between 140 and 260 lines (6 standard deviations from 200)", async () => {
+    const edge = current();
     const statuses = await pings(edge, "198.51.100.74", 400, 20);
     assert.deepEqual(statuses, Array(400).fill(200));
     await settle(edge);
