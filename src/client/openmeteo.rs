@@ -53,7 +53,9 @@ pub enum WeightMode {
 ///
 /// `v = variables × models` and `d` is the number of whole days asked for. More than
 /// [`MAX_LOCATIONS_PER_CALL`] locations is accepted here (the formula still applies, e.g.
-/// to price a fan-out before it is split) but see [`WeightQuery::fits_one_call`].
+/// to price a fan-out before it is split) but see [`WeightQuery::fits_one_call`]. One read
+/// from a query string by [`read_query`] may ask for 0 variables or 0 days, as such a query
+/// does; [`WeightQuery::new`] refuses both.
 ///
 /// # Examples
 /// ```
@@ -127,11 +129,11 @@ impl WeightQuery {
     pub const fn locations(&self) -> u32 {
         self.locations
     }
-    /// Whole days asked for.
+    /// Whole days asked for (0 only from [`read_query`]).
     pub const fn days(&self) -> u32 {
         self.days
     }
-    /// Variables asked for.
+    /// Variables asked for (0 only from [`read_query`]).
     pub const fn variables(&self) -> u32 {
         self.variables
     }
@@ -261,8 +263,16 @@ pub fn weight_milli(query: &WeightQuery, mode: WeightMode) -> u64 {
 /// The parameters whose comma-separated names are a call's variables.
 const VARIABLE_PARAMETERS: [&str; 4] = ["hourly", "daily", "current", "minutely_15"];
 
-/// Why [`query_weight_milli`] could not price a query string: the parameter, and what was
-/// wrong with it.
+/// Minutes in a day, the unit every range of a query is measured in before it is rounded up
+/// to whole days.
+const DAY_MINUTES: u64 = 1_440;
+/// Minutes in an hour (`forecast_hours`, `start_hour`).
+const HOUR_MINUTES: u64 = 60;
+/// Minutes in one `minutely_15` step.
+const QUARTER_MINUTES: u64 = 15;
+
+/// Why [`read_query`] could not read a query string: the parameter, and what was wrong
+/// with it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum QueryWeightError {
     /// A parameter the weight needs is absent or empty (`latitude`).
@@ -270,17 +280,13 @@ pub enum QueryWeightError {
         /// The parameter.
         parameter: &'static str,
     },
-    /// One of `start_date` and `end_date` without the other.
+    /// One end of a range without the other (`start_date` without `end_date`, `end_hour`
+    /// without `start_hour`, …).
     Unpaired {
         /// The one given.
         given: &'static str,
         /// The one missing.
         missing: &'static str,
-    },
-    /// `forecast_days` or `past_days` together with `start_date`/`end_date`.
-    Conflict {
-        /// The parameter that conflicts with the dates.
-        parameter: &'static str,
     },
     /// A value the parameter does not take.
     Invalid {
@@ -298,9 +304,6 @@ impl fmt::Display for QueryWeightError {
         match self {
             QueryWeightError::Missing { parameter } => write!(f, "{parameter} is required"),
             QueryWeightError::Unpaired { given, missing } => write!(f, "{given} is given without {missing}"),
-            QueryWeightError::Conflict { parameter } => {
-                write!(f, "{parameter} cannot be combined with start_date and end_date")
-            }
             QueryWeightError::Invalid { parameter, expected, got } => {
                 write!(f, "{parameter} must be {expected}, got {got:?}")
             }
@@ -308,58 +311,119 @@ impl fmt::Display for QueryWeightError {
     }
 }
 
-/// The weight, in thousandths as [`weight_milli`] gives it, that the server charges
-/// ([`WeightMode::Server`]) for a forecast or air-quality call with the raw query string
-/// `query` (a leading `?` is skipped).
+/// The call a forecast or air-quality query string asks for (a leading `?` is skipped),
+/// read so that no weight priced from it is ever below what the server charges.
 ///
 /// | weight input | from |
 /// |---|---|
-/// | locations | the items of `latitude` |
-/// | variables | the names in `hourly`, `daily`, `current` and `minutely_15` together |
-/// | models | the names in `models`; 1 without it |
-/// | days | `forecast_days` (0 to 16, default 7) + `past_days` (0 to 92, default 0), or the days from `start_date` to `end_date` inclusive |
+/// | locations | every item of every `latitude` |
+/// | variables | every item of every `hourly`, `daily`, `current` and `minutely_15`, a name listed twice counted twice |
+/// | models | every item of every `models`; 1 without any |
+/// | days | the largest of the ranges below that the query states, rounded up to whole days |
 ///
-/// A call with no variables at all weighs 1 per location, whatever its days (the server's
-/// `max(1, 0)`). Values are percent-decoded (`%2C` is a comma, `+` a space) and trimmed;
-/// empty list items are skipped; a parameter given twice counts once, as first given; a
-/// parameter given empty is taken as absent. Only what the weight depends on is checked:
-/// a call priced here may still be refused by the server (a longitude list of another
-/// length, a latitude out of range, more than [`MAX_LOCATIONS_PER_CALL`] locations or
-/// [`MAX_WEIGHT_PER_CALL`]: see [`WeightQuery::fits_one_call`]), an error which costs 1,
-/// never more than the weight given here.
+/// | range | read as |
+/// |---|---|
+/// | `forecast_days` (0 to 16, default 7) + `past_days` (0 to 92, default 0) | days; the default only when no start/end pair below is given, as on the server |
+/// | `forecast_hours` + `past_hours` (whole numbers) | ⌈hours / 24⌉ |
+/// | `forecast_minutely_15` + `past_minutely_15` (whole numbers of 15-minute steps) | ⌈steps / 96⌉ |
+/// | `start_date` to `end_date` (`YYYY-MM-DD`, 1940 to 2100) | the days from one to the other, both included |
+/// | `start_hour` to `end_hour` (`YYYY-MM-DDTHH:MM`) | the hours from one to the other, both included, ⌈/ 24⌉ |
+/// | `start_minutely_15` to `end_minutely_15` (`YYYY-MM-DDTHH:MM`) | the 15-minute steps from one to the other, both included, ⌈/ 96⌉ |
+///
+/// Open-Meteo takes a list "comma separated, or multiple &hourly= parameters", so every
+/// pair counts, under any spelling of its name that decodes to it (`%68ourly=` is
+/// `hourly=`). A number given twice takes its largest value (`forecast_days=1&
+/// forecast_days=16` is 16 days), a start given twice its earliest and an end its latest.
+/// Values are percent-decoded (`%2C` is a comma, `+` a space) and trimmed; empty list items
+/// are skipped; a pair with an empty value is taken as absent.
+///
+/// Ranges that conflict (`forecast_days` with `start_date` and `end_date`) are not an
+/// error: the largest is taken. The server refuses such a call and charges 1 for the
+/// refusal, and the largest range prices it at 1 or more per location; were the server to
+/// answer it, it could only answer for one of the ranges read here, no longer than the
+/// largest. So the larger range can never under-price the call, where an error would leave
+/// its price to whoever handles the error.
+///
+/// A call for no variables has `variables` 0 (the server charges it 1 per location, its
+/// `max(1, 0)`; the conservative formula `max(1, d/14)` per location), one for
+/// `forecast_days=0` has `days` 0; [`weight`] and [`weight_milli`] price both.
+/// Only what the weight depends on is checked: a call read here may still be refused by
+/// the server (a longitude list of another length, a latitude out of range, more than
+/// [`MAX_LOCATIONS_PER_CALL`] locations or [`MAX_WEIGHT_PER_CALL`]: see
+/// [`WeightQuery::fits_one_call`]), an error which costs 1, never more than its weight.
 ///
 /// # Errors
-/// The [`QueryWeightError`] naming the first parameter that is missing or wrong.
+/// The [`QueryWeightError`] naming the first parameter that is missing or unreadable. A
+/// value that cannot be read is an error even when another range would price the call.
+///
+/// # Examples
+/// ```
+/// use sluicegate::openmeteo::{read_query, weight_milli, WeightMode};
+/// let query = "latitude=52.52%2C48.85&longitude=13.41,2.35&hourly=temperature_2m&hourly=rain&forecast_days=16";
+/// let call = read_query(query).unwrap();
+/// assert_eq!((call.locations(), call.variables(), call.days()), (2, 2, 16));
+/// assert_eq!(weight_milli(&call, WeightMode::Server), 2_000);
+/// // 2 locations × 16/14
+/// assert_eq!(weight_milli(&call, WeightMode::Conservative), 2_286);
+/// // the larger of 7 days and 24 × 28 hours
+/// assert_eq!(read_query("latitude=1&hourly=a&forecast_days=7&forecast_hours=672").unwrap().days(), 28);
+/// ```
+pub fn read_query(query: &str) -> Result<WeightQuery, QueryWeightError> {
+    let query = query.strip_prefix('?').unwrap_or(query);
+    let locations = query_locations(query)?;
+    let days = query_days(query)?;
+    let variables = VARIABLE_PARAMETERS.iter().fold(0u32, |sum, name| sum.saturating_add(count_items(query, name)));
+    let models = count_items(query, "models").max(1);
+    Ok(WeightQuery { locations, days, variables, models })
+}
+
+/// The weight of a call with the query string `query` by `mode`, in thousandths as
+/// [`weight_milli`] gives it: [`read_query`], then [`weight_milli`].
+///
+/// # Errors
+/// The [`QueryWeightError`] of [`read_query`].
+///
+/// # Examples
+/// ```
+/// use sluicegate::openmeteo::{weigh_query, WeightMode};
+/// // 5 variables over 28 days
+/// let sparse = "latitude=1&longitude=2&daily=a,b,c,d,e&start_date=2026-02-01&end_date=2026-02-28";
+/// assert_eq!(weigh_query(sparse, WeightMode::Conservative), Ok(2_000));
+/// assert_eq!(weigh_query(sparse, WeightMode::Server), Ok(1_000));
+/// // every &hourly= counts: 20 variables
+/// let twice = "latitude=1&hourly=a,b,c,d,e,f,g,h,i,j&hourly=k,l,m,n,o,p,q,r,s,t";
+/// assert_eq!(weigh_query(twice, WeightMode::Server), Ok(2_000));
+/// let wrong = weigh_query("latitude=1&longitude=2&forecast_days=abc", WeightMode::Server).unwrap_err();
+/// assert_eq!(wrong.to_string(), r#"forecast_days must be a whole number from 0 to 16, got "abc""#);
+/// ```
+pub fn weigh_query(query: &str, mode: WeightMode) -> Result<u64, QueryWeightError> {
+    read_query(query).map(|call| weight_milli(&call, mode))
+}
+
+/// The weight of a call with the query string `query` in thousandths by the default,
+/// conservative formula: [`weigh_query`] with [`WeightMode::Conservative`].
+///
+/// # Errors
+/// The [`QueryWeightError`] of [`read_query`].
 ///
 /// # Examples
 /// ```
 /// use sluicegate::openmeteo::query_weight_milli;
-/// let query = "latitude=52.52%2C48.85&longitude=13.41%2C2.35&hourly=temperature_2m,rain&forecast_days=16";
-/// assert_eq!(query_weight_milli(query), Ok(2_000));
 /// // 15 variables over 14 days: 1.5 per location.
 /// let heavy = "latitude=1&longitude=2&daily=a,b,c,d,e&hourly=f,g,h,i,j,k,l,m,n,o&past_days=7";
 /// assert_eq!(query_weight_milli(heavy), Ok(1_500));
-/// let wrong = query_weight_milli("latitude=1&longitude=2&forecast_days=abc").unwrap_err();
-/// assert_eq!(wrong.to_string(), r#"forecast_days must be a whole number from 0 to 16, got "abc""#);
 /// ```
 pub fn query_weight_milli(query: &str) -> Result<u64, QueryWeightError> {
-    let query = query.strip_prefix('?').unwrap_or(query);
-    let locations = query_locations(query)?;
-    let days = query_days(query)?;
-    let variables =
-        VARIABLE_PARAMETERS.iter().fold(0u32, |sum, name| sum.saturating_add(count_names(param(query, name))));
-    let models = count_names(param(query, "models")).max(1);
-    // No variables: max(1, 0 × …) = 1 per location, which is what 1 variable over 1 day weighs.
-    let (variables, days) = if variables == 0 { (1, 1) } else { (variables, days.max(1)) };
-    Ok(weight_milli(&WeightQuery { locations, days, variables, models }, WeightMode::Server))
+    weigh_query(query, WeightMode::Conservative)
 }
 
-/// The value of the first `name=…` pair of `query`, decoded; `None` when absent or blank.
-fn param<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
+/// Every `name=…` pair of `query` (its name decoded), its value decoded, in order; pairs
+/// with a blank value are left out.
+fn values<'q>(query: &'q str, name: &'q str) -> impl Iterator<Item = Cow<'q, str>> + 'q {
     query
         .split('&')
         .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
-        .find(|(key, _)| percent_decode(key) == name)
+        .filter(move |(key, _)| percent_decode(key) == name)
         .map(|(_, value)| percent_decode(value))
         .filter(|value| !value.trim().is_empty())
 }
@@ -402,8 +466,10 @@ fn list_items(value: &str) -> impl Iterator<Item = &str> {
     value.split(',').map(str::trim).filter(|item| !item.is_empty())
 }
 
-fn count_names(value: Option<Cow<'_, str>>) -> u32 {
-    value.map_or(0, |value| u32::try_from(list_items(&value).count()).unwrap_or(u32::MAX))
+/// The items of every `name` list together.
+fn count_items(query: &str, name: &str) -> u32 {
+    values(query, name)
+        .fold(0u32, |sum, value| sum.saturating_add(u32::try_from(list_items(&value).count()).unwrap_or(u32::MAX)))
 }
 
 /// `text` trimmed and cut after 40 characters, for an error message.
@@ -419,21 +485,22 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// The number of `latitude` items, each a decimal number.
+/// The number of items of every `latitude`, each a decimal number.
 fn query_locations(query: &str) -> Result<u32, QueryWeightError> {
-    let value = param(query, "latitude").ok_or(QueryWeightError::Missing { parameter: "latitude" })?;
-    let mut count = 0u32;
-    for item in value.split(',') {
-        if !is_decimal(item.trim()) {
-            return Err(QueryWeightError::Invalid {
-                parameter: "latitude",
-                expected: "a comma-separated list of numbers",
-                got: clip(item),
-            });
+    let mut count = None::<u32>;
+    for value in values(query, "latitude") {
+        for item in value.split(',') {
+            if !is_decimal(item.trim()) {
+                return Err(QueryWeightError::Invalid {
+                    parameter: "latitude",
+                    expected: "a comma-separated list of numbers",
+                    got: clip(item),
+                });
+            }
+            count = Some(count.unwrap_or(0).saturating_add(1));
         }
-        count = count.saturating_add(1);
     }
-    Ok(count)
+    count.ok_or(QueryWeightError::Missing { parameter: "latitude" })
 }
 
 /// `-12.5`, `52`, `.5`, `+1e2`: a sign, digits with at most one point, an exponent.
@@ -454,55 +521,155 @@ fn is_decimal(text: &str) -> bool {
         && exponent.is_none_or(|e| !e.is_empty() && digits(e))
 }
 
-/// Days asked for: `forecast_days` + `past_days`, or `start_date` to `end_date` inclusive.
-fn query_days(query: &str) -> Result<u32, QueryWeightError> {
-    let (start, end) = (param(query, "start_date"), param(query, "end_date"));
-    if start.is_none() && end.is_none() {
-        let forecast = whole_number(query, "forecast_days", 7, 16, "a whole number from 0 to 16")?;
-        let past = whole_number(query, "past_days", 0, 92, "a whole number from 0 to 92")?;
-        return Ok(forecast + past);
-    }
-    if let Some(parameter) = ["forecast_days", "past_days"].into_iter().find(|name| param(query, name).is_some()) {
-        return Err(QueryWeightError::Conflict { parameter });
-    }
-    let (start, end) = match (start, end) {
-        (Some(start), Some(end)) => (start, end),
-        (Some(_), None) => return Err(QueryWeightError::Unpaired { given: "start_date", missing: "end_date" }),
-        (None, _) => return Err(QueryWeightError::Unpaired { given: "end_date", missing: "start_date" }),
-    };
-    let first = day_number(&start, "start_date")?;
-    let last = day_number(&end, "end_date")?;
-    if last < first {
-        let expected = "a date on or after start_date";
-        return Err(QueryWeightError::Invalid { parameter: "end_date", expected, got: clip(&end) });
-    }
-    Ok(last - first + 1)
+/// One way a query states its range by a start and an end, and how it writes them.
+struct RangeForm {
+    start: &'static str,
+    end: &'static str,
+    /// What each end takes.
+    expected: &'static str,
+    /// What the end takes beside its start.
+    after_start: &'static str,
+    /// Whether a time of day (`THH:MM`) follows the date.
+    with_time: bool,
+    /// The minutes one step of the range covers (its last step is included).
+    step: u64,
 }
 
-/// `name` as a whole number from 0 to `max`, or `default` without it.
-fn whole_number(
+const DATES: RangeForm = RangeForm {
+    start: "start_date",
+    end: "end_date",
+    expected: "a date YYYY-MM-DD from 1940-01-01 to 2100-12-31",
+    after_start: "a date on or after start_date",
+    with_time: false,
+    step: DAY_MINUTES,
+};
+
+const HOURS: RangeForm = RangeForm {
+    start: "start_hour",
+    end: "end_hour",
+    expected: "a time YYYY-MM-DDTHH:MM from 1940-01-01T00:00 to 2100-12-31T23:59",
+    after_start: "a time on or after start_hour",
+    with_time: true,
+    step: HOUR_MINUTES,
+};
+
+const QUARTERS: RangeForm = RangeForm {
+    start: "start_minutely_15",
+    end: "end_minutely_15",
+    expected: "a time YYYY-MM-DDTHH:MM from 1940-01-01T00:00 to 2100-12-31T23:59",
+    after_start: "a time on or after start_minutely_15",
+    with_time: true,
+    step: QUARTER_MINUTES,
+};
+
+/// Days asked for: the largest of every range the query states, in minutes, rounded up to
+/// whole days (the table of [`read_query`]).
+fn query_days(query: &str) -> Result<u32, QueryWeightError> {
+    let forecast_days = largest(query, "forecast_days", 16, "a whole number from 0 to 16")?;
+    let past_days = largest(query, "past_days", 92, "a whole number from 0 to 92")?;
+    let by_hours = counted(query, ["forecast_hours", "past_hours"], "a whole number of hours", HOUR_MINUTES)?;
+    let by_quarters = counted(
+        query,
+        ["forecast_minutely_15", "past_minutely_15"],
+        "a whole number of 15-minute steps",
+        QUARTER_MINUTES,
+    )?;
+    let spans = [range_minutes(query, &DATES)?, range_minutes(query, &HOURS)?, range_minutes(query, &QUARTERS)?];
+    // The server's default range (7 days from today) is what a start/end pair replaces.
+    let by_days = (forecast_days.is_some() || past_days.is_some() || spans.iter().all(Option::is_none))
+        .then(|| (u64::from(forecast_days.unwrap_or(7)) + u64::from(past_days.unwrap_or(0))) * DAY_MINUTES);
+    let minutes = [by_days, by_hours, by_quarters].into_iter().chain(spans).flatten().max().unwrap_or(0);
+    Ok(u32::try_from(minutes.div_ceil(DAY_MINUTES)).unwrap_or(u32::MAX))
+}
+
+/// The largest value of every `parameter`, each a whole number from 0 to `max`; `None`
+/// without one.
+fn largest(
     query: &str,
     parameter: &'static str,
-    default: u32,
     max: u32,
     expected: &'static str,
-) -> Result<u32, QueryWeightError> {
-    let Some(value) = param(query, parameter) else { return Ok(default) };
-    let text = value.trim();
-    match text.parse::<u32>() {
-        Ok(n) if n <= max && text.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(QueryWeightError::Invalid { parameter, expected, got: clip(text) }),
+) -> Result<Option<u32>, QueryWeightError> {
+    let mut largest = None;
+    for value in values(query, parameter) {
+        let text = value.trim();
+        match text.parse::<u32>() {
+            Ok(n) if n <= max && text.bytes().all(|b| b.is_ascii_digit()) => largest = largest.max(Some(n)),
+            _ => return Err(QueryWeightError::Invalid { parameter, expected, got: clip(text) }),
+        }
     }
+    Ok(largest)
+}
+
+/// The minutes of a `forecast` + `past` count of `step`-minute steps (each the largest of
+/// its values); `None` when neither is given.
+fn counted(
+    query: &str,
+    [forecast, past]: [&'static str; 2],
+    expected: &'static str,
+    step: u64,
+) -> Result<Option<u64>, QueryWeightError> {
+    let forecast = largest(query, forecast, u32::MAX, expected)?;
+    let past = largest(query, past, u32::MAX, expected)?;
+    Ok((forecast.is_some() || past.is_some())
+        .then(|| (u64::from(forecast.unwrap_or(0)) + u64::from(past.unwrap_or(0))) * step))
+}
+
+/// The minutes from the earliest start of `form` to its latest end, the end's step
+/// included; `None` when neither end is given.
+fn range_minutes(query: &str, form: &RangeForm) -> Result<Option<u64>, QueryWeightError> {
+    let first = instant(query, form.start, form, false)?;
+    let last = instant(query, form.end, form, true)?;
+    match (first, last) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(QueryWeightError::Unpaired { given: form.start, missing: form.end }),
+        (None, Some(_)) => Err(QueryWeightError::Unpaired { given: form.end, missing: form.start }),
+        (Some((first, _)), Some((last, got))) if last < first => {
+            Err(QueryWeightError::Invalid { parameter: form.end, expected: form.after_start, got })
+        }
+        (Some((first, _)), Some((last, _))) => Ok(Some(last - first + form.step)),
+    }
+}
+
+/// The earliest (or, with `latest`, the latest) value of every `parameter`, as minutes since
+/// 1940-01-01T00:00, with its text for an error message; `None` without one.
+fn instant(
+    query: &str,
+    parameter: &'static str,
+    form: &RangeForm,
+    latest: bool,
+) -> Result<Option<(u64, String)>, QueryWeightError> {
+    let mut found: Option<(u64, String)> = None;
+    for value in values(query, parameter) {
+        let text = value.trim();
+        let Some(at) = minute_number(text, form.with_time) else {
+            return Err(QueryWeightError::Invalid { parameter, expected: form.expected, got: clip(text) });
+        };
+        if found.as_ref().is_none_or(|(best, _)| if latest { at > *best } else { at < *best }) {
+            found = Some((at, clip(text)));
+        }
+    }
+    Ok(found)
+}
+
+/// `YYYY-MM-DD` (or, `with_time`, `YYYY-MM-DDTHH:MM`) from 1940 to 2100, as minutes since
+/// 1940-01-01T00:00.
+fn minute_number(text: &str, with_time: bool) -> Option<u64> {
+    let day = u64::from(day_number(text.get(..10)?)?);
+    if !with_time {
+        return (text.len() == 10).then_some(day * DAY_MINUTES);
+    }
+    let time = text.get(10..)?.strip_prefix('T')?;
+    let (hour, minute) = time.split_once(':')?;
+    let two_digits = |part: &str| {
+        (part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit())).then(|| part.parse::<u64>().ok()).flatten()
+    };
+    let (hour, minute) = (two_digits(hour).filter(|h| *h < 24)?, two_digits(minute).filter(|m| *m < 60)?);
+    Some(day * DAY_MINUTES + hour * HOUR_MINUTES + minute)
 }
 
 /// A `YYYY-MM-DD` date from 1940-01-01 to 2100-12-31, as days since 1940-01-01.
-fn day_number(value: &str, parameter: &'static str) -> Result<u32, QueryWeightError> {
-    let text = value.trim();
-    let invalid = || QueryWeightError::Invalid {
-        parameter,
-        expected: "a date YYYY-MM-DD from 1940-01-01 to 2100-12-31",
-        got: clip(text),
-    };
+fn day_number(text: &str) -> Option<u32> {
     let field = |range: core::ops::Range<usize>| -> Option<u32> {
         let part = text.get(range)?;
         if part.bytes().all(|b| b.is_ascii_digit()) {
@@ -513,7 +680,7 @@ fn day_number(value: &str, parameter: &'static str) -> Result<u32, QueryWeightEr
     };
     let dashes = text.len() == 10 && text.get(4..5) == Some("-") && text.get(7..8) == Some("-");
     let (Some(year), Some(month), Some(day), true) = (field(0..4), field(5..7), field(8..10), dashes) else {
-        return Err(invalid());
+        return None;
     };
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
     let month_days = match month {
@@ -523,14 +690,14 @@ fn day_number(value: &str, parameter: &'static str) -> Result<u32, QueryWeightEr
         _ => 31,
     };
     if !(1940..=2100).contains(&year) || !(1..=12).contains(&month) || !(1..=month_days).contains(&day) {
-        return Err(invalid());
+        return None;
     }
     // Days in the years since 1940 (469 leap years come before 1940), the months before
     // this one, and this month.
     let leap_days = (year - 1) / 4 - (year - 1) / 100 + (year - 1) / 400 - 469;
     let before_month =
         [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334][month as usize - 1] + u32::from(leap && month > 2);
-    Ok((year - 1940) * 365 + leap_days + before_month + day - 1)
+    Some((year - 1940) * 365 + leap_days + before_month + day - 1)
 }
 
 /// Why the upstream refused a call, from its status and body.
@@ -758,54 +925,156 @@ mod tests {
         (0..count).map(|i| alloc::format!("a{i}")).collect::<Vec<_>>().join(",")
     }
 
+    fn server(query: &str) -> Result<u64, QueryWeightError> {
+        weigh_query(query, WeightMode::Server)
+    }
+
+    fn conservative(query: &str) -> Result<u64, QueryWeightError> {
+        weigh_query(query, WeightMode::Conservative)
+    }
+
     #[test]
     fn a_query_string_weighs_what_the_server_formula_gives() {
         let ten = names(10);
-        assert_eq!(query_weight_milli(&alloc::format!("latitude=52.52&longitude=13.41&hourly={ten}")), Ok(1_000));
+        assert_eq!(server(&alloc::format!("latitude=52.52&longitude=13.41&hourly={ten}")), Ok(1_000));
         let fifty: Vec<_> = (0..50).map(|i| alloc::format!("{i}.5")).collect();
         let fifty = fifty.join(",");
         let query = alloc::format!("latitude={fifty}&longitude={fifty}&daily={ten}&forecast_days=16");
         let expected = weight_milli(&q(50, 16, 10), WeightMode::Server);
-        assert_eq!(query_weight_milli(&query), Ok(expected));
+        assert_eq!(server(&query), Ok(expected));
         // 50 × 10/10 × 16/14 = 57.142857… weighted calls, rounded up in thousandths.
         assert_eq!(expected, 57_143);
+        assert_eq!(conservative(&query), Ok(expected), "equal from 10 variables on");
     }
 
     #[test]
-    fn the_worked_weights_come_out_of_query_strings() {
-        let weigh = |query: &str| query_weight_milli(&alloc::format!("latitude=1&longitude=2&{query}"));
-        // 15 variables over 14 days: 1.5.
-        assert_eq!(weigh(&alloc::format!("daily={}&forecast_days=7&past_days=7", names(15))), Ok(1_500));
-        // 15 variables over 28 days: 3.0.
+    fn upstreams_worked_values_come_out_of_query_strings_in_both_modes() {
+        let at = |rest: &str| alloc::format!("latitude=1&longitude=2&{rest}");
         let dates = "start_date=2026-02-01&end_date=2026-02-28";
-        assert_eq!(weigh(&alloc::format!("hourly={}&{dates}", names(15))), Ok(3_000));
-        // 6 variables from 2 models over 7 days: 1.2.
-        assert_eq!(weigh(&alloc::format!("current={}&models=icon_seamless,gfs_seamless", names(6))), Ok(1_200));
-        // 5 variables over 28 days: 1.0 on the server (2.0 conservatively).
-        assert_eq!(weigh(&alloc::format!("daily={}&{dates}", names(5))), Ok(1_000));
-        assert_eq!(query_weight_milli(&alloc::format!("latitude={}&hourly=a,b,c", ["1"; 100].join(","))), Ok(100_000));
+        // (query, server, conservative): UPSTREAM.md's worked values, equal in both modes
+        // from 10 variables (× models) on.
+        let cases = [
+            (at(&alloc::format!("hourly={}&forecast_days=7", names(10))), 1_000, 1_000),
+            (at(&alloc::format!("daily={}&forecast_days=7&past_days=7", names(15))), 1_500, 1_500),
+            (at(&alloc::format!("hourly={}&{dates}", names(15))), 3_000, 3_000),
+            (at(&alloc::format!("current={}&models=icon_seamless,gfs_seamless", names(6))), 1_200, 1_200),
+            (alloc::format!("latitude={}&hourly=a,b,c", ["1"; 100].join(",")), 100_000, 100_000),
+            // 5 variables over 28 days: 1.0 on the server, 2.0 conservatively.
+            (at(&alloc::format!("daily={}&{dates}", names(5))), 1_000, 2_000),
+        ];
+        for (query, by_server, by_conservative) in cases {
+            assert_eq!(server(&query), Ok(by_server), "{query}");
+            assert_eq!(conservative(&query), Ok(by_conservative), "{query}");
+        }
+    }
+
+    #[test]
+    fn the_one_argument_reader_weighs_conservatively() {
+        let sparse = alloc::format!("latitude=1&daily={}&forecast_days=16&past_days=12", names(5));
+        assert_eq!(query_weight_milli(&sparse), Ok(2_000));
+        assert_eq!(query_weight_milli(&sparse), conservative(&sparse));
+        assert_eq!(server(&sparse), Ok(1_000));
     }
 
     #[test]
     fn variables_add_up_across_sections_and_models_multiply_them() {
         let base = "latitude=1&longitude=2&forecast_days=14";
-        let weigh = |rest: &str| query_weight_milli(&alloc::format!("{base}&{rest}")).unwrap();
+        let weigh = |rest: &str| server(&alloc::format!("{base}&{rest}")).unwrap();
         assert_eq!(weigh("hourly=a,b,c&daily=d,e,f&current=g,h&minutely_15=i,j,k,l"), 1_200);
         assert_eq!(weigh("hourly=a,b,c&daily=d,e,f&current=g,h&minutely_15=i,j,k,l&models=x,y"), 2_400);
         assert_eq!(weigh("hourly=a,,b,%20,c,&models=,x,"), 1_000, "empty items are skipped");
         assert_eq!(weigh(&alloc::format!("hourly={}&models=x,y", names(10))), 2_000, "as the mock charges it");
-        assert_eq!(weigh(&alloc::format!("hourly={}&hourly=a", names(20))), 2_000, "the first one counts");
+        assert_eq!(weigh(&alloc::format!("hourly={}&hourly=a", names(20))), 2_100, "every hourly counts");
     }
 
     #[test]
-    fn a_call_without_variables_weighs_one_per_location_whatever_its_days() {
-        assert_eq!(query_weight_milli("latitude=1,2,3&longitude=1,2,3"), Ok(3_000));
-        assert_eq!(query_weight_milli("latitude=1&start_date=2025-01-01&end_date=2025-12-31"), Ok(1_000));
-        assert_eq!(query_weight_milli("latitude=1&hourly=&daily=%2C"), Ok(1_000));
+    fn every_value_of_a_repeated_list_parameter_counts() {
+        let ten = names(10);
+        // Each of these was once read from its first pair only, at 1.0.
+        let cases = [
+            (alloc::format!("latitude=1&hourly={ten}&hourly={ten}"), 2_000),
+            (alloc::format!("latitude=1&daily={ten}&daily={ten}&daily={ten}"), 3_000),
+            (alloc::format!("latitude=1&current={ten}&current={ten}"), 2_000),
+            (alloc::format!("latitude=1&minutely_15={ten}&minutely_15={ten}"), 2_000),
+            (alloc::format!("latitude=1&hourly={ten}&models=icon_seamless&models=gfs_seamless"), 2_000),
+            (alloc::format!("latitude=1&hourly={ten}&%68ourly={ten}"), 2_000),
+            (alloc::format!("latitude=1&hourly={ten}&%6dodels=a&m%6Fdels=b,c"), 3_000),
+            (alloc::string::String::from("latitude=1&hourly=a,a,a,a,a,a,a,a,a,a&hourly=a,a,a,a,a,a,a,a,a,a"), 2_000),
+        ];
+        for (query, expected) in &cases {
+            assert_eq!(server(query), Ok(*expected), "{query}");
+        }
+        let fifty: Vec<_> = (0..50).map(|i| alloc::format!("latitude={i}")).collect();
+        let fifty = alloc::format!("{}&hourly=a", fifty.join("&"));
+        assert_eq!(read_query(&fifty).unwrap().locations(), 50);
+        assert_eq!(server(&fifty), Ok(50_000));
+        assert_eq!(read_query("latitude=1,2&latitude=&l%61titude=3").unwrap().locations(), 3);
+    }
+
+    #[test]
+    fn the_days_are_the_largest_range_the_query_states() {
+        let days = |query: &str| query_days(query);
+        assert_eq!(days("forecast_days=1&forecast_days=16"), Ok(16), "a number given twice is its largest");
+        assert_eq!(days("forecast_days=16&forecast_days=1"), Ok(16));
+        assert_eq!(days("past_days=2&past_days=92&forecast_days=0"), Ok(92));
+        // hours, rounded up to days; the default 7 days stays, as on the server
+        assert_eq!(days("forecast_hours=24"), Ok(7));
+        assert_eq!(days("forecast_hours=385"), Ok(17));
+        assert_eq!(days("forecast_hours=384&past_hours=1"), Ok(17));
+        assert_eq!(days("past_hours=2208&forecast_hours=384"), Ok(108));
+        assert_eq!(days("forecast_days=16&forecast_hours=24"), Ok(16));
+        // 15-minute steps: 96 a day
+        assert_eq!(days("forecast_minutely_15=1920"), Ok(20));
+        assert_eq!(days("forecast_minutely_15=1920&past_minutely_15=1"), Ok(21));
+        // start_hour..end_hour, both hours included
+        assert_eq!(days("start_hour=2026-01-01T00:00&end_hour=2026-01-01T23:00"), Ok(1), "24 hours, no default");
+        assert_eq!(days("start_hour=2026-01-01T00:00&end_hour=2026-01-02T00:00"), Ok(2), "25 hours");
+        assert_eq!(days("start_hour=2026-01-01T00:00&end_hour=2026-01-28T23:00"), Ok(28));
+        assert_eq!(days("start_minutely_15=2026-01-01T00:00&end_minutely_15=2026-01-01T23:45"), Ok(1));
+        assert_eq!(days("start_minutely_15=2026-01-01T00:00&end_minutely_15=2026-01-02T00:00"), Ok(2));
+        // ranges that conflict: the largest
+        assert_eq!(days("forecast_days=16&start_date=2026-01-01&end_date=2026-01-28"), Ok(28));
+        assert_eq!(days("forecast_days=16&start_date=2026-01-01&end_date=2026-01-01"), Ok(16));
+        assert_eq!(
+            days("past_days=3&start_date=2026-01-01&end_date=2026-01-01"),
+            Ok(10),
+            "past_days with the default 7"
+        );
+        assert_eq!(
+            days("start_date=2026-01-01&end_date=2026-01-03&start_hour=2026-01-01T00:00&end_hour=2026-01-10T23:00"),
+            Ok(10)
+        );
+        // a start given twice is its earliest, an end its latest
+        assert_eq!(days("start_date=2026-01-10&start_date=2026-01-01&end_date=2026-01-02&end_date=2026-01-28"), Ok(28));
+    }
+
+    #[test]
+    fn ranges_the_server_charges_many_times_over_are_priced_so() {
+        let ten = names(10);
+        // 108 days in hours: 7.7 per location, once priced 1.0
+        assert_eq!(server(&alloc::format!("latitude=1&hourly={ten}&forecast_hours=384&past_hours=2208")), Ok(7_715));
+        let span = "start_hour=2026-01-01T00:00&end_hour=2026-02-25T23:00";
+        assert_eq!(server(&alloc::format!("latitude=1&hourly={ten}&{span}")), Ok(4_000));
+        let steps = "start_minutely_15=2026-01-01T00:00&end_minutely_15=2026-02-25T23:45";
+        assert_eq!(server(&alloc::format!("latitude=1&minutely_15={ten}&{steps}")), Ok(4_000));
+        // the minutely_15 counts of 56 days, with the variables of two sections
+        let counts = "forecast_minutely_15=1536&past_minutely_15=3840";
+        assert_eq!(server(&alloc::format!("latitude=1&minutely_15={ten}&hourly={ten}&{counts}")), Ok(8_000));
+    }
+
+    #[test]
+    fn a_call_without_variables_weighs_one_per_location_on_the_server_whatever_its_days() {
+        assert_eq!(server("latitude=1,2,3&longitude=1,2,3"), Ok(3_000));
+        let year = "latitude=1&start_date=2025-01-01&end_date=2025-12-31";
+        assert_eq!(server(year), Ok(1_000));
+        assert_eq!(conservative(year), Ok(26_072), "max(1, 365/14): the formula with its variable factor at 1");
+        assert_eq!(server("latitude=1&hourly=&daily=%2C"), Ok(1_000));
+        assert_eq!(read_query("latitude=1&hourly=&daily=%2C").unwrap().variables(), 0);
         // One variable over those 365 days does weigh more: 365/140.
-        let one = query_weight_milli("latitude=1&hourly=a&start_date=2025-01-01&end_date=2025-12-31");
+        let one = server("latitude=1&hourly=a&start_date=2025-01-01&end_date=2025-12-31");
         assert_eq!(one, Ok(weight_milli(&q(1, 365, 1), WeightMode::Server)));
         assert_eq!(one, Ok(2_608));
+        assert_eq!(server("latitude=1&hourly=a&forecast_days=0"), Ok(1_000), "0 days");
     }
 
     #[test]
@@ -830,9 +1099,11 @@ mod tests {
         assert_eq!(days("start_date=2100-02-28&end_date=2100-03-01"), Ok(2), "2100 is not");
         assert_eq!(days("start_date=2000-02-28&end_date=2000-03-01"), Ok(3), "2000 is");
         assert_eq!(days("start_date=1940-01-01&end_date=2100-12-31"), Ok(58_805), "161 years, 40 of them leap");
-        assert_eq!(day_number("1940-01-01", "start_date"), Ok(0));
-        assert_eq!(day_number("1970-01-01", "start_date"), Ok(10_958), "the Unix epoch");
-        assert_eq!(day_number("2026-01-01", "start_date"), Ok(10_958 + 20_454), "the mock's first day");
+        assert_eq!(day_number("1940-01-01"), Some(0));
+        assert_eq!(day_number("1970-01-01"), Some(10_958), "the Unix epoch");
+        assert_eq!(day_number("2026-01-01"), Some(10_958 + 20_454), "the mock's first day");
+        assert_eq!(minute_number("1940-01-02T01:30", true), Some(1_440 + 90));
+        assert_eq!(minute_number("1940-01-02", false), Some(1_440));
     }
 
     fn invalid_forecast_days(got: &str) -> QueryWeightError {
@@ -866,10 +1137,6 @@ mod tests {
             r#"forecast_days must be a whole number from 0 to 16, got "-0""#
         );
         assert_eq!(message("latitude=1&past_days=93"), r#"past_days must be a whole number from 0 to 92, got "93""#);
-        assert_eq!(
-            message("latitude=1&start_date=2026-01-01&end_date=2026-01-02&past_days=1"),
-            "past_days cannot be combined with start_date and end_date"
-        );
         assert_eq!(message("latitude=1&start_date=2026-01-01"), "start_date is given without end_date");
         assert_eq!(message("latitude=1&end_date=2026-01-01"), "end_date is given without start_date");
         assert_eq!(
@@ -896,10 +1163,61 @@ mod tests {
             message("latitude=1&start_date=2026-01-02&end_date=2026-01-01"),
             r#"end_date must be a date on or after start_date, got "2026-01-01""#
         );
+        assert_eq!(message("latitude=1&end_hour=2026-01-01T00:00"), "end_hour is given without start_hour");
+        assert_eq!(
+            message("latitude=1&start_minutely_15=2026-01-01T00:00"),
+            "start_minutely_15 is given without end_minutely_15"
+        );
+        assert_eq!(
+            message("latitude=1&start_hour=2026-01-02T00:00&end_hour=2026-01-01T23:00"),
+            r#"end_hour must be a time on or after start_hour, got "2026-01-01T23:00""#
+        );
+        assert_eq!(
+            message("latitude=1&forecast_hours=-1"),
+            r#"forecast_hours must be a whole number of hours, got "-1""#
+        );
+        assert_eq!(
+            message("latitude=1&past_minutely_15=1.5"),
+            r#"past_minutely_15 must be a whole number of 15-minute steps, got "1.5""#
+        );
         let long = alloc::format!("latitude=1&forecast_days={}", "9".repeat(100));
         assert_eq!(
             message(&long),
             alloc::format!(r#"forecast_days must be a whole number from 0 to 16, got "{}…""#, "9".repeat(40))
+        );
+    }
+
+    #[test]
+    fn an_unreadable_value_is_an_error_naming_it_even_beside_a_readable_one() {
+        let parameter_of = |query: &str| match read_query(query) {
+            Err(QueryWeightError::Invalid { parameter, .. }) => Some(parameter),
+            _ => None,
+        };
+        assert_eq!(parameter_of("latitude=1&forecast_days=16&forecast_days=abc"), Some("forecast_days"));
+        assert_eq!(parameter_of("latitude=1&past_days=1&past_days=93"), Some("past_days"));
+        assert_eq!(parameter_of("latitude=1&latitude=north"), Some("latitude"));
+        assert_eq!(parameter_of("latitude=1&forecast_hours=24&forecast_hours=x"), Some("forecast_hours"));
+        assert_eq!(parameter_of("latitude=1&forecast_minutely_15=99999999999"), Some("forecast_minutely_15"));
+        let hours = "start_hour=2026-01-01T00:00&end_hour=2026-01-02T00:00";
+        for bad in [
+            "2026-01-01",
+            "2026-01-01T24:00",
+            "2026-01-01T00:60",
+            "2026-01-01 00:00",
+            "2026-01-01T00:00:00",
+            "2026-01-01T0:00",
+        ] {
+            assert_eq!(
+                parameter_of(&alloc::format!("latitude=1&{hours}&start_hour={bad}")),
+                Some("start_hour"),
+                "{bad}"
+            );
+        }
+        let dates = "start_date=2026-01-01&end_date=2026-01-02";
+        assert_eq!(parameter_of(&alloc::format!("latitude=1&{dates}&end_date=2026-02-30")), Some("end_date"));
+        assert_eq!(
+            parameter_of("latitude=1&start_minutely_15=x&end_minutely_15=2026-01-01T00:00"),
+            Some("start_minutely_15")
         );
     }
 
@@ -932,12 +1250,21 @@ mod tests {
                 Just("past_days"),
                 Just("start_date"),
                 Just("end_date"),
+                Just("forecast_hours"),
+                Just("past_hours"),
+                Just("start_hour"),
+                Just("end_hour"),
+                Just("forecast_minutely_15"),
+                Just("past_minutely_15"),
+                Just("start_minutely_15"),
+                Just("end_minutely_15"),
                 Just("l%61titude"),
                 Just(""),
             ];
             let value = prop_oneof![
                 "[0-9,.%+eE-]{0,12}",
                 "(19|20|21)[0-9]{2}-[01][0-9]-[0-3][0-9]",
+                "(19|20|21)[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-6][0-9]",
                 "[a-z_,]{0,30}",
                 "(%2C|%2c|%|,|\\+|[0-9a-fA-F]){0,10}",
                 ".{0,12}",
@@ -951,8 +1278,13 @@ mod tests {
 
             #[test]
             fn any_string_is_priced_or_refused_never_a_panic(query in prop_oneof![any::<alloc::string::String>(), plausible_query()]) {
-                match query_weight_milli(&query) {
-                    Ok(milli) => prop_assert!(milli >= 1_000, "{} for {:?}", milli, query),
+                match read_query(&query) {
+                    Ok(call) => {
+                        let (by_server, by_conservative) =
+                            (weight_milli(&call, WeightMode::Server), weight_milli(&call, WeightMode::Conservative));
+                        prop_assert!(by_server >= 1_000, "{} for {:?}", by_server, query);
+                        prop_assert!(by_conservative >= by_server, "{:?}", query);
+                    }
                     Err(error) => prop_assert!(!alloc::string::ToString::to_string(&error).is_empty()),
                 }
             }
