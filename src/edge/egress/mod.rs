@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod gate;
+pub mod weigh;
 
 use crate::core::time::Span;
 use crate::edge::scope::Scope;
