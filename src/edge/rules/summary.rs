@@ -3,6 +3,7 @@
 //! the edge's wasm build) alike.
 
 use super::{Algorithm, DecisionLog, LoggedDecisions, PreRead, Rule, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
+use crate::edge::egress::Provider;
 use crate::edge::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -36,7 +37,7 @@ impl RuleSet {
             ));
         }
         for (prefix, p) in self.egress().iter().flat_map(|e| e.providers.iter().map(|p| (&e.prefix, p))) {
-            let mut limits = vec![format!("{} in flight per mirror ({} mirror(s))", p.max_in_flight, p.mirrors.len())];
+            let mut limits = vec![in_flight_part(p)];
             if !p.min_interval.is_zero() {
                 limits.push(format!("starts {} ms apart", p.min_interval.as_millis_ceil()));
             }
@@ -67,6 +68,20 @@ impl RuleSet {
         }
         lines
     }
+}
+
+/// A provider's calls in flight per mirror, marked as the default when it is the one a
+/// provider spaced by `min_interval_ms` gets without `max_in_flight` (1, the parser's
+/// `SPACED_MAX_IN_FLIGHT`; `a_provider_spaced_alone_gets_one_call_in_flight_per_mirror`
+/// holds the two together).
+fn in_flight_part(p: &Provider) -> String {
+    let default = p.max_in_flight == 1 && !p.min_interval.is_zero();
+    format!(
+        "{} in flight per mirror{} ({} mirror(s))",
+        p.max_in_flight,
+        if default { " (the default with min_interval_ms)" } else { "" },
+        p.mirrors.len()
+    )
 }
 
 /// The checks made before the body is read; the source ceiling always (the one in force).

@@ -992,6 +992,41 @@ fn egress_problems_name_the_provider_and_the_field() {
     assert!(prefix.join("\n").contains("\"prefix\""), "{prefix:?}");
 }
 
+#[test]
+fn a_provider_spaced_alone_gets_one_call_in_flight_per_mirror() {
+    let nominatim = r#"{"id":"nominatim","mirrors":["https://nominatim.openstreetmap.org/"],"min_interval_ms":3500}"#;
+    let set = RuleSet::from_json(&egress_file(nominatim)).unwrap();
+    let p = &set.egress().unwrap().providers[0];
+    assert_eq!((p.max_in_flight, p.min_interval), (1, Span::from_millis(3_500)));
+    let line = set.summary_lines().into_iter().find(|l| l.starts_with("egress nominatim:")).unwrap();
+    assert_eq!(
+        line,
+        "egress nominatim: /egress/nominatim/…: 1 in flight per mirror (the default with min_interval_ms) \
+         (1 mirror(s)), starts 3500 ms apart, per isolate, waiting up to 30000 ms"
+    );
+    let two = r#"{"id":"nominatim","mirrors":["https://x.example/"],"min_interval_ms":3500,"max_in_flight":2}"#;
+    let set = RuleSet::from_json(&egress_file(two)).unwrap();
+    assert_eq!(set.egress().unwrap().providers[0].max_in_flight, 2, "a given max_in_flight stands");
+    assert!(set.summary_lines().iter().any(|l| l.contains(": 2 in flight per mirror (1 mirror(s)), starts")));
+}
+
+#[test]
+fn a_provider_bounded_by_nothing_is_refused_naming_max_in_flight() {
+    let provider =
+        |fields: &str| egress_file(&alloc::format!(r#"{{"id":"a","mirrors":["https://x.example/"]{fields}}}"#));
+    let named = |field: &str| vec![(Some(String::from("egress.providers[0] (\"a\")")), String::from(field))];
+    assert_eq!(fields_of(&provider("")), named("max_in_flight"));
+    assert_eq!(fields_of(&provider(r#","min_interval_ms":0"#)), named("max_in_flight"), "spacing of 0 bounds nothing");
+    assert_eq!(fields_of(&provider(r#","min_interval_ms":"x""#)), named("min_interval_ms"), "one problem, not two");
+    let error = &RuleSet::from_json(&provider("")).unwrap_err()[0];
+    assert_eq!(
+        error.message,
+        "missing; a provider needs max_in_flight or min_interval_ms: without either nothing bounds its calls \
+         (max_in_flight: how many may be in flight at once at each mirror, 1 or more; min_interval_ms: the least \
+         time between two starts, above 0)"
+    );
+}
+
 /// A file with no rules and this `log` section.
 fn log_file(log: &str) -> String {
     alloc::format!(r#"{{"rules":[],"log":{log}}}"#)

@@ -37,6 +37,28 @@ pub const DEFAULT_PREFIX: &str = "/egress/";
 const MAX_WAIT_S: u32 = 300;
 /// The longest a `User-Agent` may be.
 const MAX_USER_AGENT_BYTES: usize = 256;
+/// `max_in_flight` of a provider whose policy is spacing alone (`min_interval_ms`, no
+/// `max_in_flight`): one call at a time at each mirror.
+///
+/// Spacing bounds when calls *start*, not how many are open: with no cap, a mirror that
+/// answers slower than `min_interval_ms` gets a new call every interval while the earlier
+/// ones still hang, and the calls open at once grow as latency / interval. Policies stated as
+/// spacing mean one request at a time: Nominatim's is "an absolute maximum of 1 request per
+/// second", long worded "limit your requests to a single thread and an absolute maximum of 1
+/// request per second". So the default is 1: a slow answer delays the next start instead of
+/// stacking beside it, and calls start at most once per `min_interval_ms` and once per
+/// answer, whichever is slower. A provider that takes several at once says so with
+/// `max_in_flight`.
+///
+/// ```text
+/// min_interval_ms 3500, every answer taking 5 s (┤: the answer):
+/// t (s)      0             3.5   5       7     8.5   10      12
+/// default 1  A───────────────────┤B──────────────────┤C──────…   B starts at A's answer
+/// no cap     A───────────────────┤
+///                          B───────────────────┤
+///                                        C───────────────────┤   two open at once from 3.5 s on
+/// ```
+pub const SPACED_MAX_IN_FLIGHT: u32 = 1;
 
 pub(super) fn egress(v: &Value, errors: &mut Errors) -> Option<Egress> {
     errors.rule = Some("egress".into());
@@ -116,18 +138,13 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
     let id = name_field(obj.get("id"), "provider", errors);
     let description = description(obj.get("description"), errors);
     let mirrors = mirrors(obj.get("mirrors"), errors);
-    let max_in_flight = match obj.get("max_in_flight") {
-        None => {
-            errors.push("max_in_flight", "missing; how many calls may be in flight at once at each mirror (1 or more)");
-            None
-        }
-        Some(v) => whole(v, 1u32, 10_000, "max_in_flight", "a whole number of calls per mirror", errors),
-    };
     let min_interval = match obj.get("min_interval_ms") {
         None => Some(Span::ZERO),
         Some(v) => whole(v, 0u32, 3_600_000, "min_interval_ms", "a whole number of milliseconds", errors)
             .map(|ms| Span::from_millis(ms.into())),
     };
+    let max_in_flight =
+        max_in_flight(obj.get("max_in_flight"), obj.contains_key("min_interval_ms"), min_interval, errors);
     let weight = match obj.get("weight") {
         None => None,
         Some(Value::String(s)) if s == "open-meteo" => Some(Weigh::OpenMeteo),
@@ -194,6 +211,31 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
         lease: lease?,
         public,
     })
+}
+
+/// A provider's `max_in_flight`: as given, or [`SPACED_MAX_IN_FLIGHT`] for a provider
+/// spaced by `min_interval_ms` alone. `interval_given`: `min_interval_ms` is in the file (when
+/// it is wrong, its own problem is reported and this one is not); `min_interval`: as read.
+fn max_in_flight(
+    v: Option<&Value>,
+    interval_given: bool,
+    min_interval: Option<Span>,
+    errors: &mut Errors,
+) -> Option<u32> {
+    match (v, min_interval) {
+        (Some(v), _) => whole(v, 1u32, 10_000, "max_in_flight", "a whole number of calls per mirror", errors),
+        (None, Some(interval)) if !interval.is_zero() => Some(SPACED_MAX_IN_FLIGHT),
+        (None, None) if interval_given => None,
+        (None, _) => {
+            errors.push(
+                "max_in_flight",
+                "missing; a provider needs max_in_flight or min_interval_ms: without either nothing bounds its \
+                 calls (max_in_flight: how many may be in flight at once at each mirror, 1 or more; \
+                 min_interval_ms: the least time between two starts, above 0)",
+            );
+            None
+        }
+    }
 }
 
 fn mirrors(v: Option<&Value>, errors: &mut Errors) -> Option<Vec<Mirror>> {
