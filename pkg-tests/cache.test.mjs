@@ -28,6 +28,21 @@ test("identical requests in flight share one load; the value lives its TTL from 
   assert.equal(cache.lookup(key).state, "miss");
 });
 
+test("by default a result lives 15 minutes from its response: served at 14:59.999 after it, not at 15:00", async () => {
+  let clock = 1_000_000;
+  const cache = new LocationCache({ now: () => clock });
+  const key = cache.key(52.52, 13.41, { daily: ["temperature_2m_max"] });
+  const value = await cache.get(key, async () => {
+    clock += 3_000; // the response arrives 3 s after the request
+    return { forecast: [1] };
+  });
+  const respondedAt = clock;
+  clock = respondedAt + 14 * 60_000 + 59_999;
+  assert.deepEqual(cache.lookup(key), { state: "hit", value });
+  clock = respondedAt + 15 * 60_000;
+  assert.equal(cache.lookup(key).state, "miss");
+});
+
 test("an error is never cached: the next request loads again", async () => {
   const cache = new LocationCache();
   const key = cache.key(48.85, 2.35, { daily: ["temperature_2m_max"] });
