@@ -124,6 +124,18 @@ describe("the weight of a call", () => {
     }
   });
 
+  test("every value of a repeated &hourly= or &latitude= is answered and charged, as the server does", async () => {
+    const ten = (prefix) => Array.from({ length: 10 }, (_, i) => `${prefix}${i}`).join(",");
+    const twice = await get(edge, `${MOCK}/v1/forecast?latitude=52.5&longitude=13.4&hourly=${ten("a")}&hourly=${ten("b")}`);
+    assert.equal(twice.status, 200, twice.body);
+    assert.equal(Object.keys(JSON.parse(twice.body).hourly).length, 21, "the time and all 20 variables");
+    assert.equal(await used(edge), 2, "20 variables weigh 2, not the first list's 1");
+    const two = await get(edge, `${MOCK}/v1/forecast?latitude=52.5&latitude=48.8&longitude=13.4,2.3&hourly=${ten("a")}`);
+    assert.equal(two.status, 200, two.body);
+    assert.equal(JSON.parse(two.body).length, 2);
+    assert.equal(await used(edge), 4);
+  });
+
   test("a 1,000-location × 10-variable × 16-day call is answered, and weighs 1,000 × 16/14", async () => {
     const path = forecastPath({ n: 1000, vars: 10, extra: "&forecast_days=16" });
     const started = performance.now();

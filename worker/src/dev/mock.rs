@@ -16,7 +16,10 @@
 //!   answered, so the last admitted call may overshoot; 429s cost nothing, any other error
 //!   costs 1;
 //! - the weight of a call, summed over its locations, is `max(1, v/10 · max(1, d/14))`
-//!   with `v` = variables × models and `d` = days; more than 5,000 is refused (400);
+//!   with `v` = variables × models and `d` = days, read from the query string as the server
+//!   reads it ([`openmeteo::read_query`]: every value of a repeated `&hourly=`, `&models=` or
+//!   `&latitude=` counts, and the days are the longest range the query states), so a client
+//!   that prices a call lower is caught here; more than 5,000 is refused (400);
 //! - at most `max_concurrent` (5) calls of one client in flight; the next is a 429.
 //!
 //! Routes (every answer is JSON; every bad request a 4xx `{"error":true,"reason":…}`):
@@ -36,7 +39,7 @@
 
 use js_sys::Promise;
 use sluicegate::identity::Identity;
-use sluicegate::openmeteo::{self, WeightMode, WeightQuery};
+use sluicegate::openmeteo::{self, WeightMode};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -193,7 +196,7 @@ pub async fn serve(request: &Request, path: &str, url: &Url, identity: Option<Id
     match (route, method.as_str()) {
         ("/v1/forecast", "GET") => {
             let client = identity.map_or_else(|| UNKNOWN_CLIENT.to_owned(), |id| id.ip.to_string());
-            forecast(&url.search_params(), &client, now_ms).await
+            forecast(&url.search_params(), &url.search(), &client, now_ms).await
         }
         ("/state", "GET") => json(200, &state(now_ms), true),
         ("/config", "GET") => json(200, &MOCK.with(|m| m.borrow().config.to_json()), true),
@@ -264,7 +267,7 @@ enum Admission {
     Admitted { delay_ms: u64 },
 }
 
-async fn forecast(params: &UrlSearchParams, client: &str, now_ms: u64) -> Result<Response, JsValue> {
+async fn forecast(params: &UrlSearchParams, search: &str, client: &str, now_ms: u64) -> Result<Response, JsValue> {
     let admission = MOCK.with(|m| {
         let mut m = m.borrow_mut();
         m.calls += 1;
@@ -300,7 +303,7 @@ async fn forecast(params: &UrlSearchParams, client: &str, now_ms: u64) -> Result
             ));
         }
     }
-    let (status, body, weight) = match answer(params) {
+    let (status, body, weight) = match answer(params, search) {
         Ok((body, weight)) => (200, body, weight),
         Err(reason) => (400, error_body(&reason), 1.0),
     };
@@ -489,15 +492,6 @@ impl Query {
         self.models.len().max(1)
     }
 
-    /// The server's formula ([`openmeteo::weight`], the one the client paces by), summed
-    /// over the locations; a call asking for no variable weighs 1 per location.
-    fn weight(&self) -> f64 {
-        let variables = self.daily.len() + self.hourly.len() + self.current.len();
-        let query = WeightQuery::new(self.locations.len() as u32, self.days as u32, variables as u32)
-            .and_then(|q| q.with_models(self.model_count() as u32));
-        query.map_or(self.locations.len() as f64, |q| openmeteo::weight(&q, WeightMode::Server))
-    }
-
     /// How many numbers the body holds.
     fn values(&self) -> u64 {
         let per_model = (self.daily.len() as u64 * self.days as u64)
@@ -507,9 +501,24 @@ impl Query {
     }
 }
 
+/// What the server charges for a call with the query string `search`: the server's formula
+/// over the call as [`openmeteo::read_query`] reads it, or why it cannot be read.
+fn charge(search: &str) -> Result<f64, String> {
+    openmeteo::read_query(search)
+        .map(|call| openmeteo::weight(&call, WeightMode::Server))
+        .map_err(|why| format!("Cannot read the call's weight: {why}"))
+}
+
+/// Every non-blank value of `name`, joined by commas (the server reads `&name=a&name=b` as
+/// `&name=a,b`); `None` without one.
+fn joined(params: &UrlSearchParams, name: &str) -> Option<String> {
+    let values: Vec<String> =
+        params.get_all(name).iter().filter_map(|v| v.as_string()).filter(|v| !v.trim().is_empty()).collect();
+    (!values.is_empty()).then(|| values.join(","))
+}
+
 fn coordinates(params: &UrlSearchParams, name: &str, bound: u32) -> Result<Vec<f64>, String> {
-    let text = params.get(name).filter(|t| !t.trim().is_empty());
-    let Some(text) = text else {
+    let Some(text) = joined(params, name) else {
         return Err(format!("Parameter '{name}' is required"));
     };
     let count = text.split(',').count();
@@ -630,9 +639,9 @@ fn date(text: Option<&str>, name: &str) -> Result<i64, String> {
     Ok(days)
 }
 
-/// Variable or model names: comma-separated identifiers (empty items ignored).
+/// Variable or model names: comma-separated identifiers of every `name` (empty items ignored).
 fn names(params: &UrlSearchParams, name: &str) -> Result<Vec<String>, String> {
-    let Some(text) = params.get(name) else { return Ok(Vec::new()) };
+    let Some(text) = joined(params, name) else { return Ok(Vec::new()) };
     text.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
@@ -646,10 +655,11 @@ fn names(params: &UrlSearchParams, name: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// The body and weight of a valid call, or the reason it is invalid.
-fn answer(params: &UrlSearchParams) -> Result<(String, f64), String> {
+/// The body and weight of a valid call with the query string `search`, or the reason it is
+/// invalid.
+fn answer(params: &UrlSearchParams, search: &str) -> Result<(String, f64), String> {
     let query = Query::parse(params)?;
-    let weight = query.weight();
+    let weight = charge(search)?;
     if weight > MAX_WEIGHT {
         return Err(format!(
             "Your API call requests too much data. Please reduce the number of locations, variables or days \
@@ -866,27 +876,53 @@ fn body(query: &Query) -> String {
 mod tests {
     use super::*;
 
-    fn query(locations: usize, variables: usize, models: usize, days: i64) -> Query {
-        Query {
-            locations: vec![(0.0, 0.0); locations],
-            first_day: FIRST_DAY,
-            days,
-            daily: vec!["v".to_owned(); variables],
-            hourly: Vec::new(),
-            current: Vec::new(),
-            models: vec!["m".to_owned(); models],
-        }
+    /// `count` variable names, `v0,v1,…`.
+    fn names(count: usize) -> String {
+        (0..count).map(|i| format!("v{i}")).collect::<Vec<_>>().join(",")
+    }
+
+    /// What the mock charges for `locations` locations and `rest` of a query string.
+    fn charged(locations: usize, rest: &str) -> Result<f64, String> {
+        charge(&format!("?latitude={}&longitude={0}&{rest}", vec!["1"; locations].join(",")))
     }
 
     #[test]
     fn weights_follow_the_server_formula() {
-        assert_eq!(query(1, 10, 0, 7).weight(), 1.0);
-        assert_eq!(query(100, 3, 0, 7).weight(), 100.0);
-        assert_eq!(query(1, 15, 0, 14).weight(), 1.5);
-        assert_eq!(query(1, 15, 0, 28).weight(), 3.0);
-        assert_eq!(query(1, 10, 2, 7).weight(), 2.0);
-        assert_eq!(query(1, 0, 0, 7).weight(), 1.0);
-        assert_eq!(query(1000, 50, 1, 7).weight(), 5000.0);
+        assert_eq!(charged(1, &format!("daily={}", names(10))), Ok(1.0));
+        assert_eq!(charged(100, &format!("daily={}", names(3))), Ok(100.0));
+        assert_eq!(charged(1, &format!("daily={}&forecast_days=14", names(15))), Ok(1.5));
+        assert_eq!(charged(1, &format!("daily={}&forecast_days=16&past_days=12", names(15))), Ok(3.0));
+        assert_eq!(charged(1, &format!("daily={}&models=a,b", names(10))), Ok(2.0));
+        assert_eq!(charged(1, ""), Ok(1.0));
+        assert_eq!(charged(1_000, &format!("daily={}&models=m", names(50))), Ok(5_000.0));
+        // 5 variables over 28 days: 1.0 on the server (a conservative client spends 2.0)
+        assert_eq!(charged(1, &format!("daily={}&start_date=2026-02-01&end_date=2026-02-28", names(5))), Ok(1.0));
+    }
+
+    #[test]
+    fn every_value_a_client_might_undercount_is_charged() {
+        let ten = names(10);
+        assert_eq!(charged(1, &format!("hourly={ten}&hourly={ten}")), Ok(2.0));
+        assert_eq!(charged(1, &format!("hourly={ten}&%68ourly={ten}&daily={ten}")), Ok(3.0));
+        assert_eq!(charged(1, &format!("hourly={ten}&models=a&models=b&models=c")), Ok(3.0));
+        let fifty: Vec<String> = (0..50).map(|i| format!("latitude={i}")).collect();
+        assert_eq!(charge(&format!("{}&hourly=a", fifty.join("&"))), Ok(50.0));
+        assert_eq!(charged(1, &format!("hourly={ten}&forecast_days=1&forecast_days=16")), Ok(16.0 / 14.0));
+        assert_eq!(charged(1, &format!("hourly={ten}&forecast_hours=384&past_hours=288")), Ok(2.0));
+        let span = "start_hour=2026-01-01T00:00&end_hour=2026-01-28T23:00";
+        assert_eq!(charged(1, &format!("hourly={ten}&{span}")), Ok(2.0));
+        assert_eq!(charged(1, &format!("minutely_15={ten}&forecast_minutely_15=2688")), Ok(2.0));
+    }
+
+    #[test]
+    fn a_query_the_server_cannot_read_is_refused_naming_the_parameter() {
+        assert_eq!(
+            charged(1, "hourly=a&start_hour=2026-01-01"),
+            Err(String::from(
+                "Cannot read the call's weight: start_hour must be a time YYYY-MM-DDTHH:MM from \
+                 1940-01-01T00:00 to 2100-12-31T23:59, got \"2026-01-01\""
+            ))
+        );
     }
 
     #[test]
