@@ -6,5 +6,6 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg-edge/sluicegate_bg.wasm", import.meta.url), "sluicegate/edge") });
 
-export * from "./edge-browser.js"; // the named API, the same everywhere
+export { clientIdentity, validateRules } from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";
 export { default } from "../pkg-edge/sluicegate.js";

@@ -7,5 +7,6 @@ import { initSync } from "../pkg-edge/sluicegate.js";
 
 initSync({ module: wasm });
 
-export * from "./edge-browser.js"; // the named API, the same everywhere
+export { clientIdentity, validateRules } from "../pkg-edge/sluicegate.js";
+export { TokenBucket } from "./token-bucket.js";
 export { default } from "../pkg-edge/sluicegate.js";

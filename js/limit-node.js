@@ -6,5 +6,5 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg-limit/sluicegate_bg.wasm", import.meta.url), "sluicegate/limit") });
 
-export * from "./limit-browser.js"; // the named API, the same everywhere
+export { Limiter } from "./limit.js";
 export { default } from "../pkg-limit/sluicegate.js";

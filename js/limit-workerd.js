@@ -7,5 +7,5 @@ import { initSync } from "../pkg-limit/sluicegate.js";
 
 initSync({ module: wasm });
 
-export * from "./limit-browser.js"; // the named API, the same everywhere
+export { Limiter } from "./limit.js";
 export { default } from "../pkg-limit/sluicegate.js";

@@ -6,5 +6,9 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg/sluicegate_bg.wasm", import.meta.url), "sluicegate") });
 
-export * from "./browser.js"; // the named API, the same everywhere
+export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoWeight } from "../pkg/sluicegate.js";
+export { Pacer } from "./pacer.js";
+export { LocationCache } from "./cache.js";
+export { runBatch } from "./batch.js";
+export { fetchForecasts } from "./forecasts.js";
 export { default } from "../pkg/sluicegate.js";

@@ -6,5 +6,5 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg-sim/sluicegate_bg.wasm", import.meta.url), "sluicegate/sim") });
 
-export * from "./sim-browser.js"; // the named API, the same everywhere
+export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
 export { default } from "../pkg-sim/sluicegate.js";

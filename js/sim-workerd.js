@@ -7,5 +7,5 @@ import { initSync } from "../pkg-sim/sluicegate.js";
 
 initSync({ module: wasm });
 
-export * from "./sim-browser.js"; // the named API, the same everywhere
+export { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest, simulate } from "./sim.js";
 export { default } from "../pkg-sim/sluicegate.js";

