@@ -4,10 +4,10 @@
 import { initSync } from "../pkg-smartflow/sluicegate.js";
 import { readWasm } from "./node-wasm.js";
 import { installFileStore } from "./smartflow.js";
-import { fileStore } from "./smartflow-file.js";
+import { defaultCachePath, fileStore } from "./smartflow-file.js";
 
 initSync({ module: readWasm(new URL("../pkg-smartflow/sluicegate_bg.wasm", import.meta.url), "sluicegate/smartflow") });
-installFileStore(fileStore);
+installFileStore(fileStore, defaultCachePath);
 
 export { SmartFlowBucket, SmartFlowCore, formatSavedAt, isCacheFresh, isUnresolvedScopedUrl, parseSavedAt, urlIdentifiers } from "../pkg-smartflow/sluicegate.js";
 export { SmartFlow, fileStore, parseRetryAfter, smartFetch } from "./smartflow.js";

@@ -8,7 +8,8 @@
 // is the reservation) and then sleeps outside it, so concurrent callers each get their own
 // wait instead of queueing behind one another's sleeps.
 //
-// No node:fs here: the Node entry (smartflow-node.js) installs the file store.
+// No node:fs here: the Node entry (smartflow-node.js) installs the file store and the
+// default cache file.
 import { SmartFlowCore, Wait } from "../pkg-smartflow/sluicegate.js";
 import { abortReason } from "./abort.js";
 import { sleep } from "./wait.js";
@@ -44,8 +45,10 @@ import { sleep } from "./wait.js";
  * The options a SmartFlow adds to its core's limits (`SmartFlowCoreOptions`): the storage, the callbacks and the clock.
  * @typedef {object} SmartFlowAsyncOptions
  * @property {string | SmartFlowStore | null} [storage] Where the mappings persist (the specification's JSON cache format): a localStorage key,
- *   or your own `{ load, save }`. Default: nowhere.
- * @property {string | null} [path] Node entry only: keep the cache in this file (see `fileStore`). Elsewhere it throws.
+ *   or your own `{ load, save }`. Default: under Node the cache file (see `path`), elsewhere nowhere.
+ * @property {string | false | null} [path] Under Node, the cache file. Default: the specification's `~/.meraki/.cache/rate_limit_cache.json`, written
+ *   atomically, its directory created; a failed save of that default is reported once (`onError`) and never rejects `flush()` or `shutdown()`.
+ *   A path keeps it there instead (see `fileStore`; elsewhere than Node a path throws); `false` keeps no file.
  * @property {SmartFlowResolver | null} [resolver] Looks up the organization of a network or device the limiter has not learned, in the background.
  * @property {SmartFlowHydrator | null} [hydrator] Registers all of an organization's networks and devices after its first resolve.
  * @property {(() => number) | null} [now] The monotonic clock, milliseconds (default `performance.now`).
@@ -74,14 +77,19 @@ import { sleep } from "./wait.js";
 
 /** @type {((path: string) => SmartFlowStore & { readonly path: string }) | null} */
 let fileStoreFactory = null;
+/** @type {() => string | null} */
+let defaultCachePath = () => null;
 
 /**
- * Called by the Node entry: how `fileStore(path)` and the `path` option reach the disk.
+ * Called by the Node entry: how `fileStore(path)` and the `path` option reach the disk, and
+ * where the cache file is kept when no `path` or `storage` is given.
  * @internal
  * @param {(path: string) => SmartFlowStore & { readonly path: string }} factory
+ * @param {() => string | null} defaultPath
  */
-export function installFileStore(factory) {
+export function installFileStore(factory, defaultPath) {
   fileStoreFactory = factory;
+  defaultCachePath = defaultPath;
 }
 
 /**
@@ -139,23 +147,35 @@ function localStorageStore(key) {
     storage = undefined; // e.g. a sandboxed frame: access itself throws
   }
   if (!storage) {
-    throw new TypeError("storage given as a key needs localStorage; under Node pass path, or pass { load, save }");
+    throw new TypeError("storage given as a key needs localStorage; under Node pass path (or nothing: the default cache file), or pass { load, save }");
   }
   return { load: () => storage.getItem(key), save: (text) => storage.setItem(key, text) };
 }
 
 /**
+ * Where the cache is kept: the file `path` names, the `storage` given, or (neither given, and
+ * `path` not `false`) the default cache file under Node. `defaultFile` names that default.
  * @param {string | SmartFlowStore | null | undefined} storage
- * @param {string | null | undefined} path
- * @returns {SmartFlowStore | null}
+ * @param {string | false | null | undefined} path
+ * @returns {{ store: SmartFlowStore | null, defaultFile: string | null }}
  */
 function storeFor(storage, path) {
-  if (path !== undefined && path !== null) {
-    if (storage !== null && storage !== undefined) throw new TypeError("give storage or path, not both");
-    if (typeof path !== "string" || !path) throw new TypeError(`path must be a non-empty string, got ${describe(path)}`);
-    return fileStore(path);
+  const noStorage = storage === null || storage === undefined;
+  if (path !== undefined && path !== null && path !== false) {
+    if (!noStorage) throw new TypeError("give storage or path, not both");
+    if (typeof path !== "string" || !path) throw new TypeError(`path must be a non-empty string or false, got ${describe(path)}`);
+    return { store: fileStore(path), defaultFile: null };
   }
-  if (storage === null || storage === undefined) return null;
+  if (!noStorage) return { store: userStore(storage), defaultFile: null };
+  const defaultFile = path === false || fileStoreFactory === null ? null : defaultCachePath();
+  return defaultFile === null ? { store: null, defaultFile } : { store: fileStore(defaultFile), defaultFile };
+}
+
+/**
+ * @param {string | SmartFlowStore} storage
+ * @returns {SmartFlowStore}
+ */
+function userStore(storage) {
   if (typeof storage === "string") {
     if (!storage) throw new TypeError("storage must be a non-empty localStorage key");
     return localStorageStore(storage);
@@ -197,6 +217,9 @@ export class SmartFlow {
   #limiter;
   /** @type {SmartFlowStore | null} */
   #store;
+  /** @type {string | null} */
+  #defaultFile; // the store is this default cache file: its failed saves are reported once, and never rejected
+  #saveFailureReported = false;
   /** @type {SmartFlowResolver | null} */
   #resolver;
   /** @type {SmartFlowHydrator | null} */
@@ -235,7 +258,7 @@ export class SmartFlow {
     this.#now = optionalFunction(now, "now") ?? defaultNow;
     this.#fetch = optionalFunction(fetch, "fetch");
     this.#onError = optionalFunction(onError, "onError") ?? defaultOnError;
-    this.#store = storeFor(storage, path);
+    ({ store: this.#store, defaultFile: this.#defaultFile } = storeFor(storage, path));
     this.smartFetch = this.smartFetch.bind(this);
     this.#cacheStatus = this.#store ? "missing" : "none";
   }
@@ -530,12 +553,38 @@ export class SmartFlow {
   }
 
   /**
-   * Save now: `false` without a storage; rejects when the save fails (the changes stay counted).
+   * Save now: `false` without a storage; rejects when the save fails (the changes stay
+   * counted), but for the default cache file, whose failure is reported once and resolves `false`.
    * @returns {Promise<boolean>}
    */
   flush() {
     this.#start();
-    return this.#save();
+    return this.#saveNow();
+  }
+
+  /** A save that the caller waits for: the default cache file's failure is reported, not thrown. */
+  #saveNow() {
+    const saving = this.#save();
+    if (this.#defaultFile === null) return saving;
+    return saving.catch((error) => {
+      this.#saveFailed(error);
+      return false;
+    });
+  }
+
+  /**
+   * Tell `onError` that a save failed: each time, but for the default cache file, which nobody
+   * asked for and which may well be unwritable (a read-only home): once.
+   * @param {unknown} error
+   */
+  #saveFailed(error) {
+    if (this.#defaultFile === null) {
+      this.#report(error, "saving the cache");
+      return;
+    }
+    if (this.#saveFailureReported) return;
+    this.#saveFailureReported = true;
+    this.#report(error, `saving the cache to ${this.#defaultFile} (the default cache file: pass path to keep it elsewhere, or path: false for none; said once)`);
   }
 
   /** @returns {Promise<boolean>} */
@@ -568,7 +617,7 @@ export class SmartFlow {
       },
       (error) => {
         this.#autoSaving = false;
-        this.#report(error, "saving the cache");
+        this.#saveFailed(error);
         this.#scheduleRetry(); // the changes stay counted: nothing is lost
       },
     );
@@ -586,8 +635,8 @@ export class SmartFlow {
 
   /**
    * Wait for the background resolves (and hydrations) and saves under way, then save once
-   * more; rejects when that save fails. Afterwards `acquire` still paces, but starts no
-   * resolves, and nothing is saved but by `flush()`.
+   * more; rejects when that save fails (but for the default cache file: reported once).
+   * Afterwards `acquire` still paces, but starts no resolves, and nothing is saved but by `flush()`.
    * @returns {Promise<void>}
    */
   async shutdown() {
@@ -596,7 +645,7 @@ export class SmartFlow {
     if (this.#loading !== null) await this.#loading;
     while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     await this.#saving?.catch(() => {});
-    await this.#save();
+    await this.#saveNow();
   }
 
   /**

@@ -1,9 +1,10 @@
 // SmartFlow from the built package (sluicegate/smartflow, Node entry): the conformance
-// runner, concurrent reservations with real timers, AIMD, persistence (file, localStorage,
-// a failing store), background resolves, and smartFetch against a local server.
+// runner, concurrent reservations with real timers, AIMD, persistence (the default cache
+// file, a file, localStorage, a failing store), background resolves, and smartFetch against
+// a local server.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +20,9 @@ const vectors = join(root, "tests/fixtures/smartflow-vectors.json");
 const runner = join(root, "pkg-tests/smartflow-conformance.mjs");
 const scratch = mkdtempSync(join(tmpdir(), "sluicegate-smartflow-"));
 after(() => rmSync(scratch, { recursive: true, force: true }));
+// Under Node a SmartFlow keeps its cache in ~/.meraki/.cache by default: the tests' own go to
+// a home of their own, never the real one.
+process.env.HOME = join(scratch, "home");
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const quiet = { onError: () => {} };
@@ -398,6 +402,92 @@ test("the file store survives a process restart (a child process reads what this
   assert.equal(again.snapshot().dirty, 0, "loaded mappings are not changes");
 });
 
+/** Runs the ES module `source` in a child Node whose home directory is `home`: its stdout and stderr. */
+function withHome(home, source) {
+  return run(process.execPath, ["--input-type=module", "-e", source], { cwd: root, timeout: 10_000, env: { ...process.env, HOME: home } });
+}
+
+/** The specification's default cache file under `home`. */
+const defaultCacheFile = (home) => join(home, ".meraki", ".cache", "rate_limit_cache.json");
+
+test("under Node the cache goes to ~/.meraki/.cache/rate_limit_cache.json by default: saved when 50 mappings are learned, in the specification's format, and read by the next process", {
+  timeout: 20_000,
+}, async () => {
+  const home = join(scratch, "home-default");
+  mkdirSync(home);
+  // no flush, no shutdown: the save at 50 changes, which the process waits for before it exits
+  const learning = `
+    import { SmartFlow } from "sluicegate/smartflow";
+    const flow = new SmartFlow();
+    console.log(flow.cacheStatus);
+    for (let i = 0; i < 49; i++) flow.learnFromResponse("/organizations/O_1/networks/N_" + i, null);
+    flow.learnFromResponse("/networks/N_49/clients", { organization: { id: "O_2" }, serial: "Q2AA-AAAA-AAAA" });`;
+  assert.equal((await withHome(home, learning)).stdout, "missing\n", "a default file, not there yet");
+  const file = JSON.parse(readFileSync(defaultCacheFile(home), "utf8"));
+  assert.deepEqual(Object.keys(file), ["saved_at", "networks", "devices"]);
+  assert.match(file.saved_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  assert.equal(file.networks.length, 50);
+  assert.deepEqual(
+    file.networks.find((n) => n.id === "N_49"),
+    { id: "N_49", organization: { id: "O_2" } },
+  );
+  assert.deepEqual(file.devices, [{ serial: "Q2AA-AAAA-AAAA", organization: { id: "O_2" } }]);
+  assert.deepEqual(readdirSync(join(home, ".meraki", ".cache")), ["rate_limit_cache.json"], "written through a temporary file, renamed over");
+
+  const reading = `
+    import { SmartFlow } from "sluicegate/smartflow";
+    const flow = new SmartFlow();
+    console.log(JSON.stringify({ status: flow.cacheStatus, fresh: flow.cacheFresh, q2: flow.resolveOrg("/devices/Q2AA-AAAA-AAAA/lldpCdp") }));`;
+  assert.deepEqual(JSON.parse((await withHome(home, reading)).stdout), { status: "loaded", fresh: true, q2: "O_2" });
+});
+
+test("path moves the cache file, and path: false keeps none; neither writes under ~/.meraki", { timeout: 20_000 }, async () => {
+  const home = join(scratch, "home-options");
+  mkdirSync(home);
+  const elsewhere = join(scratch, "elsewhere", "orgs.json");
+  const source = `
+    import { SmartFlow } from "sluicegate/smartflow";
+    const moved = new SmartFlow({ path: ${JSON.stringify(elsewhere)} });
+    moved.learnFromResponse("/organizations/O_1/networks/N_1", null);
+    await moved.shutdown();
+    const none = new SmartFlow({ path: false });
+    for (let i = 0; i < 60; i++) none.learnFromResponse("/organizations/O_1/networks/N_" + i, null);
+    const flushed = await none.flush();
+    await none.shutdown();
+    console.log(JSON.stringify({ flushed, status: none.cacheStatus, org: none.resolveOrg("/networks/N_59") }));`;
+  const { stdout, stderr } = await withHome(home, source);
+  assert.deepEqual(JSON.parse(stdout), { flushed: false, status: "none", org: "O_1" });
+  assert.equal(stderr, "");
+  assert.deepEqual(JSON.parse(readFileSync(elsewhere, "utf8")).networks, [{ id: "N_1", organization: { id: "O_1" } }]);
+  assert.deepEqual(readdirSync(home), [], "nothing under the home directory");
+  assert.throws(() => new SmartFlow({ path: true }), /path must be a non-empty string or false, got true/);
+});
+
+test("a default cache file that cannot be written: the mappings stay in memory, the failure is said once, and nothing rejects", { timeout: 20_000 }, async () => {
+  const home = join(scratch, "home-is-a-file");
+  writeFileSync(home, "not a directory"); // so ~/.meraki/.cache cannot be created
+  const source = `
+    import { SmartFlow } from "sluicegate/smartflow";
+    let clock = 1_000_000;
+    const flow = new SmartFlow({ now: () => clock });
+    for (let i = 0; i < 50; i++) flow.learnFromResponse("/organizations/O_1/networks/N_" + i, null); // saving at 50: fails
+    const first = await flow.flush(); // after that save, failing too
+    clock += 60_000; // past the backoff
+    flow.learnFromResponse("/organizations/O_1/networks/N_50", null); // saving again: fails
+    const second = await flow.flush();
+    await flow.shutdown(); // its final save fails: it resolves all the same
+    console.log(JSON.stringify({ first, second, org: flow.resolveOrg("/networks/N_7"), dirty: flow.snapshot().dirty }));`;
+  const { stdout, stderr } = await withHome(home, source);
+  assert.deepEqual(JSON.parse(stdout), { first: false, second: false, org: "O_1", dirty: 51 });
+  const warnings = stderr.split("\n").filter((line) => line.startsWith("sluicegate SmartFlow:"));
+  assert.equal(warnings.length, 1, stderr);
+  assert.equal(
+    warnings[0],
+    `sluicegate SmartFlow: saving the cache to ${defaultCacheFile(home)} (the default cache file: pass path to keep it elsewhere, or path: false for none; said once) failed: Error: ENOTDIR: not a directory, mkdir '${join(home, ".meraki", ".cache")}'`,
+  );
+  assert.equal(existsSync(defaultCacheFile(home)), false);
+});
+
 test("a corrupt, stale, missing or unreadable cache file means starting empty, never an exception", () => {
   const dir = join(scratch, "bad");
   mkdirSync(dir, { recursive: true });
@@ -484,7 +574,7 @@ test("a failing save loses nothing: the changes stay counted, and the first chan
   assert.equal(other.snapshot().dirty, 1);
   assert.equal(await other.flush(), true);
   assert.equal(other.snapshot().dirty, 0);
-  assert.equal(await new SmartFlow().flush(), false, "no storage: nothing to save");
+  assert.equal(await new SmartFlow({ path: false }).flush(), false, "no storage: nothing to save");
 });
 
 test("a string storage key uses localStorage: round trip, a corrupt entry and an expired one", async () => {

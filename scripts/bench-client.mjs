@@ -184,7 +184,7 @@ import { SmartFlow, SmartFlowCore } from "../js/smartflow-node.js";
 {
   const unlimited = { orgRate: 1e12, orgCapacity: 1e12, globalRate: 1e12 };
   const perCall = async (mappings) => {
-    const flow = new SmartFlow(unlimited);
+    const flow = new SmartFlow({ ...unlimited, path: false }); // no cache file: saves under ~/.meraki would run while it measures
     const core = new SmartFlowCore(unlimited);
     for (let i = 0; i < mappings; i++) {
       const url = `/organizations/O_${i % 100}/networks/N_${i}`;

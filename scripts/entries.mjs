@@ -85,10 +85,11 @@ export const ENTRIES = [
     // url and cache helpers its named functions: what the conformance vectors exercise
     wasm: ["SmartFlowBucket", "SmartFlowCore", "formatSavedAt", "isCacheFresh", "isUnresolvedScopedUrl", "parseSavedAt", "urlIdentifiers"],
     js: { "./smartflow.js": ["SmartFlow", "fileStore", "parseRetryAfter", "smartFetch"] },
-    // the cache file store (the `path` option, fileStore): only this entry touches node:fs
+    // the cache file store (the `path` option, fileStore) and the default cache file: only
+    // this entry touches node:fs
     node: {
-      imports: ['import { installFileStore } from "./smartflow.js";', 'import { fileStore } from "./smartflow-file.js";'],
-      setup: "installFileStore(fileStore);",
+      imports: ['import { installFileStore } from "./smartflow.js";', 'import { defaultCachePath, fileStore } from "./smartflow-file.js";'],
+      setup: "installFileStore(fileStore, defaultCachePath);",
     },
   },
   {

@@ -55,6 +55,9 @@ export async function nodeUsage(): Promise<number> {
 
   const file: SmartFlowStore = fileStore("/tmp/sluicegate-orgs.json");
   const flow = new SmartFlow({ path: "/tmp/sluicegate-orgs.json", fetch: (input, init) => fetch(input, init) });
+  await new SmartFlow({ path: false }).shutdown(); // no cache file (the default is ~/.meraki/.cache/rate_limit_cache.json)
+  // @ts-expect-error -- a path is a file name, or false for none
+  new SmartFlow({ path: true });
   const res: Response = await flow.smartFetch("http://127.0.0.1:9/api/v1/networks/N_1/clients", { method: "GET" });
   const shared: Response = await smartFetch(new URL("http://127.0.0.1:9/api/v1/organizations"), { smartFlow: flow });
   const retry: number | null = parseRetryAfter(res.headers.get("retry-after"));
