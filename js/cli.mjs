@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // `sluicegate sim` on Node (`npx sluicegate sim CONFIG [--trace CSV] [--max-requests N] [--json] [--self-test]`,
-// `npx sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]`):
+// `npx sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review [--review-template PATH] | --json]`):
 // the native command line's `sim`, with the simulator in wasm. Same arguments (parsed as
 // the reference's argparse parser reads them), same output, same exit status: 0 no high
 // findings, 1 high findings, 2 bad input. `check-rules` is the native one's too, through
-// the edge's wasm build (the same validator and the same summary).
+// the edge's wasm build (the same validator and the same summary). A first argument that is no
+// command is named with the command it is closest to, as the native command line names it.
 //
 // A configuration whose `edge_rules` is a path gets that file (relative to the
 // configuration's directory) in its place before simulating. A run longer than a second
@@ -14,11 +15,11 @@ import path from "node:path";
 import { progressMeter } from "./progress.mjs";
 import { SimulationError, checkConfig, compareSimulations, edgeRulesPath, inlineEdgeRules, runSimulation, selfTest } from "./sim-node.js";
 // the simulator's own argument parser, usage line and option help (internal to the package)
-import { simHelp, simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
+import { cliUnknownCommand, simHelp, simParseArgs, simUsage } from "../pkg-sim/sluicegate.js";
 
 const USAGE = `usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
-       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
+       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review [--review-template PATH] | --json]
        sluicegate replay --rules RULES --trace CSV [--speed K] [--edge URL] [--tolerance-ms N] [--json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
@@ -151,6 +152,8 @@ function compare(parsed, meter) {
   try {
     const before = readText(parsed.config);
     const after = readText(parsed.compare);
+    // a team's own review template (checked, naming its path, before the runs)
+    const template = parsed.reviewTemplate === null ? undefined : readText(parsed.reviewTemplate);
     // a side's edge_rules problem names the side, as the native command line does
     const inline = (text, file) => {
       try {
@@ -169,6 +172,8 @@ function compare(parsed, meter) {
         reorderWindow: parsed.reorderWindow ?? undefined,
         beforeName: parsed.config,
         afterName: parsed.compare,
+        reviewTemplate: template,
+        reviewTemplateName: parsed.reviewTemplate ?? undefined,
         onProgress: meter.onProgress,
       });
     } catch (error) {
@@ -219,6 +224,12 @@ function main(args) {
   if (args.length === 1 && ["-h", "--help", "help"].includes(command)) {
     process.stdout.write(`${USAGE}\n`);
     return 0;
+  }
+  // the native command line's list of commands and its suggestion (in the wasm)
+  const unknown = command === undefined ? undefined : cliUnknownCommand(command);
+  if (unknown !== undefined) {
+    process.stderr.write(`sluicegate: ${unknown}\nRun 'sluicegate --help' for the commands and their options.\n`);
+    return 2;
   }
   process.stderr.write(`${USAGE}\n`);
   return 2;

@@ -43,7 +43,7 @@ import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRu
  * @property {SimulationRun} after
  * @property {SimComparison} comparison
  * @property {string} comparisonJson The comparison as the command line prints it with `--json`.
- * @property {string} review The filled rate-limit review (Markdown), as `--compare AFTER --review` prints it.
+ * @property {string} review The filled rate-limit review (Markdown), as `--compare AFTER --review` prints it (from `options.reviewTemplate` when given).
  * @property {string} markdown The short comparison (Markdown), as `--compare AFTER` prints it.
  * @property {0 | 1} exitCode 1 when the after run has high findings, else 0.
  */
@@ -61,6 +61,12 @@ import { simCheckConfig, simCompare, simEdgeRulesPath, simInlineEdgeRules, simRu
  * same whatever it is.
  * @property {string} [beforeName] What errors and the review call each side (a file name); default `the before config`, `the after config`.
  * @property {string} [afterName]
+ * @property {string} [reviewTemplate]
+ * The review's template (Markdown with `{{placeholders}}`, as `--review-template PATH` reads
+ * it) instead of the built-in `templates/rate-limit-review.md`. An unknown placeholder is
+ * refused with a SimulationError (exit status 2) before the runs, naming it, its line and the
+ * placeholders there are.
+ * @property {string} [reviewTemplateName] What that error calls the template (a file name); default `the review template`.
  * @property {(done: number, total: number | null, side: "before" | "after") => void} [onProgress]
  * `SimulationOptions.onProgress`, also told which run it is about: `before`, then `after`.
  */
@@ -72,12 +78,18 @@ export class SimulationError extends Error {
   /**
    * @param {string} message
    * @param {1 | 2} [exitCode]
-   * @param {ErrorOptions} [options]
+   * @param {ErrorOptions & { field?: string | null }} [options]
    */
   constructor(message, exitCode = 2, options = undefined) {
     super(message, options);
     /** 2: bad input (configuration, trace, no traffic); 1: an input the reference simulator crashes on. */
     this.exitCode = exitCode;
+    /**
+     * The configuration field refused — unknown (a typo, most likely) or required and left
+     * out — as a path: `policies[1].rsp`, `durration_s`; else `null`.
+     * @type {string | null}
+     */
+    this.field = options?.field ?? null;
   }
 }
 
@@ -143,13 +155,13 @@ function traceName(options) {
  * @returns {unknown}
  */
 /**
- * @param {{ exitCode?: unknown } | null | undefined} error what was thrown (typed so, rather than unknown, that `error.exitCode` can be read after `instanceof Error`)
+ * @param {{ exitCode?: unknown, field?: unknown } | null | undefined} error what was thrown (typed so, rather than unknown, that `error.exitCode` can be read after `instanceof Error`)
  * @returns {unknown}
  */
 function simulationError(error) {
   if (error instanceof SimulationError) return error;
   if (error instanceof Error && (error.exitCode === 1 || error.exitCode === 2)) {
-    return new SimulationError(error.message, error.exitCode);
+    return new SimulationError(error.message, error.exitCode, { field: typeof error.field === "string" ? error.field : null });
   }
   return error; // not the simulator's refusal (e.g. out of memory): as it is
 }
@@ -267,9 +279,9 @@ export function runSimulation(config, trace = undefined, options = undefined) {
 }
 
 /**
- * options.beforeName / options.afterName: what errors and the review call a side.
+ * options.beforeName / options.afterName / options.reviewTemplateName: what errors and the review call a side or the template.
  * @param {SimulationComparisonOptions | null | undefined} options
- * @param {"beforeName" | "afterName"} key
+ * @param {"beforeName" | "afterName" | "reviewTemplateName"} key
  * @returns {string | undefined}
  */
 function sideName(options, key) {
@@ -277,6 +289,18 @@ function sideName(options, key) {
   if (name === undefined || name === null) return undefined;
   if (typeof name !== "string" || !name) throw new TypeError(`options.${key} must be a non-empty string, got ${describe(name)}`);
   return name;
+}
+
+/**
+ * options.reviewTemplate: the review's template text, or absent (the built-in one).
+ * @param {SimulationComparisonOptions | null | undefined} options
+ * @returns {string | undefined}
+ */
+function reviewTemplate(options) {
+  const template = options?.reviewTemplate;
+  if (template === undefined || template === null) return undefined;
+  if (typeof template !== "string") throw new TypeError(`options.reviewTemplate must be Markdown text, got ${describe(template)}`);
+  return template;
 }
 
 /**
@@ -313,11 +337,13 @@ export function compareSimulations(before, after, trace = undefined, options = u
   const max = maxRequests(options);
   const beforeName = sideName(options, "beforeName");
   const afterName = sideName(options, "afterName");
+  const template = reviewTemplate(options);
+  const templateName = sideName(options, "reviewTemplateName");
   const progress = onProgress(options);
   /** @type {SimCompareText} */
   let out;
   try {
-    out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName], progress);
+    out = simCompare(beforeText, afterText, csv, name, max, reorderWindow(options), [beforeName, afterName, templateName], template, progress);
   } catch (error) {
     throw simulationError(error);
   }

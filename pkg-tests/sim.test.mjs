@@ -244,7 +244,7 @@ test("the command line: bad input exits 2 with error: on stderr; usage errors as
   assert.equal(
     unknown.stderr,
     "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n" +
-      "       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]\n" +
+      "       sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review [--review-template PATH] | --json]\n" +
       "sluicegate sim: error: unrecognized arguments: --verbose\n",
   );
   const help = await sluicegate(["sim", "-h"]);
@@ -596,4 +596,78 @@ test("onProgress hears how far a run has got every 65,536 requests, changes noth
   );
   assert.equal(count, 1, "not called again after it threw");
   assert.throws(() => runSimulation(config, undefined, { onProgress: 5 }), /options\.onProgress must be a function, got number/);
+});
+
+test("a misspelt config field: runSimulation, checkConfig and compareSimulations reject it naming the field, where it is and the name meant", () => {
+  const typo = small({ clients: [{ name: "app", kind: "legit", rps: 2, rsp: 20 }] });
+  const message = /^clients\[0\]\.rsp: unknown field in client 'app' \(did you mean "rps"\?\); a client has name, notes, kind, pattern, rps, /;
+  for (const run of [() => runSimulation(typo), () => runSimulation(JSON.stringify(typo)), () => simulate(typo), () => checkConfig(typo)]) {
+    assertSimulationError(run, 2, message);
+    assert.throws(run, { field: "clients[0].rsp" });
+  }
+  const top = small({ durration_s: 20 });
+  assertSimulationError(() => runSimulation(top), 2, /^durration_s: unknown field in the config \(did you mean "duration_s"\?\)/);
+  assert.throws(() => runSimulation(top), { field: "durration_s" });
+  const policy = small({ policies: [{ name: "per-client", algorithm: "token_bucket", rate: 1, bursts: 2 }] });
+  assertSimulationError(() => runSimulation(policy), 2, /^policies\[0\]\.bursts: unknown field in policy 'per-client' \(did you mean "burst"\?\)/);
+  // a required number left out is said to be required, not "None"
+  const missing = small({ policies: [{ name: "ml", algorithm: "fixed_window", window_s: 1 }] });
+  assertSimulationError(() => runSimulation(missing), 2, /^policies\[0\]\.limit is required \(ml\.limit: a number > 0\)$/);
+  assert.throws(() => runSimulation(missing), { field: "policies[0].limit" });
+  // in a comparison, the side is named too
+  const tuned = JSON.parse(example("orders-api-tuned"));
+  tuned.clients[0].rsp = tuned.clients[0].rps;
+  assertSimulationError(
+    () => compareSimulations(example("orders-api"), tuned, undefined, { afterName: "tuned.json" }),
+    2,
+    /^tuned\.json: clients\[0\]\.rsp: unknown field in client 'mobile-app' \(did you mean "rps"\?\)/,
+  );
+  // free-text notes are allowed everywhere; other errors carry no field
+  assert.doesNotThrow(() => checkConfig(small({ notes: "x", clients: [{ name: "app", rps: 2, notes: "y" }] })));
+  assert.throws(() => runSimulation(small({ policies: [{ algorithm: "leaky" }] })), { field: null });
+});
+
+test("npx sluicegate with an unknown command names it with the nearest command, as the native command line does, exit status 2", async () => {
+  const hint = "Run 'sluicegate --help' for the commands and their options.\n";
+  for (const [args, said] of [
+    [["simulate", "examples/orders-api.json"], "sluicegate: unknown command 'simulate'; did you mean 'sim'?\n"],
+    [["check", "worker/rules.json"], "sluicegate: unknown command 'check'; did you mean 'check-rules'?\n"],
+    [["replya"], "sluicegate: unknown command 'replya'; did you mean 'replay'?\n"],
+    [["frobnicate"], "sluicegate: unknown command 'frobnicate'\n"],
+    [["--hepl"], "sluicegate: unknown option '--hepl'; did you mean '--help'?\n"],
+  ]) {
+    const { code, stdout, stderr } = await sluicegate(args);
+    assert.deepEqual({ code, stdout, stderr }, { code: 2, stdout: "", stderr: `${said}${hint}` }, args.join(" "));
+  }
+  const none = await sluicegate([]);
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /^usage: sluicegate check-rules FILE\n/);
+});
+
+test("a review template: the file in templates/ is the built-in review; a team's own is filled; an unknown placeholder is refused naming it", async () => {
+  const template = read(join(root, "templates/rate-limit-review.md"));
+  const pair = [example("orders-api"), example("orders-api-tuned")];
+  const names = { beforeName: "examples/orders-api.json", afterName: "examples/orders-api-tuned.json" };
+  assert.equal(compareSimulations(...pair, undefined, { ...names, reviewTemplate: template }).review, golden("compare-orders-api.review", "md"));
+  const short = compareSimulations(...pair, undefined, { ...names, reviewTemplate: "{{service}}: {{ verdict }}\n{x}\n" });
+  assert.equal(short.review, "Orders API (public v2): **ship with changes** - no high finding after the change; 2 medium remain (RL02, RL05)\n{x}\n");
+  assertSimulationError(
+    () => compareSimulations(...pair, undefined, { reviewTemplate: "# Review\n{{verdit}}\n", reviewTemplateName: "team.md" }),
+    2,
+    /^team\.md: line 2: unknown placeholder \{\{verdit\}\} \(did you mean \{\{verdict\}\}\?\); a review template may use \{\{service\}\}, /,
+  );
+  assertSimulationError(() => compareSimulations(...pair, undefined, { reviewTemplate: "{{nope}}" }), 2, /^the review template: line 1: unknown placeholder \{\{nope\}\}/);
+  assert.throws(() => compareSimulations(...pair, undefined, { reviewTemplate: 5 }), { name: "TypeError", message: /options\.reviewTemplate/ });
+  // npx sluicegate sim --review-template: the native command line's output and refusals
+  const args = ["sim", "examples/orders-api.json", "--compare", "examples/orders-api-tuned.json"];
+  const fromFile = await sluicegate([...args, "--review-template", "templates/rate-limit-review.md"]);
+  assert.deepEqual([fromFile.code, fromFile.stdout], [0, golden("compare-orders-api.review", "md")]);
+  const typo = join(scratch, "typo.md");
+  writeFileSync(typo, "# Review\n{{verdit}}\n");
+  const refused = await sluicegate([...args, `--review-template=${typo}`]);
+  assert.equal(refused.code, 2);
+  const said = `error: ${typo}: line 2: unknown placeholder {{verdit}} (did you mean {{verdict}}?); a review template may use {{service}}, `;
+  assert.ok(refused.stderr.startsWith(said), refused.stderr);
+  const unreadable = await sluicegate([...args, "--review-template", "no/such.md"]);
+  assert.deepEqual([unreadable.code, unreadable.stderr], [2, "error: no/such.md: cannot read: No such file or directory (os error 2)\n"]);
 });

@@ -487,3 +487,99 @@ fn a_long_run_on_a_terminal_shows_its_progress_on_stderr_and_clears_it() {
         assert!(took < std::time::Duration::from_secs(1) && shown.is_empty(), "after {took:?}: {shown:?}");
     }
 }
+
+/// `sluicegate ARGS` from the repository root: (exit status, stdout, stderr).
+fn sluicegate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_command_is_named_with_the_command_it_is_closest_to_and_exits_2() {
+    let hint = "Run 'sluicegate --help' for the commands and their options.\n";
+    for (args, want) in [
+        (
+            &["simulate", "examples/orders-api.json"][..],
+            "sluicegate: unknown command 'simulate'; did you mean 'sim'?\n",
+        ),
+        (&["check", "worker/rules.json"], "sluicegate: unknown command 'check'; did you mean 'check-rules'?\n"),
+        (&["frobnicate"], "sluicegate: unknown command 'frobnicate'\n"),
+        (&["--verison"], "sluicegate: unknown option '--verison'\n"),
+        (&["--hepl"], "sluicegate: unknown option '--hepl'; did you mean '--help'?\n"),
+    ] {
+        let (code, stdout, stderr) = sluicegate(args);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}");
+        assert_eq!(stderr, format!("{want}{hint}"), "{args:?}");
+    }
+    // a command with the wrong arguments, or none at all: the usage
+    for args in [&["check-rules"][..], &[]] {
+        let (code, _, stderr) = sluicegate(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(stderr.starts_with("usage: sluicegate check-rules FILE\n"), "{args:?}: {stderr}");
+    }
+    // the npm command line's replay is named, not taken for a typo
+    let (code, _, stderr) = sluicegate(&["replay", "--rules", "worker/rules.json"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("replay runs from npm") && stderr.contains("npx sluicegate replay"), "{stderr}");
+}
+
+#[test]
+fn sim_refuses_a_misspelt_config_field_naming_where_it_is_and_the_field_meant() {
+    let base = r#""policies": [{"algorithm": "token_bucket", "rate": 1},
+        {"name": "api", "algorithm": "fixed_window", "limit": 5, "window_s": 1}],
+        "clients": [{"name": "app", "rps": 2}]"#;
+    for (name, config, want) in [
+        (
+            "typo-top",
+            format!(r#"{{"durration_s": 20, {base}}}"#),
+            "error: durration_s: unknown field in the config (did you mean \"duration_s\"?); the config has service, \
+             notes, duration_s, capacity_rps, seed, policies, clients, edge_rules\n",
+        ),
+        (
+            "typo-policy",
+            format!(r#"{{{}}}"#, base.replace(r#""window_s": 1}"#, r#""window_s": 1, "bursts": 3}"#)),
+            "error: policies[1].bursts: unknown field in policy 'api' (did you mean \"burst\"?); a policy has name, notes, \
+             algorithm, key, rate, burst, limit, window_s, endpoints, clients, exclude_clients, requests_per_period, \
+             period, mitigation_timeout, counting\n",
+        ),
+        (
+            "typo-client",
+            format!(r#"{{{}}}"#, base.replace(r#""rps": 2}"#, r#""rps": 2, "rsp": 20}"#)),
+            "error: clients[0].rsp: unknown field in client 'app' (did you mean \"rps\"?); a client has name, notes, kind, \
+             pattern, rps, burst, every_s, endpoint, retry, max_retries, cost, start, duration\n",
+        ),
+        (
+            "missing-limit",
+            format!(r#"{{{}}}"#, base.replace(r#""limit": 5, "#, "")),
+            "error: policies[1].limit is required (api.limit: a number > 0)\n",
+        ),
+    ] {
+        let path = temp_config(name, &config);
+        for json in [&[][..], &["--json"]] {
+            let (code, stdout, stderr) = sim(&[&[path.to_str().unwrap()][..], json].concat());
+            assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want), "{name} {json:?}");
+        }
+        std::fs::remove_file(path).ok();
+    }
+}
+
+#[test]
+fn the_example_report_is_what_the_simulator_prints_for_the_example_config() {
+    let (code, report, stderr) = sluicegate(&["sim", "examples/orders-api.json"]);
+    assert_eq!(code, 1, "high findings: {stderr}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/orders-api-report.md");
+    let kept = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        report == kept,
+        "examples/orders-api-report.md is stale; write it again with \
+         `sluicegate sim examples/orders-api.json > examples/orders-api-report.md`"
+    );
+}

@@ -1,4 +1,4 @@
-//! `sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]`: the same
+//! `sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review [--review-template PATH] | --json]`: the same
 //! traffic through two configurations, the filled rate-limit review, the verdict judged on
 //! the after run, and bad input refused with exit status 2.
 //!
@@ -239,4 +239,104 @@ fn the_proposed_policies_are_the_after_configs_own() {
     let block = review.split("```json\n").nth(1).and_then(|b| b.split("\n```").next()).expect("a json block");
     let shown: serde_json::Value = serde_json::from_str(block).expect("the block is valid JSON");
     assert_eq!(shown["policies"], after["policies"], "as configured, nothing lost");
+}
+
+/// Reviews recorded before the review was written from `templates/rate-limit-review.md`: its
+/// built-in copy must give them byte for byte, and so must the file passed as a team's own.
+const RECORDED_REVIEWS: [(&str, &str, &str); 3] = [
+    (
+        "tests/fixtures/sim/configs/quiet-no-capacity.json",
+        "tests/fixtures/sim/configs/no-findings.json",
+        "compare-quiet-to-no-findings.review.md",
+    ),
+    (
+        "tests/fixtures/sim/configs/global-noisy-neighbour.json",
+        "tests/fixtures/sim/configs/global-noisy-neighbour.json",
+        "compare-noisy-neighbour.review.md",
+    ),
+    (
+        "tests/fixtures/sim/configs/retry-modes.json",
+        "tests/fixtures/sim/configs/retry-modes.json",
+        "compare-retry-modes.review.md",
+    ),
+];
+
+const TEMPLATE: &str = "templates/rate-limit-review.md";
+
+#[test]
+fn the_review_from_the_template_file_is_the_review_as_recorded_before_it_was_a_template() {
+    let mut runs: Vec<(Vec<&str>, &str)> =
+        RECORDED_REVIEWS.iter().map(|(before, after, golden)| (vec![*before, "--compare", *after], *golden)).collect();
+    runs.push((vec![BEFORE, "--compare", AFTER], "compare-orders-api.review.md"));
+    runs.push((vec![TRACE_BEFORE, "--compare", TRACE_AFTER, "--trace", TRACE], "compare-trace.review.md"));
+    for (args, name) in runs {
+        let want = std::fs::read_to_string(root().join("tests/fixtures/sim/golden").join(name)).unwrap();
+        let (_, built_in, stderr) = sim(&[&args[..], &["--review"]].concat());
+        assert!(built_in == want, "{name}: --review differs from the recorded review: {stderr}\n{built_in}");
+        let (_, from_file, stderr) = sim(&[&args[..], &["--review-template", TEMPLATE]].concat());
+        assert!(from_file == want, "{name}: --review-template {TEMPLATE} differs: {stderr}\n{from_file}");
+    }
+}
+
+#[test]
+fn a_teams_own_template_gets_each_placeholder_filled_and_its_own_text_kept() {
+    let dir = tempdir("template");
+    let template = dir.join("short.md");
+    std::fs::write(
+        &template,
+        "# {{ service }}: {{verdict}}\n\n{{before_after_table}}\n\n{{findings_change}}\n\nFrom {{before_config}} to \
+         {{after_config}}; {not a placeholder}.\n",
+    )
+    .unwrap();
+    let (code, review, stderr) = sim(&[BEFORE, "--compare", AFTER, "--review-template", template.to_str().unwrap()]);
+    assert_eq!(code, 0, "the after run's exit status: {stderr}");
+    let (_, full, _) = sim(&[BEFORE, "--compare", AFTER, "--review"]);
+    let table = full.split("## After the change (same traffic)\n\n").nth(1).unwrap().split("\n\nPeak").next().unwrap();
+    let want = format!(
+        "# Orders API (public v2): **ship with changes** - no high finding after the change; 2 medium remain (RL02, RL05)\
+         \n\n{table}\n\nFindings after the change: resolved RL01, RL03, RL04, RL10; remaining RL02, RL05, RL08; new \
+         RL09.\n\nFrom {BEFORE} to {AFTER}; {{not a placeholder}}.\n"
+    );
+    assert_eq!(review, want);
+}
+
+#[test]
+fn an_unknown_placeholder_is_refused_before_the_runs_naming_it_its_line_and_the_placeholders_there_are() {
+    let dir = tempdir("bad-template");
+    let typo = dir.join("typo.md");
+    std::fs::write(&typo, "# Review\n**{{verdit}}**\n").unwrap();
+    let typo = typo.to_str().unwrap();
+    refused(
+        &[BEFORE, "--compare", AFTER, "--review-template", typo],
+        &[
+            &format!(
+                "error: {typo}: line 2: unknown placeholder {{{{verdit}}}} (did you mean {{{{verdict}}}}?); a review \
+                      template may use {{{{service}}}}, {{{{scope}}}}, "
+            ),
+            "{{before_after_table}}",
+            "{{monitor}}",
+        ],
+    );
+    let open = dir.join("open.md");
+    std::fs::write(&open, "{{verdict}}\n{{verdict\n").unwrap();
+    refused(
+        &[BEFORE, "--compare", AFTER, "--review-template", open.to_str().unwrap()],
+        &["open.md: line 2: a {{ with no }} after it"],
+    );
+    refused(&[BEFORE, "--compare", AFTER, "--review-template", "no/such.md"], &["no/such.md: cannot read"]);
+    refused(&[BEFORE, "--review-template", TEMPLATE], &["argument --review-template: needs --compare AFTER"]);
+    refused(&[BEFORE, "--compare", AFTER, "--review-template", TEMPLATE, "--json"], &["not allowed with --json"]);
+}
+
+#[test]
+fn a_misspelt_field_on_either_side_is_refused_naming_the_file_and_the_field() {
+    let dir = tempdir("typo");
+    let after = dir.join("after.json");
+    let text = std::fs::read_to_string(root().join(AFTER)).unwrap().replacen("\"rps\"", "\"rsp\"", 1);
+    std::fs::write(&after, text).unwrap();
+    let after = after.to_str().unwrap();
+    refused(
+        &[BEFORE, "--compare", after, "--review"],
+        &[&format!("error: {after}: clients[0].rsp: unknown field in client 'mobile-app' (did you mean \"rps\"?)")],
+    );
 }

@@ -221,7 +221,7 @@ fn a_rules_file_with_a_log_section_is_simulated_as_one_without() {
 
 fn input_error(cfg: &str) -> String {
     match sim::run(cfg, None) {
-        Err(SimError::Input(msg)) => msg,
+        Err(e @ (SimError::Input(_) | SimError::Field(_))) => e.to_string(),
         other => panic!("expected an input error for {cfg}, got {other:?}"),
     }
 }
@@ -232,7 +232,10 @@ fn bad_edge_algorithm_fields_name_the_policy_and_the_field() {
     let cases = [
         (r#"{"name": "g", "algorithm": "gcra", "rate": 0}"#, "g.rate must be > 0"),
         (r#"{"name": "g", "algorithm": "gcra", "rate": 2, "burst": 2.5}"#, "g.burst must be a whole number"),
-        (r#"{"name": "r", "algorithm": "count_then_block", "period": 10}"#, "r.requests_per_period must be a number"),
+        (
+            r#"{"name": "r", "algorithm": "count_then_block", "period": 10}"#,
+            "policies[0].requests_per_period is required (r.requests_per_period: a whole number > 0)",
+        ),
         (
             r#"{"name": "r", "algorithm": "count_then_block", "requests_per_period": 5, "period": -1}"#,
             "r.period must be > 0",

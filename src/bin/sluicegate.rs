@@ -4,9 +4,12 @@
 //! sluicegate check-rules FILE   validate a rules file; exit 1 naming every problem
 //! sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
 //!                               simulate rate-limit policies (same output as rate_sim.py)
-//! sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review | --json]
+//! sluicegate sim BEFORE --compare AFTER [--trace CSV] [--review [--review-template PATH] | --json]
 //!                               the same traffic through both; the filled rate-limit review
 //! ```
+//!
+//! A first argument that is no command is named, with the command it is closest to
+//! (`unknown command 'simulate'; did you mean 'sim'?`), exit status 2.
 //!
 //! A simulation that runs longer than a second shows how far it has got on stderr when that
 //! is a terminal (see [`progress`]); what it prints on stdout is the same either way.
@@ -42,7 +45,7 @@ fn write_out(text: std::fmt::Arguments<'_>) {
 
 const USAGE_HEAD: &str = "usage: sluicegate check-rules FILE
        sluicegate sim CONFIG [--trace CSV [--reorder-window SECONDS]] [--max-requests N] [--json] [--self-test]
-       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review | --json]
+       sluicegate sim BEFORE --compare AFTER [--trace CSV] [--max-requests N] [--review [--review-template PATH] | --json]
 
   check-rules FILE   validate an edge rules file (JSON); exits 1 naming every problem
 ";
@@ -61,7 +64,25 @@ fn main() -> ExitCode {
             println!("{}", usage());
             ExitCode::SUCCESS
         }
-        _ => {
+        ["replay", ..] => {
+            eprintln!(
+                "sluicegate: replay runs from npm, where it can start the edge worker in Miniflare: \
+                 npx sluicegate replay --rules RULES --trace CSV"
+            );
+            ExitCode::from(2)
+        }
+        // a command with the wrong arguments, or none: the usage
+        [word, ..] => match sluicegate::sim::args::unknown_command(word) {
+            Some(message) => {
+                eprintln!("sluicegate: {message}\nRun 'sluicegate --help' for the commands and their options.");
+                ExitCode::from(2)
+            }
+            None => {
+                eprintln!("{}", usage());
+                ExitCode::from(2)
+            }
+        },
+        [] => {
             eprintln!("{}", usage());
             ExitCode::from(2)
         }
@@ -179,6 +200,16 @@ fn compare(
         std::fs::read_to_string(path).map_err(|e| sim::SimError::Input(format!("{path}: cannot read: {e}")))
     };
     let (before_text, after_text) = (read(before)?, read(after)?);
+    // a team's own review template, refused before the runs for a placeholder it cannot fill
+    let template = match args.review_template {
+        Some(path) => {
+            let text = read(path)?;
+            let template_error = move |e: sim::review::TemplateError| sim::SimError::Input(format!("{path}: {e}"));
+            sim::review::check_template(&text).map_err(template_error)?;
+            Some((text, template_error))
+        }
+        None => None,
+    };
     let dir = |path: &str| std::path::Path::new(path).parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let (before_dir, after_dir) = (dir(before), dir(after));
     let file = |label, text, dir| sim::ConfigFile { label, text, dir: Some(dir) };
@@ -200,6 +231,8 @@ fn compare(
     )?;
     let text = if args.json {
         cmp.to_json()
+    } else if let Some((template, template_error)) = &template {
+        cmp.to_review_from(template).map_err(template_error)?
     } else if args.review {
         cmp.to_review()
     } else {

@@ -5,7 +5,7 @@
 /// The usage line of `sluicegate sim` (the native command line and `npx sluicegate sim`).
 pub const USAGE: &str =
     "usage: sluicegate sim [-h] [--trace TRACE] [--reorder-window SECONDS] [--json] [--self-test] [config]\n       \
-     sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review | --json]";
+     sluicegate sim BEFORE --compare AFTER [--trace TRACE] [--review [--review-template PATH] | --json]";
 
 /// `sim`'s lines in the command line's help (the native one and `npx sluicegate sim`): what
 /// each option does.
@@ -27,7 +27,31 @@ pub const HELP: &str = "  sim CONFIG         replay traffic against rate-limit p
                      resolved and new, and a verdict judged on AFTER (ship / ship with changes
                      / do not ship); the exit status is AFTER's
     --review         with --compare: the filled rate-limit review (Markdown) to hand back
+    --review-template PATH
+                     the review from this template instead of the built-in one
+                     (templates/rate-limit-review.md; implies --review): {{placeholders}}
+                     such as {{verdict}} and {{before_after_table}} are filled in
     --self-test      run the simulator's self-test";
+
+/// The commands of the command line, native and `npx sluicegate` (`help` is also `-h` and
+/// `--help`). `replay` is the npm one's alone: it starts the edge worker in Miniflare.
+pub const COMMANDS: [&str; 4] = ["sim", "check-rules", "replay", "help"];
+
+/// What the command line says when its first argument is no command (`None` when it is one,
+/// or `-h` / `--help`): `unknown command 'simulate'; did you mean 'sim'?`, the suggestion
+/// when a command is close to it; `unknown option '--verbose'` for an option.
+pub fn unknown_command(word: &str) -> Option<String> {
+    if COMMANDS.contains(&word) || word == "-h" || word == "--help" {
+        return None;
+    }
+    let what = if word.starts_with('-') && word.len() > 1 { "option" } else { "command" };
+    let mut message = format!("unknown {what} '{word}'");
+    if let Some(command) = crate::core::suggest::nearest(word.trim_start_matches('-'), &COMMANDS) {
+        let command = if what == "option" && command == "help" { "--help" } else { command };
+        message.push_str(&format!("; did you mean '{command}'?"));
+    }
+    Some(message)
+}
 
 /// `sim`'s options, parsed the way the reference's `argparse` parser reads them (long
 /// options may be abbreviated, `--trace=CSV` works, `--` ends the options).
@@ -51,7 +75,22 @@ pub struct Args<'a> {
     pub compare: Option<&'a str>,
     /// `--review`.
     pub review: bool,
+    /// `--review-template PATH`.
+    pub review_template: Option<&'a str>,
 }
+
+/// `sim`'s long options (abbreviated as argparse allows).
+const LONG: [&str; 9] = [
+    "--help",
+    "--trace",
+    "--reorder-window",
+    "--max-requests",
+    "--json",
+    "--self-test",
+    "--compare",
+    "--review",
+    "--review-template",
+];
 
 /// Reads `sim`'s arguments (after `sim`).
 ///
@@ -59,8 +98,6 @@ pub struct Args<'a> {
 /// What argparse would say, e.g. `unrecognized arguments: --verbose` or `argument
 /// --max-requests: expected a whole number, 1 or more, got "lots"`.
 pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
-    const LONG: [&str; 8] =
-        ["--help", "--trace", "--reorder-window", "--max-requests", "--json", "--self-test", "--compare", "--review"];
     let mut parsed = Args::default();
     let mut positional = Vec::new();
     let mut rest = args.iter();
@@ -84,7 +121,11 @@ pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
             Some((n, v)) => (n, Some(v)),
             None => (arg, None),
         };
-        let matches: Vec<_> = LONG.iter().filter(|l| l.starts_with(name)).collect();
+        // an option's whole name wins over the longer ones it starts (`--review`)
+        let matches: Vec<_> = match LONG.iter().find(|l| **l == name) {
+            Some(exact) => vec![exact],
+            None => LONG.iter().filter(|l| l.starts_with(name)).collect(),
+        };
         let option = match matches.as_slice() {
             [one] => **one,
             [] => return Err(format!("unrecognized arguments: {arg}")),
@@ -101,6 +142,13 @@ pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
                 Some(v) if !v.starts_with('-') || v.len() == 1 => parsed.compare = Some(v),
                 _ => return Err("argument --compare: expected one argument (the after config)".into()),
             },
+            ("--review-template", value) => {
+                parsed.review = true;
+                parsed.review_template = match value.or_else(|| rest.next().copied()) {
+                    Some(v) if value.is_some() || !v.starts_with('-') || v.len() == 1 => Some(v),
+                    _ => return Err("argument --review-template: expected one argument (the template's path)".into()),
+                };
+            }
             ("--reorder-window", value) => {
                 let Some(v) = value.or_else(|| rest.next().copied()) else {
                     return Err("argument --reorder-window: expected one argument".into());
@@ -131,11 +179,14 @@ pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
         [config] => parsed.config = Some(config),
         [_, extra @ ..] => return Err(format!("unrecognized arguments: {}", extra.join(" "))),
     }
+    let review = if parsed.review_template.is_some() { "--review-template" } else { "--review" };
     if parsed.review && parsed.compare.is_none() {
-        return Err("argument --review: needs --compare AFTER (the review compares two configs)".into());
+        return Err(format!("argument {review}: needs --compare AFTER (the review compares two configs)"));
     }
     if parsed.review && parsed.json {
-        return Err("argument --review: not allowed with --json (the JSON comparison carries the same figures)".into());
+        return Err(format!(
+            "argument {review}: not allowed with --json (the JSON comparison carries the same figures)"
+        ));
     }
     if parsed.compare.is_some() && parsed.self_test {
         return Err("argument --compare: not allowed with --self-test".into());
@@ -162,4 +213,46 @@ pub(crate) fn count(text: &str) -> Option<u64> {
 /// A number of seconds, 0 or more (`inf` too); `None` for anything else.
 pub(crate) fn seconds(text: &str) -> Option<f64> {
     text.trim().parse::<f64>().ok().filter(|s| *s >= 0.0).map(|s| s + 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, unknown_command, Args};
+
+    #[test]
+    fn a_word_that_is_no_command_is_named_with_the_command_it_is_closest_to() {
+        assert_eq!(unknown_command("simulate").as_deref(), Some("unknown command 'simulate'; did you mean 'sim'?"));
+        assert_eq!(unknown_command("check").as_deref(), Some("unknown command 'check'; did you mean 'check-rules'?"));
+        assert_eq!(unknown_command("replya").as_deref(), Some("unknown command 'replya'; did you mean 'replay'?"));
+        assert_eq!(unknown_command("frobnicate").as_deref(), Some("unknown command 'frobnicate'"));
+        assert_eq!(unknown_command("--hlep").as_deref(), Some("unknown option '--hlep'; did you mean '--help'?"));
+        assert_eq!(unknown_command("--verbose").as_deref(), Some("unknown option '--verbose'"));
+        for known in ["sim", "check-rules", "replay", "help", "-h", "--help"] {
+            assert_eq!(unknown_command(known), None, "{known}");
+        }
+    }
+
+    #[test]
+    fn review_template_takes_a_path_implies_review_and_review_alone_is_not_ambiguous() {
+        let want = Args {
+            config: Some("a.json"),
+            compare: Some("b.json"),
+            review: true,
+            review_template: Some("t.md"),
+            ..Args::default()
+        };
+        assert_eq!(parse(&["a.json", "--compare", "b.json", "--review-template", "t.md"]), Ok(want.clone()));
+        assert_eq!(parse(&["a.json", "--compare", "b.json", "--review-t=t.md", "--review"]), Ok(want));
+        let plain = parse(&["a.json", "--compare", "b.json", "--review"]).unwrap();
+        assert_eq!((plain.review, plain.review_template), (true, None));
+        assert_eq!(
+            parse(&["a.json", "--compare", "b.json", "--review-template"]),
+            Err("argument --review-template: expected one argument (the template's path)".into())
+        );
+        assert_eq!(
+            parse(&["a.json", "--review-template", "t.md"]),
+            Err("argument --review-template: needs --compare AFTER (the review compares two configs)".into())
+        );
+        assert_eq!(parse(&["a.json", "--compare", "b.json", "--revi"]), Err("ambiguous option: --revi".into()));
+    }
 }

@@ -9,6 +9,7 @@ use super::analyse::{ClientRow, Report};
 use super::config::{Config, KeyBy, Retry};
 use super::findings::{Finding, Severity};
 use super::py::{format_g, PyValue};
+use super::review::{fill, Placeholder, TemplateError, REVIEW_TEMPLATE};
 use super::size::grouped;
 use super::stats::{Event, Observer};
 use super::timeline::Timeline;
@@ -150,6 +151,7 @@ impl Observer for Watch<'_> {
 fn labelled(label: &str) -> impl Fn(SimError) -> SimError + '_ {
     move |e| match e {
         SimError::Input(m) => SimError::Input(format!("{label}: {m}")),
+        SimError::Field(e) => SimError::Field(Box::new(super::FieldError { config: Some(label.into()), ..*e })),
         SimError::Crash(m) => SimError::Crash(format!("{label}: {m}")),
     }
 }
@@ -563,7 +565,14 @@ impl Comparison {
 
     /// The before → after per-client table and the peak line.
     fn after_table(&self, o: &mut String) {
-        o.push_str(
+        o.push_str(&self.before_after_table());
+        o.push('\n');
+        o.push_str(&self.after_peak());
+    }
+
+    /// Per client before → after: 429s, OK after retry, failed, max wait.
+    fn before_after_table(&self) -> String {
+        let mut o = String::from(
             "| Client | Kind | 429s before | 429s after | OK after retry before | OK after retry after | Failed before | \
              Failed after | Max wait before | Max wait after |\n|---|---|---|---|---|---|---|---|---|---|\n",
         );
@@ -583,32 +592,40 @@ impl Comparison {
                 cell(a, &|c| wait(c.max_retry_after_s)),
             );
         }
+        o
+    }
+
+    /// The peak admitted second after the change, and before.
+    fn after_peak(&self) -> String {
         let (b, a) = (&self.before.report, &self.after.report);
-        let _ = writeln!(
-            o,
-            "\nPeak admitted after: {} req/s in second {} (before: {} req/s in second {}) vs capacity {}.",
+        format!(
+            "Peak admitted after: {} req/s in second {} (before: {} req/s in second {}) vs capacity {}.\n",
             n(a.peak_admitted_rps),
             a.peak_second,
             n(b.peak_admitted_rps),
             b.peak_second,
             capacity(a.capacity_rps)
-        );
+        )
     }
 
     /// The after run's findings, and what changed.
     fn after_findings(&self, o: &mut String) {
+        let _ = write!(o, "\n{}\n", self.findings_change());
+        numbered(o, &self.after.report.findings);
+    }
+
+    /// The finding codes the change resolved, those remaining and the new ones.
+    fn findings_change(&self) -> String {
         let (resolved, new) = self.resolved_and_new();
         let list = |v: &[&str]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
         let remaining: Vec<&str> =
             codes(&self.after.report.findings).into_iter().filter(|c| !new.contains(c)).collect();
-        let _ = writeln!(
-            o,
-            "\nFindings after the change: resolved {}; remaining {}; new {}.\n",
+        format!(
+            "Findings after the change: resolved {}; remaining {}; new {}.\n",
             list(&resolved),
             list(&remaining),
             list(&new)
-        );
-        numbered(o, &self.after.report.findings);
+        )
     }
 
     /// A short comparison (what `--compare` prints without `--review`): the verdict, the
@@ -656,22 +673,58 @@ impl Comparison {
         }
     }
 
-    /// The filled rate-limit review (`--compare --review`).
+    /// The filled rate-limit review (`--compare --review`), from the built-in template
+    /// ([`REVIEW_TEMPLATE`], `templates/rate-limit-review.md`).
     pub fn to_review(&self) -> String {
-        let b = &self.before.report;
-        let mut o = String::new();
-        let _ = writeln!(o, "# Rate limit review: {}\n", b.service.to_str());
-        let _ = writeln!(o, "- **Scope:** {}", self.scope_text());
-        let _ = writeln!(o, "- **Capacity:** {}", self.capacity_text());
-        let _ = writeln!(o, "- **Traffic used:** {}", self.traffic_text());
-        let _ = writeln!(o, "- **Verdict:** {}", self.verdict_text());
+        // the built-in template is checked by the tests: it has no unknown placeholder
+        self.to_review_from(REVIEW_TEMPLATE).unwrap_or_else(|e| e.to_string())
+    }
 
-        o.push_str("\n## What happens today\n\n");
-        o.push_str(
+    /// The rate-limit review from `template` (`--review-template PATH`): each `{{placeholder}}`
+    /// filled in (see [`super::review`] for the names).
+    ///
+    /// # Errors
+    /// [`TemplateError`] for an unknown or unclosed placeholder.
+    pub fn to_review_from(&self, template: &str) -> Result<String, TemplateError> {
+        fill(template, |p| self.review_text(p))
+    }
+
+    /// What one placeholder of the review holds.
+    fn review_text(&self, placeholder: Placeholder) -> String {
+        let written = |section: fn(&Self, &mut String)| {
+            let mut o = String::new();
+            section(self, &mut o);
+            o
+        };
+        match placeholder {
+            Placeholder::Service => self.before.report.service.to_str(),
+            Placeholder::Scope => self.scope_text(),
+            Placeholder::Capacity => self.capacity_text(),
+            Placeholder::Traffic => self.traffic_text(),
+            Placeholder::Verdict => self.verdict_text(),
+            Placeholder::TodayTable => self.today_table(),
+            Placeholder::TodayPeak => self.today_peak(),
+            Placeholder::TodayFindings => written(|c, o| numbered(o, &c.before.report.findings)),
+            Placeholder::BeforeConfig => self.before.label.clone(),
+            Placeholder::AfterConfig => self.after.label.clone(),
+            Placeholder::ProposedPolicies => policies_block(&self.after.value),
+            Placeholder::BeforeAfterTable => self.before_after_table(),
+            Placeholder::AfterPeak => self.after_peak(),
+            Placeholder::FindingsChange => self.findings_change(),
+            Placeholder::AfterFindings => written(|c, o| numbered(o, &c.after.report.findings)),
+            Placeholder::ResponseContract => written(Self::contract),
+            Placeholder::OutsideRateLimits => written(Self::outside),
+            Placeholder::Monitor => written(Self::monitor),
+        }
+    }
+
+    /// Per client today: requests, 429s, OK after retry, failed, max wait, main policy.
+    fn today_table(&self) -> String {
+        let mut o = String::from(
             "| Client | Kind | Requests | 429s | OK after retry | Failed | Max wait | Main policy |\n\
              |---|---|---|---|---|---|---|---|\n",
         );
-        for c in &b.clients {
+        for c in &self.before.report.clients {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -685,39 +738,24 @@ impl Comparison {
                 if c.top_policy.is_empty() { "-" } else { &c.top_policy }
             );
         }
+        o
+    }
+
+    /// Today's peak admitted second against capacity (and how many times capacity).
+    fn today_peak(&self) -> String {
+        let b = &self.before.report;
         let over = match b.capacity_rps.filter(|c| *c != 0.0) {
             Some(c) if b.peak_admitted_rps as f64 > c => {
                 format!(" ({}x)", format_g(super::py::round(b.peak_admitted_rps as f64 / c, 1)))
             }
             _ => String::new(),
         };
-        let _ = writeln!(
-            o,
-            "\nPeak admitted: {} req/s in second {} vs capacity {}{over}.",
+        format!(
+            "Peak admitted: {} req/s in second {} vs capacity {}{over}.\n",
             n(b.peak_admitted_rps),
             b.peak_second,
             capacity(b.capacity_rps)
-        );
-
-        o.push_str("\n## Findings\n\n");
-        numbered(&mut o, &b.findings);
-
-        o.push_str("\n## Proposed policies\n\n");
-        let _ = writeln!(o, "From {}:\n\n```json\n{}\n```", self.after.label, policies_block(&self.after.value));
-
-        o.push_str("\n## After the change (same traffic)\n\n");
-        self.after_table(&mut o);
-        self.after_findings(&mut o);
-
-        o.push_str("\n## Response contract\n\n");
-        self.contract(&mut o);
-
-        o.push_str("\n## Outside rate limits\n\n");
-        self.outside(&mut o);
-
-        o.push_str("\n## Monitor after rollout\n\n");
-        self.monitor(&mut o);
-        o
+        )
     }
 
     /// 429 for per-client limits, 503 for global overload, the headers, client guidance.

@@ -353,6 +353,198 @@ fn input(msg: String) -> SimError {
     SimError::Input(msg)
 }
 
+/// The fields of a configuration's top level. Anything else is refused: a misspelt field
+/// would otherwise be ignored and its default used without a word.
+const CONFIG_FIELDS: [&str; 8] =
+    ["service", "notes", "duration_s", "capacity_rps", "seed", "policies", "clients", "edge_rules"];
+/// The fields of a policy (every algorithm's: those another algorithm reads are not read).
+const POLICY_FIELDS: [&str; 15] = [
+    "name",
+    "notes",
+    "algorithm",
+    "key",
+    "rate",
+    "burst",
+    "limit",
+    "window_s",
+    "endpoints",
+    "clients",
+    "exclude_clients",
+    "requests_per_period",
+    "period",
+    "mitigation_timeout",
+    "counting",
+];
+/// The fields of a client (every pattern's).
+const CLIENT_FIELDS: [&str; 13] = [
+    "name",
+    "notes",
+    "kind",
+    "pattern",
+    "rps",
+    "burst",
+    "every_s",
+    "endpoint",
+    "retry",
+    "max_retries",
+    "cost",
+    "start",
+    "duration",
+];
+
+/// A field of a configuration that is refused: one the simulator does not know, or a
+/// required one left out.
+///
+/// ```
+/// use sluicegate::sim::{Config, FieldProblem, SimError};
+/// let text = r#"{"policies": [{"algorithm": "token_bucket", "rate": 1}], "clients": [{"rsp": 2}]}"#;
+/// let Err(SimError::Field(e)) = Config::from_json(text) else { panic!() };
+/// assert_eq!((e.at.as_str(), e.field.as_str()), ("clients[0]", "rsp"));
+/// assert!(matches!(e.problem, FieldProblem::Unknown { suggestion: Some("rps"), .. }));
+/// assert_eq!(e.to_string(), "clients[0].rsp: unknown field in client 'client-1' (did you mean \"rps\"?); a client \
+///     has name, notes, kind, pattern, rps, burst, every_s, endpoint, retry, max_retries, cost, start, duration");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// What the input called the configuration file in a comparison (`examples/x.json`,
+    /// `the after config`), else `None`.
+    pub config: Option<String>,
+    /// The object the field is in: `policies[1]`, `clients[0]`, or empty for the top level.
+    pub at: String,
+    /// That object's name (`api`, or its default `policy-2`); empty for the top level.
+    pub name: String,
+    /// The field.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: FieldProblem,
+}
+
+/// What is wrong with a [`FieldError`]'s field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldProblem {
+    /// The object has no such field: `allowed` are its fields, `suggestion` the one of them
+    /// the name is closest to, if one is close (a typo, most likely).
+    Unknown {
+        /// The allowed name nearest to the field's, if one is close.
+        suggestion: Option<&'static str>,
+        /// The object's fields.
+        allowed: &'static [&'static str],
+    },
+    /// The field is required here and left out: `expected` says what it takes (`a number > 0`).
+    Missing {
+        /// What the field takes.
+        expected: &'static str,
+    },
+}
+
+impl FieldError {
+    /// The field's path in the configuration: `policies[1].rsp`, `durration_s`.
+    pub fn path(&self) -> String {
+        if self.at.is_empty() {
+            self.field.clone()
+        } else {
+            format!("{}.{}", self.at, self.field)
+        }
+    }
+
+    /// `policy 'api'`, `client 'app'` or `the config`.
+    fn owner(&self) -> String {
+        match self.kind() {
+            "a policy" => format!("policy {}", py::str_repr(&self.name)),
+            "a client" => format!("client {}", py::str_repr(&self.name)),
+            _ => "the config".into(),
+        }
+    }
+
+    /// `a policy`, `a client` or `the config`.
+    fn kind(&self) -> &'static str {
+        if self.at.starts_with("policies[") {
+            "a policy"
+        } else if self.at.starts_with("clients[") {
+            "a client"
+        } else {
+            "the config"
+        }
+    }
+}
+
+impl core::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if let Some(config) = &self.config {
+            write!(f, "{config}: ")?;
+        }
+        match self.problem {
+            FieldProblem::Unknown { suggestion, allowed } => {
+                write!(f, "{}: unknown field in {}", self.path(), self.owner())?;
+                if let Some(name) = suggestion {
+                    write!(f, " (did you mean \"{name}\"?)")?;
+                }
+                write!(f, "; {} has {}", self.kind(), allowed.join(", "))
+            }
+            FieldProblem::Missing { expected } if self.name.is_empty() => {
+                write!(f, "{} is required ({expected})", self.path())
+            }
+            FieldProblem::Missing { expected } => {
+                write!(f, "{} is required ({}.{}: {expected})", self.path(), self.name, self.field)
+            }
+        }
+    }
+}
+
+/// What a required number takes.
+const A_NUMBER: &str = "a number > 0";
+/// What a required count of whole units takes.
+const A_WHOLE_NUMBER: &str = "a whole number > 0";
+/// What a required length of time takes.
+const SECONDS: &str = "a number of seconds > 0";
+
+/// One object of a configuration as it is read: where it is and what it is called, to
+/// name a field in an error.
+struct Place<'a> {
+    /// The list it is in (`policies`, `clients`), or empty for the top level.
+    list: &'static str,
+    /// Its index in that list.
+    index: usize,
+    /// Its name; empty for the top level.
+    name: &'a str,
+}
+
+impl Place<'_> {
+    /// The top level of a configuration.
+    const TOP: Place<'static> = Place { list: "", index: 0, name: "" };
+
+    #[cold]
+    #[inline(never)]
+    fn error(&self, field: &str, problem: FieldProblem) -> SimError {
+        let at = if self.list.is_empty() { String::new() } else { format!("{}[{}]", self.list, self.index) };
+        SimError::Field(Box::new(FieldError { config: None, at, name: self.name.into(), field: field.into(), problem }))
+    }
+
+    /// Refuses the first field of `obj` (in name order) that is not one of `allowed`.
+    fn known_fields(&self, obj: &Map<String, Value>, allowed: &'static [&'static str]) -> Result<(), SimError> {
+        match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(field) => {
+                let suggestion = crate::core::suggest::nearest(field, allowed);
+                Err(self.error(field, FieldProblem::Unknown { suggestion, allowed }))
+            }
+        }
+    }
+
+    /// The value of a field that must be given.
+    fn required<'v>(
+        &self,
+        obj: &'v Map<String, Value>,
+        field: &str,
+        expected: &'static str,
+    ) -> Result<Option<&'v Value>, SimError> {
+        match obj.get(field) {
+            None => Err(self.error(field, FieldProblem::Missing { expected })),
+            v => Ok(v),
+        }
+    }
+}
+
 /// The reference's `num()`: `float(v)`, which must be > 0 when `positive`.
 fn num(v: Option<&Value>, what: &str, positive: bool) -> Result<f64, SimError> {
     let raw = v.map_or(PyValue::None, PyValue::from_json);
@@ -463,6 +655,7 @@ impl Config {
     /// Checks an already parsed configuration, filling in the reference's defaults.
     pub fn from_value(value: &Value) -> Result<Config, SimError> {
         let cfg = value.as_object().ok_or_else(|| input("config must be a JSON object".into()))?;
+        Place::TOP.known_fields(cfg, &CONFIG_FIELDS)?;
         let edge_rules = cfg.get("edge_rules").filter(|v| !v.is_null());
         let pols = cfg.get("policies").map_or(PyValue::None, PyValue::from_json);
         let mut policies = if edge_rules.is_some() && !pols.is_truthy() {
@@ -513,6 +706,8 @@ impl Config {
 fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     let q = p.as_object().ok_or_else(|| input(format!("policy {i} must be a JSON object")))?;
     let name = name(q, "policy", format!("policy-{i}"))?;
+    let place = Place { list: "policies", index: i - 1, name: &name };
+    place.known_fields(q, &POLICY_FIELDS)?;
     let pname = py::str_repr(&name);
     let algo = q.get("algorithm").and_then(Value::as_str).unwrap_or("");
     if !["token_bucket", "fixed_window", "sliding_log", "sliding_counter", "gcra", "count_then_block", "smartflow"]
@@ -533,7 +728,7 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
     let field = |f: &str| format!("{name}.{f}");
     let raw_limit = q.get("limit").map(PyValue::from_json);
     let edge = match algo {
-        "gcra" | "count_then_block" | "smartflow" => Some(edge_algorithm(algo, q, &name)?),
+        "gcra" | "count_then_block" | "smartflow" => Some(edge_algorithm(algo, q, &place)?),
         _ => None,
     };
     let (algorithm, window_s) = if let Some(edge) = edge {
@@ -557,8 +752,8 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         let window_s = num(Some(q.get("window_s").unwrap_or(&Value::from(1.0))), &field("window_s"), true)?;
         (PolicyAlgorithm::TokenBucket { rate, burst }, window_s)
     } else {
-        let limit = num(q.get("limit"), &field("limit"), true)?;
-        let window_s = num(q.get("window_s"), &field("window_s"), true)?;
+        let limit = num(place.required(q, "limit", A_NUMBER)?, &field("limit"), true)?;
+        let window_s = num(place.required(q, "window_s", A_NUMBER)?, &field("window_s"), true)?;
         let algorithm = match algo {
             "fixed_window" => PolicyAlgorithm::FixedWindow { limit },
             "sliding_log" => PolicyAlgorithm::SlidingLog { limit },
@@ -629,13 +824,14 @@ fn float_or_repr(v: Option<&Value>) -> String {
 
 /// `gcra`, `count_then_block` and `smartflow`: their fields, checked, and the window the
 /// report measures them over.
-fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(PolicyAlgorithm, f64), SimError> {
+fn edge_algorithm(algo: &str, q: &Map<String, Value>, place: &Place<'_>) -> Result<(PolicyAlgorithm, f64), SimError> {
+    let name = place.name;
     let field = |f: &str| format!("{name}.{f}");
     let one = Value::from(1);
     let window = |q: &Map<String, Value>| num(Some(q.get("window_s").unwrap_or(&one)), &field("window_s"), true);
     match algo {
         "gcra" => {
-            let rate = num(q.get("rate"), &field("rate"), true)?;
+            let rate = num(place.required(q, "rate", A_NUMBER)?, &field("rate"), true)?;
             let burst = match q.get("burst") {
                 Some(b) => whole(Some(b), &field("burst"))?,
                 None => rate.ceil().clamp(1.0, f64::from(u32::MAX)) as u32,
@@ -651,8 +847,9 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Pol
             Ok((PolicyAlgorithm::Gcra { rate, burst, interval }, window(q)?))
         }
         "count_then_block" => {
-            let requests_per_period = whole(q.get("requests_per_period"), &field("requests_per_period"))?;
-            let period = duration(q.get("period"), &field("period"), false)?;
+            let requests_per_period =
+                whole(place.required(q, "requests_per_period", A_WHOLE_NUMBER)?, &field("requests_per_period"))?;
+            let period = duration(place.required(q, "period", SECONDS)?, &field("period"), false)?;
             let mitigation_timeout = match q.get("mitigation_timeout") {
                 None => Span::ZERO,
                 v => duration(v, &field("mitigation_timeout"), true)?,
@@ -671,7 +868,7 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, name: &str) -> Result<(Pol
             Ok((PolicyAlgorithm::CountThenBlock { counting, mitigation_timeout }, secs(period)))
         }
         _ => {
-            let rate = num(q.get("rate"), &field("rate"), true)?;
+            let rate = num(place.required(q, "rate", A_NUMBER)?, &field("rate"), true)?;
             if rate < crate::client::smartflow::RATE_FLOOR {
                 return Err(input(format!(
                     "{} must be >= {} (the Smart Flow bucket's floor), got {}",
@@ -747,6 +944,8 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
 fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
     let c = c.as_object().ok_or_else(|| input(format!("client {i} must be a JSON object")))?;
     let name = name(c, "client", format!("client-{i}"))?;
+    let place = Place { list: "clients", index: i - 1, name: &name };
+    place.known_fields(c, &CLIENT_FIELDS)?;
     let cname = py::str_repr(&name);
     let field = |f: &str| format!("{name}.{f}");
     let retry = match c.get("retry") {
@@ -772,7 +971,7 @@ fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
     };
     let pattern = match c.get("pattern").map_or(Some("steady"), Value::as_str) {
         Some(p @ ("steady" | "poisson")) => {
-            let rps = num(c.get("rps"), &field("rps"), true)?;
+            let rps = num(place.required(c, "rps", A_NUMBER)?, &field("rps"), true)?;
             if p == "steady" {
                 Pattern::Steady { rps }
             } else {
@@ -780,7 +979,7 @@ fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
             }
         }
         Some("burst") => Pattern::Burst {
-            burst: num(c.get("burst"), &field("burst"), true)?.trunc() as i128,
+            burst: num(place.required(c, "burst", A_NUMBER)?, &field("burst"), true)?.trunc() as i128,
             every_s: num(Some(c.get("every_s").unwrap_or(&Value::from(60))), &field("every_s"), true)?,
         },
         _ => return Err(input(format!("client {cname}: pattern must be steady, poisson or burst"))),
@@ -810,7 +1009,108 @@ fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {
 
 #[cfg(test)]
 mod tests {
-    use super::nanos;
+    use super::{nanos, Config, FieldError, FieldProblem, CLIENT_FIELDS, CONFIG_FIELDS, POLICY_FIELDS};
+    use crate::sim::SimError;
+
+    /// The field error `text` is refused with (it must be one).
+    fn field_error(text: &str) -> FieldError {
+        match Config::from_json(text) {
+            Err(SimError::Field(e)) => *e,
+            other => panic!("expected a field error for {text}, got {other:?}"),
+        }
+    }
+
+    /// A valid config with `extra` spliced into its top level, its second policy and its client.
+    fn config_with(top: &str, policy: &str, client: &str) -> String {
+        format!(
+            r#"{{"duration_s": 10{top}, "policies": [{{"algorithm": "token_bucket", "rate": 1}},
+                {{"name": "api", "algorithm": "fixed_window", "limit": 5, "window_s": 1{policy}}}],
+              "clients": [{{"name": "app", "rps": 2{client}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_misspelt_field_is_refused_in_every_object_naming_where_it_is_and_the_name_meant() {
+        // the config, then the field error's at, name, field, suggestion and allowed fields
+        type Case = (String, &'static str, &'static str, &'static str, Option<&'static str>, &'static [&'static str]);
+        let cases: [Case; 5] = [
+            (config_with(r#", "durration_s": 20"#, "", ""), "", "", "durration_s", Some("duration_s"), &CONFIG_FIELDS),
+            (config_with("", r#", "bursts": 3"#, ""), "policies[1]", "api", "bursts", Some("burst"), &POLICY_FIELDS),
+            (config_with("", "", r#", "rsp": 3"#), "clients[0]", "app", "rsp", Some("rps"), &CLIENT_FIELDS),
+            (config_with("", r#", "colour": "red""#, ""), "policies[1]", "api", "colour", None, &POLICY_FIELDS),
+            (config_with(r#", "policy": []"#, "", ""), "", "", "policy", Some("policies"), &CONFIG_FIELDS),
+        ];
+        for (text, at, name, field, suggestion, allowed) in cases {
+            let e = field_error(&text);
+            let want = FieldError {
+                config: None,
+                at: at.into(),
+                name: name.into(),
+                field: field.into(),
+                problem: FieldProblem::Unknown { suggestion, allowed },
+            };
+            assert_eq!(e, want, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_says_where_it_is_what_was_meant_and_every_field_allowed() {
+        let e = field_error(&config_with("", "", r#", "rsp": 3"#));
+        assert_eq!(e.path(), "clients[0].rsp");
+        assert_eq!(
+            e.to_string(),
+            "clients[0].rsp: unknown field in client 'app' (did you mean \"rps\"?); a client has name, notes, kind, \
+             pattern, rps, burst, every_s, endpoint, retry, max_retries, cost, start, duration"
+        );
+        let e = field_error(&config_with("", r#", "colour": "red""#, ""));
+        assert!(
+            e.to_string().starts_with("policies[1].colour: unknown field in policy 'api'; a policy has name, "),
+            "{e}"
+        );
+        let e = field_error(&config_with(r#", "durration_s": 20"#, "", ""));
+        assert!(e.to_string().starts_with("durration_s: unknown field in the config (did you mean \"duration_s\"?)"));
+        assert_eq!(SimError::Field(Box::new(e)).exit_code(), 2);
+    }
+
+    #[test]
+    fn notes_are_allowed_in_every_object() {
+        let text = config_with(r#", "notes": "today's""#, r#", "notes": ["tiers"]"#, r#", "notes": {"owner": "x"}"#);
+        assert!(Config::from_json(&text).is_ok());
+    }
+
+    #[test]
+    fn a_required_number_left_out_is_named_as_required_not_as_none() {
+        let policy = |p: &str| format!(r#"{{"policies": [{p}], "clients": [{{"rps": 1}}]}}"#);
+        let client = |c: &str| format!(r#"{{"policies": [{{"algorithm": "gcra", "rate": 1}}], "clients": [{c}]}}"#);
+        let cases = [
+            (policy(r#"{"name": "ml", "algorithm": "fixed_window", "window_s": 1}"#), "policies[0]", "ml", "limit"),
+            (policy(r#"{"name": "ml", "algorithm": "sliding_log", "limit": 1}"#), "policies[0]", "ml", "window_s"),
+            (policy(r#"{"algorithm": "gcra"}"#), "policies[0]", "policy-1", "rate"),
+            (policy(r#"{"algorithm": "smartflow", "burst": 2}"#), "policies[0]", "policy-1", "rate"),
+            (
+                policy(r#"{"algorithm": "count_then_block", "period": 1}"#),
+                "policies[0]",
+                "policy-1",
+                "requests_per_period",
+            ),
+            (
+                policy(r#"{"algorithm": "count_then_block", "requests_per_period": 1}"#),
+                "policies[0]",
+                "policy-1",
+                "period",
+            ),
+            (client(r#"{"name": "norate", "pattern": "poisson"}"#), "clients[0]", "norate", "rps"),
+            (client(r#"{"name": "nb", "pattern": "burst"}"#), "clients[0]", "nb", "burst"),
+        ];
+        for (text, at, name, field) in cases {
+            let e = field_error(&text);
+            assert_eq!((e.at.as_str(), e.name.as_str(), e.field.as_str()), (at, name, field), "{text}");
+            assert!(matches!(e.problem, FieldProblem::Missing { .. }), "{text}: {e:?}");
+            assert!(!e.to_string().contains("None"), "{e}");
+        }
+        let e = field_error(&policy(r#"{"name": "ml", "algorithm": "fixed_window", "window_s": 1}"#));
+        assert_eq!(e.to_string(), "policies[0].limit is required (ml.limit: a number > 0)");
+    }
 
     #[test]
     fn nanos_round_as_f64_round_does() {
@@ -838,7 +1138,6 @@ mod tests {
 
     #[test]
     fn an_edge_rules_path_is_found_and_inlined_keeping_how_numbers_are_written() {
-        use super::Config;
         let text = r#"{"duration_s": 20.0, "edge_rules": "../worker/rules.json", "policies": []}"#;
         assert_eq!(Config::edge_rules_path(text).as_deref(), Some("../worker/rules.json"));
         assert_eq!(Config::edge_rules_path(r#"{"edge_rules": {"rules": []}}"#), None);

@@ -49,6 +49,7 @@ mod queue;
 mod random;
 mod reorder;
 mod report;
+pub mod review;
 mod selftest;
 mod size;
 mod stats;
@@ -58,7 +59,9 @@ mod traffic;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
-pub use config::{edge_rule_policies, Client, Config, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry};
+pub use config::{
+    edge_rule_policies, Client, Config, FieldError, FieldProblem, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry,
+};
 pub use decisions::{decisions, Decided};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};
@@ -80,6 +83,10 @@ use std::io::Read;
 pub enum SimError {
     /// Bad input (configuration, trace, no traffic): exit status 2.
     Input(String),
+    /// A configuration field that is unknown (a typo, most likely) or required and left
+    /// out: exit status 2. Boxed: every `Result` of the simulator carries a `SimError`, and
+    /// a small one is cheaper to pass up.
+    Field(Box<FieldError>),
     /// A valid input on which the reference simulator raises an uncaught exception (a
     /// traceback and exit status 1); this port stops at the same point with exit status 1.
     Crash(String),
@@ -89,7 +96,7 @@ impl SimError {
     /// The exit status the reference gives.
     pub fn exit_code(&self) -> u8 {
         match self {
-            SimError::Input(_) => 2,
+            SimError::Input(_) | SimError::Field(_) => 2,
             SimError::Crash(_) => 1,
         }
     }
@@ -99,6 +106,7 @@ impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SimError::Input(msg) | SimError::Crash(msg) => f.write_str(msg),
+            SimError::Field(e) => fmt::Display::fmt(e, f),
         }
     }
 }

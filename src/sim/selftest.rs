@@ -100,8 +100,10 @@ fn limiter_cases(cases: &mut Cases) {
 
 /// A self-test configuration's report.
 fn report(cfg: serde_json::Value) -> Report {
-    let cfg = Config::from_value(&cfg).expect("self-test config is valid");
-    analyse(&cfg, generate(&cfg).expect("self-test traffic")).expect("self-test analysis")
+    // the errors' Display, not their Debug: the wasm build then carries no Debug of SimError
+    let cfg = Config::from_value(&cfg).unwrap_or_else(|e| panic!("self-test config: {e}"));
+    let traffic = generate(&cfg).unwrap_or_else(|e| panic!("self-test traffic: {e}"));
+    analyse(&cfg, traffic).unwrap_or_else(|e| panic!("self-test analysis: {e}"))
 }
 
 /// Per client: 429s, admitted, amplification.

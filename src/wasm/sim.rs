@@ -17,6 +17,8 @@ const TS_SIM: &str = r#"
 /** Why a simulation gave no result: the simulator's message, and its exit status (2: bad input, 1: a valid input the reference simulator crashes on). */
 export interface SimFailure extends Error {
   exitCode: 1 | 2;
+  /** The configuration field refused (unknown, or required and left out), as a path: `policies[1].rsp`, `durration_s`; else `null`. */
+  field: string | null;
 }
 /** One simulation, as `sluicegate sim` would print it. */
 export interface SimRunText {
@@ -72,6 +74,7 @@ export interface SimArgs {
   help: boolean;
   compare: string | null;
   review: boolean;
+  reviewTemplate: string | null;
 }
 /** The simulator's self-test: its printed lines and whether every case passed. */
 export interface SimSelfTest {
@@ -80,10 +83,12 @@ export interface SimSelfTest {
 }
 /** Any JSON value (a configuration's `service`, a client's `kind`, a policy's quota are echoed as written). */
 export type SimJsonValue = string | number | boolean | null | SimJsonValue[] | { [key: string]: SimJsonValue };
-/** A rate-limit policy of a configuration. Fields beyond these are read as the simulator documents them. */
+/** A rate-limit policy of a configuration. Any other field is refused, naming it (a typo would otherwise leave a default in place). */
 export interface SimPolicyConfig {
   /** Default `policy-N`. */
   name?: string;
+  /** Free text, not read. */
+  notes?: SimJsonValue;
   /**
    * `token_bucket`, `fixed_window`, `sliding_log`, `sliding_counter` (the reference's), `gcra`,
    * `count_then_block` (the edge's), `smartflow` (a client-side pacer), or another algorithm
@@ -103,12 +108,18 @@ export interface SimPolicyConfig {
   /** Only these clients, or all but these. */
   clients?: string[];
   exclude_clients?: string[];
-  [field: string]: SimJsonValue | undefined;
+  /** `count_then_block`: requests per `period` seconds (whole numbers), the block after a refusal (seconds, default 0), and how it counts. */
+  requests_per_period?: number;
+  period?: number;
+  mitigation_timeout?: number;
+  counting?: "sliding_log" | "fixed_window" | "sliding_window";
 }
-/** A client whose traffic the simulator generates. Fields beyond these are read as the simulator documents them. */
+/** A client whose traffic the simulator generates. Any other field is refused, naming it. */
 export interface SimClientConfig {
   /** Default `client-N`. */
   name?: string;
+  /** Free text, not read. */
+  notes?: SimJsonValue;
   /** `legit` clients must not be throttled, `abusive` ones should be; default `unknown`. */
   kind?: "legit" | "abusive" | (string & {});
   /** Default `steady`. */
@@ -127,7 +138,6 @@ export interface SimClientConfig {
   max_retries?: number;
   /** What each request costs (default 1). */
   cost?: number;
-  [field: string]: SimJsonValue | undefined;
 }
 /**
  * A rule of the edge worker's rules file (`worker/rules.json`; fields as `sluicegate
@@ -162,10 +172,12 @@ export interface SimEdgeRule {
 export interface SimEdgeRules {
   rules: SimEdgeRule[];
 }
-/** A simulation configuration, as the JSON file has it. */
+/** A simulation configuration, as the JSON file has it. Any other field is refused, naming it. */
 export interface SimConfig {
   /** The report's title; default `API`. */
   service?: SimJsonValue;
+  /** Free text, not read. */
+  notes?: SimJsonValue;
   /** Seconds simulated; default 300. */
   duration_s?: number;
   /** What the backend can take, requests per second (checked by the findings); `null`: unknown. */
@@ -182,7 +194,6 @@ export interface SimConfig {
    * for a path (`edge_rules: '<path>' is a path; …`). `null`: none.
    */
   edge_rules?: SimEdgeRules | string | null;
-  [field: string]: SimJsonValue | SimPolicyConfig[] | SimClientConfig[] | SimEdgeRules | undefined;
 }
 export type SimSeverity = "high" | "medium" | "low" | "info";
 /** One client's row of the report (`sluicegate sim --json`'s `clients`), most requests first. */
@@ -348,11 +359,17 @@ export interface SimComparison {
 }
 "#;
 
-/// A JS `Error` (named `SimulationError`) with the simulator's message and `exitCode`.
+/// A JS `Error` (named `SimulationError`) with the simulator's message, `exitCode`, and the
+/// path of the configuration field it refuses (`field`, else `null`).
 fn failure(e: &SimError) -> js_sys::Error {
     let error = js_sys::Error::new(&e.to_string());
     error.set_name("SimulationError");
     set_prop(&error, "exitCode", &JsValue::from(e.exit_code()));
+    let field = match e {
+        SimError::Field(f) => JsValue::from(f.path()),
+        _ => JsValue::NULL,
+    };
+    set_prop(&error, "field", &field);
     error
 }
 
@@ -439,9 +456,11 @@ fn run_object(report: &sim::Report, timeline: &sim::Timeline) -> Object {
 
 /// Compare two configurations (JSON texts, `edge_rules` inline) on the same traffic: their
 /// own clients with one seed and duration, or `trace` (CSV text). `names` is
-/// `[beforeName, afterName]`, what errors and the review call them (a missing or `undefined`
-/// one is `the before config`, `the after config`). Returns both runs, the
-/// comparison as JSON text, the filled review and the exit status judged on the after run.
+/// `[beforeName, afterName, reviewTemplateName]`, what errors and the review call them (a
+/// missing or `undefined` one is `the before config`, `the after config`, `the review
+/// template`). `review_template` is the review's template (Markdown with `{{placeholders}}`),
+/// else the built-in one; it is checked before the runs. Returns both runs, the comparison
+/// as JSON text, the filled review and the exit status judged on the after run.
 /// `onProgress` is called every 65,536 requests with how far a run has got, and which.
 /// Throws as `simRun` does; the message names the side (`the before config: ...`), or the
 /// mismatch (different `duration_s` or `seed` and no trace).
@@ -455,6 +474,7 @@ pub fn sim_compare(
     max_requests: Option<f64>,
     reorder_window: Option<f64>,
     names: Vec<JsValue>,
+    review_template: Option<String>,
     #[wasm_bindgen(unchecked_optional_param_type = "SimCompareProgress")] on_progress: Option<js_sys::Function>,
 ) -> Result<Object, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
@@ -462,6 +482,12 @@ pub fn sim_compare(
     let name_at = |i: usize, default: &str| names.get(i).and_then(JsValue::as_string).unwrap_or_else(|| default.into());
     let before_name = name_at(0, "the before config");
     let after_name = name_at(1, "the after config");
+    let template = review_template.as_deref().unwrap_or(sim::review::REVIEW_TEMPLATE);
+    let template_error = |e: sim::review::TemplateError| {
+        let shown = name_at(2, "the review template");
+        failure(&SimError::Input(alloc::format!("{shown}: {e}")))
+    };
+    sim::review::check_template(template).map_err(template_error)?;
     let file = |label, text| sim::ConfigFile { label, text, dir: None };
     let traced = trace.as_deref().map(|text| (name.as_str(), move || Ok(text.as_bytes())));
     let mut hook = on_progress.map(OnProgress::new);
@@ -480,14 +506,15 @@ pub fn sim_compare(
     set_prop(&out, "before", &run_object(&cmp.before.report, &cmp.before.timeline));
     set_prop(&out, "after", &run_object(&cmp.after.report, &cmp.after.timeline));
     set_prop(&out, "comparison", &cmp.to_json().into());
-    set_prop(&out, "review", &cmp.to_review().into());
+    set_prop(&out, "review", &cmp.to_review_from(template).map_err(template_error)?.into());
     set_prop(&out, "markdown", &cmp.to_markdown().into());
     set_prop(&out, "exitCode", &JsValue::from(cmp.exit_code()));
     Ok(out)
 }
 
 /// `sluicegate sim`'s arguments (after `sim`), read as the native command line reads them:
-/// `{ config, trace, reorderWindow, maxRequests, json, selfTest, help, compare, review }`
+/// `{ config, trace, reorderWindow, maxRequests, json, selfTest, help, compare, review,
+/// reviewTemplate }`
 /// (absent values `null`). Throws an `Error` saying what argparse would (without the usage
 /// line: see `simUsage`).
 #[wasm_bindgen(js_name = simParseArgs, unchecked_return_type = "SimArgs")]
@@ -506,6 +533,7 @@ pub fn sim_parse_args(args: Vec<String>) -> Result<Object, JsError> {
     set_prop(&out, "help", &parsed.help.into());
     set_prop(&out, "compare", &text(parsed.compare));
     set_prop(&out, "review", &parsed.review.into());
+    set_prop(&out, "reviewTemplate", &text(parsed.review_template));
     Ok(out)
 }
 
@@ -517,6 +545,13 @@ fn ceiling(max_requests: Option<f64>) -> sim::Ceiling<'static> {
         max_requests: max_requests.map_or(sim::DEFAULT_MAX_REQUESTS, |n| n as u64),
         raise: "the maxRequests option",
     }
+}
+
+/// What the command line says of a first argument that is no command (`unknown command
+/// 'simulate'; did you mean 'sim'?`), or `undefined` when it is one.
+#[wasm_bindgen(js_name = cliUnknownCommand)]
+pub fn cli_unknown_command(word: &str) -> Option<String> {
+    sim::args::unknown_command(word)
 }
 
 /// The usage line of `sluicegate sim`.
