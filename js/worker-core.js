@@ -127,9 +127,9 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.deleteOverride(tenant);
     }
 
-    /** RPC from the Worker: a permit of egress `provider`, `[permit, mirror]`, or 0 (busy). */
-    acquirePermit(provider, weight, avoid, waitMs) {
-      return this.counter.acquirePermit(provider, weight, avoid, waitMs);
+    /** RPC from the Worker: a permit of egress `provider` (sealed with `secret` unless ""), `[permit, mirror]`, or 0 (busy). */
+    acquirePermit(provider, weight, avoid, waitMs, secret) {
+      return this.counter.acquirePermit(provider, weight, avoid, waitMs, secret ?? "");
     }
 
     /** RPC: keep egress `permit` another lease; false when it already ended. */
@@ -140,6 +140,11 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     /** RPC: give egress `permit` back (`failed`: its mirror failed); false if not held. */
     releasePermit(provider, permit, failed) {
       return this.counter.releasePermit(provider, permit, failed);
+    }
+
+    /** RPC: give back the egress permit sealed with `secret` (`failed`: its mirror failed); false if none is held. */
+    releaseSealed(provider, secret, failed) {
+      return this.counter.releaseSealed(provider, secret, failed);
     }
 
     /** RPC: give `lease` back. */

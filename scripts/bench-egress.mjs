@@ -3,8 +3,14 @@
 // with a free budget and no cache, (c) through the proxy answered from a warm cache, and
 // (d) a permit's round trip (POST …/permit, then DELETE …/permit/<id>: what permit mode adds
 // to the app's own direct call). The cases take turns in blocks, so that a slow patch of
-// the machine falls on all of them alike. Run with Node 22 after `npm run build`.
+// the machine falls on all of them alike. Then (e) what large answers cost the isolate:
+// workerd's resident memory while four 64 MiB answers (plain, then gzip that inflates to
+// 64 MiB) stream at once through a cached provider whose entries are at most 1 MiB, and the
+// time to their first byte. Run with Node 22 after `npm run build`.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { gzipSync } from "node:zlib";
 import { startEdge } from "../js/testing.js";
 
 const N = Number(process.env.SLUICEGATE_BENCH_EGRESS_N || 500);
@@ -13,13 +19,28 @@ const WARMUP = 100;
 const TOKEN = "bench-egress-token";
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 
-// The provider answers at once with a small JSON body (an Open-Meteo-sized answer for one point).
+// The provider answers at once with a small JSON body (an Open-Meteo-sized answer for one
+// point), or under /large/ with 64 MiB (/large/gzip: 64 MiB of gzip-compressed zeros).
 const BODY = JSON.stringify({ latitude: 52.52, longitude: 13.41, hourly: { temperature_2m: Array(48).fill(11.5) } });
+const LARGE = 64 * 1024 * 1024;
+const CHUNK = Buffer.alloc(1024 * 1024, 48);
+const GZIPPED = gzipSync(Buffer.alloc(LARGE));
 const provider = createServer((req, res) => {
   req.resume();
-  req.on("end", () => {
-    res.setHeader("content-type", "application/json");
-    res.end(BODY);
+  req.on("end", async () => {
+    if (!req.url.includes("/large/")) {
+      res.setHeader("content-type", "application/json");
+      res.end(BODY);
+    } else if (req.url.includes("gzip")) {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-encoding": "gzip" });
+      res.end(GZIPPED);
+    } else {
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      for (let sent = 0; sent < LARGE; sent += CHUNK.length) {
+        if (!res.write(CHUNK)) await new Promise((r) => res.once("drain", r));
+      }
+      res.end();
+    }
   });
 });
 await new Promise((r) => provider.listen(0, "127.0.0.1", r));
@@ -38,6 +59,7 @@ const edge = await startEdge({
         { id: "free", ...open },
         { id: "cached", ...open, cache: { ttl_s: 3_600 } },
         { id: "permits", ...open },
+        { id: "large", ...open, cache: { ttl_s: 3_600, max_entry_bytes: 1024 * 1024 } },
       ],
     },
   },
@@ -112,6 +134,71 @@ cases.forEach(([label], i) => {
   const added = i === 0 ? "" : i === 3 ? `${ms(p50[i])} / ${ms(p99[i])}` : `${ms(p50[i] - p50[0])} / ${ms(p99[i] - p99[0])}`;
   console.log(`${label.padEnd(40)} ${`${ms(p50[i])} / ${ms(p99[i])}`.padEnd(22)} ${added}`);
 });
+
+/** The resident memory of workerd processes started by this one, in MiB. */
+function workerdRss() {
+  const ps = execFileSync("ps", ["-eo", "pid=,ppid=,comm="], { encoding: "utf8" });
+  const rows = ps
+    .trim()
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/));
+  const mine = new Set([String(process.pid)]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const [pid, ppid] of rows) {
+      if (mine.has(ppid) && !mine.has(pid)) {
+        mine.add(pid);
+        grew = true;
+      }
+    }
+  }
+  let kib = 0;
+  for (const [pid, , comm] of rows) {
+    if (!mine.has(pid) || !comm.includes("workerd")) continue;
+    try {
+      kib += Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)[1]);
+    } catch {}
+  }
+  return kib / 1024;
+}
+
+/** Four concurrent calls of `path`: workerd's peak RSS over its RSS before, and each call's time to its first byte. */
+async function large(path) {
+  const before = workerdRss();
+  let peak = before;
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, workerdRss());
+  }, 20);
+  const firsts = await Promise.all(
+    Array.from({ length: 4 }, async (_, i) => {
+      const started = performance.now();
+      const res = await fetch(`${edge.url}/egress/large/${path}?n=${i}`, { headers: AUTH });
+      const reader = res.body.getReader();
+      let first;
+      let bytes = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        first ??= performance.now() - started;
+        bytes += value.byteLength;
+      }
+      if (bytes !== LARGE) throw new Error(`${path}: ${bytes} bytes`);
+      return first;
+    }),
+  );
+  clearInterval(sampler);
+  peak = Math.max(peak, workerdRss());
+  return { grew: peak - before, first: Math.max(...firsts) };
+}
+
+console.log();
+console.log("(e) four 64 MiB answers at once through a cached provider (max_entry_bytes 1 MiB):");
+for (const path of ["large/plain", "large/gzip"]) {
+  const { grew, first } = await large(path);
+  const what = path.endsWith("gzip") ? `gzip (${(GZIPPED.length / 1024).toFixed(0)} KiB that inflate to 64 MiB)` : "plain";
+  console.log(`  ${what.padEnd(42)} workerd RSS +${grew.toFixed(0)} MiB at its peak; first byte after at most ${ms(first)}`);
+}
 
 await edge.close();
 await new Promise((r) => provider.close(r));

@@ -261,17 +261,8 @@ fn sim_reads_the_workers_rules_file_named_by_a_config_relative_to_the_config() {
 
 /// `sluicegate sim` run in tests/fixtures/sim: exit status, stdout, stderr.
 fn sim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
-        .arg("sim")
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sim"))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("sim").chain(args.iter().copied()).collect();
+    run_in(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sim"), &args)
 }
 
 #[test]
@@ -490,11 +481,12 @@ fn a_long_run_on_a_terminal_shows_its_progress_on_stderr_and_clears_it() {
 
 /// `sluicegate ARGS` from the repository root: (exit status, stdout, stderr).
 fn sluicegate(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
+    run_in(env!("CARGO_MANIFEST_DIR"), args)
+}
+
+/// `sluicegate ARGS` run in `dir`: (exit status, stdout, stderr).
+fn run_in(dir: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluicegate")).args(args).current_dir(dir).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

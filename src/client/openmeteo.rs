@@ -428,37 +428,13 @@ fn values<'q>(query: &'q str, name: &'q str) -> impl Iterator<Item = Cow<'q, str
         .filter(|value| !value.trim().is_empty())
 }
 
-/// `+` as a space and `%XX` as its byte; a `%` without two hex digits stays as it is.
-/// Borrows when there is nothing to decode.
+/// `text` form-decoded ([`crate::core::form::decode`]), as UTF-8 (lossily). Borrows when there
+/// is nothing to decode.
 fn percent_decode(text: &str) -> Cow<'_, str> {
-    if !text.contains(['%', '+']) {
-        return Cow::Borrowed(text);
+    match crate::core::form::decode(text) {
+        Cow::Borrowed(_) => Cow::Borrowed(text),
+        Cow::Owned(bytes) => Cow::Owned(String::from_utf8_lossy(&bytes).into_owned()),
     }
-    let hex = |b: u8| char::from(b).to_digit(16);
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let escaped = match (b, bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(high), Some(low)) => u8::try_from(high * 16 + low).ok(),
-            _ => None,
-        };
-        match (escaped, b) {
-            (Some(byte), _) => {
-                out.push(byte);
-                i += 3;
-            }
-            (None, b'+') => {
-                out.push(b' ');
-                i += 1;
-            }
-            (None, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The non-empty items of a comma-separated list, trimmed.

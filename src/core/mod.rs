@@ -1,9 +1,11 @@
 //! What every layer stands on: time as an argument ([`time`]), one module per limiting
 //! algorithm behind one shape ([`limit`]), limiters per key ([`keyed`]), in-flight slots
-//! ([`budget`]), the sorting helpers and the "did you mean" of error messages. `no_std`,
+//! ([`budget`]), form decoding, the sorting helpers and the "did you mean" of error
+//! messages. `no_std`,
 //! no serde, and it imports nothing above it (`tests/layers.rs` checks).
 
 pub mod budget;
+pub(crate) mod form;
 pub mod keyed;
 pub mod limit;
 pub(crate) mod sort;

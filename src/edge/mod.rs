@@ -2,11 +2,14 @@
 //! these): the rules file ([`rules`], Cloudflare-rule shaped, with its tenants config and the
 //! egress providers), who is counted ([`identity`]), what is forwarded ([`forward`],
 //! [`headers`]), pre-read admission ([`admission`]), tenant quotas ([`tenants`]), the app's
-//! egress ([`egress`]) and what a log may show ([`redact`]).
+//! egress ([`egress`]), bodies counted as they stream ([`body`]), failed tries of its secrets
+//! ([`guesses`]) and what a log may show ([`redact`]).
 
 pub mod admission;
+pub mod body;
 pub mod egress;
 pub mod forward;
+pub mod guesses;
 pub mod headers;
 pub mod identity;
 pub mod json;

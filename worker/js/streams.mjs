@@ -228,3 +228,80 @@ export async function sha256Hex(text) {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
+
+/**
+ * `fetch(request)`, given up after `ms` milliseconds: then the call is aborted and the
+ * promise resolves to `null`. When `signal` (the client's) aborts first, the call is aborted
+ * with it and the promise rejects, as `fetch` does.
+ */
+export function fetchWithin(request, ms, signal) {
+  const call = new AbortController();
+  const follow = () => call.abort(signal.reason);
+  if (signal?.aborted) follow();
+  else signal?.addEventListener?.("abort", follow, { once: true });
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      call.abort(new Error(`no answer within ${ms} ms`));
+      resolve(null);
+    }, ms);
+  });
+  return Promise.race([fetch(request, { signal: call.signal }), late]).finally(() => clearTimeout(timer));
+}
+
+/** A reader of `stream`. */
+export function readerOf(stream) {
+  return stream.getReader();
+}
+
+/** The next chunk `reader` gives (a `Uint8Array`), or `undefined` at the end. */
+export async function nextChunk(reader) {
+  const { done, value } = await reader.read();
+  return done ? undefined : value;
+}
+
+/** Stop reading: `reader`'s stream is cancelled (its source told nobody reads on). */
+export function cancelReader(reader) {
+  reader.cancel().catch(() => {});
+}
+
+/**
+ * A stream of `chunks` (read from `reader` already), then of the rest `reader` gives: an
+ * answer passed on from where reading stopped. Cancelling it cancels `reader`.
+ */
+export function resumed(chunks, reader) {
+  let i = 0;
+  return new ReadableStream({
+    async pull(controller) {
+      if (i < chunks.length) {
+        controller.enqueue(chunks[i]);
+        chunks[i++] = undefined;
+        return;
+      }
+      try {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (error) {
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** `chunks` (`Uint8Array`s) as one `Uint8Array`. */
+export function joined(chunks) {
+  if (chunks.length === 1) return chunks[0];
+  let length = 0;
+  for (const chunk of chunks) length += chunk.byteLength;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}

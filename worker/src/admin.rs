@@ -11,11 +11,13 @@
 //! `/v1/tenants` is the API's (a 404 when no route matches): none reaches the origin.
 //!
 //! Authorised by `Authorization: Bearer <token>`, compared in constant time; a wrong or
-//! missing token is a bare 401. Overrides are kept by one Durable Object (they survive
-//! restarts) and every isolate reads them at most a second old; the API itself reads and
-//! changes them in that object, and answers `503` `store_unavailable` when it cannot be
-//! reached within a second. Each accepted change is logged: who (the caller's address),
-//! what, before, after, when, and whether it changed anything.
+//! missing token is a bare 401, and a client that sent too many wrong ones is answered 429
+//! for a while (see `crate::auth`). A limit document is read as it streams and refused at
+//! the first byte past 64 KiB (never read whole first). Overrides are kept by one Durable
+//! Object (they survive restarts) and every isolate reads them at most a second old; the API
+//! itself reads and changes them in that object, and answers `503` `store_unavailable` when
+//! it cannot be reached within a second. Each accepted change is logged: who (the caller's
+//! address), what, before, after, when, and whether it changed anything.
 
 use crate::config::Setup;
 use crate::js::{self, Env};
@@ -31,7 +33,7 @@ use web_sys::{Request, Response};
 
 const PREFIX: &str = "/v1/tenants";
 /// The largest limit document a PUT may send.
-const MAX_BODY: usize = 64 * 1024;
+const MAX_BODY: u64 = 64 * 1024;
 
 /// The admin API's answer, when this request is one of its routes and the API exists.
 pub async fn serve(
@@ -43,7 +45,7 @@ pub async fn serve(
 ) -> Result<Option<Response>, JsValue> {
     let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let Some(route) = route(path) else { return Ok(None) };
-    if let Some(refusal) = crate::respond::unauthorised(request, &token)? {
+    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? {
         return Ok(Some(refusal));
     }
     let Some(tenants) = setup.rules.tenants() else {
@@ -184,10 +186,9 @@ async fn put(
     tenant: &str,
     caller: Option<Identity>,
 ) -> Result<Response, JsValue> {
-    let body = JsFuture::from(request.text()?).await?.as_string().unwrap_or_default();
-    if body.len() > MAX_BODY {
+    let Ok(body) = crate::body::request_text(request, MAX_BODY).await? else {
         return Ok(bad_request("", &format!("the limit document is larger than {MAX_BODY} bytes")));
-    }
+    };
     let limit = match TenantLimit::from_json_text(&body, tenants.max_body_bytes) {
         Ok(limit) => limit,
         Err(e) => return Ok(bad_request(&e.field, &e.message)),

@@ -3,7 +3,7 @@
 //! shared by the Worker and its Durable Objects.
 
 use crate::js::Env;
-use sluicegate::rules::RuleSet;
+use sluicegate::rules::{RuleSet, WithoutBinding};
 use sluicegate::tenants::Tenants;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -92,7 +92,8 @@ pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String
         return Err("the Durable Object binding's name is empty".into());
     }
     let text = JsValue::from_str(&text);
-    setup(&text, None, &env.tenant_keys())?;
+    let checked = setup(&text, None, &env.tenant_keys())?;
+    check_binding(&checked, env, binding)?;
     let same = LIBRARY
         .with(|l| l.borrow().as_ref().map(|lib| js_sys::Object::is(&lib.rules, &text) && lib.binding == binding));
     match same {
@@ -106,6 +107,27 @@ pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String
     }
     LIBRARY.with(|l| *l.borrow_mut() = Some(Library { rules: text, binding: binding.to_owned() }));
     Ok(())
+}
+
+/// Whether `env` can count what `setup`'s rules count in the Durable Object binding
+/// `binding`: without the binding, a Worker whose rules need it refuses to start (a deploy
+/// mistake, named with the lines to add), and one whose only users of it fail open by choice
+/// starts with one log line saying so.
+///
+/// # Errors
+/// What is missing and how to add it.
+pub fn check_binding(setup: &Setup, env: &Env, binding: &str) -> Result<(), String> {
+    if js_sys::Reflect::get(env, &JsValue::from_str(binding)).is_ok_and(|b| b.is_object()) {
+        return Ok(());
+    }
+    match setup.rules.without_binding(binding) {
+        WithoutBinding::Unused => Ok(()),
+        WithoutBinding::Warn(why) => {
+            crate::log::log_error(&format!("sluicegate: {why}"));
+            Ok(())
+        }
+        WithoutBinding::Refuse(why) => Err(why),
+    }
 }
 
 /// The name in `env` of the Durable Object binding that counts.

@@ -209,10 +209,13 @@ impl Counter {
 
     /// A leased permit of fleet egress `provider` for a call of `weight` thousandths at a
     /// mirror not in `avoid`: `[permit, mirror]`, or 0 when none started within `wait_ms`
-    /// (or it can never start). The promise holds no borrow of this object.
+    /// (or it can never start). A permit for the app is sealed with `secret` (32 hex digits,
+    /// drawn by the Worker) and given back by it ([`Counter::release_sealed`]); a proxied
+    /// call's has none (`""`). The promise holds no borrow of this object.
     ///
     /// # Errors
-    /// When `provider` is not a fleet egress provider of the rules in force.
+    /// When `provider` is not a fleet egress provider of the rules in force, or `secret` is
+    /// neither empty nor 32 hex digits.
     #[wasm_bindgen(js_name = acquirePermit)]
     pub fn acquire_permit(
         &self,
@@ -220,8 +223,16 @@ impl Counter {
         weight: f64,
         avoid: f64,
         wait_ms: f64,
+        secret: &str,
     ) -> Result<js_sys::Promise, JsError> {
         let p = self.fleet_provider(provider)?;
+        let secret = match secret {
+            "" => None,
+            hex => Some(
+                sluicegate::egress::permit::secret_from_hex(hex)
+                    .ok_or_else(|| JsError::new("a permit's secret is 32 hex digits"))?,
+            ),
+        };
         let gates = self.egress.clone();
         let deadline = now() + Span::from_millis(wait_ms.clamp(0.0, 600_000.0) as u64);
         let future = async move {
@@ -232,6 +243,14 @@ impl Counter {
                 Ask::Refused(_) => None,
                 Ask::Queued(ticket) => crate::egress::wait(&gates, &p, ticket, deadline).await?,
             };
+            // A secret in use already (two draws alike) seals nothing: the permit goes back.
+            let grant = grant.filter(|g| match secret {
+                Some(secret) if !crate::egress::seal_with(&gates, &p, g.permit, secret) => {
+                    crate::egress::finish(&gates, &p, g.permit, false);
+                    false
+                }
+                _ => true,
+            });
             Ok(match grant {
                 Some(g) => {
                     js_sys::Array::of2(&JsValue::from_f64(g.permit as f64), &JsValue::from_f64(g.mirror as f64)).into()
@@ -260,6 +279,18 @@ impl Counter {
     pub fn release_permit(&self, provider: &str, permit: f64, failed: bool) -> Result<bool, JsError> {
         let p = self.fleet_provider(provider)?;
         Ok(crate::egress::finish(&self.egress, &p, permit as u64, failed))
+    }
+
+    /// Give back the permit of fleet egress `provider` sealed with `secret` (`failed`: its
+    /// mirror failed); `false` when no held permit was sealed with it.
+    ///
+    /// # Errors
+    /// When `provider` is not a fleet egress provider of the rules in force.
+    #[wasm_bindgen(js_name = releaseSealed)]
+    pub fn release_sealed(&self, provider: &str, secret: &str, failed: bool) -> Result<bool, JsError> {
+        let p = self.fleet_provider(provider)?;
+        let Some(secret) = sluicegate::egress::permit::secret_from_hex(secret) else { return Ok(false) };
+        Ok(crate::egress::finish_sealed(&self.egress, &p, secret, failed))
     }
 
     /// Count one request of `key` under rule `rule_id`, at this object's clock:

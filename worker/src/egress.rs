@@ -3,30 +3,43 @@
 //!
 //! - `<prefix><provider>/<path>?<query>`: the edge calls the provider's first free mirror
 //!   (`<mirror base URL><path>?<query>`) under its budget, fails over to the next on a
-//!   connection error, a 5xx or a 429, and answers with the provider's status and body,
-//!   `Sluicegate-Mirror` and `Sluicegate-Cache: hit | miss | stale`;
+//!   connection error, a 5xx, a 429 or no answer within the provider's `timeout_s`, and
+//!   answers with the provider's status and body, `Sluicegate-Mirror` and
+//!   `Sluicegate-Cache: hit | miss | stale`;
 //! - `POST <prefix><provider>/permit` (`{"weight"?, "query"?}`): waits up to `max_wait`,
 //!   then `{"id", "mirror", "lease_ms"}`: the app calls that mirror itself, then
 //! - `DELETE <prefix><provider>/permit/<id>` (`{"failed": true}` when the call failed) gives
-//!   the permit back; one never given back ends with its lease.
+//!   the permit back; one never given back ends with its lease. An id is 128 random bits
+//!   (`sluicegate::egress::permit`): it cannot be guessed, and a proxied call has none.
 //!
-//! Authorised by `Authorization: Bearer <token>`, compared in constant time. Without the
-//! secret the routes do not exist and those paths go to the origin like any other.
+//! Authorised by `Authorization: Bearer <token>`, compared in constant time, failed tries
+//! counted per client (`crate::auth`). Without the secret the routes do not exist and those
+//! paths go to the origin like any other.
+//!
+//! What is decided lives in `sluicegate::egress` and is only carried out here: the call's
+//! weight (`weigh`), who starts and where (`gate`), failover and deadlines (`call`), what
+//! may be kept and under which key (`cache`), bodies counted as they stream
+//! (`sluicegate::edge::body`), permit ids (`permit`).
 //!
 //! A budget is kept in this isolate (`scope: "isolate"`, one per pod) or by the provider's
 //! Durable Object (`scope: "fleet"`, one for every isolate: [`Gates`] there too, each call
 //! leased). The cache is always this isolate's.
 
-use crate::clock::now;
+use crate::body::{request_body, request_text, take_up_to, Taken as Read};
+use crate::clock::{now, timer_ms};
 use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
 use crate::log::{describe, json_string, log, log_error};
 use crate::respond::{answer, problem};
-use sluicegate::egress::cache::{CachePolicy, Lookup, ResponseCache};
+use sluicegate::edge::body::{ByteCap, Over};
+use sluicegate::egress::cache::{call_key, storable, ByteSize, CachePolicy, CallParts, Lookup, ResponseCache};
+use sluicegate::egress::call::{Attempt, End, Failover, Next, NoStart};
 use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
-use sluicegate::egress::{self as rules, PermitAsk, Provider, Route, Weigh};
+use sluicegate::egress::permit::PermitId;
+use sluicegate::egress::weigh;
+use sluicegate::egress::{self as rules, PermitAsk, Provider, Route};
 use sluicegate::headers;
-use sluicegate::openmeteo::query_weight_milli;
+use sluicegate::identity::Identity;
 use sluicegate::rules::Scope as BudgetScope;
 use sluicegate::time::{Instant, Span};
 use std::cell::{Cell, RefCell};
@@ -39,9 +52,9 @@ use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, Response
 /// Callers one provider may queue before new ones are refused at once.
 const MAX_QUEUE: usize = 10_000;
 /// The largest request body a proxied call may carry (it is kept to fail over with).
-const MAX_REQUEST_BODY: u32 = 1024 * 1024;
+const MAX_REQUEST_BODY: u64 = 1024 * 1024;
 /// The largest permit request body.
-const MAX_PERMIT_BODY: u32 = 4096;
+const MAX_PERMIT_BODY: u64 = 4096;
 /// Headers of a provider's answer that are not passed on: the body is re-framed here, and
 /// the provider's cookies are not the app's.
 const ANSWER_DROPS: &str =
@@ -50,6 +63,9 @@ const ANSWER_DROPS: &str =
 /// edge's token above all).
 const CALL_HEADERS: &[&str] =
     &["accept", "accept-language", "content-type", "user-agent", "if-none-match", "if-modified-since"];
+/// Of [`CALL_HEADERS`], those a cached call leaves out: the edge is the cache, and a
+/// provider's `304` is no answer to keep.
+const CONDITIONAL: &[&str] = &["if-none-match", "if-modified-since"];
 
 /// Thousandths of a weighted call, written as a decimal with integers only (`1500` →
 /// `1.5`): formatting a float would weigh 16 KB of wasm.
@@ -92,7 +108,7 @@ fn limits_of(p: &Provider) -> Limits {
         mirrors: p.mirrors.len(),
         max_in_flight: p.max_in_flight,
         min_interval: p.min_interval,
-        weight_per_minute: p.weight_per_minute.map(|w| u64::from(w) * 1000),
+        weight_per_minute: weigh::budget_milli(p),
         retry_after_failure: p.retry_after_failure,
         max_queue: MAX_QUEUE,
     }
@@ -147,6 +163,38 @@ pub fn finish(gates: &Shared, p: &Provider, permit: u64, failed: bool) -> bool {
     finished
 }
 
+/// Give back the permit sealed with `secret` (one handed to the app); `false` when no held
+/// permit was.
+pub fn finish_sealed(gates: &Shared, p: &Provider, secret: u128, failed: bool) -> bool {
+    let finished = with_gate(gates, p, |l| l.gate.finish_sealed(secret, failed, now()));
+    pump(gates, p);
+    finished
+}
+
+/// Seal a held permit with a fresh secret (for the app to give it back by): the secret, or
+/// `None` when the permit is no longer held.
+///
+/// # Errors
+/// When the runtime gives no cryptographic random bits.
+pub fn seal(gates: &Shared, p: &Provider, permit: u64) -> Result<Option<u128>, JsValue> {
+    loop {
+        let secret = crate::runtime::secret_u128()?;
+        let (sealed, held) = with_gate(gates, p, |l| (l.gate.seal(permit, secret), l.gate.is_held(permit)));
+        match (sealed, held) {
+            (true, _) => return Ok(Some(secret)),
+            (false, false) => return Ok(None),
+            // The draw repeated one in use: draw again.
+            (false, true) => {}
+        }
+    }
+}
+
+/// Seal a held permit with `secret` drawn elsewhere (the Worker, for the fleet's object):
+/// `false` when it is not held or the secret is in use.
+pub fn seal_with(gates: &Shared, p: &Provider, permit: u64, secret: u128) -> bool {
+    with_gate(gates, p, |l| l.gate.seal(permit, secret))
+}
+
 /// Keep a leased permit another lease; `false` when it already ended.
 pub fn renew(gates: &Shared, p: &Provider, permit: u64) -> bool {
     with_gate(gates, p, |l| l.gate.renew(permit, now()))
@@ -194,7 +242,7 @@ pub async fn wait(gates: &Shared, p: &Provider, ticket: Ticket, deadline: Instan
         });
         let now = now();
         let wake = with_gate(gates, p, |l| l.gate.wake_at(now)).map_or(deadline, |w| w.min(deadline));
-        let ms = crate::clock::timer_ms(wake - now).max(1.0);
+        let ms = timer_ms(wake - now).max(1.0);
         JsFuture::from(js::within(&woken, ms, &JsValue::FALSE)?).await?;
         pump(gates, p);
         if let Some(grant) = with_gate(gates, p, |l| l.granted.remove(&ticket)) {
@@ -344,7 +392,7 @@ async fn start_fleet(
     want: Want,
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
-    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want).await? else {
+    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want, "").await? else {
         return Ok(Taken::Late);
     };
     let lease_ms = p.lease.as_millis_ceil() as f64;
@@ -376,12 +424,13 @@ pub async fn serve(
     setup: &crate::config::Setup,
     path: &str,
     url: &Url,
+    caller: Option<Identity>,
 ) -> Result<Option<Response>, JsValue> {
     let Some(egress) = setup.rules.egress() else { return Ok(None) };
     let Some(token) = env.egress_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let method = request.method().to_ascii_uppercase();
     let Some(route) = egress.route(&method, path) else { return Ok(None) };
-    if let Some(refusal) = crate::respond::unauthorised(request, &token)? {
+    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "egress")? {
         return Ok(Some(refusal));
     }
     let provider = match route {
@@ -403,6 +452,10 @@ pub async fn serve(
 
 fn bad_request(detail: &str) -> Response {
     problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
+}
+
+fn too_large(over: Over) -> Response {
+    problem(413, &headers::problem(413, "Content Too Large", &over.to_string(), None, None), None)
 }
 
 /// `503` for a provider that could not start a call within its `max_wait`.
@@ -434,141 +487,117 @@ fn refused(p: &Provider, why: Refused) -> Response {
     }
 }
 
-/// The weight of a call with `query`, in thousandths; a problem when it cannot be read.
-fn weight_of(p: &Provider, query: &str) -> Result<u64, Response> {
-    match p.weight {
-        None => Ok(1000),
-        Some(Weigh::OpenMeteo) => query_weight_milli(query)
-            .map_err(|e| bad_request(&format!("The call's weight cannot be read from its query: {e}."))),
-    }
-}
-
-/// A body of at most `max` bytes (`None`: none sent).
-async fn small_body(request: &Request, max: u32) -> Result<Result<Option<js_sys::Uint8Array>, Response>, JsValue> {
-    if request.body().is_none() {
-        return Ok(Ok(None));
-    }
-    let declared = request.headers().get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > u64::from(max)) {
-        let detail = format!("The body may be at most {max} bytes.");
-        return Ok(Err(problem(413, &headers::problem(413, "Content Too Large", &detail, None, None), None)));
-    }
-    let bytes = js_sys::Uint8Array::new(&JsFuture::from(request.array_buffer()?).await?);
-    if bytes.length() > max {
-        let detail = format!("The body may be at most {max} bytes.");
-        return Ok(Err(problem(413, &headers::problem(413, "Content Too Large", &detail, None, None), None)));
-    }
-    Ok(Ok(Some(bytes)))
-}
-
-/// A permit route's body as text (empty when there is none), or the answer to a body over
-/// [`MAX_PERMIT_BODY`].
-async fn permit_body(request: &Request) -> Result<Result<String, Response>, JsValue> {
-    let body = small_body(request, MAX_PERMIT_BODY).await?;
-    Ok(body.map(|b| b.map(|b| String::from_utf8_lossy(&b.to_vec()).into_owned()).unwrap_or_default()))
+fn unreachable_provider(p: &Provider) -> Response {
+    let detail = format!("No mirror of the provider \"{}\" could be reached.", p.id);
+    problem(502, &headers::problem(502, "Bad Gateway", &detail, Some(&p.id), None), None)
 }
 
 /// `POST …/permit`: wait for a start, then hand it to the app.
 async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, JsValue> {
-    let read = |text: String| PermitAsk::from_json(&text).map_err(|why| bad_request(&why));
-    let asked = match permit_body(request).await?.and_then(read) {
+    let text = match request_text(request, MAX_PERMIT_BODY).await? {
+        Ok(text) => text,
+        Err(over) => return Ok(too_large(over)),
+    };
+    let asked = match PermitAsk::from_json(&text) {
         Ok(asked) => asked,
-        Err(answer) => return Ok(answer),
+        Err(why) => return Ok(bad_request(&why)),
     };
-    let weight = match (asked.weight, asked.query.as_deref()) {
-        (Some(w), _) => w,
-        (None, Some(query)) => match weight_of(p, query) {
-            Ok(w) => w,
-            Err(answer) => return Ok(answer),
-        },
-        (None, None) if p.weight.is_some() => {
-            return Ok(bad_request(&format!(
-                "The provider \"{}\" is weighed: give \"weight\" or the call's \"query\".",
-                p.id
-            )))
-        }
-        (None, None) => 1000,
+    let weight = match weigh::permit_weight(p, &asked) {
+        Ok(weight) => weight,
+        Err(why) => return Ok(bad_request(&why)),
     };
+    if let Some(why) = weigh::too_heavy(p, weight) {
+        return Ok(refused(p, why));
+    }
     let scope = Scope::of(request);
     let deadline = now() + p.max_wait;
-    let (permit, fleet) = if p.scope == BudgetScope::Fleet {
+    let taken = if p.scope == BudgetScope::Fleet {
         match permit_fleet(p, env, weight, deadline).await {
-            Ok(got) => (got, true),
+            Ok(got) => Ok(got),
             Err(error) => {
                 store_failure(p, &error);
-                (permit_here(p, weight, deadline, &scope).await?, false)
+                permit_here(p, weight, deadline, &scope).await
             }
         }
     } else {
-        (permit_here(p, weight, deadline, &scope).await?, false)
+        permit_here(p, weight, deadline, &scope).await
     };
-    let grant = match permit {
-        Ok(grant) => grant,
+    let (id, mirror) = match taken? {
+        Ok(held) => held,
         Err(Some(why)) => return Ok(refused(p, why)),
         Err(None) => return Ok(shed(p)),
     };
-    let id = format!("{}{}", if fleet { 'f' } else { 'i' }, grant.permit);
     let body = format!(
         "{{\"id\":{},\"provider\":{},\"mirror\":{},\"lease_ms\":{},\"weight\":{}}}",
-        json_string(&id),
+        json_string(&id.to_string()),
         json_string(&p.id),
-        json_string(&p.mirrors[grant.mirror].url()),
+        json_string(&p.mirrors[mirror].url()),
         p.lease.as_millis_ceil(),
         Milli(weight)
     );
     answer(200, "application/json", "no-store", Some(&body), &[])
 }
 
-/// A permit from this isolate's budget, leased.
-async fn permit_here(
-    p: &Provider,
-    weight: u64,
-    deadline: Instant,
-    scope: &Scope<'_>,
-) -> Result<Result<Grant, Option<Refused>>, JsValue> {
+/// What asking for a permit came to: its id and mirror, or why not (`None`: nothing started
+/// within `max_wait`, or the client left).
+type PermitTaken = Result<(PermitId, usize), Option<Refused>>;
+
+/// A permit from this isolate's budget, leased and sealed.
+async fn permit_here(p: &Provider, weight: u64, deadline: Instant, scope: &Scope<'_>) -> Result<PermitTaken, JsValue> {
     let gates = here();
-    let ticket = match ask(&gates, p, weight, 0, Some(p.lease)) {
-        Ask::Granted(grant) => return Ok(Ok(grant)),
+    let grant = match ask(&gates, p, weight, 0, Some(p.lease)) {
+        Ask::Granted(grant) => grant,
         Ask::Refused(why) => return Ok(Err(Some(why))),
-        Ask::Queued(ticket) => ticket,
-    };
-    let waiting = {
-        let (gates, p) = (gates.clone(), p.clone());
-        scope.hold(move || leave(&gates, &p, ticket))
-    };
-    let grant = wait(&gates, p, ticket, deadline).await?;
-    // Held by the app from here on (its lease ends it); the client that left gave it back.
-    let kept = waiting.hold().is_held();
-    waiting.hold().disarm();
-    Ok(match grant {
-        Some(grant) if kept => Ok(grant),
-        Some(grant) => {
-            finish(&gates, p, grant.permit, false);
-            Err(None)
+        Ask::Queued(ticket) => {
+            let waiting = {
+                let (gates, p) = (gates.clone(), p.clone());
+                scope.hold(move || leave(&gates, &p, ticket))
+            };
+            let grant = wait(&gates, p, ticket, deadline).await?;
+            // Held by the app from here on (its lease ends it); the client that left gave it back.
+            let kept = waiting.hold().is_held();
+            waiting.hold().disarm();
+            match grant {
+                Some(grant) if kept => grant,
+                Some(grant) => {
+                    finish(&gates, p, grant.permit, false);
+                    return Ok(Err(None));
+                }
+                None => return Ok(Err(None)),
+            }
         }
+    };
+    let sealed = match seal(&gates, p, grant.permit) {
+        Ok(sealed) => sealed,
+        Err(error) => {
+            finish(&gates, p, grant.permit, false);
+            return Err(error);
+        }
+    };
+    Ok(match sealed {
+        Some(secret) => Ok((PermitId { fleet: false, secret }, grant.mirror)),
         None => Err(None),
     })
 }
 
-async fn permit_fleet(
-    p: &Provider,
-    env: &Env,
-    weight: u64,
-    deadline: Instant,
-) -> Result<Result<Grant, Option<Refused>>, JsValue> {
-    if let Some(budget) = p.weight_per_minute.map(|w| u64::from(w) * 1000).filter(|b| weight > *b) {
-        return Ok(Err(Some(Refused::TooHeavy { weight, budget })));
-    }
+/// A permit from the provider's Durable Object, which seals it with a secret drawn here.
+async fn permit_fleet(p: &Provider, env: &Env, weight: u64, deadline: Instant) -> Result<PermitTaken, JsValue> {
+    let secret = crate::runtime::secret_u128()?;
+    let id = PermitId { fleet: true, secret };
     let stub = stub_of(p, env)?;
-    Ok(ask_fleet(&stub, p, Want { weight, avoid: 0, deadline }).await?.ok_or(None))
+    Ok(match ask_fleet(&stub, p, Want { weight, avoid: 0, deadline }, &id.secret_hex()).await? {
+        Some(grant) => Ok((id, grant.mirror)),
+        None => Err(None),
+    })
 }
 
-/// A leased permit from the provider's Durable Object, waiting there until `deadline`;
-/// `None` when none started in time.
-async fn ask_fleet(stub: &js::Stub, p: &Provider, want: Want) -> Result<Option<Grant>, JsValue> {
+/// A leased permit from the provider's Durable Object, waiting there until `deadline` and
+/// sealed there with `secret` unless it is empty; `None` when none started in time.
+async fn ask_fleet(stub: &js::Stub, p: &Provider, want: Want, secret: &str) -> Result<Option<Grant>, JsValue> {
     let Want { weight, avoid, deadline } = want;
     let wait_ms = deadline.saturating_since(now()).as_millis_ceil() as f64;
-    let call = js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, f64::from(avoid), wait_ms)?);
+    let call =
+        js_sys::Promise::resolve(&stub.acquire_permit(&p.id, weight as f64, f64::from(avoid), wait_ms, secret)?);
     // The object answers within the wait; past that and a margin, it is not answering.
     let got = JsFuture::from(js::within(&call, wait_ms + 1_000.0, &JsValue::UNDEFINED)?).await?;
     if got.is_undefined() {
@@ -582,25 +611,27 @@ async fn ask_fleet(stub: &js::Stub, p: &Provider, want: Want) -> Result<Option<G
 
 /// `DELETE …/permit/<id>`: the app's call is over.
 async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Result<Response, JsValue> {
-    let read = |text: String| rules::failed_from_json(&text).map_err(|why| bad_request(&why));
-    let failed = match permit_body(request).await?.and_then(read) {
-        Ok(failed) => failed,
-        Err(answer) => return Ok(answer),
+    let text = match request_text(request, MAX_PERMIT_BODY).await? {
+        Ok(text) => text,
+        Err(over) => return Ok(too_large(over)),
     };
-    let (fleet, number) = match (id.get(..1), id.get(1..).and_then(|n| n.parse::<u64>().ok())) {
-        (Some("f"), Some(n)) => (true, n),
-        (Some("i"), Some(n)) => (false, n),
-        _ => return Ok(bad_request("Not a permit id.")),
+    let failed = match rules::failed_from_json(&text) {
+        Ok(failed) => failed,
+        Err(why) => return Ok(bad_request(&why)),
+    };
+    let Some(id) = PermitId::parse(id) else {
+        return Ok(bad_request("Not a permit id: give back the \"id\" that POST …/permit answered with."));
     };
     // Only a fleet provider's object holds `f` permits: asking another provider's (which it
     // does not keep) would fail.
-    let released = if fleet && p.scope != BudgetScope::Fleet {
+    let released = if id.fleet && p.scope != BudgetScope::Fleet {
         false
-    } else if fleet {
+    } else if id.fleet {
         let stub = stub_of(p, env)?;
-        JsFuture::from(js_sys::Promise::resolve(&stub.release_permit(&p.id, number as f64, failed)?)).await?.is_truthy()
+        let call = stub.release_sealed(&p.id, &id.secret_hex(), failed)?;
+        JsFuture::from(js_sys::Promise::resolve(&call)).await?.is_truthy()
     } else {
-        finish(&here(), p, number, failed)
+        finish_sealed(&here(), p, id.secret, failed)
     };
     if released {
         return answer(204, "text/plain", "no-store", None, &[]);
@@ -617,14 +648,50 @@ async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Resu
 
 // ─── The proxy ──────────────────────────────────────────────────────────────────────────
 
+/// Headers as `(lower-case name, value)`, in a fixed order of names.
+type Carried = Vec<(&'static str, String)>;
+
 /// One call as the app made it, to be made of a mirror (again, on failover).
 struct Call {
     method: String,
     rest: String,
     query: String,
     headers: Headers,
+    /// The headers it carries to the provider, as they are keyed.
+    carried: Carried,
     body: Option<js_sys::Uint8Array>,
+    /// The body's `Content-Type` (as carried).
+    content_type: String,
     weight: u64,
+}
+
+impl Call {
+    /// A copy to make again behind the request (a snapshot's refresh).
+    fn copy(&self) -> Result<Call, JsValue> {
+        Ok(Call {
+            method: self.method.clone(),
+            rest: self.rest.clone(),
+            query: self.query.clone(),
+            headers: Headers::new_with_headers(&self.headers)?,
+            carried: self.carried.clone(),
+            body: self.body.clone(),
+            content_type: self.content_type.clone(),
+            weight: self.weight,
+        })
+    }
+
+    /// Its cache key ([`call_key`]); `None` when it is not to be cached.
+    fn key(&self) -> Option<String> {
+        let headers: Vec<(&str, &str)> = self.carried.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let body = self.body.as_ref().map(js_sys::Uint8Array::to_vec);
+        call_key(&CallParts {
+            method: &self.method,
+            path: &self.rest,
+            query: &self.query,
+            headers: &headers,
+            body: body.as_deref().map(|b| (b, self.content_type.as_str())),
+        })
+    }
 }
 
 async fn proxy(
@@ -646,33 +713,38 @@ async fn proxy(
     if let Err(why) = rules::target(&p.mirrors[0], rest, &query) {
         return Ok(bad_request(&format!("{why}.")));
     }
-    let weight = match weight_of(p, &query) {
+    let weight = match weigh::call_weight(p, &query) {
         Ok(w) => w,
-        Err(answer) => return Ok(answer),
+        Err(why) => return Ok(bad_request(&why)),
     };
-    if let Some(budget) = p.weight_per_minute.map(|w| u64::from(w) * 1000).filter(|b| weight > *b) {
-        return Ok(refused(p, Refused::TooHeavy { weight, budget }));
+    if let Some(why) = weigh::too_heavy(p, weight) {
+        return Ok(refused(p, why));
     }
     let body = if method == "POST" {
-        match small_body(request, MAX_REQUEST_BODY).await? {
+        match request_body(request, MAX_REQUEST_BODY).await? {
             Ok(body) => body,
-            Err(answer) => return Ok(answer),
+            Err(over) => return Ok(too_large(over)),
         }
     } else {
         None
     };
-    let call = Call { method, rest: rest.to_owned(), query, headers: call_headers(request, p)?, body, weight };
-    let deadline = now() + p.max_wait;
-    if let (Some(rule), "GET" | "HEAD") = (p.cache, call.method.as_str()) {
-        return cached(request, env, ctx, p, rule, call, deadline).await;
+    // A POST is cached where the provider's cache says so, keyed by its body (never one
+    // larger than an entry may be).
+    let cached = p.cache.filter(|rule| {
+        method != "POST" || (rule.post && body.as_ref().is_some_and(|b| u64::from(b.length()) <= rule.max_entry_bytes))
+    });
+    // A cached HEAD is answered from what a GET keeps.
+    let method = if method == "HEAD" && cached.is_some() { "GET".to_owned() } else { method };
+    let (headers, carried) = call_headers(request, p, cached.is_some())?;
+    let content_type = carried.iter().find(|(n, _)| *n == "content-type").map(|(_, v)| v.clone()).unwrap_or_default();
+    let call = Call { method, rest: rest.to_owned(), query, headers, carried, body, content_type, weight };
+    if let Some((rule, key)) = cached.and_then(|rule| Some((rule, call.key()?))) {
+        return cached_call(request, env, ctx, p, rule, call, &key).await;
     }
+    let deadline = now() + p.max_wait;
     let scope = Scope::of(request);
     match send(p, env, ctx, &call, deadline, Some(&scope), Some(request)).await? {
-        Sent::Answer { response, mirror, permit } => {
-            let response = passed_on(&response, p, mirror, "miss")?;
-            // The slot is held until the answer has gone to the app.
-            permit.guard.release_with(|done| js::when_body_done(&response, done, &crate::runtime::signal(request)))
-        }
+        Sent::Answer { response, mirror, permit } => pass_on_held(&response, p, mirror, "miss", permit, request),
         Sent::Failed { response: Some((response, mirror)) } => passed_on(&response, p, mirror, "miss"),
         Sent::Failed { response: None } => Ok(unreachable_provider(p)),
         Sent::Late => Ok(shed(p)),
@@ -680,25 +752,26 @@ async fn proxy(
     }
 }
 
-fn unreachable_provider(p: &Provider) -> Response {
-    let detail = format!("No mirror of the provider \"{}\" could be reached.", p.id);
-    problem(502, &headers::problem(502, "Bad Gateway", &detail, Some(&p.id), None), None)
-}
-
-/// The headers a call carries to the provider: a few of the app's, and the provider's
-/// `User-Agent`.
-fn call_headers(request: &Request, p: &Provider) -> Result<Headers, JsValue> {
+/// The headers a call carries to the provider: a few of the app's (without the conditional
+/// ones for a cached call), and the provider's `User-Agent`; with them as keyed.
+fn call_headers(request: &Request, p: &Provider, cached: bool) -> Result<(Headers, Carried), JsValue> {
     let received = request.headers();
     let out = Headers::new()?;
-    for name in CALL_HEADERS {
-        if let Some(value) = received.get(name)? {
+    let mut carried = Vec::new();
+    for &name in CALL_HEADERS {
+        if cached && CONDITIONAL.contains(&name) {
+            continue;
+        }
+        let value = match (name, &p.user_agent) {
+            ("user-agent", Some(agent)) => Some(agent.clone()),
+            _ => received.get(name)?,
+        };
+        if let Some(value) = value {
             out.set(name, &value)?;
+            carried.push((name, value));
         }
     }
-    if let Some(agent) = &p.user_agent {
-        out.set("user-agent", agent)?;
-    }
-    Ok(out)
+    Ok((out, carried))
 }
 
 enum Sent {
@@ -716,8 +789,10 @@ enum Sent {
     Refused(Refused),
 }
 
-/// Make `call` of the first free mirror, failing over to the next on a connection error,
-/// a 5xx or a 429 (each failed mirror's slot given back before the next is tried).
+/// Make `call` of the first free mirror, failing over as [`Failover`] says: on a connection
+/// error, a 5xx, a 429, or no answer within the provider's `timeout` (each failed mirror's
+/// slot given back before the next is tried). `cancel_with`: the request whose client's
+/// leaving cancels the call.
 async fn send(
     p: &Provider,
     env: &Env,
@@ -727,20 +802,18 @@ async fn send(
     scope: Option<&Scope<'_>>,
     cancel_with: Option<&Request>,
 ) -> Result<Sent, JsValue> {
-    let mut avoid = 0u32;
+    let mut failover = Failover::default();
     let mut last: Option<(Response, usize)> = None;
-    let mut tried = false;
+    let signal = cancel_with.map_or(JsValue::UNDEFINED, crate::runtime::signal);
     loop {
-        let permit = match start(p, env, ctx, Want { weight: call.weight, avoid, deadline }, scope).await? {
+        let want = Want { weight: call.weight, avoid: failover.avoid(), deadline };
+        let permit = match start(p, env, ctx, want, scope).await? {
             Taken::Permit(permit) => permit,
-            Taken::Refused(Refused::NoMirror) => return Ok(Sent::Failed { response: last }),
-            _ if tried => return Ok(Sent::Failed { response: last }),
-            Taken::Refused(why) => return Ok(Sent::Refused(why)),
-            Taken::Late => return Ok(Sent::Late),
+            Taken::Refused(why) => return Ok(ended(failover.no_start(NoStart::Refused(why)), last)),
+            Taken::Late => return Ok(ended(failover.no_start(NoStart::Late), last)),
         };
-        tried = true;
         let mirror = permit.grant.mirror.min(p.mirrors.len() - 1);
-        avoid |= 1 << mirror;
+        failover.started(mirror);
         let target = rules::target(&p.mirrors[mirror], &call.rest, &call.query)
             .map_err(|e| JsValue::from_str(&e.to_string()))?;
         let init = RequestInit::new();
@@ -750,50 +823,72 @@ async fn send(
         if let Some(body) = &call.body {
             init.set_body(body);
         }
-        if let Some(request) = cancel_with {
-            let signal = crate::runtime::signal(request);
-            if signal.is_object() {
-                js_sys::Reflect::set(&init, &"signal".into(), &signal)?;
-            }
-        }
         let outgoing = Request::new_with_str_and_init(&target, &init)?;
-        let answered = match js::fetch(&outgoing) {
-            Ok(promise) => JsFuture::from(promise).await.and_then(|r| r.dyn_into::<Response>()),
+        let answered = match js::fetch_within(&outgoing, timer_ms(p.timeout), &signal) {
+            Ok(promise) => JsFuture::from(promise).await,
             Err(error) => Err(error),
         };
-        match answered {
-            Ok(response) if response.status() < 500 && response.status() != 429 => {
-                return Ok(Sent::Answer { response, mirror, permit });
+        let (attempt, response) = match answered {
+            Ok(answer) if answer.is_null() => (Attempt::TimedOut, None),
+            Ok(answer) => match answer.dyn_into::<Response>() {
+                Ok(response) => (Attempt::Answered(response.status()), Some(response)),
+                Err(_) => (Attempt::Unreachable, None),
+            },
+            // The app went away and its call was cancelled with it: not the mirror's fault.
+            Err(_) if scope.is_some_and(Scope::gone) => (Attempt::Left, None),
+            Err(error) => {
+                failover_line(p, mirror, &format!("\"error\":{}", json_string(&describe(&error))));
+                (Attempt::Unreachable, None)
             }
-            Ok(response) => {
-                log(&format!(
-                    "{{\"sluicegate\":\"egress-failover\",\"provider\":{},\"mirror\":{},\"status\":{}}}",
-                    json_string(&p.id),
-                    json_string(&p.mirrors[mirror].url()),
-                    response.status()
-                ));
+        };
+        match (failover.after(attempt), response) {
+            (Next::PassOn, Some(response)) => return Ok(Sent::Answer { response, mirror, permit }),
+            (Next::TryNext { keep }, response) => {
+                match (attempt, &response) {
+                    (Attempt::Answered(status), _) => failover_line(p, mirror, &format!("\"status\":{status}")),
+                    (Attempt::TimedOut, _) => {
+                        failover_line(p, mirror, &format!("\"timeout_ms\":{}", p.timeout.as_millis_ceil()))
+                    }
+                    _ => {}
+                }
                 permit.fail();
-                // A status above 599 cannot be passed on (no Response carries it): no answer,
-                // as for a connection error.
-                if response.status() > 599 {
-                    cancel(&response);
-                } else if let Some((old, _)) = last.replace((response, mirror)) {
-                    cancel(&old);
+                match response {
+                    Some(response) if keep => {
+                        if let Some((old, _)) = last.replace((response, mirror)) {
+                            cancel(&old);
+                        }
+                    }
+                    Some(response) => cancel(&response),
+                    None => {}
                 }
             }
-            // The app went away and its call was cancelled with it: not the mirror's fault.
-            Err(_) if scope.is_some_and(Scope::gone) => return Ok(Sent::Late),
-            Err(error) => {
-                log(&format!(
-                    "{{\"sluicegate\":\"egress-failover\",\"provider\":{},\"mirror\":{},\"error\":{}}}",
-                    json_string(&p.id),
-                    json_string(&p.mirrors[mirror].url()),
-                    json_string(&describe(&error))
-                ));
-                permit.fail();
-            }
+            (Next::End(end), _) => return Ok(ended(end, last)),
+            // Not reached: an answer to pass on always has a response.
+            (Next::PassOn, None) => return Ok(ended(End::Failed, last)),
         }
     }
+}
+
+/// How a call that passes nothing on ends: with the last failure kept, or without it.
+fn ended(end: End, last: Option<(Response, usize)>) -> Sent {
+    if end == End::Failed {
+        return Sent::Failed { response: last };
+    }
+    if let Some((old, _)) = last {
+        cancel(&old);
+    }
+    match end {
+        End::Refused(why) => Sent::Refused(why),
+        _ => Sent::Late,
+    }
+}
+
+fn failover_line(p: &Provider, mirror: usize, what: &str) {
+    log(&format!(
+        "{{\"sluicegate\":\"egress-failover\",\"provider\":{},\"mirror\":{},{what}}}",
+        json_string(&p.id),
+        json_string(&p.mirrors[mirror].url())
+    ));
 }
 
 fn cancel(response: &Response) {
@@ -805,18 +900,42 @@ fn cancel(response: &Response) {
 /// The provider's answer as the app gets it: its status, its headers (without cookies
 /// and framing) and body, and where it came from.
 fn passed_on(response: &Response, p: &Provider, mirror: usize, cache: &str) -> Result<Response, JsValue> {
+    passed_on_with(response, response.body().as_ref(), p, mirror, cache)
+}
+
+/// [`passed_on`] with `body` in place of the answer's own.
+fn passed_on_with(
+    response: &Response,
+    body: Option<&web_sys::ReadableStream>,
+    p: &Provider,
+    mirror: usize,
+    cache: &str,
+) -> Result<Response, JsValue> {
     let set = format!("sluicegate-mirror\n{}\nsluicegate-cache\n{cache}\n", p.mirrors[mirror].url());
     let headers = js::rebuilt_headers(&response.headers(), ANSWER_DROPS, &set)?;
     let init = ResponseInit::new();
     init.set_status(response.status());
     init.set_status_text(&response.status_text());
     init.set_headers(&headers);
-    Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)
+    Response::new_with_opt_readable_stream_and_init(body, &init)
+}
+
+/// [`passed_on`], its permit held until the body has gone to the app (or the app left).
+fn pass_on_held(
+    response: &Response,
+    p: &Provider,
+    mirror: usize,
+    cache: &str,
+    permit: Permit,
+    request: &Request,
+) -> Result<Response, JsValue> {
+    let response = passed_on(response, p, mirror, cache)?;
+    permit.guard.release_with(|done| js::when_body_done(&response, done, &crate::runtime::signal(request)))
 }
 
 // ─── The cache ──────────────────────────────────────────────────────────────────────────
 
-/// An answer kept: what the provider said, and which mirror said it.
+/// An answer kept: what the provider said, which mirror said it, when, and what it weighs.
 #[derive(Clone)]
 struct Kept {
     status: u16,
@@ -824,6 +943,14 @@ struct Kept {
     body: js_sys::Uint8Array,
     mirror: usize,
     at: Instant,
+    /// Its body's and headers' bytes.
+    bytes: usize,
+}
+
+impl ByteSize for Kept {
+    fn byte_size(&self) -> usize {
+        self.bytes
+    }
 }
 
 struct Cache {
@@ -836,20 +963,32 @@ thread_local! {
     static CACHES: RefCell<HashMap<String, Cache>> = RefCell::new(HashMap::new());
 }
 
+fn policy_of(rule: rules::CacheRule) -> CachePolicy {
+    CachePolicy {
+        ttl: rule.ttl,
+        stale_if_error: rule.stale_if_error,
+        refresh_behind: rule.refresh_behind,
+        retry_after_failure: rule.retry_after_failure,
+        max_entries: rule.max_entries as usize,
+        max_bytes: usize::try_from(rule.max_bytes).unwrap_or(usize::MAX),
+    }
+}
+
+/// `p`'s cache (made anew when the rules changed it).
 fn with_cache<T>(p: &Provider, rule: rules::CacheRule, f: impl FnOnce(&mut Cache) -> T) -> T {
     CACHES.with(|caches| {
         let mut caches = caches.borrow_mut();
-        let cache = caches.entry(p.id.clone()).or_insert_with(|| Cache {
-            answers: ResponseCache::new(CachePolicy {
-                ttl: rule.ttl,
-                stale_if_error: rule.stale_if_error,
-                refresh_behind: rule.refresh_behind,
-                retry_after_failure: rule.retry_after_failure,
-                max_entries: rule.max_entries as usize,
-            })
-            .unwrap_or_else(|_| unreachable!("the rules file checked the cache (ttl and max_entries above 0)")),
+        let policy = policy_of(rule);
+        let fresh = || Cache {
+            answers: ResponseCache::new(policy).unwrap_or_else(|_| {
+                unreachable!("the rules file checked the cache (ttl, max_entries, max_bytes above 0)")
+            }),
             fetching: HashMap::new(),
-        });
+        };
+        let cache = caches.entry(p.id.clone()).or_insert_with(fresh);
+        if *cache.answers.policy() != policy {
+            *cache = fresh();
+        }
         f(cache)
     })
 }
@@ -893,34 +1032,57 @@ fn open_fetch(c: &mut Cache, key: &str) {
     }
 }
 
-/// The lead of a key's fetch: however it ends, its followers are woken, and a lead that
-/// never finished leaves the key to the next caller.
+/// The lead of a key's fetch, closed once with its outcome, which wakes its followers:
+/// by the fill that makes the call, or — abandoned — by whatever ends first (its request's
+/// client leaving, its guard dropped on any way out).
+#[derive(Clone)]
 struct Lead {
-    p: Provider,
+    p: Rc<Provider>,
     rule: rules::CacheRule,
-    key: String,
-    open: bool,
+    key: Rc<str>,
+    open: Rc<Cell<bool>>,
 }
 
 impl Lead {
-    fn close(&mut self, outcome: impl FnOnce(&mut ResponseCache<Kept>)) {
-        if !std::mem::replace(&mut self.open, false) {
-            return;
+    fn new(p: &Provider, rule: rules::CacheRule, key: &str) -> Self {
+        Lead { p: Rc::new(p.clone()), rule, key: key.into(), open: Rc::new(Cell::new(true)) }
+    }
+
+    fn close<T: Default>(&self, outcome: impl FnOnce(&mut ResponseCache<Kept>, &str) -> T) -> T {
+        if !self.open.replace(false) {
+            return T::default();
         }
-        let resolve = with_cache(&self.p, self.rule, |c| {
-            outcome(&mut c.answers);
-            c.fetching.remove(&self.key).map(|(_, resolve)| resolve)
+        let (out, resolve) = with_cache(&self.p, self.rule, |c| {
+            let out = outcome(&mut c.answers, &self.key);
+            (out, c.fetching.remove(&*self.key).map(|(_, resolve)| resolve))
         });
         if let Some(resolve) = resolve {
             let _ = resolve.call0(&JsValue::NULL);
         }
+        out
     }
-}
 
-impl Drop for Lead {
-    fn drop(&mut self) {
-        let key = self.key.clone();
-        self.close(|answers| answers.abandon(&key));
+    /// No answer, and nobody's failure: the next caller leads.
+    fn abandon(&self) {
+        self.close(|answers, key| answers.abandon(key));
+    }
+
+    /// The provider failed: the answer to serve instead, if the cache serves one.
+    fn fail(&self) -> Option<Kept> {
+        self.close(|answers, key| answers.fail(key, now()).cloned())
+    }
+
+    fn complete(&self, kept: Kept) {
+        self.close(|answers, key| {
+            answers.complete(key, kept, now());
+        });
+    }
+
+    /// A guard that abandons the lead unless it was closed first: a hold of `scope` (the
+    /// client leaving abandons it at once) or, behind the request, a guard of its own.
+    fn guard(&self, scope: Option<&Scope<'_>>) -> Guard {
+        let lead = self.clone();
+        hold_in(scope, move || lead.abandon())
     }
 }
 
@@ -937,32 +1099,26 @@ fn from_kept(kept: &Kept, p: &Provider, state: &str, head: bool) -> Result<Respo
     Response::new_with_opt_buffer_source_and_init(Some(&kept.body), &init)
 }
 
-async fn cached(
+/// A call answered through the cache under `key`: from what is kept, by waiting for the
+/// call already in flight for it, or by making that call (in front of the request, or
+/// behind it for a snapshot).
+async fn cached_call(
     request: &Request,
     env: &Env,
     ctx: &JsValue,
     p: &Provider,
     rule: rules::CacheRule,
     call: Call,
-    deadline: Instant,
+    key: &str,
 ) -> Result<Response, JsValue> {
-    let head = call.method == "HEAD";
-    // A HEAD is answered from what a GET would keep.
-    let call = Call { method: "GET".into(), ..call };
-    let key = sluicegate::egress::cache::key(&call.rest, &call.query);
+    let head = request.method().eq_ignore_ascii_case("HEAD");
+    let deadline = now() + p.max_wait;
     loop {
-        match look(p, rule, &key) {
+        match look(p, rule, key) {
             Found::Fresh(kept) => return from_kept(&kept, p, "hit", head),
             Found::Stale(kept, refresh) => {
                 if refresh {
-                    let lead = Lead { p: p.clone(), rule, key: key.clone(), open: true };
-                    let (env, p, call) = (JsValue::clone(env).unchecked_into::<Env>(), p.clone(), call_copy(&call));
-                    let ctx2 = ctx.clone();
-                    let task = wasm_bindgen_futures::future_to_promise(async move {
-                        fill(&env, &ctx2, &p, rule, &call, lead, now() + p.max_wait).await?;
-                        Ok(JsValue::UNDEFINED)
-                    });
-                    wait_until(ctx, &task);
+                    refresh_behind(env, ctx, Lead::new(p, rule, key), call.copy()?);
                 }
                 return from_kept(&kept, p, "stale", head);
             }
@@ -987,36 +1143,47 @@ async fn cached(
                 }
             }
             Found::Lead => {
-                let lead = Lead { p: p.clone(), rule, key: key.clone(), open: true };
                 let scope = Scope::of(request);
-                return Ok(match fill_with(env, ctx, p, rule, &call, lead, deadline, Some(&scope)).await? {
-                    Filled::Kept(kept) => from_kept(&kept, p, "miss", head)?,
-                    Filled::Stale(kept) => from_kept(&kept, p, "stale", head)?,
-                    Filled::Passed(response, mirror) => passed_on(&response, p, mirror, "miss")?,
-                    Filled::Shed => shed(p),
-                    Filled::Refused(why) => refused(p, why),
-                    Filled::Unreachable => unreachable_provider(p),
-                });
+                let lead = Lead::new(p, rule, key);
+                // The client leaving cancels the call (`cancel_with`) and abandons the lead at
+                // once, waking its followers: one of them leads the next call.
+                let _closing = lead.guard(Some(&scope));
+                let filled = fill(env, ctx, &call, &lead, deadline, Some(&scope), Some(request)).await?;
+                return match filled {
+                    Filled::Kept(kept) => from_kept(&kept, p, "miss", head),
+                    Filled::Stale(kept) => from_kept(&kept, p, "stale", head),
+                    Filled::Passed(response, mirror, _) if head => {
+                        cancel(&response);
+                        passed_on_with(&response, None, p, mirror, "miss")
+                    }
+                    Filled::Passed(response, mirror, Some(permit)) => {
+                        pass_on_held(&response, p, mirror, "miss", permit, request)
+                    }
+                    Filled::Passed(response, mirror, None) => passed_on(&response, p, mirror, "miss"),
+                    Filled::Shed => Ok(shed(p)),
+                    Filled::Refused(why) => Ok(refused(p, why)),
+                    Filled::Unreachable => Ok(unreachable_provider(p)),
+                };
             }
         }
     }
 }
 
-fn call_copy(call: &Call) -> Call {
-    Call {
-        method: call.method.clone(),
-        rest: call.rest.clone(),
-        query: call.query.clone(),
-        headers: Headers::new_with_headers(&call.headers).unwrap_or_else(|_| call.headers.clone()),
-        body: call.body.clone(),
-        weight: call.weight,
-    }
-}
-
-fn wait_until(ctx: &JsValue, task: &js_sys::Promise) {
+/// Refresh a snapshot behind the request that was answered from it (the work outlives the
+/// request through `ctx.waitUntil`).
+fn refresh_behind(env: &Env, ctx: &JsValue, lead: Lead, call: Call) {
+    let (env, ctx2) = (JsValue::clone(env).unchecked_into::<Env>(), ctx.clone());
+    let task = wasm_bindgen_futures::future_to_promise(async move {
+        let _closing = lead.guard(None);
+        let deadline = now() + lead.p.max_wait;
+        if let Filled::Passed(response, _, _) = fill(&env, &ctx2, &call, &lead, deadline, None, None).await? {
+            cancel(&response);
+        }
+        Ok(JsValue::UNDEFINED)
+    });
     if let Ok(f) = js_sys::Reflect::get(ctx, &"waitUntil".into()) {
         if let Some(f) = f.dyn_ref::<js_sys::Function>() {
-            let _ = f.call1(ctx, task);
+            let _ = f.call1(ctx, &task);
         }
     }
 }
@@ -1024,91 +1191,103 @@ fn wait_until(ctx: &JsValue, task: &js_sys::Promise) {
 enum Filled {
     Kept(Kept),
     Stale(Kept),
-    /// An answer not kept (not a 200, or too large), passed on as it came.
-    Passed(Response, usize),
+    /// An answer not kept (not a 200, not to be shared, or too large), to pass on as it
+    /// comes; with the permit its body holds until it has gone, unless it failed.
+    Passed(Response, usize, Option<Permit>),
     Shed,
     Refused(Refused),
     Unreachable,
 }
 
-/// Refresh a snapshot behind the request that was answered from it.
+/// Make the one call for `lead`'s key and keep its answer when [`storable`] says so and it
+/// fits in `max_entry_bytes` as it streams in; a larger one is passed on from where reading
+/// stopped, never read whole.
 async fn fill(
     env: &Env,
     ctx: &JsValue,
-    p: &Provider,
-    rule: rules::CacheRule,
     call: &Call,
-    lead: Lead,
-    deadline: Instant,
-) -> Result<(), JsValue> {
-    if let Filled::Passed(response, _) = fill_with(env, ctx, p, rule, call, lead, deadline, None).await? {
-        cancel(&response);
-    }
-    Ok(())
-}
-
-/// Make the one call for a key and keep its answer: a 200 of at most `max_entry_bytes`.
-#[allow(clippy::too_many_arguments)]
-async fn fill_with(
-    env: &Env,
-    ctx: &JsValue,
-    p: &Provider,
-    rule: rules::CacheRule,
-    call: &Call,
-    mut lead: Lead,
+    lead: &Lead,
     deadline: Instant,
     scope: Option<&Scope<'_>>,
+    cancel_with: Option<&Request>,
 ) -> Result<Filled, JsValue> {
-    let key = lead.key.clone();
-    let failed = |lead: &mut Lead| {
-        let mut stale = None;
-        lead.close(|answers| stale = answers.fail(&key, now()).cloned());
-        stale
-    };
-    let sent = send(p, env, ctx, call, deadline, scope, None).await?;
-    let (response, mirror, permit) = match sent {
+    let (p, rule) = (&*lead.p, lead.rule);
+    let (response, mirror, permit) = match send(p, env, ctx, call, deadline, scope, cancel_with).await? {
         Sent::Answer { response, mirror, permit } => (response, mirror, permit),
         Sent::Failed { response } => {
-            return Ok(match (failed(&mut lead), response) {
+            return Ok(match (lead.fail(), response) {
                 (Some(stale), Some((response, _))) => {
                     cancel(&response);
                     Filled::Stale(stale)
                 }
                 (Some(stale), None) => Filled::Stale(stale),
-                (None, Some((response, mirror))) => Filled::Passed(response, mirror),
+                (None, Some((response, mirror))) => Filled::Passed(response, mirror, None),
                 (None, None) => Filled::Unreachable,
             });
         }
         // Not a failure of the provider: nothing is recorded against it.
-        Sent::Late => return Ok(Filled::Shed),
-        Sent::Refused(why) => return Ok(Filled::Refused(why)),
-    };
-    let length = response.headers().get("content-length")?.and_then(|v| v.parse::<u64>().ok());
-    if response.status() != 200 || length.is_some_and(|n| n > rule.max_entry_bytes) {
-        drop(lead);
-        return Ok(Filled::Passed(response, mirror));
-    }
-    let bytes = match JsFuture::from(response.array_buffer()?).await {
-        Ok(buffer) => js_sys::Uint8Array::new(&buffer),
-        Err(error) => {
-            log_error(&format!(
-                "{{\"sluicegate\":\"egress-failed-read\",\"provider\":{},\"error\":{}}}",
-                json_string(&p.id),
-                json_string(&describe(&error))
-            ));
-            permit.fail();
-            return Ok(match failed(&mut lead) {
-                Some(stale) => Filled::Stale(stale),
-                None => Filled::Unreachable,
-            });
+        Sent::Late => {
+            lead.abandon();
+            return Ok(Filled::Shed);
+        }
+        Sent::Refused(why) => {
+            lead.abandon();
+            return Ok(Filled::Refused(why));
         }
     };
-    drop(permit);
-    let headers = js::rebuilt_headers(&response.headers(), ANSWER_DROPS, "")?;
-    let kept = Kept { status: 200, headers, body: bytes, mirror, at: now() };
-    if u64::from(kept.body.length()) <= rule.max_entry_bytes {
-        let stored = kept.clone();
-        lead.close(|answers| answers.complete(&key, stored, now()));
+    let got = response.headers();
+    let declared = got.get("content-length")?.and_then(|v| v.trim().parse::<u64>().ok());
+    let (cache_control, vary) = (got.get("cache-control")?, got.get("vary")?);
+    if storable(response.status(), cache_control.as_deref(), vary.as_deref(), declared, rule.max_entry_bytes).is_err() {
+        lead.abandon();
+        return Ok(Filled::Passed(response, mirror, Some(permit)));
     }
-    Ok(Filled::Kept(kept))
+    let mut cap = ByteCap::new(rule.max_entry_bytes);
+    let read = match response.body() {
+        None => Ok(Read::Whole(js_sys::Array::new())),
+        Some(body) => take_up_to(&body, &mut cap, Some(now() + p.timeout)).await,
+    };
+    match read {
+        Ok(Read::Whole(chunks)) => {
+            drop(permit);
+            let headers = js::rebuilt_headers(&got, ANSWER_DROPS, "")?;
+            let body = js::joined(&chunks)?;
+            let bytes = body.length() as usize + js::header_names(&headers)?.len() + header_values_len(&headers)?;
+            let kept = Kept { status: response.status(), headers, body, mirror, at: now(), bytes };
+            lead.complete(kept.clone());
+            Ok(Filled::Kept(kept))
+        }
+        Ok(Read::Over { read, reader }) => {
+            lead.abandon();
+            let rest = js::resumed(&read, &reader)?;
+            let init = ResponseInit::new();
+            init.set_status(response.status());
+            init.set_status_text(&response.status_text());
+            init.set_headers(&got);
+            let whole = Response::new_with_opt_readable_stream_and_init(Some(&rest), &init)?;
+            Ok(Filled::Passed(whole, mirror, Some(permit)))
+        }
+        Ok(Read::Late) | Err(_) => {
+            log_error(&format!(
+                "{{\"sluicegate\":\"egress-failed-read\",\"provider\":{},\"mirror\":{},\"read_bytes\":{}}}",
+                json_string(&p.id),
+                json_string(&p.mirrors[mirror].url()),
+                cap.seen()
+            ));
+            permit.fail();
+            Ok(match lead.fail() {
+                Some(stale) => Filled::Stale(stale),
+                None => Filled::Unreachable,
+            })
+        }
+    }
+}
+
+/// The bytes of every value of `headers`.
+fn header_values_len(headers: &Headers) -> Result<usize, JsValue> {
+    let mut len = 0;
+    for name in js::header_names(headers)?.lines() {
+        len += headers.get(name)?.map_or(0, |v| v.len());
+    }
+    Ok(len)
 }

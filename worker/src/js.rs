@@ -45,9 +45,12 @@ extern "C" {
         weight: f64,
         avoid: f64,
         wait_ms: f64,
+        secret: &str,
     ) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = releasePermit)]
     pub fn release_permit(this: &Stub, provider: &str, permit: f64, failed: bool) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = releaseSealed)]
+    pub fn release_sealed(this: &Stub, provider: &str, secret: &str, failed: bool) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = chargeTenant)]
     pub fn charge_tenant(
         this: &Stub,
@@ -145,6 +148,31 @@ extern "C" {
     /// the pairs in `set` (`name\nvalue\n`…) set.
     #[wasm_bindgen(catch, js_name = rebuiltHeaders)]
     pub fn rebuilt_headers(headers: &web_sys::Headers, left_out: &str, set: &str) -> Result<web_sys::Headers, JsValue>;
+
+    /// `fetch(request)` given up after `ms`: a promise of the response, or of `null` (the
+    /// call aborted); rejected when `signal` (the client's) aborts first.
+    #[wasm_bindgen(catch, js_name = fetchWithin)]
+    pub fn fetch_within(request: &Request, ms: f64, signal: &JsValue) -> Result<Promise, JsValue>;
+
+    /// A reader of `stream`.
+    #[wasm_bindgen(catch, js_name = readerOf)]
+    pub fn reader_of(stream: &web_sys::ReadableStream) -> Result<JsValue, JsValue>;
+
+    /// A promise of the next chunk of `reader` (a `Uint8Array`), or `undefined` at the end.
+    #[wasm_bindgen(catch, js_name = nextChunk)]
+    pub fn next_chunk(reader: &JsValue) -> Result<Promise, JsValue>;
+
+    /// Cancel `reader`'s stream (nothing more is read).
+    #[wasm_bindgen(js_name = cancelReader)]
+    pub fn cancel_reader(reader: &JsValue);
+
+    /// A stream of `chunks`, then of the rest of `reader`.
+    #[wasm_bindgen(catch)]
+    pub fn resumed(chunks: &js_sys::Array, reader: &JsValue) -> Result<web_sys::ReadableStream, JsValue>;
+
+    /// `chunks` as one `Uint8Array`.
+    #[wasm_bindgen(catch)]
+    pub fn joined(chunks: &js_sys::Array) -> Result<js_sys::Uint8Array, JsValue>;
 
     /// The SHA-256 of `text` in lower-case hex (a promise of a string).
     #[wasm_bindgen(catch, js_name = sha256Hex)]

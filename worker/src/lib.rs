@@ -16,12 +16,15 @@
 //! edge's own answers are `respond`, its log lines `log`, its clock `clock`; `config` holds
 //! the rules in force, `js` the runtime's JavaScript as extern declarations (and `runtime`
 //! what is read from it beyond the bindings); `preread`, `tenancy`, `budgets`, `egress`,
-//! `admin` and `proxy` are the layers a request meets, `counter` and `fleet` the Durable
-//! Object that counts, and `dev` (the development origin, its mock upstream and clock) is
-//! compiled into the development build only.
+//! `admin` and `proxy` are the layers a request meets (`auth` checks the edge's own tokens,
+//! `body` reads bodies as they stream), `counter` and `fleet` the Durable Object that
+//! counts, and `dev` (the development origin, its mock upstream and clock) is compiled into
+//! the development build only.
 
 mod admin;
+mod auth;
 mod blocks;
+mod body;
 mod budgets;
 mod clock;
 mod config;
@@ -57,20 +60,22 @@ pub use counter::Counter;
 
 /// Check the configuration in `env` at the Worker's start (the entry calls it at module
 /// scope): a bad one throws, so workerd refuses to start the Worker and a deploy of it
-/// fails, naming every problem.
+/// fails, naming every problem. A missing Durable Object binding that the rules count in is
+/// one (see `config::check_binding`).
 ///
 /// # Errors
-/// Every problem with the rules or `ORIGIN_URL`, in one message.
+/// Every problem with the rules or `ORIGIN_URL`, in one message; the missing binding.
 #[wasm_bindgen]
 pub fn start(env: JsValue) -> Result<(), JsError> {
     panic::install();
     #[cfg(feature = "dev-origin")]
     dev::clock::set_clock(&env).map_err(|problem| JsError::new(&format!("sluicegate: not starting: {problem}")))?;
     let env: Env = env.unchecked_into();
-    match config(&env).as_ref() {
-        Ok(_) => Ok(()),
-        Err(problems) => Err(JsError::new(&format!("sluicegate: not starting: {problems}"))),
-    }
+    let checked = match config(&env).as_ref() {
+        Ok(setup) => config::check_binding(setup, &env, &config::binding()),
+        Err(problems) => Err(problems.clone()),
+    };
+    checked.map_err(|problems| JsError::new(&format!("sluicegate: not starting: {problems}")))
 }
 
 /// Enforce `rules` (the rules file, as an object or as JSON text) in front of the Worker's

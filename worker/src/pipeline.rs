@@ -103,7 +103,7 @@ pub(crate) async fn serve(
         return Ok(answer);
     }
     // The app's calls to its providers (only when the egress token is set).
-    if let Some(answer) = egress::serve(request, env, ctx, setup, &path, &url).await? {
+    if let Some(answer) = egress::serve(request, env, ctx, setup, &path, &url, identity).await? {
         return Ok(answer);
     }
     // The edge's own answer, cheap and cacheable: not counted, so reading the limits never

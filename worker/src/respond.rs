@@ -4,7 +4,6 @@
 use crate::log::{json_string, log, log_error, logged_url};
 use sluicegate::headers;
 use sluicegate::rules::{Rule, Upstream};
-use sluicegate::tenants::same_secret;
 use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use web_sys::{Headers, Request, Response, ResponseInit};
@@ -100,23 +99,4 @@ pub(crate) fn answer(
     init.set_status(status);
     init.set_headers(&headers);
     Response::new_with_opt_str_and_init(body, &init)
-}
-
-/// A bare `401` unless `request` carries `Authorization: Bearer <token>` (compared in
-/// constant time).
-///
-/// # Errors
-/// When the headers cannot be read.
-pub(crate) fn unauthorised(request: &Request, token: &str) -> Result<Option<Response>, JsValue> {
-    let authorised = request
-        .headers()
-        .get("authorization")?
-        .and_then(|h| h.get(..7).filter(|s| s.eq_ignore_ascii_case("bearer ")).map(|_| h[7..].trim().to_owned()))
-        .is_some_and(|given| same_secret(&given, token));
-    if authorised {
-        return Ok(None);
-    }
-    let response = problem(401, &headers::problem(401, "Unauthorized", "", None, None), None);
-    response.headers().set("www-authenticate", "Bearer")?;
-    Ok(Some(response))
 }

@@ -32,3 +32,14 @@ pub fn random_u64() -> u64 {
     }
     u64::from(words.get_index(0)) << 32 | u64::from(words.get_index(1))
 }
+
+/// 128 random bits from `crypto.getRandomValues`, for a secret (a permit's id): never from
+/// `Math.random`.
+///
+/// # Errors
+/// When the runtime refuses random values.
+pub fn secret_u128() -> Result<u128, JsValue> {
+    let words = js_sys::Uint32Array::new_with_length(4);
+    get_random_values(&words)?;
+    Ok((0..4).fold(0u128, |secret, i| secret << 32 | u128::from(words.get_index(i))))
+}

@@ -19,7 +19,15 @@
 //! that a cancelled request still ends it): a mark never ended keeps the key in flight.
 //!
 //! [`key`] normalises a request (path, then the query's pairs sorted by name) so that
-//! requests the provider answers identically share one entry.
+//! requests the provider answers identically share one entry; [`call_key`] adds what else
+//! reaches the provider (the method, the headers passed on, a `POST`'s body), so that calls
+//! the provider may answer differently never share one. [`storable`] says whether an answer
+//! may be kept at all, and its bytes are counted as they arrive
+//! ([`ByteCap`](crate::edge::body::ByteCap), after the runtime decompressed them), so that an
+//! answer larger than an entry may be is passed on as it streams, never held whole.
+//!
+//! Memory is bounded twice: in entries (`max_entries`) and in bytes (`max_bytes`: every
+//! key, and every kept value as [`ByteSize`] weighs it).
 
 use crate::core::time::{Instant, Span};
 use alloc::string::String;
@@ -47,27 +55,51 @@ pub struct CachePolicy {
     pub retry_after_failure: Span,
     /// The most keys held at once, in flight and failure records included (at least 1).
     pub max_entries: usize,
+    /// The most bytes held at once: the keys, and the values as [`ByteSize`] weighs them.
+    /// A value that would not fit alone is not kept.
+    pub max_bytes: usize,
+}
+
+/// What a value kept by a [`ResponseCache`] weighs, in bytes of memory (its body and
+/// headers, for an answer).
+pub trait ByteSize {
+    /// Its size in bytes.
+    fn byte_size(&self) -> usize;
+}
+
+impl ByteSize for u32 {
+    fn byte_size(&self) -> usize {
+        4
+    }
+}
+
+impl ByteSize for &str {
+    fn byte_size(&self) -> usize {
+        self.len()
+    }
 }
 
 impl CachePolicy {
     /// A snapshot's policy: refreshed behind the request, the last good value served on
     /// failure, a failed refresh retried after [`SNAPSHOT_RETRY_AFTER_FAILURE`], and room for
-    /// one key (a snapshot is looked up under one fixed key, whatever the request's query).
+    /// one key (a snapshot is looked up under one fixed key, whatever the request's query)
+    /// of at most `max_bytes`.
     ///
     /// # Examples
     /// ```
     /// use sluicegate::egress::cache::CachePolicy;
     /// use sluicegate::Span;
-    /// let wildfires = CachePolicy::snapshot(Span::from_secs(600));
+    /// let wildfires = CachePolicy::snapshot(Span::from_secs(600), 8 << 20);
     /// assert!(wildfires.refresh_behind && wildfires.max_entries == 1);
     /// ```
-    pub const fn snapshot(ttl: Span) -> Self {
+    pub const fn snapshot(ttl: Span, max_bytes: usize) -> Self {
         CachePolicy {
             ttl,
             stale_if_error: true,
             refresh_behind: true,
             retry_after_failure: SNAPSHOT_RETRY_AFTER_FAILURE,
             max_entries: 1,
+            max_bytes,
         }
     }
 
@@ -82,7 +114,7 @@ impl CachePolicy {
 pub enum CachePolicyError {
     /// A TTL of zero: every value would be expired when stored.
     ZeroTtl,
-    /// Room for no entries.
+    /// Room for no entries, or no bytes.
     ZeroCapacity,
 }
 
@@ -90,7 +122,7 @@ impl fmt::Display for CachePolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             CachePolicyError::ZeroTtl => "the cache TTL must be longer than zero",
-            CachePolicyError::ZeroCapacity => "the cache must hold at least 1 entry",
+            CachePolicyError::ZeroCapacity => "the cache must hold at least 1 entry of at least 1 byte",
         })
     }
 }
@@ -137,6 +169,8 @@ impl<V> Copy for Lookup<'_, V> {}
 struct Entry<V> {
     /// The last good value and when its response arrived.
     stored: Option<(V, Instant)>,
+    /// What the value weighs ([`ByteSize`]), 0 without one.
+    value_bytes: usize,
     /// A leader's call is running.
     in_flight: bool,
     /// When the last call failed (cleared by a success).
@@ -173,11 +207,14 @@ struct Entry<V> {
 /// | expired or none | no | no | `Miss { lead: true }` (now in flight) |
 ///
 /// Memory is bounded: at most `max_entries` keys, each with its value, in-flight mark or
-/// failure record. A new key that leads when the cache is full evicts one entry not in
-/// flight: failure records first, then the value stored longest ago. When every entry is in
-/// flight there is nothing to evict: the new key still leads (`Miss { lead: true }`) but is
-/// not recorded, so its [`complete`](Self::complete) stores nothing and a second caller for
-/// it leads a second call; and an evicted failure record no longer holds calls back.
+/// failure record, and at most `max_bytes` of keys and values. A new key that leads when the
+/// cache is full, or a value that does not fit, evicts entries not in flight: failure records
+/// first, then the value stored longest ago. When every entry is in flight there is nothing
+/// to evict: the new key still leads (`Miss { lead: true }`) but is not recorded, so its
+/// [`complete`](Self::complete) stores nothing and a second caller for it leads a second
+/// call; and an evicted failure record no longer holds calls back. A value that cannot fit
+/// (larger than `max_bytes` with its key, or beside calls in flight) is not stored: the key
+/// keeps what it had, as after [`abandon`](Self::abandon).
 /// Look-ups are O(1) (a hash map: its keys come from the app, which holds the egress
 /// token); making room scans the entries (O(n)).
 ///
@@ -191,6 +228,7 @@ struct Entry<V> {
 ///     refresh_behind: false,
 ///     retry_after_failure: Span::from_secs(60),
 ///     max_entries: 1_000,
+///     max_bytes: 8 << 20,
 /// };
 /// let mut cache: ResponseCache<&str> = ResponseCache::new(policy).unwrap();
 /// let k = key("/v1/forecast", "longitude=13.41&latitude=52.52");
@@ -206,9 +244,11 @@ struct Entry<V> {
 pub struct ResponseCache<V> {
     policy: CachePolicy,
     entries: HashMap<String, Entry<V>, FixedState>,
+    /// The keys' and the values' bytes held.
+    bytes: usize,
 }
 
-impl<V> ResponseCache<V> {
+impl<V: ByteSize> ResponseCache<V> {
     /// An empty cache under `policy`.
     ///
     /// # Errors
@@ -217,10 +257,10 @@ impl<V> ResponseCache<V> {
         if policy.ttl.is_zero() {
             return Err(CachePolicyError::ZeroTtl);
         }
-        if policy.max_entries == 0 {
+        if policy.max_entries == 0 || policy.max_bytes == 0 {
             return Err(CachePolicyError::ZeroCapacity);
         }
-        Ok(ResponseCache { policy, entries: HashMap::with_hasher(FixedState::with_seed(0x5eed_e9e5)) })
+        Ok(ResponseCache { policy, entries: HashMap::with_hasher(FixedState::with_seed(0x5eed_e9e5)), bytes: 0 })
     }
 
     /// Look `key` up at `now` (see the table on [`ResponseCache`]). A value is fresh until
@@ -239,12 +279,33 @@ impl<V> ResponseCache<V> {
     }
 
     /// Store the response to `key` that arrived at `now`: fresh until `now + ttl`. Clears the
-    /// in-flight mark and any failure. Stores nothing for a key the cache does not hold (a
-    /// lead it could not record, see [`ResponseCache`]).
-    pub fn complete(&mut self, key: &str, value: V, now: Instant) {
-        if let Some(entry) = self.entries.get_mut(key) {
-            *entry = Entry { stored: Some((value, now)), in_flight: false, failed_at: None };
+    /// in-flight mark and any failure, and makes room in bytes (see [`ResponseCache`]).
+    /// Stores nothing, and returns `false`, for a key the cache does not hold (a lead it
+    /// could not record) or a value that cannot fit; the key is then no longer in flight.
+    pub fn complete(&mut self, key: &str, value: V, now: Instant) -> bool {
+        let Some(entry) = self.entries.get(key) else { return false };
+        let (old, new) = (entry.value_bytes, value.byte_size());
+        let max = self.policy.max_bytes;
+        let fits_alone = new.checked_add(key.len()).is_some_and(|needed| needed <= max);
+        // Others make room for it; the old value is replaced, so its bytes count as free.
+        while fits_alone && self.bytes - old + new > max {
+            if !self.evict_one(key) {
+                break;
+            }
         }
+        let fits = fits_alone && self.bytes - old + new <= max;
+        let Some(entry) = self.entries.get_mut(key) else { return false };
+        if !fits {
+            // Not kept: whatever was there stays as it was, no longer in flight.
+            entry.in_flight = false;
+            if entry.stored.is_none() && entry.failed_at.is_none() {
+                self.forget(key);
+            }
+            return false;
+        }
+        *entry = Entry { stored: Some((value, now)), value_bytes: new, in_flight: false, failed_at: None };
+        self.bytes = self.bytes - old + new;
+        true
     }
 
     /// The call for `key` failed at `now`: clears the in-flight mark and records the failure
@@ -264,8 +325,13 @@ impl<V> ResponseCache<V> {
         let Some(entry) = self.entries.get_mut(key) else { return };
         entry.in_flight = false;
         if entry.stored.is_none() && entry.failed_at.is_none() {
-            self.entries.remove(key);
+            self.forget(key);
         }
+    }
+
+    /// The keys' and values' bytes held (at most `max_bytes`).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Keys held: values, in-flight marks and failure records (at most `max_entries`).
@@ -284,30 +350,53 @@ impl<V> ResponseCache<V> {
     }
 
     /// Record a new key as in flight, making room first; records nothing when every entry
-    /// is in flight.
+    /// is in flight, or the key alone is larger than `max_bytes`.
     fn lead_new(&mut self, key: &str) {
-        if self.entries.len() >= self.policy.max_entries {
-            let victim = self
-                .entries
-                .iter()
-                .filter(|(_, entry)| !entry.in_flight)
-                .min_by_key(|(_, entry)| match &entry.stored {
-                    None => (false, entry.failed_at.unwrap_or(Instant::ZERO)),
-                    Some((_, stored_at)) => (true, *stored_at),
-                })
-                .map(|(victim, _)| victim.clone());
-            match victim {
-                Some(victim) => self.entries.remove(&victim),
-                None => return,
-            };
+        if key.len() > self.policy.max_bytes {
+            return;
         }
-        self.entries.insert(String::from(key), Entry { stored: None, in_flight: true, failed_at: None });
+        while self.entries.len() >= self.policy.max_entries || self.bytes + key.len() > self.policy.max_bytes {
+            if !self.evict_one(key) {
+                return;
+            }
+        }
+        self.bytes += key.len();
+        let entry = Entry { stored: None, value_bytes: 0, in_flight: true, failed_at: None };
+        self.entries.insert(String::from(key), entry);
+    }
+
+    /// Evict one entry that is not in flight and not `keep`: a failure record first, then
+    /// the value stored longest ago. `false` when there is none.
+    fn evict_one(&mut self, keep: &str) -> bool {
+        let victim = self
+            .entries
+            .iter()
+            .filter(|(key, entry)| !entry.in_flight && key.as_str() != keep)
+            .min_by_key(|(_, entry)| match &entry.stored {
+                None => (false, entry.failed_at.unwrap_or(Instant::ZERO)),
+                Some((_, stored_at)) => (true, *stored_at),
+            })
+            .map(|(victim, _)| victim.clone());
+        match victim {
+            Some(victim) => {
+                self.forget(&victim);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove `key` and its bytes.
+    fn forget(&mut self, key: &str) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.bytes -= key.len() + entry.value_bytes;
+        }
     }
 }
 
 /// The answer for a key the cache holds, marking it in flight when the caller is to call.
 fn answer<'a, V>(policy: &CachePolicy, entry: &'a mut Entry<V>, now: Instant) -> Lookup<'a, V> {
-    let Entry { stored, in_flight, failed_at } = entry;
+    let Entry { stored, in_flight, failed_at, .. } = entry;
     let retry_at = failed_at.map(|at| at + policy.retry_after_failure).filter(|&retry_at| now < retry_at);
     match (stored.as_ref(), retry_at) {
         (Some((value, stored_at)), _) if now.saturating_since(*stored_at) < policy.ttl => Lookup::Fresh(value),
@@ -331,6 +420,7 @@ impl<V> fmt::Debug for ResponseCache<V> {
         f.debug_struct("ResponseCache")
             .field("policy", &self.policy)
             .field("len", &self.entries.len())
+            .field("bytes", &self.bytes)
             .field("in_flight", &self.entries.values().filter(|e| e.in_flight).count())
             .finish()
     }
@@ -340,9 +430,11 @@ impl<V> fmt::Debug for ResponseCache<V> {
 /// query's `&`-separated pairs (no leading `?`) sorted by name in byte order, pairs with the
 /// same name keeping their order (a provider may read only the first), empty pairs dropped.
 ///
-/// Nothing is decoded, so two spellings of one value are two keys (a missed share, never a
-/// wrong answer). A newline or backslash inside the path is escaped (`\n`, `\\`), so the
-/// first newline always ends the path and no path/query split can forge another key.
+/// Pairs are sorted by their *decoded* names (`%61` and `a` are one name to the provider, so
+/// their order among each other is kept), but written as they came: two spellings of one
+/// value are two keys (a missed share, never a wrong answer). A newline or backslash inside
+/// the path is escaped (`\n`, `\\`), so the first newline always ends the path and no
+/// path/query split can forge another key.
 ///
 /// # Examples
 /// ```
@@ -351,17 +443,10 @@ impl<V> fmt::Debug for ResponseCache<V> {
 /// assert_eq!(key("/v1/forecast", "b=2&a=1"), "/v1/forecast\na=1&b=2");
 /// assert_ne!(key("/v1/forecast", "a=1"), key("/v1/forecast", "a=2"));
 /// assert_ne!(key("/x", "a=1&a=2"), key("/x", "a=2&a=1"));
+/// // `%61` is `a`: which of the two comes first is what the provider reads.
+/// assert_ne!(key("/x", "a=evil&%61=good"), key("/x", "%61=good&a=evil"));
 /// ```
 pub fn key(path: &str, query: &str) -> String {
-    let name = |pair: &'_ str| -> usize { pair.find('=').unwrap_or(pair.len()) };
-    // (name, position, pair): the position keeps pairs of one name in their order.
-    let mut pairs: Vec<(&str, usize, &str)> = query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .enumerate()
-        .map(|(at, pair)| (&pair[..name(pair)], at, pair))
-        .collect();
-    crate::core::sort::sort_by(&mut pairs, |a, b| (a.0, a.1) < (b.0, b.1));
     let mut out = String::with_capacity(path.len() + 1 + query.len());
     for c in path.chars() {
         match c {
@@ -371,13 +456,162 @@ pub fn key(path: &str, query: &str) -> String {
         }
     }
     out.push('\n');
-    for (i, (_, _, pair)) in pairs.iter().enumerate() {
+    push_sorted_pairs(&mut out, query);
+    out
+}
+
+/// `pairs` (`&`-separated, empty ones dropped) written to `out` sorted by decoded name,
+/// pairs of one name in their order.
+fn push_sorted_pairs(out: &mut String, pairs: &str) {
+    // (decoded name, position, pair): the position keeps pairs of one name in their order.
+    let mut sorted: Vec<(Vec<u8>, usize, &str)> = pairs
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .enumerate()
+        .map(|(at, pair)| (decoded_name(pair), at, pair))
+        .collect();
+    crate::core::sort::sort_by(&mut sorted, |a, b| (&a.0, a.1) < (&b.0, b.1));
+    for (i, (_, _, pair)) in sorted.iter().enumerate() {
         if i > 0 {
             out.push('&');
         }
         out.push_str(pair);
     }
-    out
+}
+
+/// The name of a `name=value` pair as a form decoder reads it: `+` a space, `%XX` a byte.
+fn decoded_name(pair: &str) -> Vec<u8> {
+    crate::core::form::decode(pair.split('=').next().unwrap_or_default()).into_owned()
+}
+
+/// A call as far as the provider's answer may depend on it: what [`call_key`] keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallParts<'a> {
+    /// `GET` or `POST` (a `HEAD` is answered from what a `GET` keeps).
+    pub method: &'a str,
+    /// The path below the provider.
+    pub path: &'a str,
+    /// The query string, without its `?`.
+    pub query: &'a str,
+    /// Every header the call carries to the provider, as `(lower-case name, value)`, in a
+    /// fixed order of names (the edge passes on a fixed list).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// A `POST`'s body and its `Content-Type`.
+    pub body: Option<(&'a [u8], &'a str)>,
+}
+
+/// The key of a whole call: its method, its [`key`], every header it carries to the provider
+/// (a provider may vary its answer by any of them — `Accept-Language`, `Accept` — and one
+/// caller's headers must never choose another caller's answer), and a `POST`'s body:
+/// a form (`application/x-www-form-urlencoded`) normalised as a query is, any other body
+/// as it came. `None` for a body that is not UTF-8 (such a call is not cached).
+///
+/// # Examples
+/// ```
+/// use sluicegate::egress::cache::{call_key, CallParts};
+/// let key = |language: &str, body: &[u8]| {
+///     call_key(&CallParts {
+///         method: "POST",
+///         path: "interpreter",
+///         query: "",
+///         headers: &[("accept-language", language)],
+///         body: Some((body, "application/x-www-form-urlencoded")),
+///     })
+/// };
+/// let overpass = key("en", b"data=node(1);out;").unwrap();
+/// assert_eq!(overpass, "POST interpreter\n\naccept-language: en\n\ndata=node(1);out;");
+/// assert_ne!(key("de", b"data=node(1);out;").unwrap(), overpass);
+/// assert!(key("en", b"\xff").is_none());
+/// ```
+pub fn call_key(call: &CallParts<'_>) -> Option<String> {
+    let body = match call.body {
+        Some((bytes, content_type)) => Some((core::str::from_utf8(bytes).ok()?, content_type)),
+        None => None,
+    };
+    let mut out = String::with_capacity(call.method.len() + call.path.len() + call.query.len() + 64);
+    out.push_str(call.method);
+    out.push(' ');
+    out.push_str(&key(call.path, call.query));
+    out.push('\n');
+    for (name, value) in call.headers {
+        // Neither a name nor a value can hold a newline (the runtime refuses one).
+        out.push_str(name);
+        out.push_str(": ");
+        out.push_str(value);
+        out.push('\n');
+    }
+    out.push('\n');
+    if let Some((text, content_type)) = body {
+        let form = content_type
+            .split(';')
+            .next()
+            .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"));
+        if form {
+            push_sorted_pairs(&mut out, text);
+        } else {
+            out.push_str(text);
+        }
+    }
+    Some(out)
+}
+
+/// Why an answer is not kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotKept {
+    /// Only a `200` is kept.
+    Status(u16),
+    /// `Cache-Control: no-store`.
+    NoStore,
+    /// `Cache-Control: private`: meant for one caller.
+    Private,
+    /// `Vary: *`: the answer depends on more than the call.
+    VaryAll,
+    /// Its `Content-Length` is over `max_entry_bytes`.
+    TooLarge,
+}
+
+/// Whether an answer with `status`, `Cache-Control` and `Vary` (the headers' values, if
+/// any) and a declared `Content-Length` may be kept under `max_entry_bytes`. A `Vary` naming
+/// headers is no obstacle: [`call_key`] keys every header the call carried.
+///
+/// # Errors
+/// Why it is not kept: pass it on as it comes.
+///
+/// # Examples
+/// ```
+/// use sluicegate::egress::cache::{storable, NotKept};
+/// assert_eq!(storable(200, Some("public, max-age=600"), Some("Accept-Language"), Some(10), 1 << 20), Ok(()));
+/// assert_eq!(storable(200, Some("private, max-age=60"), None, None, 1 << 20), Err(NotKept::Private));
+/// assert_eq!(storable(200, Some("No-Store"), None, None, 1 << 20), Err(NotKept::NoStore));
+/// assert_eq!(storable(200, None, Some("accept, *"), None, 1 << 20), Err(NotKept::VaryAll));
+/// assert_eq!(storable(404, None, None, None, 1 << 20), Err(NotKept::Status(404)));
+/// ```
+pub fn storable(
+    status: u16,
+    cache_control: Option<&str>,
+    vary: Option<&str>,
+    declared: Option<u64>,
+    max_entry_bytes: u64,
+) -> Result<(), NotKept> {
+    if status != 200 {
+        return Err(NotKept::Status(status));
+    }
+    for directive in cache_control.unwrap_or_default().split(',') {
+        let name = directive.split('=').next().unwrap_or_default().trim();
+        if name.eq_ignore_ascii_case("no-store") {
+            return Err(NotKept::NoStore);
+        }
+        if name.eq_ignore_ascii_case("private") {
+            return Err(NotKept::Private);
+        }
+    }
+    if vary.unwrap_or_default().split(',').any(|name| name.trim() == "*") {
+        return Err(NotKept::VaryAll);
+    }
+    if declared.is_some_and(|length| length > max_entry_bytes) {
+        return Err(NotKept::TooLarge);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -391,14 +625,20 @@ mod tests {
 
     /// Open-Meteo's server path: refreshed in front of the request.
     fn results(stale_if_error: bool, max_entries: usize) -> ResponseCache<u32> {
-        let policy =
-            CachePolicy { ttl: TTL, stale_if_error, refresh_behind: false, retry_after_failure: RETRY, max_entries };
+        let policy = CachePolicy {
+            ttl: TTL,
+            stale_if_error,
+            refresh_behind: false,
+            retry_after_failure: RETRY,
+            max_entries,
+            max_bytes: 1 << 20,
+        };
         ResponseCache::new(policy).unwrap()
     }
 
     /// A wildfire snapshot: refreshed behind the request.
     fn snapshot() -> ResponseCache<u32> {
-        ResponseCache::new(CachePolicy::snapshot(Span::from_secs(600))).unwrap()
+        ResponseCache::new(CachePolicy::snapshot(Span::from_secs(600), 1 << 20)).unwrap()
     }
 
     fn at(s: u64) -> Instant {
@@ -638,7 +878,7 @@ mod tests {
                 other => panic!("{other:?} for a new key"),
             }
             match i % 3 {
-                0 => c.complete(&k, i, now),
+                0 => drop(c.complete(&k, i, now)),
                 1 => drop(c.fail(&k, now)),
                 _ => {} // still in flight
             }
@@ -665,19 +905,148 @@ mod tests {
     }
 
     #[test]
+    fn pairs_are_ordered_by_the_name_the_provider_decodes() {
+        // The provider reads `a` twice in both, but in another order: not one key.
+        assert_eq!(key("/x", "a=evil&%61=good"), "/x\na=evil&%61=good");
+        assert_eq!(key("/x", "%61=good&a=evil"), "/x\n%61=good&a=evil");
+        assert_eq!(key("/x", "b=1&%61=2"), "/x\n%61=2&b=1", "sorted as `a`, not as `%`");
+        assert_eq!(key("/x", "a+b=1&a%20b=2&a=3"), "/x\na=3&a+b=1&a%20b=2", "`+` and `%20` are one name");
+        assert_eq!(key("/x", "%zz=1&%=2"), "/x\n%=2&%zz=1", "a stray `%` is itself");
+    }
+
+    /// A value that weighs its number of bytes.
+    #[derive(Debug, PartialEq)]
+    struct Body(usize);
+
+    impl ByteSize for Body {
+        fn byte_size(&self) -> usize {
+            self.0
+        }
+    }
+
+    fn sized(max_entries: usize, max_bytes: usize) -> ResponseCache<Body> {
+        ResponseCache::new(CachePolicy { max_entries, max_bytes, ..*results(true, 1).policy() }).unwrap()
+    }
+
+    #[test]
+    fn the_bytes_held_never_pass_max_bytes_and_the_oldest_answers_make_room() {
+        let mut c = sized(1_000, 10_000);
+        for (i, k) in ["k1", "k2", "k3"].iter().enumerate() {
+            assert_eq!(c.lookup(k, at(i as u64)), Lookup::Miss { lead: true });
+            assert!(c.complete(k, Body(4_000), at(i as u64)));
+            assert!(c.bytes() <= 10_000, "{} bytes", c.bytes());
+        }
+        assert_eq!(c.len(), 2, "k1 made room for k3");
+        assert_eq!(c.bytes(), 2 * (4_000 + 2));
+        assert_eq!(c.lookup("k1", at(3)), Lookup::Miss { lead: true });
+        assert_eq!(c.lookup("k3", at(3)), Lookup::Fresh(&Body(4_000)));
+    }
+
+    #[test]
+    fn an_answer_larger_than_the_whole_cache_is_not_kept_and_keeps_what_was_there() {
+        let mut c = sized(10, 1_000);
+        assert_eq!(c.lookup("k", at(0)), Lookup::Miss { lead: true });
+        assert!(c.complete("k", Body(500), at(0)));
+        assert_eq!(c.lookup("k", at(0) + TTL), Lookup::Miss { lead: true });
+        assert!(!c.complete("k", Body(1_000), at(0) + TTL), "1,000 bytes and the key's 1 do not fit in 1,000");
+        assert_eq!(c.bytes(), 501, "the old answer is still held");
+        assert_eq!(c.lookup("k", at(0) + TTL), Lookup::Miss { lead: true }, "no longer in flight");
+        assert_eq!(c.lookup("new", at(0)), Lookup::Miss { lead: true });
+        assert!(!c.complete("new", Body(2_000), at(0)));
+        assert_eq!(c.lookup("new", at(0)), Lookup::Miss { lead: true }, "forgotten, as if abandoned");
+    }
+
+    #[test]
+    fn a_hundred_answers_of_2_mib_stay_within_the_bytes_of_the_cache() {
+        const MIB: usize = 1 << 20;
+        let mut c = sized(1_000, 32 * MIB);
+        for i in 0..100u64 {
+            let k = key("/v1/forecast", &format!("latitude={i}"));
+            assert_eq!(c.lookup(&k, at(i)), Lookup::Miss { lead: true });
+            assert!(c.complete(&k, Body(2 * MIB), at(i)));
+            assert!(c.bytes() <= 32 * MIB);
+        }
+        assert_eq!(c.len(), 15, "15 answers of 2 MiB and their keys fit in 32 MiB");
+    }
+
+    #[test]
+    fn calls_in_flight_are_never_evicted_to_make_room_for_bytes() {
+        let mut c = sized(10, 100);
+        assert_eq!(c.lookup("a", at(0)), Lookup::Miss { lead: true });
+        assert_eq!(c.lookup("b", at(0)), Lookup::Miss { lead: true });
+        assert!(!c.complete("b", Body(99), at(0)), "99 + b's key + a's key do not fit while a is in flight");
+        assert!(c.complete("a", Body(50), at(0)));
+        assert_eq!(c.lookup("b", at(1)), Lookup::Miss { lead: true });
+        assert!(c.complete("b", Body(99), at(1)), "a, stored, makes room");
+        assert_eq!(c.bytes(), 100);
+        assert_eq!(c.lookup("a", at(1)), Lookup::Miss { lead: true });
+    }
+
+    #[test]
+    fn an_answer_is_kept_only_when_the_provider_lets_it_be_shared() {
+        let max = 1 << 20;
+        assert_eq!(storable(200, None, None, None, max), Ok(()));
+        assert_eq!(storable(200, Some("max-age=0, must-revalidate"), Some("Accept-Encoding"), None, max), Ok(()));
+        assert_eq!(storable(500, None, None, None, max), Err(NotKept::Status(500)));
+        assert_eq!(storable(429, None, None, None, max), Err(NotKept::Status(429)));
+        assert_eq!(storable(200, Some("public, no-store"), None, None, max), Err(NotKept::NoStore));
+        assert_eq!(storable(200, Some("private=\"set-cookie\""), None, None, max), Err(NotKept::Private));
+        assert_eq!(storable(200, Some(" PRIVATE "), None, None, max), Err(NotKept::Private));
+        assert_eq!(storable(200, None, Some(" * "), None, max), Err(NotKept::VaryAll));
+        assert_eq!(storable(200, None, None, Some(max + 1), max), Err(NotKept::TooLarge));
+        assert_eq!(storable(200, None, None, Some(max), max), Ok(()));
+    }
+
+    #[test]
+    fn whole_call_keys_tell_apart_what_the_provider_may_answer_differently() {
+        let get = |headers: &'static [(&'static str, &'static str)]| CallParts {
+            method: "GET",
+            path: "search",
+            query: "q=berlin",
+            headers,
+            body: None,
+        };
+        let en = call_key(&get(&[("accept-language", "en")])).unwrap();
+        assert_eq!(en, "GET search\nq=berlin\naccept-language: en\n\n");
+        assert_ne!(en, call_key(&get(&[("accept-language", "de")])).unwrap());
+        assert_ne!(en, call_key(&get(&[])).unwrap());
+        let post = |body: &'static [u8], content_type| CallParts {
+            method: "POST",
+            path: "interpreter",
+            query: "",
+            headers: &[],
+            body: Some((body, content_type)),
+        };
+        let form = "application/x-www-form-urlencoded; charset=UTF-8";
+        assert_eq!(call_key(&post(b"b=2&data=x", form)), call_key(&post(b"data=x&b=2", form)), "a form is sorted");
+        assert_ne!(
+            call_key(&post(b"b=2&data=x", "text/plain")),
+            call_key(&post(b"data=x&b=2", "text/plain")),
+            "any other body is kept as it came"
+        );
+        assert_ne!(call_key(&post(b"", form)), call_key(&get(&[])), "a POST is never a GET");
+        assert_eq!(call_key(&post(&[0xc3, 0x28], form)), None, "not UTF-8: not cached");
+    }
+
+    #[test]
     fn policies_that_could_hold_nothing_are_refused() {
         let policy = *results(true, 1).policy();
         let zero_ttl = CachePolicy { ttl: Span::ZERO, ..policy };
         let zero_room = CachePolicy { max_entries: 0, ..policy };
+        let zero_bytes = CachePolicy { max_bytes: 0, ..policy };
         assert_eq!(ResponseCache::<u32>::new(zero_ttl).unwrap_err(), CachePolicyError::ZeroTtl);
         assert_eq!(ResponseCache::<u32>::new(zero_room).unwrap_err(), CachePolicyError::ZeroCapacity);
+        assert_eq!(ResponseCache::<u32>::new(zero_bytes).unwrap_err(), CachePolicyError::ZeroCapacity);
         assert_eq!(CachePolicyError::ZeroTtl.to_string(), "the cache TTL must be longer than zero");
-        assert_eq!(CachePolicyError::ZeroCapacity.to_string(), "the cache must hold at least 1 entry");
+        assert_eq!(
+            CachePolicyError::ZeroCapacity.to_string(),
+            "the cache must hold at least 1 entry of at least 1 byte"
+        );
         assert_eq!(
             format!("{:?}", snapshot()),
             format!(
-                "ResponseCache {{ policy: {:?}, len: 0, in_flight: 0 }}",
-                CachePolicy::snapshot(Span::from_secs(600))
+                "ResponseCache {{ policy: {:?}, len: 0, bytes: 0, in_flight: 0 }}",
+                CachePolicy::snapshot(Span::from_secs(600), 1 << 20)
             )
         );
     }
@@ -716,6 +1085,7 @@ mod tests {
                     refresh_behind,
                     retry_after_failure: Span::from_secs(retry),
                     max_entries,
+                    max_bytes: usize::MAX,
                 },
             )
         }
@@ -761,7 +1131,7 @@ mod tests {
                             }
                         }
                         Op::Complete(i) => if let Some(k) = end(i) {
-                            cache.complete(core::str::from_utf8(&[b'k', b'0' + k]).unwrap(), u32::from(k), now);
+                            let _ = cache.complete(core::str::from_utf8(&[b'k', b'0' + k]).unwrap(), u32::from(k), now);
                         },
                         Op::Fail(i) => if let Some(k) = end(i) {
                             let _ = cache.fail(core::str::from_utf8(&[b'k', b'0' + k]).unwrap(), now);

@@ -17,6 +17,11 @@
 //!
 //! The state machine is pure: the caller waits (until [`Gate::wake_at`], or until a
 //! [`Gate::finish`]), then calls [`Gate::pump`] to start whoever can start.
+//!
+//! A permit handed to the app (`POST …/permit`) is *sealed* with a secret the caller draws
+//! from a cryptographic source ([`Gate::seal`]): the app gives it back by that secret alone
+//! ([`Gate::finish_sealed`]). Permit numbers never leave the edge, and a permit that was not
+//! sealed (a proxied call's) cannot be given back from outside at all.
 
 use crate::client::pacer::{PacerCore, Window};
 use crate::core::time::{Instant, Span};
@@ -99,6 +104,8 @@ struct Held {
     /// When it ends unless renewed; `None`: held until finished.
     until: Option<Instant>,
     lease: Option<Span>,
+    /// The secret it was sealed with, when it was handed to the app.
+    sealed: Option<u128>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -223,6 +230,38 @@ impl Gate {
         true
     }
 
+    /// Seal a held `permit` with `secret` (128 bits from a cryptographic source), so that
+    /// [`Gate::finish_sealed`] can give it back by the secret. `false`, and nothing sealed,
+    /// when the permit is not held, is sealed already, or the secret is in use (a draw that
+    /// repeated: draw again).
+    pub fn seal(&mut self, permit: u64, secret: u128) -> bool {
+        if self.sealed_with(secret).is_some() {
+            return false;
+        }
+        match self.held.get_mut(&permit) {
+            Some(held) if held.sealed.is_none() => {
+                held.sealed = Some(secret);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Gate::finish`] for the permit sealed with `secret`; `false` when no held permit was
+    /// sealed with it (it ended with its lease, was given back already, or never existed).
+    /// A scan of the permits held (a rare call: the app giving a permit back).
+    pub fn finish_sealed(&mut self, secret: u128, failed: bool, now: Instant) -> bool {
+        self.expire(now);
+        match self.sealed_with(secret) {
+            Some(permit) => self.finish(permit, failed, now),
+            None => false,
+        }
+    }
+
+    fn sealed_with(&self, secret: u128) -> Option<u64> {
+        self.held.iter().find(|(_, held)| held.sealed == Some(secret)).map(|(&permit, _)| permit)
+    }
+
     /// Keep a leased permit for another lease from `now`; `false` when it already ended.
     pub fn renew(&mut self, permit: u64, now: Instant) -> bool {
         self.expire(now);
@@ -235,6 +274,11 @@ impl Gate {
             }
             None => false,
         }
+    }
+
+    /// Whether `permit` is held (not finished, its lease not ended as of the last call).
+    pub fn is_held(&self, permit: u64) -> bool {
+        self.held.contains_key(&permit)
     }
 
     /// Calls in flight at `mirror`.
@@ -298,7 +342,7 @@ impl Gate {
         }
         let permit = self.next_permit;
         self.next_permit += 1;
-        self.held.insert(permit, Held { mirror, until: lease.map(|l| now + l), lease });
+        self.held.insert(permit, Held { mirror, until: lease.map(|l| now + l), lease, sealed: None });
         Grant { permit, mirror }
     }
 
@@ -439,6 +483,32 @@ mod tests {
         assert_eq!(ticket, b);
         assert!(!gate.finish(a.permit, false, at(3_600)), "it ended with its lease");
         assert!(gate.finish(grant.permit, false, at(3_600)));
+    }
+
+    #[test]
+    fn a_permit_is_given_back_by_its_secret_only_and_an_unsealed_one_not_at_all() {
+        let mut gate = Gate::new(Limits { mirrors: 1, max_in_flight: 2, ..limits() }, 1);
+        let app = granted(gate.ask(at(0), 1000, 0, Some(Span::from_secs(60))));
+        let proxied = granted(gate.ask(at(0), 1000, 0, None));
+        let secret = 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef;
+        assert!(gate.seal(app.permit, secret));
+        assert!(!gate.seal(proxied.permit, secret), "one secret, one permit");
+        assert!(!gate.finish_sealed(secret + 1, false, at(1)), "a guessed secret frees nothing");
+        assert!(!gate.finish_sealed(u128::from(proxied.permit), false, at(1)), "a number is not a secret");
+        assert_eq!(gate.in_flight(0), 2);
+        assert!(gate.finish_sealed(secret, false, at(1)));
+        assert!(!gate.finish_sealed(secret, false, at(2)), "given back once");
+        assert_eq!(gate.in_flight(0), 1, "the proxied call still holds its slot");
+    }
+
+    #[test]
+    fn a_sealed_permit_that_ends_with_its_lease_forgets_its_secret() {
+        let mut gate = Gate::new(Limits { mirrors: 1, max_in_flight: 1, ..limits() }, 1);
+        let app = granted(gate.ask(at(0), 1000, 0, Some(Span::from_secs(2))));
+        assert!(gate.seal(app.permit, 42));
+        assert!(!gate.finish_sealed(42, false, at(2_000)), "its lease ended");
+        let next = granted(gate.ask(at(2_000), 1000, 0, None));
+        assert!(gate.seal(next.permit, 42), "the secret is free again");
     }
 
     #[test]

@@ -18,7 +18,9 @@
 //! only URLs a call may go to.
 
 pub mod cache;
+pub mod call;
 pub mod gate;
+pub mod permit;
 pub mod weigh;
 
 use crate::core::time::Span;
@@ -67,23 +69,36 @@ pub struct Provider {
     /// How long a permit is held unless given back (or, for a fleet budget's proxied call,
     /// renewed).
     pub lease: Span,
+    /// How long one attempt at a mirror may wait for its answer before the mirror counts as
+    /// failed and the next is tried (see [`call`]).
+    pub timeout: Span,
     /// Whether the capabilities answer lists it.
     pub public: bool,
 }
 
-/// How a provider's calls are weighed.
+/// How a provider's calls are weighed: Open-Meteo's accounting of the query string
+/// ([`crate::client::openmeteo::read_query`]), by one of its two formulas ([`weigh::mode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Weigh {
-    /// Open-Meteo's own accounting of the query string
-    /// ([`crate::client::openmeteo::query_weight_milli`]).
+    /// `"open-meteo"`: the conservative formula, `locations × max(1, d/14) × max(1, v/10)`,
+    /// never below what Open-Meteo's server charges, so a budget kept by it is never
+    /// overspent.
     OpenMeteo,
+    /// `"open-meteo-server"`: the server's own formula, summed over locations,
+    /// `max(1, v/10 × max(1, d/14))`, for a budget that should run as close to the server's
+    /// count as it can (half the conservative weight for 5 variables over 28 days).
+    OpenMeteoServer,
 }
 
 impl Weigh {
+    /// Every way, in the order the rules file's error lists them.
+    pub const ALL: [Weigh; 2] = [Weigh::OpenMeteo, Weigh::OpenMeteoServer];
+
     /// The name in the rules file.
     pub const fn name(self) -> &'static str {
         match self {
             Weigh::OpenMeteo => "open-meteo",
+            Weigh::OpenMeteoServer => "open-meteo-server",
         }
     }
 }
@@ -103,9 +118,24 @@ pub struct CacheRule {
     pub retry_after_failure: Span,
     /// The most answers kept.
     pub max_entries: u32,
-    /// The largest answer kept, in bytes (a larger one is passed on, not kept).
+    /// The largest answer kept, in bytes (a larger one is passed on as it streams, not
+    /// kept): counted as it arrives, after decompression.
     pub max_entry_bytes: u64,
+    /// The most bytes this provider's answers and keys may hold in one isolate; the
+    /// providers' caches together hold at most [`ISOLATE_CACHE_BYTES`].
+    pub max_bytes: u64,
+    /// Whether `POST` answers are kept too, keyed by their body (Overpass's queries), a body
+    /// of at most `max_entry_bytes`.
+    pub post: bool,
 }
+
+/// The most bytes every egress cache of one isolate holds together (a Worker has 128 MB):
+/// the providers' `max_bytes` add up to at most this, and a provider that names none gets
+/// an equal share of what the others left.
+pub const ISOLATE_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// The largest answer kept unless `max_entry_bytes` says otherwise (never more than the
+/// provider's `max_bytes`).
+pub const DEFAULT_MAX_ENTRY_BYTES: u64 = 8 * 1024 * 1024;
 
 /// One base URL of a provider: scheme and authority, and a path ending in `/`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,7 +269,8 @@ impl Egress {
     }
 }
 
-/// What `POST …/permit` asks for: a weight in thousandths, or the query to weigh.
+/// What `POST …/permit` asks for: a weight in thousandths, the query to weigh, or both (a
+/// weight never below the query's: [`weigh::permit_weight`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PermitAsk {
     /// `"weight"` (weighted calls), in thousandths, rounded up.
@@ -309,14 +340,15 @@ fn object(body: &str, fields: &[&str], has: &str) -> Result<serde_json::Map<Stri
 /// Why a proxied path may not be sent to a mirror.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetError {
-    /// It starts with `/`, or holds `//`, a `.` or `..` segment, a `\` or a character that
-    /// may not stand raw in a path.
+    /// It starts with `/`, or holds `//`, a `.` or `..` segment, a `\` (raw or escaped as
+    /// `%5C`, which a mirror may read as a `/`), an escaped control character, or a character
+    /// that may not stand raw in a path.
     Unsafe,
 }
 
 impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the path below the provider must be plain path segments (no '//', '.', '..' or '\\')")
+        f.write_str("the path below the provider must be plain path segments (no '//', '.', '..', '\\' or '%5C')")
     }
 }
 
@@ -331,7 +363,8 @@ pub fn target(mirror: &Mirror, rest: &str, query: &str) -> Result<String, Target
     let plain = !rest.starts_with('/')
         && !rest.contains("//")
         && !rest.split('/').any(|s| s == "." || s == "..")
-        && rest.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'\\' | b'?' | b'#'));
+        && rest.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'\\' | b'?' | b'#'))
+        && !has_unsafe_escape(rest);
     if !plain || query.bytes().any(|b| !b.is_ascii_graphic() || b == b'#') {
         return Err(TargetError::Unsafe);
     }
@@ -342,6 +375,19 @@ pub fn target(mirror: &Mirror, rest: &str, query: &str) -> Result<String, Target
         url.push_str(query);
     }
     Ok(url)
+}
+
+/// Whether `path` holds an escape a mirror could read as a separator or a control
+/// character: `%5C` (`\\`, a `/` to some servers, so `..%5C` climbs) or `%00`–`%1F`, `%7F`.
+fn has_unsafe_escape(path: &str) -> bool {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    path.as_bytes().windows(3).any(|w| match (w[0], hex(w[1]), hex(w[2])) {
+        (b'%', Some(high), Some(low)) => {
+            let byte = high * 16 + low;
+            byte == 0x5c || byte < 0x20 || byte == 0x7f
+        }
+        _ => false,
+    })
 }
 
 #[cfg(test)]
@@ -428,9 +474,26 @@ mod tests {
         assert_eq!(target(&m, "interpreter", "data=x").unwrap(), "https://a.example/api/interpreter?data=x");
         assert_eq!(target(&m, "", "").unwrap(), "https://a.example/api/");
         assert_eq!(target(&m, "x@evil.example/y", "").unwrap(), "https://a.example/api/x@evil.example/y");
-        for bad in ["/evil.example/", "a//b", "../x", "a/./b", "a\\b", "a?b", "a b", "x/.."] {
+        for bad in [
+            "/evil.example/",
+            "a//b",
+            "../x",
+            "a/./b",
+            "a\\b",
+            "a?b",
+            "a b",
+            "x/..",
+            "..%5C..%5Cetc",
+            "a/..%5c",
+            "a%5Cb",
+            "a%00b",
+            "a%0Ab",
+            "a%7f",
+        ] {
             assert_eq!(target(&m, bad, ""), Err(TargetError::Unsafe), "{bad}");
         }
         assert!(target(&m, "x", "a=1#frag").is_err());
+        assert_eq!(target(&m, "a%255Cb", "").unwrap(), "https://a.example/api/a%255Cb", "a literal %5C once decoded");
+        assert_eq!(target(&m, "caf%C3%A9", "").unwrap(), "https://a.example/api/caf%C3%A9");
     }
 }

@@ -26,6 +26,7 @@ pub const ONE_CALL: u64 = 1_000;
 pub const fn mode(how: Weigh) -> WeightMode {
     match how {
         Weigh::OpenMeteo => WeightMode::Conservative,
+        Weigh::OpenMeteoServer => WeightMode::Server,
     }
 }
 
@@ -132,6 +133,17 @@ mod tests {
         let sparse = "latitude=1&daily=a,b,c,d,e&start_date=2026-02-01&end_date=2026-02-28";
         assert_eq!(call_weight(&weather(), sparse), Ok(2_000));
         assert_eq!(mode(Weigh::OpenMeteo), WeightMode::Conservative);
+    }
+
+    #[test]
+    fn the_server_formula_is_had_by_asking_for_it() {
+        let by_server = provider(r#","weight":"open-meteo-server","weight_per_minute":550"#);
+        let sparse = "latitude=1&daily=a,b,c,d,e&start_date=2026-02-01&end_date=2026-02-28";
+        assert_eq!(call_weight(&by_server, sparse), Ok(1_000));
+        assert_eq!(permit_weight(&by_server, &ask(Some(1), Some(sparse))), Ok(1_000));
+        assert_eq!(mode(Weigh::OpenMeteoServer), WeightMode::Server);
+        let twice = format!("latitude=1&hourly={}&hourly={}", names(10), names(10));
+        assert_eq!(call_weight(&by_server, &twice), Ok(2_000), "every &hourly= counts by either formula");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! } ] }
 //! ```
 
+mod binding;
 mod log;
 pub(crate) mod matching;
 mod parse;
@@ -21,6 +22,7 @@ mod path;
 mod summary;
 
 pub use crate::edge::scope::Scope;
+pub use binding::WithoutBinding;
 pub use log::{DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};
@@ -57,6 +59,8 @@ pub struct RuleSet {
     egress: Option<crate::edge::egress::Egress>,
     trusted_proxies: TrustedProxies,
     log: DecisionLog,
+    /// The rules whose `on_store_failure` is `"open"` in the file (not by default).
+    open_by_choice: Vec<String>,
 }
 
 /// The checks made before a request's body is read (`"pre_read"`), in this order; they

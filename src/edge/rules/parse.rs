@@ -152,7 +152,23 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     }
     if errors.list.is_empty() {
         let headers_read = super::headers_read(&rules, tenants.as_ref());
-        Ok(RuleSet { rules, upstreams, capabilities, pre_read, tenants, headers_read, egress, trusted_proxies, log })
+        let open_by_choice = list
+            .iter()
+            .filter(|v| v.get("on_store_failure").and_then(Value::as_str) == Some("open"))
+            .filter_map(|v| v.get("id").and_then(Value::as_str).map(String::from))
+            .collect();
+        Ok(RuleSet {
+            rules,
+            upstreams,
+            capabilities,
+            pre_read,
+            tenants,
+            headers_read,
+            egress,
+            trusted_proxies,
+            log,
+            open_by_choice,
+        })
     } else {
         Err(errors.list)
     }

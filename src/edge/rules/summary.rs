@@ -44,17 +44,27 @@ impl RuleSet {
             if let Some(w) = p.weight_per_minute {
                 limits.push(format!("{w} weighted calls per rolling minute"));
             }
+            if let Some(how) = p.weight {
+                limits.push(format!("weighed by {}", how.name()));
+            }
             if let Some(c) = p.cache {
                 let how = if c.refresh_behind { "refreshed behind" } else { "refreshed ahead" };
-                limits.push(format!("cached {} s, {how}", c.ttl.as_secs_ceil()));
+                let post = if c.post { " (GET and POST)" } else { "" };
+                limits.push(format!(
+                    "cached{post} {} s, {how}, {} KiB in all, answers of up to {} KiB",
+                    c.ttl.as_secs_ceil(),
+                    c.max_bytes / 1024,
+                    c.max_entry_bytes / 1024
+                ));
             }
             lines.push(format!(
-                "egress {}: {prefix}{}/…: {}, per {}, waiting up to {} ms",
+                "egress {}: {prefix}{}/…: {}, per {}, waiting up to {} ms, each attempt up to {} ms",
                 p.id,
                 p.id,
                 limits.join(", "),
                 p.scope.name(),
-                p.max_wait.as_millis_ceil()
+                p.max_wait.as_millis_ceil(),
+                p.timeout.as_millis_ceil()
             ));
         }
         lines.extend(pre_read_lines(self.pre_read()));

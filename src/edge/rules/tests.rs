@@ -993,6 +993,33 @@ fn egress_problems_name_the_provider_and_the_field() {
 }
 
 #[test]
+fn an_egress_weight_is_conservative_by_name_and_the_servers_by_request() {
+    let weighed = |how: &str| {
+        egress_file(&alloc::format!(
+            r#"{{"id":"weather","mirrors":["https://x.example/"],"max_in_flight":4,"weight":{how},"weight_per_minute":550}}"#
+        ))
+    };
+    let weigh_of = |how: &str| RuleSet::from_json(&weighed(how)).unwrap().egress().unwrap().providers[0].weight;
+    assert_eq!(weigh_of(r#""open-meteo""#), Some(crate::edge::egress::Weigh::OpenMeteo));
+    assert_eq!(weigh_of(r#""open-meteo-server""#), Some(crate::edge::egress::Weigh::OpenMeteoServer));
+    let set = RuleSet::from_json(&weighed(r#""open-meteo-server""#)).unwrap();
+    assert!(set.capabilities_json(|_| 0).contains(r#""weight":"open-meteo-server""#));
+    let line = set.summary_lines().into_iter().find(|l| l.starts_with("egress weather:")).unwrap();
+    assert!(line.contains("550 weighted calls per rolling minute, weighed by open-meteo-server"), "{line}");
+    for unknown in [r#""bytes""#, r#""Open-Meteo""#, "true"] {
+        let errors = RuleSet::from_json(&weighed(unknown)).unwrap_err();
+        assert_eq!(fields_of(&weighed(unknown)), [(Some("egress.providers[0] (\"weather\")".into()), "weight".into())]);
+        assert_eq!(
+            errors[0].message,
+            alloc::format!(
+                "must be \"open-meteo\" (the query's weight as Open-Meteo counts it, conservatively: never below \
+                 what its server charges) or \"open-meteo-server\" (by the server's own formula), got {unknown}"
+            )
+        );
+    }
+}
+
+#[test]
 fn a_provider_spaced_alone_gets_one_call_in_flight_per_mirror() {
     let nominatim = r#"{"id":"nominatim","mirrors":["https://nominatim.openstreetmap.org/"],"min_interval_ms":3500}"#;
     let set = RuleSet::from_json(&egress_file(nominatim)).unwrap();
@@ -1002,7 +1029,7 @@ fn a_provider_spaced_alone_gets_one_call_in_flight_per_mirror() {
     assert_eq!(
         line,
         "egress nominatim: /egress/nominatim/…: 1 in flight per mirror (the default with min_interval_ms) \
-         (1 mirror(s)), starts 3500 ms apart, per isolate, waiting up to 30000 ms"
+         (1 mirror(s)), starts 3500 ms apart, per isolate, waiting up to 30000 ms, each attempt up to 30000 ms"
     );
     let two = r#"{"id":"nominatim","mirrors":["https://x.example/"],"min_interval_ms":3500,"max_in_flight":2}"#;
     let set = RuleSet::from_json(&egress_file(two)).unwrap();
@@ -1212,4 +1239,70 @@ fn the_summary_lists_a_log_setting_that_is_not_the_default() {
         line(r#"{"sample":0.3}"#),
         "log: every decision, a share of 0.3 sampled at random (each line carries \"sample\":0.3)"
     );
+}
+
+#[test]
+fn an_attempt_at_a_mirror_waits_30_s_for_its_answer_unless_timeout_s_says_otherwise() {
+    let one = |extra: &str| {
+        egress_file(&alloc::format!(r#"{{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1{extra}}}"#))
+    };
+    let set = RuleSet::from_json(&one("")).unwrap();
+    assert_eq!(set.egress().unwrap().providers[0].timeout, Span::from_secs(30));
+    let set = RuleSet::from_json(&one(r#","timeout_s":2.5"#)).unwrap();
+    assert_eq!(set.egress().unwrap().providers[0].timeout, Span::from_millis(2_500));
+    for bad in [r#","timeout_s":0"#, r#","timeout_s":301"#, r#","timeout_s":"5""#] {
+        let fields = fields_of(&one(bad));
+        assert_eq!(fields, [(Some("egress.providers[0] (\"a\")".into()), "timeout_s".into())], "{bad}");
+    }
+}
+
+#[test]
+fn the_isolate_s_cache_bytes_are_shared_among_the_providers_that_name_none() {
+    const MIB: u64 = 1 << 20;
+    let cached = |id: &str, cache: &str| {
+        alloc::format!(
+            r#"{{"id":"{id}","mirrors":["https://{id}.example/"],"max_in_flight":1,"cache":{{"ttl_s":60{cache}}}}}"#
+        )
+    };
+    let file = egress_file(
+        &[
+            cached("a", r#","max_bytes":16777216"#),
+            cached("b", ""),
+            cached("c", r#","post":true"#),
+            cached("d", r#","max_entry_bytes":1024"#),
+        ]
+        .join(","),
+    );
+    let set = RuleSet::from_json(&file).unwrap();
+    let caches: Vec<_> = set.egress().unwrap().providers.iter().map(|p| p.cache.unwrap()).collect();
+    let bytes: Vec<u64> = caches.iter().map(|c| c.max_bytes).collect();
+    assert_eq!(bytes, [16 * MIB, 16 * MIB / 3, 16 * MIB / 3, 16 * MIB / 3]);
+    assert!(bytes.iter().sum::<u64>() <= crate::edge::egress::ISOLATE_CACHE_BYTES);
+    let entries: Vec<u64> = caches.iter().map(|c| c.max_entry_bytes).collect();
+    assert_eq!(entries, [8 * MIB, 16 * MIB / 3, 16 * MIB / 3, 1024], "8 MiB, or the cache's share when smaller");
+    assert_eq!(caches.iter().map(|c| c.post).collect::<Vec<_>>(), [false, false, true, false]);
+    let line = set.summary_lines().into_iter().find(|l| l.starts_with("egress c:")).unwrap();
+    assert!(
+        line.contains("cached (GET and POST) 60 s, refreshed ahead, 5461 KiB in all, answers of up to 5461 KiB"),
+        "{line}"
+    );
+}
+
+#[test]
+fn caches_that_would_not_fit_in_one_isolate_are_refused_naming_what_to_lower() {
+    let cached = |id: &str, cache: &str| {
+        alloc::format!(
+            r#"{{"id":"{id}","mirrors":["https://{id}.example/"],"max_in_flight":1,"cache":{{"ttl_s":60{cache}}}}}"#
+        )
+    };
+    let over =
+        egress_file(&[cached("a", r#","max_bytes":20000000"#), cached("b", r#","max_bytes":20000000"#)].join(","));
+    assert_eq!(fields_of(&over), [(Some("egress".into()), "providers".into())]);
+    assert!(errors_of(&over)[0].contains("add up to 40000000 bytes"), "{:?}", errors_of(&over));
+    let none_left = egress_file(&[cached("a", r#","max_bytes":33554432"#), cached("b", "")].join(","));
+    assert!(errors_of(&none_left)[0].contains("leaving nothing for the caches that give none"));
+    let entry = egress_file(&cached("a", r#","max_bytes":1000,"max_entry_bytes":2000"#));
+    assert_eq!(fields_of(&entry), [(Some("egress".into()), "providers.a.cache.max_entry_bytes".into())]);
+    let unknown = egress_file(&cached("a", r#","methods":["POST"]"#));
+    assert_eq!(fields_of(&unknown), [(Some("egress.providers[0] (\"a\")".into()), "cache.methods".into())]);
 }

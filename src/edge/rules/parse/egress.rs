@@ -5,7 +5,9 @@ use super::{
     Errors, DEFAULT_MAX_WAIT_S,
 };
 use crate::core::time::Span;
-use crate::edge::egress::{gate::MAX_MIRRORS, CacheRule, Egress, Mirror, Provider, Weigh};
+use crate::edge::egress::{
+    gate::MAX_MIRRORS, CacheRule, Egress, Mirror, Provider, Weigh, DEFAULT_MAX_ENTRY_BYTES, ISOLATE_CACHE_BYTES,
+};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -26,15 +28,26 @@ const PROVIDER_FIELDS: &[&str] = &[
     "retry_after_failure_s",
     "scope",
     "lease",
+    "timeout_s",
     "public",
 ];
-const CACHE_FIELDS: &[&str] =
-    &["ttl_s", "stale_if_error", "refresh", "retry_after_failure_s", "max_entries", "max_entry_bytes"];
+const CACHE_FIELDS: &[&str] = &[
+    "ttl_s",
+    "stale_if_error",
+    "refresh",
+    "retry_after_failure_s",
+    "max_entries",
+    "max_entry_bytes",
+    "max_bytes",
+    "post",
+];
 /// The most providers a file may hold.
 pub const MAX_PROVIDERS: usize = 32;
 /// Where the egress routes are unless the file says otherwise.
 pub const DEFAULT_PREFIX: &str = "/egress/";
 const MAX_WAIT_S: u32 = 300;
+/// How long an attempt at a mirror waits for its answer unless `timeout_s` says otherwise.
+const DEFAULT_TIMEOUT_S: u32 = 30;
 /// The longest a `User-Agent` may be.
 const MAX_USER_AGENT_BYTES: usize = 256;
 /// `max_in_flight` of a provider whose policy is spacing alone (`min_interval_ms`, no
@@ -105,7 +118,49 @@ fn section(v: &Value, errors: &mut Errors) -> Option<Egress> {
             }
         }
     }
+    errors.rule = Some("egress".into());
+    share_cache_bytes(&mut providers, errors);
     (errors.list.len() == before).then_some(Egress { prefix: prefix?, providers })
+}
+
+/// Settle each cache's `max_bytes` and `max_entry_bytes`: the `max_bytes` given add up to at
+/// most [`ISOLATE_CACHE_BYTES`], and a cache without one gets an equal share of the rest;
+/// `max_entry_bytes` is [`DEFAULT_MAX_ENTRY_BYTES`] unless given, never more than `max_bytes`.
+fn share_cache_bytes(providers: &mut [Provider], errors: &mut Errors) {
+    let caches = || providers.iter().filter_map(|p| p.cache.as_ref());
+    let given: u64 = caches().map(|c| c.max_bytes).sum();
+    let unset = caches().filter(|c| c.max_bytes == 0).count() as u64;
+    if given > ISOLATE_CACHE_BYTES || (unset > 0 && given == ISOLATE_CACHE_BYTES) {
+        errors.push(
+            "providers",
+            format!(
+                "the caches' max_bytes add up to {given} bytes{}; every cache of an isolate holds at most \
+                 {ISOLATE_CACHE_BYTES} bytes together (a Worker has 128 MB): lower them",
+                if unset > 0 { ", leaving nothing for the caches that give none" } else { "" }
+            ),
+        );
+        return;
+    }
+    let share = (ISOLATE_CACHE_BYTES - given).checked_div(unset).unwrap_or(0);
+    for p in providers.iter_mut() {
+        let Some(cache) = p.cache.as_mut() else { continue };
+        if cache.max_bytes == 0 {
+            cache.max_bytes = share;
+        }
+        if cache.max_entry_bytes == 0 {
+            cache.max_entry_bytes = DEFAULT_MAX_ENTRY_BYTES.min(cache.max_bytes);
+        } else if cache.max_entry_bytes > cache.max_bytes {
+            errors.push(
+                &format!("providers.{}.cache.max_entry_bytes", p.id),
+                format!(
+                    "{} bytes is more than the cache's max_bytes ({} bytes{}): an answer that large could never be kept",
+                    cache.max_entry_bytes,
+                    cache.max_bytes,
+                    if unset > 0 { ", its share of the isolate's" } else { "" }
+                ),
+            );
+        }
+    }
 }
 
 /// A path prefix in normal form that starts and ends with `/` and is not `/` itself.
@@ -145,17 +200,7 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
     };
     let max_in_flight =
         max_in_flight(obj.get("max_in_flight"), obj.contains_key("min_interval_ms"), min_interval, errors);
-    let weight = match obj.get("weight") {
-        None => None,
-        Some(Value::String(s)) if s == "open-meteo" => Some(Weigh::OpenMeteo),
-        Some(v) => {
-            errors.push(
-                "weight",
-                format!("must be \"open-meteo\" (the query's weight as Open-Meteo counts it), got {v}"),
-            );
-            None
-        }
-    };
+    let weight = obj.get("weight").and_then(|v| weigh(v, errors));
     let weight_per_minute = match obj.get("weight_per_minute") {
         None => None,
         Some(v) => whole(v, 1u32, 10_000_000, "weight_per_minute", "a whole number of weighted calls", errors),
@@ -191,6 +236,13 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
             whole(v, 1, MAX_WAIT_S, "lease", "a whole number of seconds", errors).map(|s| Span::from_secs(s.into()))
         }
     };
+    let timeout = match seconds(obj.get("timeout_s"), "timeout_s", Some(DEFAULT_TIMEOUT_S), MAX_WAIT_S, errors) {
+        Some(t) if t.is_zero() => {
+            errors.push("timeout_s", "must be above 0: how long one attempt at a mirror waits for its answer");
+            None
+        }
+        t => t,
+    };
     let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
         return None;
@@ -209,8 +261,28 @@ fn provider(value: &Value, errors: &mut Errors) -> Option<Provider> {
         retry_after_failure: retry_after_failure?,
         scope: scope?,
         lease: lease?,
+        timeout: timeout?,
         public,
     })
+}
+
+/// How a provider's calls are weighed: `"open-meteo"` (conservatively) or
+/// `"open-meteo-server"` (by the server's formula).
+fn weigh(v: &Value, errors: &mut Errors) -> Option<Weigh> {
+    let how = Weigh::ALL.into_iter().find(|how| v.as_str() == Some(how.name()));
+    if how.is_none() {
+        errors.push(
+            "weight",
+            format!(
+                "must be \"{}\" (the query's weight as Open-Meteo counts it, conservatively: never below what \
+                 its server charges) or \"{}\" (by the server's own formula), got {}",
+                Weigh::OpenMeteo.name(),
+                Weigh::OpenMeteoServer.name(),
+                brief(&v.to_string())
+            ),
+        );
+    }
+    how
 }
 
 /// A provider's `max_in_flight`: as given, or [`SPACED_MAX_IN_FLIGHT`] for a provider
@@ -302,10 +374,16 @@ fn cache(v: &Value, errors: &mut Errors) -> Option<CacheRule> {
         None => Some(1_000),
         Some(v) => whole(v, 1u32, 100_000, "cache.max_entries", "a whole number of answers", errors),
     };
+    // 0: not given, settled by `share_cache_bytes` once every provider is read.
     let max_entry_bytes = match obj.get("max_entry_bytes") {
-        None => Some(32 * 1024 * 1024),
-        Some(v) => whole(v, 1u64, 100 * 1024 * 1024, "cache.max_entry_bytes", "a whole number of bytes", errors),
+        None => Some(0),
+        Some(v) => whole(v, 1u64, ISOLATE_CACHE_BYTES, "cache.max_entry_bytes", "a whole number of bytes", errors),
     };
+    let max_bytes = match obj.get("max_bytes") {
+        None => Some(0),
+        Some(v) => whole(v, 1u64, ISOLATE_CACHE_BYTES, "cache.max_bytes", "a whole number of bytes", errors),
+    };
+    let post = flag(obj.get("post"), "cache.post", false, errors);
     if errors.list.len() > before {
         return None;
     }
@@ -316,5 +394,7 @@ fn cache(v: &Value, errors: &mut Errors) -> Option<CacheRule> {
         retry_after_failure: retry_after_failure?,
         max_entries: max_entries?,
         max_entry_bytes: max_entry_bytes?,
+        max_bytes: max_bytes?,
+        post,
     })
 }
