@@ -50,8 +50,12 @@ pub async fn take_up_to(
             js::cancel_reader(&reader);
             return Ok(Taken::Late);
         }
-        let Some(bytes) = chunk.dyn_ref::<js_sys::Uint8Array>() else {
+        if chunk.is_undefined() {
             return Ok(Taken::Whole(read));
+        }
+        let Some(bytes) = chunk.dyn_ref::<js_sys::Uint8Array>() else {
+            js::cancel_reader(&reader);
+            return Err(JsValue::from_str("a body chunk that is not bytes"));
         };
         read.push(bytes);
         if cap.take(bytes.length() as usize).is_err() {
