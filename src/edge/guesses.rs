@@ -7,23 +7,28 @@
 //! answers              401 × 10              | 429 429   (the right token too: it is not compared)
 //! ```
 //!
-//! Counted in this isolate (a per-isolate table of salted keys, bounded in size, as the
-//! pre-read checks are); a request with no client address counts under `0.0.0.0`, which all
-//! such requests share. A right token costs nothing and clears nothing.
+//! Counted in this isolate, as the pre-read checks are, in a table of salted keys bounded in
+//! size ([`MAX_CLIENTS`]; past it, new clients share one count, so more addresses buy no more
+//! tries); a request with no client address counts under `0.0.0.0`, which all such requests
+//! share. A right token costs nothing and clears nothing.
 
-use crate::core::keyed::Keyed;
 use crate::core::limit::{Decision, Gcra};
 use crate::core::time::{Instant, Span};
 use crate::edge::identity::ClientIp;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 
 /// Failed tries a client may make in a row; then one more every `60 s / GUESSES_PER_MINUTE`.
 pub const GUESSES_PER_MINUTE: u32 = 10;
-/// Clients whose failed tries are remembered at once (a full table refuses tries from new
-/// clients until one of them has waited out its count).
+/// Clients whose failed tries are remembered at once. A client that fails while the table
+/// is full of clients still counting is counted with every other such client under one
+/// shared count, so a crowd of addresses gets no more tries than one.
 pub const MAX_CLIENTS: usize = 10_000;
+/// The shared count of the clients a full table has no room for.
+const OVERFLOW: ClientIp = ClientIp::V6Prefix(Ipv6Addr::UNSPECIFIED);
 
-/// The failed tries of each client.
+/// The failed tries of each client: a GCRA's theoretical arrival time per client address.
 ///
 /// # Examples
 /// ```
@@ -38,15 +43,22 @@ pub const MAX_CLIENTS: usize = 10_000;
 /// assert_eq!(guesses.may_try(None, now).unwrap_err().as_secs_ceil(), 6);
 /// ```
 pub struct Guesses {
-    table: Keyed<ClientIp, Gcra>,
+    quota: Gcra,
+    tats: HashMap<ClientIp, Instant, FixedState>,
+    max_clients: usize,
 }
 
 impl Guesses {
     /// An empty table whose hash is salted with `salt` (draw it at random).
     pub fn new(salt: u64) -> Self {
+        Self::with_room(salt, MAX_CLIENTS)
+    }
+
+    /// An empty table with room for `max_clients` (at least 1) besides the shared count.
+    pub fn with_room(salt: u64, max_clients: usize) -> Self {
         let quota = Gcra::new(GUESSES_PER_MINUTE, Span::from_secs(60), GUESSES_PER_MINUTE)
             .unwrap_or_else(|_| unreachable!("10 per minute, bursts of 10, is a valid quota"));
-        Guesses { table: Keyed::new(quota, MAX_CLIENTS, salt) }
+        Guesses { quota, tats: HashMap::with_hasher(FixedState::with_seed(salt)), max_clients: max_clients.max(1) }
     }
 
     /// Whether the client at `ip` may try a token now; `Err(wait)` when it has failed too
@@ -55,7 +67,11 @@ impl Guesses {
     /// # Errors
     /// How long the client must wait before its next try.
     pub fn may_try(&self, ip: Option<ClientIp>, now: Instant) -> Result<(), Span> {
-        match self.table.peek(&key(ip), now, 1) {
+        let ip = key(ip);
+        let tat = self.tats.get(&ip).or_else(|| self.tats.get(&OVERFLOW).filter(|_| self.is_full()));
+        // A copy is checked: looking charges nothing.
+        let mut tat = tat.copied().unwrap_or(Instant::ZERO);
+        match self.quota.check_tat(&mut tat, now, 1) {
             Ok(Decision::Deny { retry_after }) => Err(retry_after),
             _ => Ok(()),
         }
@@ -63,7 +79,20 @@ impl Guesses {
 
     /// The client at `ip` tried a wrong token (or none) at `now`.
     pub fn failed(&mut self, ip: Option<ClientIp>, now: Instant) {
-        let _ = self.table.check(&key(ip), now, 1);
+        let mut ip = key(ip);
+        if !self.tats.contains_key(&ip) && self.is_full() {
+            // Clients whose counts are full again (their TAT passed) are forgotten first.
+            self.tats.retain(|&kept, tat| kept == OVERFLOW || *tat > now);
+            if self.is_full() {
+                ip = OVERFLOW;
+            }
+        }
+        let tat = self.tats.entry(ip).or_insert(Instant::ZERO);
+        let _ = self.quota.check_tat(tat, now, 1);
+    }
+
+    fn is_full(&self) -> bool {
+        self.tats.len() - usize::from(self.tats.contains_key(&OVERFLOW)) >= self.max_clients
     }
 }
 
@@ -108,6 +137,24 @@ mod tests {
             }
         }
         assert_eq!(tries, 10 + 9, "the burst, then one every 6 s");
+    }
+
+    #[test]
+    fn clients_a_full_table_has_no_room_for_share_one_count() {
+        let mut g = Guesses::with_room(4, 2);
+        let now = Instant::from_secs(9);
+        g.failed(v4(1), now);
+        g.failed(v4(2), now);
+        for last in 3..=12 {
+            assert!(g.may_try(v4(last), now).is_ok(), "{last}");
+            g.failed(v4(last), now);
+        }
+        assert!(g.may_try(v4(200), now).is_err(), "ten addresses past the room spent the shared count");
+        assert!(g.may_try(v4(1), now).is_ok(), "a client with its own count keeps it");
+        // A minute on, the counts are full again and forgotten: room for new clients.
+        let later = now + Span::from_secs(61);
+        g.failed(v4(100), later);
+        assert!(g.may_try(v4(200), later).is_ok());
     }
 
     #[test]
