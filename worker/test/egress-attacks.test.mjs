@@ -59,7 +59,7 @@ function endlessBody(edge, method, path, { chunks, size, headers = {}, ms = 4_00
   });
 }
 
-describe("round three at the egress routes (deploy build)", () => {
+describe("attacks on the egress routes (deploy build)", () => {
   let p;
   let silent;
   let origin;
