@@ -243,14 +243,10 @@ impl Counter {
                 Ask::Refused(_) => None,
                 Ask::Queued(ticket) => crate::egress::wait(&gates, &p, ticket, deadline).await?,
             };
-            // A secret in use already (two draws alike) seals nothing: the permit goes back.
-            let grant = grant.filter(|g| match secret {
-                Some(secret) if !crate::egress::seal_with(&gates, &p, g.permit, secret) => {
-                    crate::egress::finish(&gates, &p, g.permit, false);
-                    false
-                }
-                _ => true,
-            });
+            let grant = match (grant, secret) {
+                (Some(g), Some(secret)) if !crate::egress::seal_or_give_back(&gates, &p, g.permit, secret) => None,
+                (grant, _) => grant,
+            };
             Ok(match grant {
                 Some(g) => {
                     js_sys::Array::of2(&JsValue::from_f64(g.permit as f64), &JsValue::from_f64(g.mirror as f64)).into()

@@ -171,28 +171,15 @@ pub fn finish_sealed(gates: &Shared, p: &Provider, secret: u128, failed: bool) -
     finished
 }
 
-/// Seal a held permit with a fresh secret (for the app to give it back by): the secret, or
-/// `None` when the permit is no longer held.
-///
-/// # Errors
-/// When the runtime gives no cryptographic random bits.
-pub fn seal(gates: &Shared, p: &Provider, permit: u64) -> Result<Option<u128>, JsValue> {
-    loop {
-        let secret = crate::runtime::secret_u128()?;
-        let (sealed, held) = with_gate(gates, p, |l| (l.gate.seal(permit, secret), l.gate.is_held(permit)));
-        match (sealed, held) {
-            (true, _) => return Ok(Some(secret)),
-            (false, false) => return Ok(None),
-            // The draw repeated one in use: draw again.
-            (false, true) => {}
-        }
+/// Seal a granted permit with `secret` (drawn by the Worker) for the app to give it back
+/// by; when that cannot be (the secret is in use: two draws of 128 bits alike), the permit
+/// goes back and `false` is answered, as for a permit that never started.
+pub fn seal_or_give_back(gates: &Shared, p: &Provider, permit: u64, secret: u128) -> bool {
+    let sealed = with_gate(gates, p, |l| l.gate.seal(permit, secret));
+    if !sealed {
+        finish(gates, p, permit, false);
     }
-}
-
-/// Seal a held permit with `secret` drawn elsewhere (the Worker, for the fleet's object):
-/// `false` when it is not held or the secret is in use.
-pub fn seal_with(gates: &Shared, p: &Provider, permit: u64, secret: u128) -> bool {
-    with_gate(gates, p, |l| l.gate.seal(permit, secret))
+    sealed
 }
 
 /// Keep a leased permit another lease; `false` when it already ended.
@@ -544,6 +531,7 @@ type PermitTaken = Result<(PermitId, usize), Option<Refused>>;
 
 /// A permit from this isolate's budget, leased and sealed.
 async fn permit_here(p: &Provider, weight: u64, deadline: Instant, scope: &Scope<'_>) -> Result<PermitTaken, JsValue> {
+    let secret = crate::runtime::secret_u128()?;
     let gates = here();
     let grant = match ask(&gates, p, weight, 0, Some(p.lease)) {
         Ask::Granted(grant) => grant,
@@ -567,17 +555,10 @@ async fn permit_here(p: &Provider, weight: u64, deadline: Instant, scope: &Scope
             }
         }
     };
-    let sealed = match seal(&gates, p, grant.permit) {
-        Ok(sealed) => sealed,
-        Err(error) => {
-            finish(&gates, p, grant.permit, false);
-            return Err(error);
-        }
-    };
-    Ok(match sealed {
-        Some(secret) => Ok((PermitId { fleet: false, secret }, grant.mirror)),
-        None => Err(None),
-    })
+    if !seal_or_give_back(&gates, p, grant.permit, secret) {
+        return Ok(Err(None));
+    }
+    Ok(Ok((PermitId { fleet: false, secret }, grant.mirror)))
 }
 
 /// A permit from the provider's Durable Object, which seals it with a secret drawn here.
@@ -1252,7 +1233,7 @@ async fn fill(
             drop(permit);
             let headers = js::rebuilt_headers(&got, ANSWER_DROPS, "")?;
             let body = js::joined(&chunks)?;
-            let bytes = body.length() as usize + js::header_names(&headers)?.len() + header_values_len(&headers)?;
+            let bytes = body.length() as usize + header_bytes(&headers)?;
             let kept = Kept { status: response.status(), headers, body, mirror, at: now(), bytes };
             lead.complete(kept.clone());
             Ok(Filled::Kept(kept))
@@ -1283,11 +1264,11 @@ async fn fill(
     }
 }
 
-/// The bytes of every value of `headers`.
-fn header_values_len(headers: &Headers) -> Result<usize, JsValue> {
+/// The bytes of every name and value of `headers`.
+fn header_bytes(headers: &Headers) -> Result<usize, JsValue> {
     let mut len = 0;
     for name in js::header_names(headers)?.lines() {
-        len += headers.get(name)?.map_or(0, |v| v.len());
+        len += name.len() + headers.get(name)?.map_or(0, |v| v.len());
     }
     Ok(len)
 }

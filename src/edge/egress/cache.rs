@@ -169,8 +169,6 @@ impl<V> Copy for Lookup<'_, V> {}
 struct Entry<V> {
     /// The last good value and when its response arrived.
     stored: Option<(V, Instant)>,
-    /// What the value weighs ([`ByteSize`]), 0 without one.
-    value_bytes: usize,
     /// A leader's call is running.
     in_flight: bool,
     /// When the last call failed (cleared by a success).
@@ -284,7 +282,7 @@ impl<V: ByteSize> ResponseCache<V> {
     /// could not record) or a value that cannot fit; the key is then no longer in flight.
     pub fn complete(&mut self, key: &str, value: V, now: Instant) -> bool {
         let Some(entry) = self.entries.get(key) else { return false };
-        let (old, new) = (entry.value_bytes, value.byte_size());
+        let (old, new) = (value_bytes(entry), value.byte_size());
         let max = self.policy.max_bytes;
         let fits_alone = new.checked_add(key.len()).is_some_and(|needed| needed <= max);
         // Others make room for it; the old value is replaced, so its bytes count as free.
@@ -303,7 +301,7 @@ impl<V: ByteSize> ResponseCache<V> {
             }
             return false;
         }
-        *entry = Entry { stored: Some((value, now)), value_bytes: new, in_flight: false, failed_at: None };
+        *entry = Entry { stored: Some((value, now)), in_flight: false, failed_at: None };
         self.bytes = self.bytes - old + new;
         true
     }
@@ -361,7 +359,7 @@ impl<V: ByteSize> ResponseCache<V> {
             }
         }
         self.bytes += key.len();
-        let entry = Entry { stored: None, value_bytes: 0, in_flight: true, failed_at: None };
+        let entry = Entry { stored: None, in_flight: true, failed_at: None };
         self.entries.insert(String::from(key), entry);
     }
 
@@ -389,9 +387,14 @@ impl<V: ByteSize> ResponseCache<V> {
     /// Remove `key` and its bytes.
     fn forget(&mut self, key: &str) {
         if let Some(entry) = self.entries.remove(key) {
-            self.bytes -= key.len() + entry.value_bytes;
+            self.bytes -= key.len() + value_bytes(&entry);
         }
     }
+}
+
+/// What an entry's value weighs ([`ByteSize`]), 0 without one.
+fn value_bytes<V: ByteSize>(entry: &Entry<V>) -> usize {
+    entry.stored.as_ref().map_or(0, |(value, _)| value.byte_size())
 }
 
 /// The answer for a key the cache holds, marking it in flight when the caller is to call.

@@ -232,8 +232,8 @@ impl Gate {
 
     /// Seal a held `permit` with `secret` (128 bits from a cryptographic source), so that
     /// [`Gate::finish_sealed`] can give it back by the secret. `false`, and nothing sealed,
-    /// when the permit is not held, is sealed already, or the secret is in use (a draw that
-    /// repeated: draw again).
+    /// when the permit is not held, is sealed already, or the secret is in use (two draws
+    /// alike: give the permit back rather than share a secret).
     pub fn seal(&mut self, permit: u64, secret: u128) -> bool {
         if self.sealed_with(secret).is_some() {
             return false;
@@ -274,11 +274,6 @@ impl Gate {
             }
             None => false,
         }
-    }
-
-    /// Whether `permit` is held (not finished, its lease not ended as of the last call).
-    pub fn is_held(&self, permit: u64) -> bool {
-        self.held.contains_key(&permit)
     }
 
     /// Calls in flight at `mirror`.
