@@ -14,6 +14,7 @@ const { init, requires } = browserEntry(wasm.default, "sluicegate");
 export const PacerCore = /* @__PURE__ */ requires(wasm.PacerCore, "PacerCore");
 export const chooseLocationsPerCall = /* @__PURE__ */ requires(wasm.chooseLocationsPerCall, "chooseLocationsPerCall");
 export const classifyRateLimit = /* @__PURE__ */ requires(wasm.classifyRateLimit, "classifyRateLimit");
+export const openMeteoQueryWeight = /* @__PURE__ */ requires(wasm.openMeteoQueryWeight, "openMeteoQueryWeight");
 export const openMeteoWeight = /* @__PURE__ */ requires(wasm.openMeteoWeight, "openMeteoWeight");
 export const Pacer = /* @__PURE__ */ requires(pacer.Pacer, "Pacer");
 export const LocationCache = /* @__PURE__ */ requires(cache.LocationCache, "LocationCache");

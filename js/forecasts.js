@@ -1,7 +1,8 @@
 // fetchForecasts: the common case. Points are looked up in the cache, the misses are split
-// into calls of the size the core chooses (chooseLocationsPerCall), weighed by the core's
-// formula, and run as one batch through the pacer.
-import { chooseLocationsPerCall, openMeteoWeight } from "../pkg/sluicegate.js";
+// into calls of the size the core chooses (chooseLocationsPerCall), weighed as the core reads
+// their query (openMeteoQueryWeight: the same reader as the edge's and the mock's), and run as
+// one batch through the pacer.
+import { chooseLocationsPerCall, openMeteoQueryWeight } from "../pkg/sluicegate.js";
 import { runBatch } from "./batch.js";
 import { Pacer } from "./pacer.js";
 
@@ -17,8 +18,9 @@ import { Pacer } from "./pacer.js";
  */
 
 /**
- * The API's query parameters; arrays are joined with commas.
- * @typedef {{ daily?: readonly string[] | string; hourly?: readonly string[] | string; current?: readonly string[] | string; models?: readonly string[] | string; forecast_days?: number; start_date?: string; end_date?: string; [name: string]: readonly (string | number)[] | string | number | undefined }} ForecastParams
+ * The API's query parameters; arrays are joined with commas. Weighed as the core reads them
+ * (openMeteoQueryWeight): a value it cannot read (`forecast_days: 17`) rejects naming it.
+ * @typedef {{ daily?: readonly string[] | string; hourly?: readonly string[] | string; current?: readonly string[] | string; minutely_15?: readonly string[] | string; models?: readonly string[] | string; forecast_days?: number; past_days?: number; start_date?: string; end_date?: string; [name: string]: readonly (string | number)[] | string | number | undefined }} ForecastParams
  */
 
 /**
@@ -47,21 +49,9 @@ import { Pacer } from "./pacer.js";
  * @property {{ fetches: number; weightSpent: number; rateLimited: number; resumed: boolean; done: number; cacheHits: number; calls: number; locationsPerCall: number }} stats
  */
 
-const VARIABLE_LISTS = ["daily", "hourly", "current", "minutely_15"];
-
 function list(value) {
   if (value === undefined || value === null) return [];
   return Array.isArray(value) ? value : String(value).split(",").filter(Boolean);
-}
-
-/** Days a request covers: `forecast_days` (default 7), or start_date..end_date inclusive. */
-function daysOf(params) {
-  if (params.start_date && params.end_date) {
-    const ms = Date.parse(`${params.end_date}T00:00:00Z`) - Date.parse(`${params.start_date}T00:00:00Z`);
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError("start_date and end_date must be YYYY-MM-DD, start before end");
-    return ms / 86_400_000 + 1;
-  }
-  return Number(params.forecast_days ?? 7);
 }
 
 /**
@@ -90,11 +80,18 @@ export async function fetchForecasts(points, params = {}, options = {}) {
     if (!Number.isFinite(p?.latitude) || p.latitude < -90 || p.latitude > 90) throw new RangeError(`points[${i}].latitude must be in [-90, 90]`);
     if (!Number.isFinite(p?.longitude) || p.longitude < -180 || p.longitude > 180) throw new RangeError(`points[${i}].longitude must be in [-180, 180]`);
   });
-  const days = daysOf(params);
-  const variables = VARIABLE_LISTS.reduce((n, k) => n + list(params[k]).length, 0);
-  const models = Math.max(1, list(params.models).length);
-  if (variables === 0) throw new RangeError("params must ask for at least one variable (daily, hourly or current)");
-  const weightOf = (locations) => openMeteoWeight({ locations, days: Math.ceil(days), variables, models, mode: weightMode });
+  for (const name of ["latitude", "longitude"]) {
+    if (Object.hasOwn(params, name)) throw new TypeError(`params must not name ${name}: the points give each call's`);
+  }
+  const query = Object.entries(params)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${list(v).map(encodeURIComponent).join(",")}`)
+    .join("&");
+  // One location's weight, read from the query by the core (past_days added to forecast_days,
+  // a call without variables priced as the server prices it, a value out of range an error
+  // naming the parameter). Both formulas multiply it by the locations last, so a call for n
+  // weighs n times it, to the bit: no query is read again while the calls are sized.
+  const perLocation = openMeteoQueryWeight(`latitude=0&${query}`, weightMode);
+  const weightOf = (/** @type {number} */ locations) => locations * perLocation;
 
   const results = new Array(points.length).fill(undefined);
   const misses = [];
@@ -126,9 +123,6 @@ export async function fetchForecasts(points, params = {}, options = {}) {
   const perCall = chooseLocationsPerCall({ weightOf, budget, max: maxLocationsPerCall });
   const groups = [];
   for (let k = 0; k < misses.length; k += perCall) groups.push(misses.slice(k, k + perCall));
-  const query = Object.entries(params)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${list(v).map(encodeURIComponent).join(",")}`)
-    .join("&");
   const calls = groups.map((group) => {
     const lat = group.map((m) => m.point.latitude).join(",");
     const lon = group.map((m) => m.point.longitude).join(",");

@@ -6,7 +6,7 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg/sluicegate_bg.wasm", import.meta.url), "sluicegate") });
 
-export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoWeight } from "../pkg/sluicegate.js";
+export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
 export { LocationCache } from "./cache.js";
 export { runBatch } from "./batch.js";

@@ -7,7 +7,7 @@ import { initSync } from "../pkg/sluicegate.js";
 
 initSync({ module: wasm });
 
-export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoWeight } from "../pkg/sluicegate.js";
+export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
 export { LocationCache } from "./cache.js";
 export { runBatch } from "./batch.js";

@@ -2,7 +2,7 @@
 // upstream's windows compressed (a "minute" of 1 s) and the pacer's budgets compressed alike.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { LocationCache, Pacer, fetchForecasts } from "sluicegate";
+import { LocationCache, Pacer, fetchForecasts, openMeteoQueryWeight } from "sluicegate";
 import { startEdge } from "../js/testing.js";
 
 const MINUTE_MS = 1_000;
@@ -164,5 +164,86 @@ describe("when the upstream refuses", () => {
     assert.equal(outcome.abort.kind, "minutely");
     assert.equal(outcome.stats.resumed, true);
     assert.ok(outcome.stats.rateLimited >= 2);
+  });
+});
+
+describe("each call is weighed as the core reads its query (openMeteoQueryWeight)", () => {
+  beforeEach(() =>
+    configure({
+      minute: { window_ms: MINUTE_MS, limit: 600 },
+      hour: { window_ms: HOUR_MS, limit: 5_000 },
+      day: { window_ms: DAY_MS, limit: 10_000 },
+      delay_ms: 0,
+      max_concurrent: 5,
+    }),
+  );
+
+  /** fetchForecasts through the mock, with the URL of every call it fetched. */
+  async function fetched(n, params, extra = {}) {
+    const urls = [];
+    const outcome = await fetchForecasts(
+      points(n),
+      params,
+      options({
+        pacer: compressedPacer(),
+        fetch: (url, init) => {
+          urls.push(url);
+          return fetch(url, init);
+        },
+        ...extra,
+      }),
+    );
+    assert.equal(outcome.state, "done", JSON.stringify(outcome.abort));
+    return { outcome, urls };
+  }
+
+  const close = (actual, expected, what) => assert.ok(Math.abs(actual - expected) < 1e-9, `${what}: ${actual}, not ${expected}`);
+
+  test("forecast_days=16&past_days=7 is 23 days, not 16", async () => {
+    assert.equal(openMeteoQueryWeight("latitude=0&daily=a,b&forecast_days=16&past_days=7"), 23 / 14);
+    assert.equal(openMeteoQueryWeight("latitude=0&daily=a,b&forecast_days=16&past_days=7", "server"), 1);
+    const { outcome, urls } = await fetched(30, { ...PARAMS, past_days: 7 }, { maxLocationsPerCall: 10 });
+    close(outcome.stats.weightSpent, (30 * 23) / 14, "spent");
+    // what was spent is what the core reads from the very URLs fetched
+    close(
+      urls.reduce((sum, url) => sum + openMeteoQueryWeight(url), 0),
+      outcome.stats.weightSpent,
+      "the URLs weigh",
+    );
+    assert.ok(outcome.results.every((r) => r?.daily?.time.length === 23));
+    // the mock charged the server's formula: 2 variables over 23 days weigh 1 a location there
+    const charged = Object.values((await mockState()).clients).reduce((sum, client) => sum + client.minute.used, 0);
+    assert.equal(charged, 30);
+  });
+
+  test("start_date..end_date counts both days", async () => {
+    const { outcome } = await fetched(4, { daily: PARAMS.daily, start_date: "2026-02-01", end_date: "2026-02-28" });
+    close(outcome.stats.weightSpent, 4 * 2, "28 days");
+    assert.ok(outcome.results.every((r) => r?.daily?.time.length === 28));
+  });
+
+  test("a call without variables is weighed as the core weighs it, not refused", async () => {
+    const conservative = await fetched(3, { forecast_days: 16 });
+    close(conservative.outcome.stats.weightSpent, (3 * 16) / 14, "conservative: max(1, d/14) a location");
+    assert.ok(conservative.outcome.results.every((r) => typeof r?.latitude === "number" && r.daily === undefined));
+    const server = await fetched(3, { forecast_days: 16 }, { weightMode: "server" });
+    close(server.outcome.stats.weightSpent, 3, "server: 1 a location");
+  });
+
+  test("a value out of range is refused naming the parameter, before any call", async () => {
+    const refused = [
+      [{ ...PARAMS, forecast_days: 17 }, /^forecast_days must be a whole number from 0 to 16, got "17"$/],
+      [{ ...PARAMS, past_days: 93 }, /^past_days must be a whole number from 0 to 92, got "93"$/],
+      [{ ...PARAMS, forecast_days: 2.5 }, /^forecast_days must be a whole number from 0 to 16, got "2.5"$/],
+      [{ ...PARAMS, forecast_days: undefined, start_date: "2026-01-01" }, /^start_date is given without end_date$/],
+      [{ ...PARAMS, forecast_days: undefined, start_date: "2026-02-30", end_date: "2026-03-01" }, /^start_date must be a date YYYY-MM-DD/],
+    ];
+    for (const [params, message] of refused) {
+      await assert.rejects(fetchForecasts(points(2), params, options({ pacer: compressedPacer() })), { message }, JSON.stringify(params));
+    }
+    await assert.rejects(fetchForecasts(points(2), PARAMS, options({ weightMode: "exact" })), { message: /^mode must be "conservative" or "server", got "exact"$/ });
+    await assert.rejects(fetchForecasts(points(2), { ...PARAMS, latitude: 1 }, options()), { name: "TypeError", message: /latitude/ });
+    assert.throws(() => openMeteoQueryWeight("daily=a"), { message: "latitude is required" });
+    assert.equal((await mockState()).calls, 0, "nothing was fetched");
   });
 });

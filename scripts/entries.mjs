@@ -47,7 +47,7 @@ export const ENTRIES = [
     pkg: "pkg",
     label: "sluicegate",
     what: "the browser client: pacer, location cache, batches, Open-Meteo weights",
-    wasm: ["PacerCore", "chooseLocationsPerCall", "classifyRateLimit", "openMeteoWeight"],
+    wasm: ["PacerCore", "chooseLocationsPerCall", "classifyRateLimit", "openMeteoQueryWeight", "openMeteoWeight"],
     js: {
       "./pacer.js": ["Pacer"],
       "./cache.js": ["LocationCache"],

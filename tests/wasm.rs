@@ -87,7 +87,10 @@ fn many_instances_can_be_created_and_dropped() {
 mod client {
     use super::get;
     use js_sys::{Object, Reflect};
-    use sluicegate::wasm::{classify_rate_limit, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs, Wait};
+    use sluicegate::wasm::{
+        classify_rate_limit, open_meteo_query_weight, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs,
+        Wait,
+    };
     use wasm_bindgen::JsValue;
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -115,6 +118,40 @@ mod client {
         assert_eq!(open_meteo_weight(call(1.0, 28.0, 5.0, 1.0, "conservative")).unwrap(), 2.0);
         assert!(open_meteo_weight(call(0.0, 7.0, 1.0, 1.0, "server")).is_err());
         assert!(open_meteo_weight(call(1.0, 7.0, 1.0, 1.0, "exact")).is_err());
+    }
+
+    #[wasm_bindgen_test]
+    fn a_url_or_query_string_is_weighed_as_the_core_reads_it() {
+        let weigh = |url: JsValue, mode: Option<&str>| open_meteo_query_weight(url, mode.map(JsValue::from));
+        let message = |result: Result<f64, wasm_bindgen::JsError>| {
+            js_sys::Error::from(JsValue::from(result.unwrap_err())).message().as_string().unwrap()
+        };
+        let url =
+            "https://api.open-meteo.com/v1/forecast?latitude=1,2&longitude=3,4&daily=a,b&forecast_days=16&past_days=7";
+        // past_days adds to forecast_days: 23 days, 2 locations × 23/14 conservatively, 1 each on the server
+        assert_eq!(weigh(url.into(), None).unwrap(), 2.0 * 23.0 / 14.0);
+        assert_eq!(weigh(url.into(), Some("conservative")).unwrap(), 2.0 * 23.0 / 14.0);
+        assert_eq!(weigh(url.into(), Some("server")).unwrap(), 2.0);
+        let constructor: js_sys::Function = Reflect::get(&js_sys::global(), &"URL".into()).unwrap().into();
+        let object = Reflect::construct(&constructor, &js_sys::Array::of1(&url.into())).unwrap();
+        assert_eq!(weigh(object, Some("server")).unwrap(), 2.0, "a URL object is read by its href");
+        // no variables: the formula with its variable factor at 1, as the server charges it
+        assert_eq!(weigh("?latitude=1&forecast_days=16".into(), None).unwrap(), 16.0 / 14.0);
+        assert_eq!(weigh("latitude=1&forecast_days=16".into(), Some("server")).unwrap(), 1.0);
+        assert_eq!(
+            message(weigh("latitude=1&daily=a&forecast_days=17".into(), None)),
+            r#"forecast_days must be a whole number from 0 to 16, got "17""#
+        );
+        assert_eq!(message(weigh("daily=a".into(), None)), "latitude is required");
+        assert_eq!(
+            message(weigh("latitude=1".into(), Some("exact"))),
+            r#"mode must be "conservative" or "server", got "exact""#
+        );
+        assert!(message(weigh(JsValue::from(42), None)).contains("a URL or a query string"));
+        assert_eq!(
+            message(open_meteo_query_weight("latitude=1".into(), Some(JsValue::from(1)))),
+            r#"mode must be "conservative" or "server", got a number"#
+        );
     }
 
     #[wasm_bindgen_test]

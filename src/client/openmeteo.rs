@@ -305,7 +305,17 @@ impl fmt::Display for QueryWeightError {
             QueryWeightError::Missing { parameter } => write!(f, "{parameter} is required"),
             QueryWeightError::Unpaired { given, missing } => write!(f, "{given} is given without {missing}"),
             QueryWeightError::Invalid { parameter, expected, got } => {
-                write!(f, "{parameter} must be {expected}, got {got:?}")
+                write!(f, "{parameter} must be {expected}, got \"")?;
+                // Quoted as `{:?}` quotes it where it matters (a quote, a backslash, a control
+                // character), without the Unicode tables `{:?}` brings into the browser build.
+                for c in got.chars() {
+                    if matches!(c, '"' | '\\') || c.is_control() {
+                        write!(f, "{}", c.escape_default())?;
+                    } else {
+                        fmt::Write::write_char(f, c)?;
+                    }
+                }
+                f.write_str("\"")
             }
         }
     }
@@ -377,6 +387,31 @@ pub fn read_query(query: &str) -> Result<WeightQuery, QueryWeightError> {
     Ok(WeightQuery { locations, days, variables, models })
 }
 
+/// The call a URL asks for: [`read_query`] over its query, the part after its first `?` up to
+/// a `#` (none: no query, so `latitude` is missing). A text that does not start with
+/// `http://` or `https://` (in any case) is read as a query string itself, a leading `?`
+/// skipped, whatever `?` or `#` its values hold.
+///
+/// # Errors
+/// The [`QueryWeightError`] of [`read_query`].
+///
+/// # Examples
+/// ```
+/// use sluicegate::openmeteo::{read_query, read_url};
+/// let url = "https://api.open-meteo.com/v1/forecast?latitude=52.52,48.85&daily=a&forecast_days=16&past_days=7#top";
+/// assert_eq!(read_url(url).unwrap().days(), 23);
+/// assert_eq!(read_url(url), read_query("latitude=52.52,48.85&daily=a&forecast_days=16&past_days=7"));
+/// assert_eq!(read_url("?latitude=1&daily=a").unwrap().locations(), 1);
+/// ```
+pub fn read_url(text: &str) -> Result<WeightQuery, QueryWeightError> {
+    let has_scheme = |scheme: &str| text.get(..scheme.len()).is_some_and(|head| head.eq_ignore_ascii_case(scheme));
+    if !(has_scheme("http://") || has_scheme("https://")) {
+        return read_query(text);
+    }
+    let url = text.split_once('#').map_or(text, |(url, _)| url);
+    read_query(url.split_once('?').map_or("", |(_, query)| query))
+}
+
 /// The weight of a call with the query string `query` by `mode`, in thousandths as
 /// [`weight_milli`] gives it: [`read_query`], then [`weight_milli`].
 ///
@@ -428,12 +463,16 @@ fn values<'q>(query: &'q str, name: &'q str) -> impl Iterator<Item = Cow<'q, str
         .filter(|value| !value.trim().is_empty())
 }
 
-/// `text` form-decoded ([`crate::core::form::decode`]), as UTF-8 (lossily). Borrows when there
-/// is nothing to decode.
+/// `text` form-decoded ([`crate::core::form::decode`]), as UTF-8: a decoded value that is not
+/// UTF-8 has each of its bytes above 127 replaced by U+FFFD (what the weight reads of a value,
+/// its commas and ASCII digits, is kept; `String::from_utf8_lossy` weighs more in the browser
+/// build). Borrows when there is nothing to decode.
 fn percent_decode(text: &str) -> Cow<'_, str> {
     match crate::core::form::decode(text) {
         Cow::Borrowed(_) => Cow::Borrowed(text),
-        Cow::Owned(bytes) => Cow::Owned(String::from_utf8_lossy(&bytes).into_owned()),
+        Cow::Owned(bytes) => Cow::Owned(String::from_utf8(bytes).unwrap_or_else(|not_utf8| {
+            not_utf8.as_bytes().iter().map(|&b| if b.is_ascii() { char::from(b) } else { '\u{fffd}' }).collect()
+        })),
     }
 }
 
@@ -453,7 +492,8 @@ fn clip(text: &str) -> String {
     let text = text.trim();
     match text.char_indices().nth(40) {
         Some((end, _)) => {
-            let mut clipped = String::from(&text[..end]);
+            // `get`, not `[..end]`: no slicing panic (and its formatting) in the browser build
+            let mut clipped = String::from(text.get(..end).unwrap_or(text));
             clipped.push('…');
             clipped
         }
@@ -569,8 +609,8 @@ fn largest(
     let mut largest = None;
     for value in values(query, parameter) {
         let text = value.trim();
-        match text.parse::<u32>() {
-            Ok(n) if n <= max && text.bytes().all(|b| b.is_ascii_digit()) => largest = largest.max(Some(n)),
+        match whole_number(text) {
+            Some(n) if n <= max => largest = largest.max(Some(n)),
             _ => return Err(QueryWeightError::Invalid { parameter, expected, got: clip(text) }),
         }
     }
@@ -637,23 +677,26 @@ fn minute_number(text: &str, with_time: bool) -> Option<u64> {
     }
     let time = text.get(10..)?.strip_prefix('T')?;
     let (hour, minute) = time.split_once(':')?;
-    let two_digits = |part: &str| {
-        (part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit())).then(|| part.parse::<u64>().ok()).flatten()
-    };
+    let two_digits = |part: &str| if part.len() == 2 { whole_number(part).map(u64::from) } else { None };
     let (hour, minute) = (two_digits(hour).filter(|h| *h < 24)?, two_digits(minute).filter(|m| *m < 60)?);
     Some(day * DAY_MINUTES + hour * HOUR_MINUTES + minute)
 }
 
+/// `text` as a whole number if it is one: ASCII digits only (no sign, no space), at least one,
+/// at most `u32::MAX`. (`str::parse` would take a `+` and weigh more in the browser build.)
+fn whole_number(text: &str) -> Option<u32> {
+    if text.is_empty() {
+        return None;
+    }
+    text.bytes().try_fold(0u32, |n, b| {
+        let digit = char::from(b).to_digit(10)?;
+        n.checked_mul(10)?.checked_add(digit)
+    })
+}
+
 /// A `YYYY-MM-DD` date from 1940-01-01 to 2100-12-31, as days since 1940-01-01.
 fn day_number(text: &str) -> Option<u32> {
-    let field = |range: core::ops::Range<usize>| -> Option<u32> {
-        let part = text.get(range)?;
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
+    let field = |range: core::ops::Range<usize>| text.get(range).and_then(whole_number);
     let dashes = text.len() == 10 && text.get(4..5) == Some("-") && text.get(7..8) == Some("-");
     let (Some(year), Some(month), Some(day), true) = (field(0..4), field(5..7), field(8..10), dashes) else {
         return None;
@@ -1051,6 +1094,62 @@ mod tests {
         assert_eq!(one, Ok(weight_milli(&q(1, 365, 1), WeightMode::Server)));
         assert_eq!(one, Ok(2_608));
         assert_eq!(server("latitude=1&hourly=a&forecast_days=0"), Ok(1_000), "0 days");
+    }
+
+    #[test]
+    fn a_url_is_read_by_its_query_and_a_query_string_as_itself() {
+        let query = "latitude=1,2&hourly=a,b&forecast_days=16&past_days=7";
+        for url in [
+            alloc::format!("https://api.open-meteo.com/v1/forecast?{query}"),
+            alloc::format!("HTTP://127.0.0.1:8787/mock/open-meteo/v1/forecast?{query}#daily"),
+            alloc::format!("?{query}"),
+            alloc::string::String::from(query),
+        ] {
+            let call = read_url(&url).unwrap();
+            assert_eq!((call.locations(), call.days(), call.variables()), (2, 23, 2), "{url}");
+        }
+        // the fragment is not the query; a URL without a query asks for no location
+        assert_eq!(
+            read_url("https://x.example/v1/forecast#?latitude=1"),
+            Err(QueryWeightError::Missing { parameter: "latitude" })
+        );
+        assert_eq!(read_url("https://x.example/?"), Err(QueryWeightError::Missing { parameter: "latitude" }));
+        // a query string is not cut at a `?` or `#` in its values
+        assert_eq!(read_url("latitude=1&x=a?b&daily=c#d").unwrap().variables(), 1);
+        assert_eq!(read_url("latitude=1&daily=a,b&x=?&daily=c").unwrap().variables(), 3);
+        assert_eq!(read_url("https://x.example/?latitude=1&forecast_days=17"), Err(invalid_forecast_days("17")));
+        assert_eq!(read_url("http:/"), Err(QueryWeightError::Missing { parameter: "latitude" }));
+    }
+
+    #[test]
+    fn whole_numbers_are_ascii_digits_that_fit_in_32_bits() {
+        assert_eq!(whole_number("0"), Some(0));
+        assert_eq!(whole_number("007"), Some(7));
+        assert_eq!(whole_number("4294967295"), Some(u32::MAX));
+        for bad in ["", "+1", "-0", " 1", "1 ", "1.5", "1e2", "4294967296", "99999999999", "\u{661}"] {
+            assert_eq!(whole_number(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_in_an_error_is_quoted_its_quotes_backslashes_and_controls_escaped() {
+        let error = QueryWeightError::Invalid {
+            parameter: "forecast_days",
+            expected: "a whole number from 0 to 16",
+            got: alloc::string::String::from("a\"b\\c\u{1}\té"),
+        };
+        assert_eq!(
+            alloc::string::ToString::to_string(&error),
+            r#"forecast_days must be a whole number from 0 to 16, got "a\"b\\c\u{1}\té""#
+        );
+        assert_eq!(query_weight_milli("latitude=1&forecast_days=%22"), Err(invalid_forecast_days("\"")));
+        // a decoded value that is not UTF-8 keeps its ASCII; each other byte is U+FFFD
+        assert_eq!(percent_decode("%C3%A9"), "é");
+        assert_eq!(percent_decode("1%C3%A9%ff"), "1\u{fffd}\u{fffd}\u{fffd}");
+        assert_eq!(
+            alloc::string::ToString::to_string(&query_weight_milli("latitude=1%ff").unwrap_err()),
+            "latitude must be a comma-separated list of numbers, got \"1\u{fffd}\""
+        );
     }
 
     #[test]

@@ -69,14 +69,53 @@ pub fn open_meteo_weight(
     )
     .and_then(|q| q.with_models(models))
     .map_err(|e| JsError::new(&e.to_string()))?;
-    let mode = match Reflect::get(&call, &"mode".into()).ok().and_then(|m| m.as_string()).as_deref() {
-        None | Some("conservative") => WeightMode::Conservative,
-        Some("server") => WeightMode::Server,
-        Some(other) => {
-            return Err(JsError::new(&format!("mode must be \"conservative\" or \"server\", got \"{other}\"")))
-        }
-    };
+    let mode = weight_mode(&Reflect::get(&call, &"mode".into()).unwrap_or(JsValue::UNDEFINED))?;
     Ok(openmeteo::weight(&query, mode))
+}
+
+/// `"conservative"` (or absent) or `"server"`.
+fn weight_mode(mode: &JsValue) -> Result<WeightMode, JsError> {
+    match mode.as_string().as_deref() {
+        _ if mode.is_undefined() || mode.is_null() => Ok(WeightMode::Conservative),
+        Some("conservative") => Ok(WeightMode::Conservative),
+        Some("server") => Ok(WeightMode::Server),
+        Some(other) => Err(JsError::new(&format!("mode must be \"conservative\" or \"server\", got \"{other}\""))),
+        None => Err(JsError::new(&format!(
+            "mode must be \"conservative\" or \"server\", got a {}",
+            mode.js_typeof().as_string().unwrap_or_default()
+        ))),
+    }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The host's `URL` (browsers, Node, Workers).
+    #[wasm_bindgen(js_name = URL)]
+    type HostUrl;
+    #[wasm_bindgen(method, getter)]
+    fn href(this: &HostUrl) -> String;
+}
+
+/// The weight of the Open-Meteo call a URL or query string asks for, read as the edge and the
+/// development mock read it (`sluicegate::openmeteo::read_url`): every `latitude` item a
+/// location; the items of every `hourly`, `daily`, `current` and `minutely_15` its variables
+/// (none: 1 per location on the server); `models`; and the longest range it states
+/// (`forecast_days` + `past_days`, hours, dates…), in whole days. By the conservative formula
+/// (default) or the server's (`mode: "server"`); a value it cannot read is an error naming the
+/// parameter and what it takes.
+#[wasm_bindgen(js_name = openMeteoQueryWeight)]
+pub fn open_meteo_query_weight(
+    #[wasm_bindgen(unchecked_param_type = "string | URL")] url: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "\"conservative\" | \"server\"")] mode: Option<JsValue>,
+) -> Result<f64, JsError> {
+    // a string as it is, a URL object by its text (its href)
+    let text = url
+        .as_string()
+        .or_else(|| url.dyn_ref::<HostUrl>().map(HostUrl::href))
+        .ok_or_else(|| JsError::new("openMeteoQueryWeight takes a URL or a query string (\"latitude=…&daily=…\")"))?;
+    let mode = weight_mode(&mode.unwrap_or(JsValue::UNDEFINED))?;
+    let call = openmeteo::read_url(&text).map_err(|e| JsError::new(&e.to_string()))?;
+    Ok(openmeteo::weight(&call, mode))
 }
 
 /// The number of locations per call for a fan-out: the largest (up to `max`, never more than
