@@ -25,8 +25,7 @@
 //! applied by the caller, which moves a reservation to the instant it really goes out
 //! ([`PacerCore::reschedule`]) when it had to wait for a free slot.
 
-mod timeline;
-
+use crate::core::limit::RollingWindow;
 use crate::core::time::{Instant, Span};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -333,7 +332,7 @@ pub struct Replan {
 /// ([`PacerCore::due`]), and is released when it has answered ([`PacerCore::release`]);
 /// until it goes out it can be cancelled and its weight refunded ([`PacerCore::cancel`]).
 /// Placement costs O(log n) in the number of entries: each window keeps its load as a
-/// timeline of changes with running maxima and minima.
+/// [`RollingWindow`] (a timeline of changes with running maxima and minima).
 ///
 /// # Examples
 /// ```
@@ -350,7 +349,7 @@ pub struct PacerCore {
     windows: Vec<Window>,
     limits: Limits,
     /// One per window, over the window's length plus the slack.
-    timelines: Vec<timeline::Timeline>,
+    loads: Vec<RollingWindow>,
     /// Other owners' entries and this pacer's released calls (unordered).
     history: Vec<Entry>,
     /// This pacer's calls by id, from reservation to refund or release.
@@ -380,12 +379,11 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`].
     pub fn with_limits(windows: Vec<Window>, limits: Limits) -> Result<Self, PacerError> {
-        validate(&windows, &limits)?;
-        let timelines = windows.iter().map(|_| timeline::Timeline::new()).collect();
+        let loads = validate(&windows, &limits)?;
         Ok(PacerCore {
             windows,
             limits,
-            timelines,
+            loads,
             history: Vec::new(),
             calls: Calls::default(),
             owners: alloc::vec![String::new()],
@@ -421,13 +419,9 @@ impl PacerCore {
         admissible(&self.windows, self.limits.call_cap, weight)
     }
 
-    fn placement_length(&self, window: usize) -> Span {
-        self.windows[window].length + self.limits.slack
-    }
-
     /// The longest time an entry can still matter to a placement.
     fn horizon(&self) -> Span {
-        (0..self.windows.len()).map(|i| self.placement_length(i)).max().unwrap_or(Span::ZERO)
+        self.loads.iter().map(RollingWindow::length).max().unwrap_or(Span::ZERO)
     }
 
     /// Commit a call of `weight` at the earliest instant from `now` at which it fits every
@@ -628,10 +622,10 @@ impl PacerCore {
     /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`];
     /// nothing changes.
     pub fn set_limits(&mut self, now: Instant, windows: Vec<Window>, limits: Limits) -> Result<Replan, PacerError> {
-        validate(&windows, &limits)?;
+        self.loads = validate(&windows, &limits)?;
         self.windows = windows;
         self.limits = limits;
-        // Take this pacer's queued calls out, in their order, and rebuild the timelines.
+        // Take this pacer's queued calls out, in their order, and rebuild the windows.
         let mut queued: Vec<(Instant, u64)> =
             self.calls.iter().filter(|(_, c)| !c.dispatched).map(|(id, c)| (c.at.unwrap_or(now), id)).collect();
         crate::core::sort::sort_by(&mut queued, |a, b| a < b);
@@ -640,7 +634,7 @@ impl PacerCore {
                 call.at = None;
             }
         }
-        self.rebuild_timelines();
+        self.rebuild_loads();
         let mut replan = Replan::default();
         for (before, id) in queued {
             let Some(&call) = self.calls.get(id) else { continue };
@@ -761,7 +755,7 @@ impl PacerCore {
             }
             self.history.push(Entry { at: e.at, weight: e.weight, owner, seq: e.seq, dispatched: e.dispatched });
         }
-        self.rebuild_timelines();
+        self.rebuild_loads();
         // Entries out of every window are dropped at the next reservation, as always.
         self.next_prune = Instant::ZERO;
     }
@@ -793,27 +787,24 @@ impl PacerCore {
         }
     }
 
-    /// Count `weight` at `at` in every window's timeline.
+    /// Count `weight` at `at` in every window.
     fn put(&mut self, at: Instant, weight: u64) {
-        self.shift(at, weight as i64);
-    }
-
-    /// Take `weight` at `at` out of every window's timeline.
-    fn take(&mut self, at: Instant, weight: u64) {
-        self.shift(at, -(weight as i64));
-    }
-
-    fn shift(&mut self, at: Instant, delta: i64) {
-        for i in 0..self.windows.len() {
-            let end = at + self.placement_length(i);
-            let tl = &mut self.timelines[i];
-            tl.add(at.as_nanos(), delta);
-            tl.add(end.as_nanos(), -delta);
+        for load in &mut self.loads {
+            load.insert(at, weight);
         }
     }
 
-    fn rebuild_timelines(&mut self) {
-        self.timelines = self.windows.iter().map(|_| timeline::Timeline::new()).collect();
+    /// Take `weight` at `at` out of every window.
+    fn take(&mut self, at: Instant, weight: u64) {
+        for load in &mut self.loads {
+            load.remove(at, weight);
+        }
+    }
+
+    fn rebuild_loads(&mut self) {
+        for load in &mut self.loads {
+            load.clear();
+        }
         let spends: Vec<(Instant, u64)> = self.spends().collect();
         for (at, weight) in spends {
             self.put(at, weight);
@@ -861,8 +852,10 @@ impl PacerCore {
         let mut t = from.as_nanos();
         for round in 0.. {
             let mut moved = false;
-            for (i, w) in self.windows.iter().enumerate() {
-                let fit = self.fit_in(i, t, (w.budget - weight) as i64, round >= MAX_ROUNDS);
+            // In a hurry, each window goes straight past its last rise.
+            let stretches = if round >= MAX_ROUNDS { 0 } else { MAX_STRETCHES };
+            for load in &self.loads {
+                let fit = load.fit(t, weight, stretches);
                 if fit != t {
                     t = fit;
                     moved = true;
@@ -874,35 +867,10 @@ impl PacerCore {
         }
         Instant::from_nanos(t)
     }
-
-    /// The earliest `t' ≥ t` at which window `i` stays at or under `threshold` over
-    /// `[t', t' + length)`: each step skips a stretch where it is over. In a `hurry`, or
-    /// after [`MAX_STRETCHES`] steps, the first such instant after the window's last rise.
-    fn fit_in(&self, i: usize, mut t: u64, threshold: i64, hurry: bool) -> u64 {
-        let tl = &self.timelines[i];
-        let length = self.placement_length(i).as_nanos();
-        let stretches = if hurry { 0 } else { MAX_STRETCHES };
-        for _ in 0..stretches {
-            let over = if tl.load_at(t) > threshold { Some(t) } else { tl.first_after(t, threshold, true) };
-            match over {
-                // Past the last change the load is 0, so the window always falls back.
-                Some(x) if x < t.saturating_add(length) => t = tl.first_after(x, threshold, false).unwrap_or(u64::MAX),
-                _ => return t,
-            }
-        }
-        // From the last rise on the load only falls: the first instant at or under the
-        // threshold holds for a whole window after it.
-        let s = t.max(tl.last_rise());
-        if tl.load_at(s) <= threshold {
-            s
-        } else {
-            tl.first_after(s, threshold, false).unwrap_or(u64::MAX)
-        }
-    }
 }
 
 /// How many over-budget stretches one window's search for a gap skips at most.
-pub const MAX_STRETCHES: usize = 32;
+pub use crate::core::limit::MAX_STRETCHES;
 /// How many times the windows take turns moving a placement at most.
 pub const MAX_ROUNDS: usize = 16;
 
@@ -923,17 +891,24 @@ fn admissible(windows: &[Window], call_cap: Option<u64>, weight: u64) -> Result<
     Ok(())
 }
 
-fn validate(windows: &[Window], limits: &Limits) -> Result<(), PacerError> {
+/// The checks of a configuration, and the windows placements count in: each window's length
+/// plus the slack, with its budget.
+fn validate(windows: &[Window], limits: &Limits) -> Result<Vec<RollingWindow>, PacerError> {
     if windows.is_empty() {
         return Err(PacerError::NoWindows);
     }
-    if let Some(i) = windows.iter().position(|w| w.length.is_zero() || w.budget == 0 || w.budget > i64::MAX as u64) {
-        return Err(PacerError::EmptyWindow(i));
+    let mut loads = Vec::with_capacity(windows.len());
+    for (i, w) in windows.iter().enumerate() {
+        match RollingWindow::new(w.length + limits.slack, w.budget) {
+            // The window's own length decides: a slack never makes an empty window long enough.
+            Ok(load) if !w.length.is_zero() => loads.push(load),
+            _ => return Err(PacerError::EmptyWindow(i)),
+        }
     }
     if limits.max_in_flight == 0 {
         return Err(PacerError::NoSlots);
     }
-    Ok(())
+    Ok(loads)
 }
 
 #[cfg(test)]

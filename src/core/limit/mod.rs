@@ -11,6 +11,7 @@
 //! | GCRA (token bucket) | [`Gcra`] | `burst + ⌊W/T⌋` in any window `W` |
 //! | fixed window | [`FixedWindow`] | `limit` per aligned window (up to `2 × limit` across a boundary) |
 //! | sliding log | [`SlidingLog`] | `limit` in any window of `period` (exact) |
+//! | weighted rolling window | [`RollingWindow`] | `budget` in any window of `length` (exact; entries may be reserved ahead) |
 //! | sliding-window counter | [`SlidingWindow`] | Cloudflare-style estimate: `prev × overlap + current ≤ limit` |
 //! | count, then block | [`Blocking`] | its inner limiter's bound, then nothing for `timeout` |
 //!
@@ -19,12 +20,15 @@
 mod block;
 mod fixed_window;
 mod gcra;
+mod rolling;
 mod sliding_log;
 mod sliding_window;
+mod timeline;
 
 pub use block::Blocking;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use rolling::{RollingWindow, WindowError, MAX_STRETCHES};
 pub use sliding_log::SlidingLog;
 pub use sliding_window::SlidingWindow;
 

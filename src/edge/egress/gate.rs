@@ -6,7 +6,7 @@
 //! a mirror has a free slot      in_flight < max_in_flight at that mirror (each mirror its own)
 //! spacing                       now ≥ the last start + min_interval
 //! weight                        the weights started in the last 60 s + this one ≤ weight_per_minute
-//!                               (the browser client's pacer, over one 60 s window)
+//!                               (the core's weighted rolling window, 60 s long)
 //! ```
 //!
 //! Mirrors are taken in their order, a healthy one before one that failed less than
@@ -23,7 +23,7 @@
 //! ([`Gate::finish_sealed`]). Permit numbers never leave the edge, and a permit that was not
 //! sealed (a proxied call's) cannot be given back from outside at all.
 
-use crate::client::pacer::{PacerCore, Window};
+use crate::core::limit::RollingWindow;
 use crate::core::time::{Instant, Span};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -48,6 +48,9 @@ pub struct Limits {
     /// The least time between two starts (any mirror).
     pub min_interval: Span,
     /// Thousandths of weighted calls started in any rolling minute; `None`: unweighed.
+    /// `Some(0)` admits no weight: every call that weighs anything is refused
+    /// ([`Refused::TooHeavy`]) and calls of weight 0 start uncounted. A budget above
+    /// [`RollingWindow::MAX_BUDGET`] (about 9.2 × 10¹⁵ weighted calls) counts as that.
     pub weight_per_minute: Option<u64>,
     /// How long a mirror that failed is tried only after the others.
     pub retry_after_failure: Span,
@@ -122,8 +125,8 @@ pub struct Gate {
     limits: Limits,
     mirrors: Vec<Mirror>,
     last_start: Option<Instant>,
-    /// The weight started in the rolling minute: the browser client's pacer, one window.
-    pacer: Option<PacerCore>,
+    /// The weight started in the rolling minute (`None` when unweighed or a budget of 0).
+    minute: Option<RollingWindow>,
     held: HashMap<u64, Held, FixedState>,
     queue: VecDeque<Waiter>,
     next_permit: u64,
@@ -133,15 +136,27 @@ pub struct Gate {
 impl Gate {
     /// A gate enforcing `limits`, numbering permits from `first_permit` (start it at a
     /// random number so that a permit of an earlier gate is never mistaken for one of this).
+    /// [`Gate::limits`] gives the limits as enforced: `mirrors` within 1 to [`MAX_MIRRORS`],
+    /// `weight_per_minute` at most [`RollingWindow::MAX_BUDGET`].
     pub fn new(limits: Limits, first_permit: u64) -> Self {
-        let limits = Limits { mirrors: limits.mirrors.clamp(1, MAX_MIRRORS), ..limits };
+        let limits = Limits {
+            mirrors: limits.mirrors.clamp(1, MAX_MIRRORS),
+            weight_per_minute: limits.weight_per_minute.map(|budget| budget.min(RollingWindow::MAX_BUDGET)),
+            ..limits
+        };
+        let minute = match limits.weight_per_minute {
+            // No weight fits a budget of 0: `ask` refuses every call that weighs anything.
+            None | Some(0) => None,
+            Some(budget) => Some(
+                RollingWindow::new(MINUTE, budget)
+                    .expect("a minute with a budget of 1 to MAX_BUDGET is a valid window"),
+            ),
+        };
         Gate {
             limits,
             mirrors: alloc::vec![Mirror { in_flight: 0, failed_until: Instant::ZERO }; limits.mirrors],
             last_start: None,
-            pacer: limits.weight_per_minute.and_then(|budget| {
-                PacerCore::new(alloc::vec![Window { length: MINUTE, budget: budget.max(1) }], None).ok()
-            }),
+            minute,
             held: HashMap::with_hasher(FixedState::with_seed(0x9a7e)),
             queue: VecDeque::new(),
             next_permit: first_permit.max(1),
@@ -155,7 +170,8 @@ impl Gate {
     }
 
     /// Start a call weighing `weight` thousandths at a mirror not in `avoid` (bit `i` is
-    /// mirror `i`), or queue for one. `lease`: the permit ends by itself that long after its
+    /// mirror `i`), or queue for one; a call heavier than `weight_per_minute` is refused (a
+    /// call of weight 0 is never held back by the minute's weight). `lease`: the permit ends by itself that long after its
     /// start unless renewed; `None`, it is held until [`Gate::finish`].
     pub fn ask(&mut self, now: Instant, weight: u64, avoid: u32, lease: Option<Span>) -> Ask {
         self.expire(now);
@@ -209,7 +225,7 @@ impl Gate {
         let head = self.queue.front()?;
         let lease_end = self.held.values().filter_map(|h| h.until).min();
         let free_mirror = self.pick(now, head.avoid).is_some();
-        let by_time = free_mirror.then(|| self.earliest_start(now, head.weight));
+        let by_time = if free_mirror { self.earliest_start(now, head.weight) } else { None };
         match (by_time, lease_end) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -293,7 +309,7 @@ impl Gate {
 
     /// Thousandths of weight started in the minute up to `now`.
     pub fn spent(&self, now: Instant) -> u64 {
-        self.pacer.as_ref().map_or(0, |p| p.snapshot(now).windows[0].spent)
+        self.minute.as_ref().map_or(0, |m| m.used(now))
     }
 
     fn all_avoided(&self, avoid: u32) -> bool {
@@ -314,26 +330,30 @@ impl Gate {
 
     fn can_start(&self, now: Instant, weight: u64, avoid: u32) -> Option<usize> {
         let mirror = self.pick(now, avoid)?;
-        (self.earliest_start(now, weight) <= now).then_some(mirror)
+        (self.earliest_start(now, weight)? <= now).then_some(mirror)
     }
 
     /// The first instant from `now` at which spacing and the weight window allow a call of
-    /// `weight` (slots aside).
-    fn earliest_start(&self, now: Instant, weight: u64) -> Instant {
+    /// `weight` (slots aside); `None`: never (a weight above the budget, which `ask` refuses).
+    fn earliest_start(&self, now: Instant, weight: u64) -> Option<Instant> {
         let spaced = self.last_start.map_or(now, |last| (last + self.limits.min_interval).max(now));
-        let Some(pacer) = &self.pacer else { return spaced };
-        // A weight above the budget was refused by `ask`; it could never fit.
-        spaced.max(pacer.eta(now, weight).unwrap_or(now))
+        match &self.minute {
+            None if weight > 0 && self.limits.weight_per_minute == Some(0) => None,
+            None => Some(spaced),
+            Some(minute) => match minute.eta(now, weight) {
+                Ok(at) => Some(spaced.max(at)),
+                Err(_too_heavy) => None,
+            },
+        }
     }
 
     fn start(&mut self, now: Instant, weight: u64, mirror: usize, lease: Option<Span>) -> Grant {
         self.mirrors[mirror].in_flight += 1;
         self.last_start = Some(now);
-        if let Some(pacer) = &mut self.pacer {
-            // Spent at `now` for the rolling minute; the gate holds the slot, not the pacer.
-            if let Ok(Ok(id)) = pacer.try_acquire(now, weight) {
-                pacer.release(id);
-            }
+        if let Some(minute) = &mut self.minute {
+            // `can_start` saw it fit at `now`; what left the minute is folded away.
+            minute.prune(now);
+            minute.insert(now, weight);
         }
         let permit = self.next_permit;
         self.next_permit += 1;

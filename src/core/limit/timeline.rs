@@ -1,5 +1,6 @@
 //! One window's load over time, as an ordered map from instant to the change of load there,
 //! with every subtree's sum and its highest and lowest running total: a treap in an arena.
+//! [`RollingWindow`](super::RollingWindow) is built on it.
 //!
 //! A spend of `w` at `s` in a window of length `L` is `+w` at `s` and `−w` at `s + L`, so
 //! the load at `x` (the spends in `(x − L, x]`) is the sum of the changes at instants `≤ x`.
@@ -43,9 +44,53 @@ impl Timeline {
     }
 
     /// How many instants carry a change.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.nodes.len() - self.free.len()
+    }
+
+    /// Forget every change (the arena keeps its memory).
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+        self.free.clear();
+        self.root = NIL;
+        self.seed = Timeline::new().seed;
+        self.last_rise = 0;
+    }
+
+    /// The earliest instant with a change, and the change there.
+    fn first(&self) -> Option<(u64, i64)> {
+        let mut i = self.root;
+        let mut found = None;
+        while i != NIL {
+            let n = self.node(i);
+            found = Some((n.key, n.delta));
+            i = n.left;
+        }
+        found
+    }
+
+    /// The latest instant with a change: from there on the load is the sum of every change.
+    pub(crate) fn last_key(&self) -> Option<u64> {
+        let mut i = self.root;
+        let mut found = None;
+        while i != NIL {
+            let n = self.node(i);
+            found = Some(n.key);
+            i = n.right;
+        }
+        found
+    }
+
+    /// Replace every change at an instant `≤ cut` by one change at `cut` of their sum: the
+    /// load at every instant `≥ cut` stays what it was (earlier instants are no longer
+    /// answered). O(log n) per change folded.
+    pub(crate) fn fold_through(&mut self, cut: u64) {
+        let mut sum = 0i64;
+        while let Some((key, delta)) = self.first().filter(|(key, _)| *key <= cut) {
+            self.root = self.add_in(self.root, key, -delta);
+            sum += delta;
+        }
+        self.add(cut, sum);
     }
 
     fn node(&self, i: u32) -> &Node {
@@ -294,5 +339,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn folding_the_past_keeps_every_answer_from_the_cut_on() {
+        let mut tl = Timeline::new();
+        let mut map = BTreeMap::new();
+        let mut x: u64 = 777;
+        for _ in 0..400u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let (key, delta) = ((x >> 33) % 300, ((x >> 20) % 9) as i64 - 4);
+            tl.add(key, delta);
+            *map.entry(key).or_insert(0) += delta;
+        }
+        map.retain(|_, d| *d != 0);
+        for cut in [0, 57, 150, 299, 400] {
+            tl.fold_through(cut);
+            assert!(tl.len() <= map.range(cut + 1..).count() + 1);
+            for t in (cut..320).step_by(7) {
+                let naive_load: i64 = map.range(..=t).map(|(_, d)| d).sum();
+                assert_eq!(tl.load_at(t), naive_load, "load at {t} after folding through {cut}");
+                for threshold in [-3, 0, 4] {
+                    for above in [true, false] {
+                        assert_eq!(tl.first_after(t, threshold, above), naive_first(&map, t, threshold, above));
+                    }
+                }
+            }
+        }
+        // Past every change: at most one is left, at the cut, holding their sum.
+        let total: i64 = map.values().sum();
+        assert_eq!(tl.last_key(), (total != 0).then_some(400));
+        assert_eq!(tl.load_at(400), total);
     }
 }
