@@ -1,17 +1,20 @@
 // `sluicegate replay --rules RULES --trace TRACE.csv [--speed K] [--edge URL] [--tolerance-ms N] [--json]`:
 // sends a trace's requests to the real edge worker at their times (the package's own
 // development build, started in workerd through Miniflare, or a running one at --edge), runs
-// the simulator on the same rules and trace, and prints where the two agree, request by request.
+// the simulator on the same rules and trace (each request through the edge's own pipeline),
+// and prints where the two agree, request by request.
 //
-// The trace is a CSV with a header: `t` (seconds), `ip.src` (the client's address), and
-// optionally `cf.colo.id` (the data centre; default "SIM"), `endpoint` (the path; default
-// "/"). `--speed K` runs the edge's clock K times as fast (the development build's
-// SLUICEGATE_CLOCK), which divides every period, block and trace time by K.
+// The trace is a CSV with a header, in the simulator's trace format: `t` (seconds), `ip.src`
+// (the client's address), and optionally `cf.colo.id` (the data centre; default "SIM"),
+// `method` (default GET), `endpoint` (the path; default "/") and `header:<name>` columns (a
+// request header it sends). `--speed K` runs the edge's clock K times as fast (the
+// development build's SLUICEGATE_CLOCK), which divides every period, block and trace time by
+// K; under that clock the edge decides every rule of a request at the instant it arrived.
 import { clientIdentity, validateRules } from "./edge-node.js";
 import { progressMeter, replayProgressText } from "./progress.mjs";
 import { SimulationError } from "./sim.js";
 import "./sim-node.js"; // instantiates the simulator's build
-import { simCsvRecords, simDecisions } from "../pkg-sim/sluicegate.js";
+import { simCsvRecords, simEdgeDecisions } from "../pkg-sim/sluicegate.js";
 
 export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
 
@@ -19,8 +22,8 @@ export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRAC
 const VIRTUAL_START_MS = 864_000_000_000;
 /** Requests sent and not yet answered, at most. */
 const MAX_IN_FLIGHT = 32;
-/** What the edge answers a request it refuses. */
-const REFUSED = 429;
+/** The header of an answer the edge's rules gave (a refusal), naming the rule. */
+const RULE_HEADER = "sluicegate-rule";
 
 class ReplayInputError extends Error {}
 
@@ -56,14 +59,15 @@ export function replayArgs(args) {
   return out;
 }
 
-/** The trace's requests: `{ line, t, ip, colo, path }`, in file order. */
+/** The trace's requests: `{ line, t, ip, identity, colo, method, path, headers }`, in file order. */
 export function readTrace(text) {
   // Read as the simulator reads a trace; blank lines are records of no fields.
   const [header, ...rows] = simCsvRecords(text).filter((record) => record.length > 0);
   if (!header) throw new ReplayInputError("trace: empty");
-  const column = (name) => header.indexOf(name);
-  const [t, ip, colo, path] = ["t", "ip.src", "cf.colo.id", "endpoint"].map(column);
+  const column = (name) => header.lastIndexOf(name);
+  const [t, ip, colo, method, path] = ["t", "ip.src", "cf.colo.id", "method", "endpoint"].map(column);
   if (t < 0 || ip < 0) throw new ReplayInputError(`trace: the header needs t and ip.src columns, got ${header.join(",")}`);
+  const headerColumns = header.flatMap((name, i) => (/^header:/i.test(name) ? [[name.slice(7).trim().toLowerCase(), i]] : []));
   return rows.map((cells, i) => {
     const line = i + 2;
     const time = Number(cells[t]);
@@ -73,59 +77,39 @@ export function readTrace(text) {
     if (!identity) throw new ReplayInputError(`trace line ${line}: ip.src is not an IP address: ${JSON.stringify(cells[ip])}`);
     const where = path < 0 ? "/" : cells[path] || "/";
     if (!where.startsWith("/")) throw new ReplayInputError(`trace line ${line}: endpoint must be a path starting with /, got ${JSON.stringify(where)}`);
-    return { line, t: time, ip: cells[ip], identity: identity.ip, colo: (colo < 0 ? "" : cells[colo]) || "SIM", path: where };
+    const verb = ((method < 0 ? "" : cells[method]) || "GET").trim().toUpperCase();
+    if (!/^[A-Z]+$/.test(verb)) throw new ReplayInputError(`trace line ${line}: method must be an HTTP method, got ${JSON.stringify(cells[method])}`);
+    const headers = headerColumns.flatMap(([name, col]) => ((cells[col] ?? "") === "" ? [] : [[name, cells[col]]]));
+    return { line, t: time, ip: cells[ip], identity: identity.ip, colo: (colo < 0 ? "" : cells[colo]) || "SIM", method: verb, path: where, headers };
   });
 }
 
-/**
- * The simulator's client for each request: the parts of its identity the rules count by.
- * The simulator keys edge rules by client (ip.src) and endpoint (the path), and takes every
- * request as from one colo; so `cf.colo.id`, when the rules count by it, joins the client.
- */
-function clientOf(rules, requests) {
-  const counts = (rule, name) => (rule.characteristics ?? []).includes(name);
-  const list = rules.rules ?? [];
-  const unsupported = list.flatMap((r) => (r.characteristics ?? []).filter((c) => !["ip.src", "cf.colo.id", "http.request.uri.path"].includes(c)).map((c) => `${r.id}: ${c}`));
-  if (unsupported.length) throw new ReplayInputError(`replay counts by ip.src, cf.colo.id and the path only; the rules also count by ${unsupported.join(", ")}`);
-  const byColo = new Set(list.map((r) => counts(r, "cf.colo.id")));
-  const byIp = new Set(list.map((r) => counts(r, "ip.src")));
-  const colos = new Set(requests.map((r) => r.colo));
-  if (colos.size > 1 && (byColo.size > 1 || byIp.size > 1)) {
-    throw new ReplayInputError("with several colos in the trace, every rule must count by the same of ip.src and cf.colo.id (the simulator has one client column)");
-  }
-  const [ip, colo] = [byIp.has(true), byColo.has(true)];
-  return (r) => [ip ? r.identity : "", colo ? r.colo : ""].filter(Boolean).join(" @ ") || "everyone";
-}
+const csvCell = (value) => `"${String(value).replaceAll('"', '""')}"`;
 
-/** The simulator's decision for each request of `requests`, in their order. */
-function simulated(rules, requests, client) {
-  const csv = ["t,client,endpoint", ...requests.map((r) => `${r.t},"${client(r).replaceAll('"', '""')}","${r.path.replaceAll('"', '""')}"`)].join("\n");
-  const config = JSON.stringify({ service: "replay", edge_rules: rules, policies: [] });
-  let decided;
+/** The simulator's decision for each request of `requests` (true: the rules admit it), in their order: the edge's pipeline over `rulesText`. */
+function simulated(rulesText, requests) {
+  const names = [...new Set(requests.flatMap((r) => r.headers.map(([name]) => name)))];
+  const head = ["t", "ip.src", "cf.colo.id", "method", "endpoint", ...names.map((n) => `header:${n}`)].join(",");
+  const rows = requests.map((r) => {
+    const sent = new Map(r.headers);
+    return [r.t, r.ip, r.colo, r.method, r.path, ...names.map((n) => sent.get(n) ?? "")].map(csvCell).join(",");
+  });
   try {
-    decided = simDecisions(config, csv, "trace");
+    return Array.from(simEdgeDecisions(rulesText, [head, ...rows].join("\n"), "trace"), (admitted) => admitted === 1);
   } catch (error) {
     if (error?.name === "SimulationError") throw new ReplayInputError(`simulator: ${error.message}`);
     throw error;
   }
-  const { t, client: who, endpoint, admitted } = decided;
-  const queues = new Map();
-  for (let i = 0; i < t.length; i++) {
-    const key = `${t[i]}|${who[i]}|${endpoint[i]}`;
-    if (!queues.has(key)) queues.set(key, []);
-    queues.get(key).push(admitted[i] === 1);
-  }
-  return requests.map((r) => queues.get(`${r.t}|${client(r)}|${r.path}`)?.shift() ?? null);
 }
 
-/** The instants near which timing decides, per client: an admitted request's time plus each period (when it leaves a window), a refusal's plus each block. */
-function boundaries(rules, requests, sim, client) {
+/** The instants near which timing decides, per client address (every key it is counted under): an admitted request's time plus each period (when it leaves a window), a refusal's plus each block. */
+function boundaries(rules, requests, sim) {
   const list = rules.rules ?? [];
   const periods = [...new Set(list.map((r) => r.period).filter((p) => p > 0))];
   const blocks = [...new Set(list.map((r) => r.mitigation_timeout).filter((p) => p > 0))];
   const byKey = new Map();
   requests.forEach((r, i) => {
-    const key = client(r);
+    const key = r.identity;
     if (!byKey.has(key)) byKey.set(key, []);
     for (const p of sim[i] ? periods : blocks) byKey.get(key).push(r.t + p);
   });
@@ -176,8 +160,8 @@ async function send(requests, { fetchOne, speed, startRealMs, onProgress }) {
           freed.shift()?.();
         })
         .then(
-          ({ status, clockMs }) => {
-            results[i] = { status, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
+          ({ status, rule, scope, clockMs }) => {
+            results[i] = { status, rule, scope, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
           },
           (error) => {
             results[i] = {
@@ -195,6 +179,11 @@ async function send(requests, { fetchOne, speed, startRealMs, onProgress }) {
   return results;
 }
 
+/** A trace request's headers: its address and the headers it names. */
+function requestHeaders(r) {
+  return { ...Object.fromEntries(r.headers), "cf-connecting-ip": r.ip };
+}
+
 /** Replays `traceText` against the edge and the simulator; the comparison. */
 export async function replay({ rulesText, traceText, speed = 1, edge = null, toleranceMs = 5, onProgress = undefined }) {
   const problems = (() => {
@@ -208,8 +197,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   if (problems) throw new ReplayInputError(`rules: ${problems}`);
   const rules = JSON.parse(rulesText);
   const requests = readTrace(traceText);
-  const client = clientOf(rules, requests);
-  simulated(rules, requests, client); // the simulator's objections to the trace come before any request is sent
+  simulated(rulesText, requests); // the simulator's objections to the trace come before any request is sent
 
   let started = null;
   let fetchOne;
@@ -226,17 +214,17 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     }
     started = { edge: edgeStarted, startRealMs };
     fetchOne = async (r) => {
-      const res = await started.edge.fetch(r.path, { headers: { "cf-connecting-ip": r.ip }, cf: { colo: r.colo } });
+      const res = await started.edge.fetch(r.path, { method: r.method, headers: requestHeaders(r), cf: { colo: r.colo } });
       await res.arrayBuffer();
-      return { status: res.status, clockMs: edgeClock(res) };
+      return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: edgeClock(res) };
     };
   } else {
     if (new Set(requests.map((r) => r.colo)).size > 1) throw new ReplayInputError("a running edge (--edge) decides the colo itself: its trace must have one colo");
     const base = new URL(edge);
     fetchOne = async (r) => {
-      const res = await fetch(new URL(r.path, base), { headers: { "cf-connecting-ip": r.ip } });
+      const res = await fetch(new URL(r.path, base), { method: r.method, headers: requestHeaders(r) });
       await res.arrayBuffer();
-      return { status: res.status, clockMs: null };
+      return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: null };
     };
   }
   let results;
@@ -256,9 +244,9 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     const ms = clockMs === null ? (sentAtMs - startRealMs) * speed : clockMs - VIRTUAL_START_MS;
     return [{ ...r, index: i, t: Math.max(0, ms) / 1000 }];
   });
-  const sim = simulated(rules, sent, client);
+  const sim = simulated(rulesText, sent);
   const toleranceS = (toleranceMs * speed) / 1000;
-  const near = boundaries(rules, sent, sim, client);
+  const near = boundaries(rules, sent, sim);
   const lateness = results.map((x) => x.lateMs).sort((x, y) => x - y);
   const report = {
     requests: requests.length,
@@ -278,12 +266,15 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     if (x.error) report.errors.push({ line: requests[i].line, error: x.error });
   });
   sent.forEach((r, i) => {
-    const { status } = results[r.index];
-    const edgeAdmitted = status === REFUSED ? false : status < 500 ? true : null;
+    const { status, rule, scope } = results[r.index];
+    // Refused by a rule (its answer names it, whatever status the rule answers with);
+    // admitted by the rules whatever came after them; a refusal before the rules (the checks
+    // made before the body is read, named in Sluicegate-Scope) is neither.
+    const edgeAdmitted = rule ? false : scope ? null : true;
     report.edge[edgeAdmitted === null ? "other" : edgeAdmitted ? "admitted" : "refused"]++;
     report.simulator[sim[i] ? "admitted" : "refused"]++;
     const same = edgeAdmitted === sim[i];
-    if (nearBoundary(r, client(r), near, toleranceS)) {
+    if (nearBoundary(r, r.identity, near, toleranceS)) {
       report.timingLimited++;
       if (same) report.timingLimitedAgree++;
       return;
@@ -295,7 +286,8 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
         line: r.line,
         t: requests[r.index].t,
         sentT: r.t,
-        client: client(r),
+        client: `${r.identity} @ ${r.colo}`,
+        method: r.method,
         path: r.path,
         edge: status,
         simulator: sim[i] ? "admitted" : "refused",
@@ -319,7 +311,7 @@ export function describe(report) {
   if (report.errors.length)
     lines.push(`  ${report.errors.length} requests failed on the way (left out of the comparison), e.g. line ${report.errors[0].line}: ${report.errors[0].error}`);
   for (const d of report.disagreements.slice(0, 20))
-    lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
+    lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.method} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
   if (report.disagreements.length > 20) lines.push(`  … and ${report.disagreements.length - 20} more`);
   return `${lines.join("\n")}\n`;
 }

@@ -90,8 +90,8 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
     }
 
     /** RPC from the Worker: `[allowed (1|0), remaining, wait_ms]`. */
-    check(rule, key) {
-      return this.counter.check(rule, key);
+    check(rule, key, atMs) {
+      return this.counter.check(rule, key, atMs);
     }
 
     /** RPC from the Worker: a lease on a slot of fleet budget `upstream`, or 0 (busy). */

@@ -29,7 +29,7 @@ pub mod wasm;
 // Each module where users have always found it: the public paths do not show the folders.
 pub use self::client::{batch, cache, openmeteo, pacer, smartflow};
 pub use self::core::{budget, keyed, limit, time};
-pub use self::edge::{admission, egress, forward, headers, identity, redact, rules, tenants};
+pub use self::edge::{admission, egress, forward, headers, identity, pipeline, redact, rules, tenants};
 
 pub use self::core::limit::{CostTooHigh, Decision, Limiter, Quota};
 pub use self::core::time::{Instant, Span};

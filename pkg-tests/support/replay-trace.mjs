@@ -43,3 +43,50 @@ export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
   const lines = rows.slice(0, count).map(([t, c]) => `${t.toFixed(3)},${c.ip},${c.colo},${c.path}`);
   return `t,ip.src,cf.colo.id,endpoint\n${lines.join("\n")}\n`;
 }
+
+/**
+ * A seeded trace over the app's own routes (worker/examples/traffic.json's rules): steady and
+ * bursty clients at two or three colos, GETs to the token-bucket routes under the /api/ rule,
+ * POSTs to the analysis and destination routes, and requests carrying an `x-api-key` header
+ * (for a rule that counts by it). `count` requests over `durationS` seconds.
+ */
+export function appTrace({ count = 2_000, durationS = 120, seed = 11 } = {}) {
+  let state = seed >>> 0 || 1;
+  const random = () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 2 ** 32;
+  };
+  const routes = [
+    ["GET", "/api/geocode"],
+    ["GET", "/api/wildfires"],
+    ["GET", "/api/smoke"],
+    ["POST", "/api/analyze"],
+    ["POST", "/api/destinations"],
+    ["GET", "/api/geocode"],
+  ];
+  const clients = [
+    { ip: "198.51.100.7", colo: "AMS", key: "k-alpha" },
+    { ip: "198.51.100.7", colo: "FRA", key: "k-alpha" }, // the same address and key at another colo
+    { ip: "203.0.113.20", colo: "AMS", key: "" },
+    { ip: "203.0.113.21", colo: "LHR", key: "k-beta" },
+    { ip: "2001:db8:1::1", colo: "AMS", key: "k-beta" },
+    { ip: "2001:db8:1::2", colo: "FRA", key: "" }, // the same /64 as above, at another colo
+  ];
+  const rows = [];
+  while (rows.length < count) {
+    const c = clients[Math.floor(random() * clients.length)];
+    let t = random() * (durationS - 3);
+    // bursts of 3–14 requests, 20–120 ms apart, each to one route of the client's pick
+    const n = 3 + Math.floor(random() * 12);
+    for (let i = 0; i < n; i++) {
+      const [method, path] = routes[Math.floor(random() * routes.length)];
+      t += 0.02 + random() * 0.1;
+      rows.push([t, c, method, path]);
+    }
+  }
+  rows.sort((a, b) => a[0] - b[0]);
+  const lines = rows.slice(0, count).map(([t, c, method, path]) => `${t.toFixed(3)},${c.ip},${c.colo},${method},${path},${c.key}`);
+  return `t,ip.src,cf.colo.id,method,endpoint,header:X-Api-Key\n${lines.join("\n")}\n`;
+}

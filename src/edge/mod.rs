@@ -3,9 +3,11 @@
 //! egress providers), who is counted ([`identity`]), what is forwarded ([`forward`],
 //! [`headers`]), pre-read admission ([`admission`]), tenant quotas ([`tenants`]), the app's
 //! egress ([`egress`]), bodies counted as they stream ([`body`]), failed tries of its secrets
-//! ([`guesses`]) and what a log may show ([`redact`]).
+//! ([`guesses`]) and what a log may show ([`redact`]). [`pipeline`] puts them together: one
+//! request's decisions as a state machine the Worker and the simulator both drive.
 
 pub mod admission;
+pub mod blocks;
 pub mod body;
 pub mod egress;
 pub mod forward;
@@ -13,6 +15,7 @@ pub mod guesses;
 pub mod headers;
 pub mod identity;
 pub mod json;
+pub mod pipeline;
 pub mod redact;
 pub mod rules;
 pub mod scope;

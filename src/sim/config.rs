@@ -7,7 +7,7 @@ use super::random::Seed;
 use super::SimError;
 use crate::core::limit::Limiter as _;
 use crate::core::time::Span;
-use crate::edge::rules::{self, Characteristic, Match, PathMatch, RuleSet};
+use crate::edge::rules::{self, Characteristic, PathMatch, RuleSet};
 use serde_json::{Map, Value};
 
 /// How a policy counts.
@@ -162,13 +162,9 @@ pub struct Policy {
     pub exclude_clients: Vec<String>,
     /// The sample 429's quota: the config's `limit` as written when present, else the burst.
     pub quota: PyValue,
-    /// For a rule from `edge_rules`: its match, applied to the endpoint normalised as the
-    /// edge normalises request paths (`endpoints` holds the tests' paths too, for the
-    /// report). Simulated requests are GETs to any host, so methods and hosts are not read.
-    pub edge_path: Option<Match>,
-    /// `false` for a rule from `edge_rules` whose `methods` leave out GET, the method every
-    /// simulated request has: it never applies.
-    pub applies: bool,
+    /// For a rule from `edge_rules`: its place in [`Config::edge_rules`]. Such a policy is
+    /// decided by the edge's own pipeline ([`super::edge`]), not by [`Policy::key_for`].
+    pub edge_rule: Option<usize>,
 }
 
 impl Policy {
@@ -233,19 +229,13 @@ impl Policy {
         }
     }
 
-    /// The policy's key for a request, or `None` when it does not apply.
+    /// The policy's key for a request, or `None` when it does not apply (nor for a rule from
+    /// `edge_rules`: the edge's pipeline finds its keys).
     pub fn key_for(&self, client: &str, endpoint: &str) -> Option<String> {
-        if !self.applies {
+        if self.edge_rule.is_some() {
             return None;
         }
-        if let Some(m) = &self.edge_path {
-            // A path the edge cannot normalise is refused before any rule (400).
-            let tested = rules::normalise_path(endpoint)
-                .is_ok_and(|path| m.paths.is_empty() || m.paths.iter().any(|t| t.test(&path, m.case_sensitive)));
-            if !tested {
-                return None;
-            }
-        } else if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
+        if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
             return None;
         }
         if (!self.clients.is_empty() && !self.clients.iter().any(|c| c == client))
@@ -347,6 +337,8 @@ pub struct Config {
     pub policies: Vec<Policy>,
     /// The clients, in order.
     pub clients: Vec<Client>,
+    /// The rules of `edge_rules`, when given: the edge's pipeline decides them.
+    pub edge_rules: Option<RuleSet>,
 }
 
 fn input(msg: String) -> SimError {
@@ -656,9 +648,10 @@ impl Config {
     pub fn from_value(value: &Value) -> Result<Config, SimError> {
         let cfg = value.as_object().ok_or_else(|| input("config must be a JSON object".into()))?;
         Place::TOP.known_fields(cfg, &CONFIG_FIELDS)?;
-        let edge_rules = cfg.get("edge_rules").filter(|v| !v.is_null());
+        let rules_given = cfg.get("edge_rules").filter(|v| !v.is_null());
+        let mut edge_rules = None;
         let pols = cfg.get("policies").map_or(PyValue::None, PyValue::from_json);
-        let mut policies = if edge_rules.is_some() && !pols.is_truthy() {
+        let mut policies = if rules_given.is_some() && !pols.is_truthy() {
             Vec::new()
         } else {
             if !pols.is_truthy() {
@@ -669,7 +662,7 @@ impl Config {
             };
             pols.iter().enumerate().map(|(i, p)| policy(i + 1, p)).collect::<Result<Vec<_>, _>>()?
         };
-        match edge_rules {
+        match rules_given {
             None => {}
             Some(Value::String(path)) => {
                 return Err(input(format!(
@@ -678,7 +671,11 @@ impl Config {
                     py::str_repr(path)
                 )))
             }
-            Some(rules) => policies.extend(edge_rule_policies(rules)?),
+            Some(rules) => {
+                let (set, from_rules) = edge_rule_policies(rules)?;
+                policies.extend(from_rules);
+                edge_rules = Some(set);
+            }
         }
         let duration_s = num(Some(cfg.get("duration_s").unwrap_or(&Value::from(300))), "duration_s", true)?;
         let capacity_rps = match cfg.get("capacity_rps") {
@@ -699,6 +696,7 @@ impl Config {
             seed: seed(cfg.get("seed")),
             policies,
             clients,
+            edge_rules,
         })
     }
 }
@@ -783,8 +781,7 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         key,
         window_s,
         quota,
-        edge_path: None,
-        applies: true,
+        edge_rule: None,
     })
 }
 
@@ -886,20 +883,20 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, place: &Place<'_>) -> Resu
     }
 }
 
-/// The policies of a rules file in the edge worker's format (`{"rules": [...]}`): each rule
-/// becomes a `count_then_block` policy named by its id. The simulator's requests are GETs
-/// from one data centre: `ip.src` and request headers identify the client, the path is the
-/// endpoint, `cf.colo.id`, `http.host` and the method are the same for every request, and
-/// `hosts` conditions always hold.
-pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
+/// The rules of a rules file in the edge worker's format (`{"rules": [...]}`), and a
+/// `count_then_block` policy named by each rule's id, for the report: the edge's pipeline
+/// decides them ([`super::edge`]), each request with the method, colo, address and headers
+/// its trace gives (a configuration's clients send GETs from one colo).
+pub fn edge_rule_policies(rules: &Value) -> Result<(RuleSet, Vec<Policy>), SimError> {
     let set = RuleSet::from_json(&rules.to_string()).map_err(|errors| {
         let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
         input(format!("edge_rules: {}", list.join("; ")))
     })?;
-    Ok(set
+    let policies = set
         .rules()
         .iter()
-        .map(|rule| {
+        .enumerate()
+        .map(|(i, rule)| {
             let by_client =
                 rule.characteristics.iter().any(|c| matches!(c, Characteristic::IpSrc | Characteristic::Header(_)));
             let by_endpoint = rule.characteristics.contains(&Characteristic::Path);
@@ -915,7 +912,6 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 .iter()
                 .map(|(PathMatch::StartsWith(path) | PathMatch::Equals(path))| path.clone())
                 .collect();
-            let edge_path = Some(rule.matcher.clone());
             let window_s = match rule.algorithm {
                 rules::Algorithm::TokenBucket { .. } => 1.0,
                 rules::Algorithm::SlidingLog { period, .. }
@@ -934,11 +930,11 @@ pub fn edge_rule_policies(rules: &Value) -> Result<Vec<Policy>, SimError> {
                 clients: Vec::new(),
                 exclude_clients: Vec::new(),
                 quota: counting_quota(rule.algorithm),
-                edge_path,
-                applies: rule.matcher.methods.is_empty() || rule.matcher.methods.iter().any(|m| m == "GET"),
+                edge_rule: Some(i),
             }
         })
-        .collect())
+        .collect();
+    Ok((set, policies))
 }
 
 fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {

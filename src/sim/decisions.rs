@@ -2,8 +2,11 @@
 //! the real edge's answers, request by request.
 
 use super::{simulate_trace, Config, Event, Observer, SimError};
+use alloc::collections::VecDeque;
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use std::collections::HashMap;
 
 /// One decided attempt.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +51,40 @@ pub fn decisions(config_json: &str, label: &str, trace: &str) -> Result<Vec<Deci
     Ok(record.0)
 }
 
+/// The edge's rules' decision on each row of the CSV `trace` (named `label` in errors), in
+/// the trace's order: whether the rules of `rules_json` (a rules file, `{"rules": [...]}`)
+/// admit it, each row through the edge's own pipeline ([`super::edge`]). The trace names
+/// what the edge reads: `t`, `ip.src` (or `client`), and optionally `cf.colo.id`, `method`,
+/// `endpoint` and `header:<name>` columns. What `sluicegate replay` compares with the edge.
+///
+/// # Errors
+/// Rules that do not validate, or a trace the simulator cannot read.
+pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<bool>, SimError> {
+    let rules: serde_json::Value =
+        serde_json::from_str(rules_json).map_err(|e| SimError::Input(format!("rules: invalid JSON: {e}")))?;
+    let mut config = serde_json::Map::new();
+    config.insert("service".into(), "replay".into());
+    config.insert("edge_rules".into(), rules);
+    let cfg = Config::from_value(&serde_json::Value::Object(config))?;
+    let mut record = Record::default();
+    simulate_trace(&cfg, label, || Ok(trace.as_bytes()), Some(&mut record))?;
+    // Each decided attempt back to its row: rows of one instant, client and endpoint are
+    // alike to the rules, so they take their decisions in order.
+    let mut decided: HashMap<(u64, String, String), VecDeque<bool>> = HashMap::new();
+    for d in record.0.drain(..) {
+        decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(d.admitted);
+    }
+    let (mut clients, mut endpoints) = (super::Names::default(), super::Names::default());
+    let mut reader = super::TraceReader::new(label, trace.as_bytes());
+    let mut out = Vec::new();
+    while let Some(r) = reader.next_request(&mut clients, &mut endpoints)? {
+        let key = (r.t.to_bits(), clients.name(r.client).to_owned(), endpoints.name(r.endpoint).to_owned());
+        let admitted = decided.get_mut(&key).and_then(VecDeque::pop_front);
+        out.push(admitted.ok_or_else(|| SimError::Crash(format!("{label}: a row the replay did not decide")))?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +111,42 @@ mod tests {
         assert_eq!(admitted("a", "/static"), 1, "a path no rule matches");
         assert!(decided.windows(2).all(|w| w[0].t <= w[1].t), "in time order");
         assert!(decisions(config, "trace", "t,client\nx,a\n").is_err());
+    }
+
+    #[test]
+    fn edge_rules_decide_each_row_as_the_edge_does_in_the_trace_s_order() {
+        // Rules that count by different characteristics, several colos, a POST route and a
+        // header-counted rule with its own status.
+        let rules = r#"{"rules": [
+          {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src", "cf.colo.id"],
+           "period": 10, "requests_per_period": 3, "mitigation_timeout": 10},
+          {"id": "geocode", "match": {"path": {"equals": "/api/geocode"}, "methods": ["GET"]},
+           "characteristics": ["ip.src"], "algorithm": "token_bucket", "rate": 0.5, "burst": 2},
+          {"id": "orders", "match": {"path": {"equals": "/api/orders"}, "methods": ["POST"]},
+           "characteristics": ["http.request.headers[\"x-api-key\"]"], "period": 60, "requests_per_period": 1,
+           "response": {"status_code": 403}}]}"#;
+        let trace = "t,ip.src,cf.colo.id,method,endpoint,header:X-Api-Key\n\
+            0.6,198.51.100.1,LHR,GET,/api/x,\n\
+            0.0,198.51.100.1,AMS,GET,/api/geocode,\n\
+            0.1,198.51.100.1,LHR,GET,/api/geocode,\n\
+            0.2,198.51.100.1,AMS,GET,/api/geocode,\n\
+            0.3,198.51.100.1,AMS,POST,/api/orders,k1\n\
+            0.4,198.51.100.2,AMS,POST,/api/orders,k1\n\
+            0.5,198.51.100.1,AMS,get,/api/x,\n";
+        let decided = edge_decisions(rules, "trace", trace).unwrap();
+        assert_eq!(
+            decided,
+            [
+                true,  // 0.6: the address's second /api/ request at LHR (its count there is apart)
+                true,  // 0.0
+                true,  // 0.1: another colo, the same address's bucket (its second token)
+                false, // 0.2: the bucket is empty; the /api/ rule counted it (2 at AMS)
+                true,  // 0.3: the /api/ rule's third at AMS; the key's one order
+                false, // 0.4: another address, the same key: refused by its rule (403)
+                false, // 0.5: the /api/ rule's fourth at AMS in 10 s: refused, and blocked
+            ]
+        );
+        let bad = edge_decisions(r#"{"rules": [{"id": "x"}]}"#, "trace", trace).unwrap_err();
+        assert!(bad.to_string().starts_with("edge_rules: "), "{bad}");
     }
 }

@@ -9,6 +9,7 @@
 //! read), [`super::queue`] (pending retries) and [`super::stats`] (what is counted).
 
 use super::config::{nanos, secs, Config, Pattern, PolicyAlgorithm, Retry};
+use super::edge::{host_of, EdgeFacts};
 use super::limiters::ReferenceLimiter;
 use super::names::{Names, Pairs};
 use super::py::round;
@@ -20,7 +21,9 @@ use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
-use crate::edge::rules::AnyLimiter;
+use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, Verdict};
+use crate::edge::redact::KeyedHash;
+use crate::edge::rules::{AnyLimiter, RuleSet};
 use core::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -187,7 +190,27 @@ pub struct Engine<'c, 'o> {
     admit_order: u64,
     current: Option<Peak>,
     out: Outcome,
+    /// The edge's rules, when the config has them: decided by the edge's own pipeline.
+    edge: Option<EdgeRun<'c>>,
 }
+
+/// What the edge's pipeline needs in the replay: the rules, each pair's request facts, and
+/// an isolate per colo (its block cache, as the edge keeps one per isolate).
+struct EdgeRun<'c> {
+    set: &'c RuleSet,
+    host: String,
+    /// Per rule: its policy's index.
+    policy_of: Vec<u32>,
+    /// Per pair: what the edge reads of its requests (`None`: a path the edge refuses with
+    /// 400 before any rule).
+    facts: Vec<Option<EdgeFacts>>,
+    isolates: Vec<(String, Isolate)>,
+    /// Whether the refusal being recorded started its rule's block.
+    block_started: bool,
+}
+
+/// The keyed hash of the simulated isolates' block caches (any key does).
+const SIM_HASH: KeyedHash = KeyedHash::new(0x5eed, 0x51de);
 
 impl<'c, 'o> Engine<'c, 'o> {
     /// A replay of `cfg`'s policies, calling `observer` with every decided attempt.
@@ -274,6 +297,18 @@ impl<'c, 'o> Engine<'c, 'o> {
             admit_order: 0,
             current: None,
             out: Outcome { policies: vec![PolicyStats::default(); n], ..Outcome::default() },
+            edge: cfg.edge_rules.as_ref().map(|set| EdgeRun {
+                set,
+                host: host_of(set),
+                policy_of: (0..set.rules().len())
+                    .map(|r| {
+                        cfg.policies.iter().position(|p| p.edge_rule == Some(r)).expect("a policy per rule") as u32
+                    })
+                    .collect(),
+                facts: Vec::new(),
+                isolates: Vec::new(),
+                block_started: false,
+            }),
         }
     }
 
@@ -448,8 +483,17 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn add_pair(&mut self, client: u32, endpoint: u32) {
         self.pair_names.push((client, endpoint));
         let (cname, ename) = (self.clients.name(client), self.endpoints.name(endpoint));
+        let facts = self.edge.as_ref().and_then(|edge| EdgeFacts::of(cname, client, ename, &edge.host));
         for (j, policy) in self.cfg.policies.iter().enumerate() {
-            let key = match policy.key_for(cname, ename) {
+            let key = match policy.edge_rule {
+                // The edge's key: the rule's counting key of the request, when it matches.
+                Some(r) => facts.as_ref().and_then(|f| {
+                    let rule = &self.cfg.edge_rules.as_ref()?.rules()[r];
+                    rule.matches(&f.facts()).then(|| rule.counting_key(&f.facts(), |name| f.header(name)))
+                }),
+                None => policy.key_for(cname, ename),
+            };
+            let key = match key {
                 None => NO_KEY,
                 Some(key) => {
                     let names = &mut self.key_names[j];
@@ -463,12 +507,15 @@ impl<'c, 'o> Engine<'c, 'o> {
                 }
             };
             self.pair_keys.push(key);
-            if key != NO_KEY && !policy.algorithm.is_pacer() {
+            if key != NO_KEY && !policy.algorithm.is_pacer() && policy.edge_rule.is_none() {
                 self.server_keys.push((j as u32, key));
             }
         }
         self.server_from.push(self.server_keys.len() as u32);
         self.pair_checks.push(0);
+        if let Some(edge) = &mut self.edge {
+            edge.facts.push(facts);
+        }
     }
 
     /// Decides one attempt (a first attempt or a retry) in the replay's steps: a new attempt
@@ -481,6 +528,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             if !self.pacers.is_empty() && self.pace(a)? {
                 return Ok(());
             }
+        }
+        // The edge is in front: its rules first, through its own pipeline.
+        if let Some(wait) = self.edge_rules(a)? {
+            self.record_refusal(a, wait);
+            return self.schedule_retry(a, wait);
         }
         let wait = self.check_policies(a)?;
         if self.rejecting.is_empty() {
@@ -574,6 +626,68 @@ impl<'c, 'o> Engine<'c, 'o> {
         Ok(wait)
     }
 
+    /// Takes the attempt through the edge's rules as the edge does ([`RulesCheck`]): each
+    /// matching rule's counter asked in file order, and charged when it admits, until one
+    /// refuses. `Some(wait)` when one did (it is left in `rejecting`); `None` when every
+    /// matching rule admitted the attempt (or none matched, or there are no edge rules).
+    #[inline(never)]
+    fn edge_rules(&mut self, a: Attempt) -> Result<Option<f64>, SimError> {
+        let Some(edge) = &mut self.edge else { return Ok(None) };
+        let p = a.pair as usize;
+        let Some(facts) = &edge.facts[p] else { return Ok(None) };
+        let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
+        let n = self.cfg.policies.len();
+        let isolate = match edge.isolates.iter().position(|(colo, _)| colo == facts.colo()) {
+            Some(i) => &mut edge.isolates[i].1,
+            None => {
+                edge.isolates.push((facts.colo().to_owned(), Isolate::default()));
+                &mut edge.isolates.last_mut().expect("just pushed").1
+            }
+        };
+        let header = |name: &str| facts.header(name);
+        let request = facts.facts();
+        let mut check = RulesCheck::new(edge.set, SIM_HASH);
+        let policy_of = |rule| {
+            let r = edge.set.rules().iter().position(|x| core::ptr::eq(x, rule)).expect("a rule of the set");
+            edge.policy_of[r] as usize
+        };
+        let mut started = false;
+        loop {
+            let answer = match check.next(isolate, &request, &header, now) {
+                Step::Done => break,
+                Step::Ask { rule, .. } => {
+                    let j = policy_of(rule);
+                    let key = self.pair_keys[p * n + j] as usize;
+                    self.out.policies[j].checks += 1;
+                    let State::Core { keys, .. } = &mut self.states[j] else {
+                        unreachable!("edge rules count in the core")
+                    };
+                    let counter = &mut keys[key];
+                    let was_blocked = counter.blocked_until(now).is_some();
+                    // The edge counts requests: one each, whatever the trace's cost.
+                    let decision =
+                        counter.check(now, 1).map_err(|e| SimError::Input(format!("edge rule '{}': {e}", rule.id)))?;
+                    started = !was_blocked && counter.blocked_until(now).is_some();
+                    Answer::Decided { decision, at: now }
+                }
+            };
+            check.answer(isolate, answer);
+        }
+        let Verdict::Refused { rule, refusal, .. } = check.finish() else { return Ok(None) };
+        let j = policy_of(rule);
+        let key = self.pair_keys[p * n + j];
+        // (counters in memory are always there to ask: a refusal is the counter's, or a block
+        // the isolate remembered, which ends when the counter's does)
+        let wait = match refusal {
+            Refusal::Limited { wait } => secs(wait),
+            Refusal::Unavailable => 0.0,
+        };
+        edge.block_started = started;
+        self.rejecting.clear();
+        self.rejecting.push((j as u32, key));
+        Ok(Some(wait))
+    }
+
     /// The error for an attempt policy `j` cannot take at all, `msg` saying why.
     #[cold]
     fn cannot_take(&self, j: usize, a: Attempt, msg: &str) -> SimError {
@@ -664,7 +778,14 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
         for &(j, key) in &self.rejecting {
-            if self.states[j as usize].refused(key as usize, a.t, a.cost) {
+            let started = match &mut self.edge {
+                // The edge's pipeline charged its counter already, and saw whether a block began.
+                Some(edge) if self.cfg.policies[j as usize].edge_rule.is_some() => {
+                    core::mem::take(&mut edge.block_started)
+                }
+                _ => self.states[j as usize].refused(key as usize, a.t, a.cost),
+            };
+            if started {
                 let ps = &mut self.out.policies[j as usize];
                 ps.blocks += 1;
                 let name = &self.out.clients[ci].0;

@@ -40,6 +40,7 @@ pub mod args;
 mod compare;
 mod config;
 mod decisions;
+pub mod edge;
 mod engine;
 mod findings;
 mod limiters;
@@ -62,7 +63,7 @@ pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{
     edge_rule_policies, Client, Config, FieldError, FieldProblem, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry,
 };
-pub use decisions::{decisions, Decided};
+pub use decisions::{decisions, edge_decisions, Decided};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};
 pub use names::Names;

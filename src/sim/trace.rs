@@ -180,8 +180,11 @@ pub struct TraceReader<R> {
     /// The last record: in `buf` (`cells` ranges) or in `csv` (a line with quotes).
     in_buf: bool,
     cells: Vec<(usize, usize)>,
-    /// Columns of t, client, endpoint, cost (the last of a repeated name).
-    cols: Option<[Option<usize>; 4]>,
+    /// Columns of t, client, endpoint, cost, ip.src, cf.colo.id and method (the last of a
+    /// repeated name).
+    cols: Option<[Option<usize>; 7]>,
+    /// The `header:<name>` columns: each header's name (lower case) and column.
+    header_cols: Vec<(String, usize)>,
     rows: usize,
 }
 
@@ -230,6 +233,7 @@ impl<R: std::io::Read> TraceReader<R> {
             in_buf: false,
             cells: Vec::new(),
             cols: None,
+            header_cols: Vec::new(),
             rows: 0,
         }
     }
@@ -358,12 +362,17 @@ impl<R: std::io::Read> TraceReader<R> {
     /// The next row as a request, its client and endpoint numbered in `clients` and
     /// `endpoints` (a name not seen before is added), or `None` at the end of the trace.
     ///
+    /// Besides `t`, `client`, `endpoint` and `cost`, a row may say what the edge reads of
+    /// it: `ip.src` (then the client is that address), `cf.colo.id`, `method` and
+    /// `header:<name>` columns; the client's and endpoint's names then carry them
+    /// ([`super::edge`]).
+    ///
     /// # Errors
-    /// A row without a readable `t` or `client`, or with a cost that is not a number, naming
-    /// its line as the reference counts it.
+    /// A row without a readable `t` or client (`client` or `ip.src`), or with a cost that is
+    /// not a number, naming its line as the reference counts it.
     pub fn next_request(&mut self, clients: &mut Names, endpoints: &mut Names) -> Result<Option<Request>, SimError> {
         if self.cols.is_none() {
-            let mut cols = [None; 4];
+            let mut cols = [None; 7];
             if self.next_record()? {
                 for i in 0..self.record_len() {
                     let slot = match self.cell(i) {
@@ -371,6 +380,15 @@ impl<R: std::io::Read> TraceReader<R> {
                         Some(b"client") => 1,
                         Some(b"endpoint") => 2,
                         Some(b"cost") => 3,
+                        Some(b"ip.src") => 4,
+                        Some(b"cf.colo.id") => 5,
+                        Some(b"method") => 6,
+                        Some(name) if name.len() > 7 && name[..7].eq_ignore_ascii_case(b"header:") => {
+                            let name = String::from_utf8_lossy(&name[7..]).trim().to_ascii_lowercase();
+                            self.header_cols.retain(|(n, _)| *n != name);
+                            self.header_cols.push((name, i));
+                            continue;
+                        }
                         _ => continue,
                     };
                     cols[slot] = Some(i);
@@ -378,7 +396,7 @@ impl<R: std::io::Read> TraceReader<R> {
             }
             self.cols = Some(cols);
         }
-        let [t_col, client_col, endpoint_col, cost_col] = self.cols.unwrap_or_default();
+        let [t_col, client_col, endpoint_col, cost_col, ip_col, colo_col, method_col] = self.cols.unwrap_or_default();
         loop {
             if !self.next_record()? {
                 return Ok(None);
@@ -393,7 +411,7 @@ impl<R: std::io::Read> TraceReader<R> {
         let bad = || SimError::Input(format!("{label} line {n}: need t,client[,endpoint][,cost]"));
         let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
         let t = py::parse_float_bytes(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
-        let client = strip(cell(client_col).ok_or_else(bad)?);
+        let client = strip(cell(ip_col.or(client_col)).ok_or_else(bad)?);
         let endpoint = match cell(endpoint_col) {
             Some(e) if !e.is_empty() => strip(e),
             _ => b"/",
@@ -406,8 +424,26 @@ impl<R: std::io::Read> TraceReader<R> {
             return Err(SimError::Input(format!("{label} line {n}: t and cost must be finite numbers")));
         }
         let not_utf8 = || SimError::Input(format!("{label} line {n}: not UTF-8 text"));
-        let client = clients.intern_utf8(client).ok_or_else(not_utf8)?;
-        let endpoint = endpoints.intern_utf8(endpoint).ok_or_else(not_utf8)?;
+        if colo_col.is_none() && method_col.is_none() && self.header_cols.is_empty() {
+            let client = clients.intern_utf8(client).ok_or_else(not_utf8)?;
+            let endpoint = endpoints.intern_utf8(endpoint).ok_or_else(not_utf8)?;
+            return Ok(Some(Request { t, client, endpoint, cost }));
+        }
+        // What the edge reads of the row, in its client's and endpoint's names.
+        fn text(b: Option<&[u8]>, not_utf8: impl Fn() -> SimError) -> Result<Option<&str>, SimError> {
+            b.map(|b| core::str::from_utf8(strip(b)).map_err(|_| not_utf8())).transpose()
+        }
+        let who = text(Some(client), not_utf8)?.unwrap_or_default();
+        let colo = text(cell(colo_col), not_utf8)?;
+        let mut headers = Vec::with_capacity(self.header_cols.len());
+        for (name, col) in &self.header_cols {
+            headers.push((name.as_str(), text(cell(Some(*col)), not_utf8)?.unwrap_or_default()));
+        }
+        let client = super::edge::client_name(who, colo, &headers);
+        let method = text(cell(method_col), not_utf8)?;
+        let endpoint = super::edge::endpoint_name(method, text(Some(endpoint), not_utf8)?.unwrap_or("/"));
+        let client = clients.intern(&client);
+        let endpoint = endpoints.intern(&endpoint);
         Ok(Some(Request { t, client, endpoint, cost }))
     }
 }

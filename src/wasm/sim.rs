@@ -620,6 +620,18 @@ pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> R
     Ok(out)
 }
 
+/// The edge's rules' decision on each row of the CSV `trace`, in the trace's order: 1 when
+/// the rules of `rules` (a rules file's JSON) admit it, 0 when one refuses it, each row
+/// through the edge's own pipeline (what `sluicegate replay` compares with the edge). Throws
+/// as `simRun` does.
+#[wasm_bindgen(js_name = simEdgeDecisions)]
+pub fn sim_edge_decisions(rules: &str, trace: &str, trace_name: Option<String>) -> Result<js_sys::Uint8Array, JsValue> {
+    let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let decided = sim::edge_decisions(rules, &name, trace).map_err(|e| failure(&e))?;
+    let admitted: alloc::vec::Vec<u8> = decided.into_iter().map(u8::from).collect();
+    Ok(js_sys::Uint8Array::from(&admitted[..]))
+}
+
 /// The records of a CSV text, read as the simulator reads a trace (Python's `csv` reader:
 /// quoted fields, `""` escapes, any line end). What `sluicegate replay` reads its trace with.
 #[wasm_bindgen(js_name = simCsvRecords, unchecked_return_type = "string[][]")]

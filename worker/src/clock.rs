@@ -11,6 +11,31 @@ pub(crate) fn now() -> Instant {
     Instant::from_millis(ms.max(0.0) as u64)
 }
 
+/// The instant a rule of a request that arrived at `started` is checked at: the clock as it
+/// is checked (an earlier rule's counter may have taken a while). A development clock
+/// (`SLUICEGATE_CLOCK`, set for `sluicegate replay`) decides every rule of a request at the
+/// instant it arrived, as the simulator replays it: a request is one instant.
+pub(crate) fn rules_now(started: Instant) -> Instant {
+    #[cfg(feature = "dev-origin")]
+    if dev_clock::is_set() {
+        return started;
+    }
+    let _ = started;
+    now()
+}
+
+/// The instant a counter decides at, asked by a request's rule at `asked_ms` by the Worker's
+/// clock: its own clock (counters keep time themselves), or under a development clock the
+/// request's instant ([`rules_now`]).
+pub(crate) fn counter_now(asked_ms: f64) -> Instant {
+    #[cfg(feature = "dev-origin")]
+    if dev_clock::is_set() && asked_ms.is_finite() && asked_ms >= 0.0 {
+        return Instant::from_millis(asked_ms as u64);
+    }
+    let _ = asked_ms;
+    now()
+}
+
 /// The real milliseconds of a timer that is to last `span` of the edge's clock (a
 /// development clock that runs K times as fast: K times fewer).
 pub(crate) fn timer_ms(span: Span) -> f64 {

@@ -6,8 +6,10 @@ use crate::config::{config, Config};
 use crate::fleet;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error};
-use sluicegate::limit::{Blocking, Decision, Limiter, SaveState};
-use sluicegate::rules::{restore_counter, save_counter, AnyLimiter, Characteristic, Rule, Scope, Upstream};
+use sluicegate::limit::{Decision, SaveState};
+use sluicegate::pipeline::counting::{Counts, Stored};
+use sluicegate::rules::{Characteristic, Rule, Scope, Upstream};
+
 use sluicegate::tenants::{Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::{Instant, Span};
 use std::collections::HashMap;
@@ -24,7 +26,8 @@ use wasm_bindgen::prelude::*;
 #[wasm_bindgen]
 pub struct Counter {
     config: Config,
-    limiters: HashMap<String, (Rule, Blocking<AnyLimiter>)>,
+    /// The counts of the keys routed here, as the pipeline keeps them.
+    limiters: Counts,
     kv: Option<js::SyncKv>,
     /// The fleet-wide upstream budgets this object keeps (one upstream per object).
     fleet: fleet::Shared,
@@ -68,7 +71,7 @@ impl Counter {
         };
         Counter {
             config: config(&env),
-            limiters: HashMap::new(),
+            limiters: Counts::default(),
             kv,
             fleet: fleet::Shared::default(),
             egress: crate::egress::Shared::default(),
@@ -296,37 +299,26 @@ impl Counter {
     /// # Errors
     /// When the rule is unknown (the Worker and this object disagree about the rules) or
     /// the configuration is invalid.
-    pub fn check(&mut self, rule_id: &str, key: &str) -> Result<Vec<f64>, JsError> {
-        let now = now();
+    pub fn check(&mut self, rule_id: &str, key: &str, asked_ms: f64) -> Result<Vec<f64>, JsError> {
+        let now = crate::clock::counter_now(asked_ms);
         let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
         let rule = setup.rules.get(rule_id).ok_or_else(|| JsError::new(&format!("unknown rule \"{rule_id}\"")))?;
-        if self.limiters.len() >= 1_000 && !self.limiters.contains_key(key) {
-            self.limiters.retain(|_, (_, l)| !l.is_idle(now));
-        }
-        let fresh = !self.limiters.contains_key(key);
-        let restored = if fresh { self.stored_block(key) } else { None };
-        let saved = if fresh && rule.keeps_state() { self.stored_count(key) } else { None };
-        let entry = self.limiters.entry(key.to_owned()).or_insert_with(|| (rule.clone(), rule.limiter()));
-        if entry.0 != *rule {
-            // The rule changed since this key was counted: start it fresh under the new one.
-            *entry = (rule.clone(), rule.limiter());
-        }
-        if let Some(bytes) = saved {
-            restore_counter(&mut entry.1, &bytes);
-        }
-        if let Some(until) = restored {
-            entry.1.impose_block(until);
-        }
-        let blocked_before = entry.1.blocked_until(now);
-        let decision = entry.1.check(now, 1).map_err(|e| JsError::new(&e.to_string()))?;
-        let blocked_after = entry.1.blocked_until(now);
-        let count = rule.keeps_state().then(|| save_counter(&entry.1));
-        if let Some(until) = blocked_after.filter(|_| blocked_before.is_none()) {
+        let stored = if self.limiters.is_new(key) {
+            Stored {
+                block: self.stored_block(key),
+                count: if rule.keeps_state() { self.stored_count(key) } else { None },
+            }
+        } else {
+            Stored::default()
+        };
+        let counted = self.limiters.check(rule, key, now, stored).map_err(|e| JsError::new(&e.to_string()))?;
+        if let Some(until) = counted.block_started {
             self.store_block(rule, key, until);
         }
-        if let Some(count) = count {
-            self.store_count(rule, key, &count);
+        if let Some(count) = &counted.count {
+            self.store_count(rule, key, count);
         }
+        let decision = counted.decision;
         // The fourth number is this object's clock when it decided (ms): what the development
         // build reports in `Sluicegate-Clock`.
         let at = now.as_millis() as f64;

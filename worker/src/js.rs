@@ -35,7 +35,7 @@ extern "C" {
     /// A Durable Object stub; its methods are the object's RPC methods (see `edge.mjs`).
     pub type Stub;
     #[wasm_bindgen(method, catch)]
-    pub fn check(this: &Stub, rule: &str, key: &str) -> Result<JsValue, JsValue>;
+    pub fn check(this: &Stub, rule: &str, key: &str, at_ms: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = acquireSlot)]
     pub fn acquire_slot(this: &Stub, upstream: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = acquirePermit)]

@@ -23,7 +23,6 @@
 
 mod admin;
 mod auth;
-mod blocks;
 mod body;
 mod budgets;
 mod clock;

@@ -3,7 +3,7 @@
 //! hash, or left out).
 
 use crate::js::Env;
-use sluicegate::headers::{self, RateLimitFields};
+use sluicegate::headers;
 use sluicegate::identity::Identity;
 use sluicegate::limit::Decision;
 use sluicegate::redact::{url_for_log, KeyedHash};
@@ -44,13 +44,13 @@ pub(crate) fn log_error(line: &str) {
 }
 
 /// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
-pub(crate) fn log_store_failure(rule: &Rule, logged_key: &str, error: &JsValue) {
+pub(crate) fn log_store_failure(rule: &Rule, logged_key: &str, error: &str) {
     let line = format!(
         "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\",\"error\":{}}}",
         json_string(&rule.id),
         json_string(logged_key),
         rule.on_store_failure.name(),
-        json_string(&describe(error))
+        json_string(error)
     );
     log_error(&line);
 }
@@ -66,11 +66,11 @@ pub(crate) fn describe_kind(value: &JsValue) -> String {
     }
 }
 
-pub(crate) fn log_omitted(fields: &RateLimitFields, request: &Request) {
-    if fields.omitted() > 0 {
+pub(crate) fn log_omitted(omitted: usize, request: &Request) {
+    if omitted > 0 {
         log(&format!(
             "sluicegate: {} RateLimit entries left out of the response to {} (the headers are capped at {} bytes)",
-            fields.omitted(),
+            omitted,
             logged_url(request),
             headers::MAX_RATELIMIT_FIELD_BYTES
         ));

@@ -3,7 +3,6 @@
 //! the rules (each key's Durable Object), its tenant, its upstream slot, and the origin or
 //! the Worker's own handler.
 
-use crate::blocks::BlockCache;
 use crate::clock::now;
 use crate::config::{self, config, Origin, Setup, STORE_TIMEOUT_MS};
 #[cfg(feature = "dev-origin")]
@@ -14,24 +13,24 @@ use crate::log::{
     describe, describe_kind, identity_fields, json_string, log, log_decision, log_error, log_hash, log_omitted,
     log_store_failure, logged_url,
 };
-use crate::respond::{answer, bad_request, busy, client_gone, interim_refusal, problem, store_unavailable};
+use crate::respond::{self, answer, bad_request, busy, client_gone, interim_refusal, problem};
 use crate::{admin, budgets, egress, preread, proxy, tenancy};
 use sluicegate::admission::declared_length;
-use sluicegate::headers::{self, RateLimitFields};
+use sluicegate::headers;
 use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
-use sluicegate::rules::{normalise_path, RequestFacts, Rule, StoreFailure};
+use sluicegate::pipeline::{Answer, Isolate, Note, RulesCheck, Step, Verdict};
+use sluicegate::rules::{normalise_path, RequestFacts, Rule};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, Response, ResponseInit, Url};
 
 thread_local! {
-    static BLOCKS: RefCell<BlockCache> = RefCell::new(BlockCache::new(10_000));
-    /// Fail-open decisions per rule id since this isolate started (the capabilities answer).
-    static DEGRADED: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
+    /// What the rules keep in this isolate between requests: the blocks it has seen, and
+    /// its fail-open decisions per rule (the capabilities answer).
+    static ISOLATE: RefCell<Isolate> = RefCell::new(Isolate::default());
 }
 
 /// Why a request was not served.
@@ -237,12 +236,10 @@ impl Admitted<'_> {
     }
 }
 
-/// What the rules decided about an admitted request: its RateLimit entries and the rules
-/// that failed open.
+/// What the rules decided about an admitted request: the headers its answer carries.
 #[derive(Default)]
 pub(crate) struct Checked {
-    fields: RateLimitFields,
-    degraded: Vec<String>,
+    headers: Vec<(&'static str, String)>,
     /// When the last rule decided (its Durable Object's clock, or the isolate's for a block it
     /// remembered): the development build's `Sluicegate-Clock`.
     #[cfg_attr(not(feature = "dev-origin"), allow(dead_code))]
@@ -252,7 +249,7 @@ pub(crate) struct Checked {
 impl Checked {
     /// `response` with the RateLimit headers and `Sluicegate-Degraded` added.
     fn finish(&self, response: Response) -> Result<Response, JsValue> {
-        if self.fields.is_empty() && self.degraded.is_empty() && !self.reports_clock() {
+        if self.headers.is_empty() && !self.reports_clock() {
             return Ok(response);
         }
         // Responses from fetch have immutable headers: copy into a fresh response.
@@ -270,12 +267,8 @@ impl Checked {
     }
 
     fn decorate(&self, headers: &Headers) -> Result<(), JsValue> {
-        if !self.fields.is_empty() {
-            headers.set("ratelimit-policy", &self.fields.policy())?;
-            headers.set("ratelimit", &self.fields.state())?;
-        }
-        if !self.degraded.is_empty() {
-            headers.set("sluicegate-degraded", &self.degraded.join(", "))?;
+        for (name, value) in &self.headers {
+            headers.set(name, value)?;
         }
         #[cfg(feature = "dev-origin")]
         if let Some(at) = self.decided_at.filter(|_| self.reports_clock()) {
@@ -293,8 +286,9 @@ impl Checked {
     }
 }
 
-/// Count the request under every rule that matches it, in file order: the checked request,
-/// or the response of the first refusal (a 429, or a 503 from a rule that fails closed).
+/// Count the request under every rule that matches it, as the rules stage of the pipeline
+/// says ([`RulesCheck`]): each rule's counter is its key's Durable Object. The checked
+/// request, or the answer of the rule that refused it.
 pub(crate) async fn check_rules(
     request: &Request,
     env: &Env,
@@ -302,47 +296,53 @@ pub(crate) async fn check_rules(
     facts: &RequestFacts<'_>,
     header: &impl Fn(&str) -> Option<String>,
 ) -> Result<Result<Checked, Response>, JsValue> {
-    let mut checked = Checked::default();
-    let hash = log_hash(env);
-    for rule in setup.rules.matching(facts) {
-        let keys = rule.counting_key_and_log(facts, header, &hash);
-        let key = &keys.key;
-        let digest = hash.digest(key.as_bytes());
-        // The clock as this rule is checked (an earlier rule's counter may have taken a while),
-        // so a block in the isolate's cache ends when the counter's does.
-        let now = now();
-        let cached = BLOCKS.with(|b| b.borrow().blocked_for(digest, now));
-        let (decision, via, at) = match cached {
-            Some(wait) => (Decision::Deny { retry_after: wait }, "isolate-cache", now),
-            None => match ask_counter(env, rule, key).await {
-                Ok((decision, at)) => (decision, "durable-object", at),
-                Err(error) => {
-                    log_store_failure(rule, &keys.logged, &error);
-                    if rule.on_store_failure == StoreFailure::Closed {
-                        let refusal = store_unavailable(rule)?;
-                        checked.decorate(&refusal.headers())?;
-                        return Ok(Err(refusal));
-                    }
-                    DEGRADED.with(|d| *d.borrow_mut().entry(rule.id.clone()).or_insert(0) += 1);
-                    checked.degraded.push(rule.id.clone());
-                    continue;
-                }
+    let mut check = RulesCheck::new(&setup.rules, log_hash(env));
+    #[cfg(feature = "dev-origin")]
+    let _turn = dev::clock::take_turn().await;
+    let started = now();
+    loop {
+        // The clock as each rule is checked: an earlier rule's counter may have taken a while.
+        let now = crate::clock::rules_now(started);
+        let step = ISOLATE.with(|isolate| check.next(&mut isolate.borrow_mut(), facts, header, now));
+        let answer = match step {
+            Step::Done => break,
+            Step::Ask { rule, key } => match ask_counter(env, rule, key, now).await {
+                Ok((decision, at)) => Answer::Decided { decision, at },
+                Err(error) => Answer::Failed(describe(&error)),
             },
         };
-        checked.decided_at = Some(at);
-        log_decision(setup.rules.decision_log(), rule, &keys.logged, facts.identity, &decision, via);
-        checked.fields.push(&rule.id, rule.quota(), &decision);
-        if let Decision::Deny { retry_after } = decision {
-            if cached.is_none() {
-                // Until the counter's block ends: counted from when it decided.
-                BLOCKS.with(|b| b.borrow_mut().insert(digest, at + retry_after, at));
-            }
-            log_omitted(&checked.fields, request);
-            return Ok(Err(refusal(rule, retry_after, &checked)?));
+        ISOLATE.with(|isolate| check.answer(&mut isolate.borrow_mut(), answer));
+        log_notes(setup, facts, check.take_notes());
+    }
+    let verdict = check.finish();
+    let Some((reply, omitted)) = verdict.reply() else {
+        let Verdict::Admitted(checked) = verdict else { unreachable!("a refusal has its reply") };
+        let (headers, omitted) = checked.headers();
+        log_omitted(omitted, request);
+        return Ok(Ok(Checked { headers, decided_at: checked.decided_at() }));
+    };
+    log_omitted(omitted, request);
+    #[cfg_attr(not(feature = "dev-origin"), allow(unused_mut))]
+    let mut reply = reply;
+    #[cfg(feature = "dev-origin")]
+    if let Verdict::Refused { checked, .. } = &verdict {
+        if let Some(at) = checked.decided_at().filter(|_| dev::clock::is_set()) {
+            reply.set("sluicegate-clock", at.as_millis().to_string());
         }
     }
-    log_omitted(&checked.fields, request);
-    Ok(Ok(checked))
+    Ok(Err(respond::reply(&reply)?))
+}
+
+/// What the rules stage did, in the log.
+fn log_notes(setup: &Setup, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
+    for note in notes {
+        match note {
+            Note::Decided { rule, logged, decision, via } => {
+                log_decision(setup.rules.decision_log(), rule, &logged, facts.identity, &decision, via.name());
+            }
+            Note::StoreFailed { rule, logged, error } => log_store_failure(rule, &logged, &error),
+        }
+    }
 }
 
 /// The capabilities answer, when this is a `GET` or `HEAD` of its path.
@@ -352,9 +352,9 @@ pub(crate) fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Op
     if !asked {
         return Ok(None);
     }
-    let body = DEGRADED.with(|d| {
-        let d = d.borrow();
-        setup.rules.capabilities_json(|id| d.get(id).copied().unwrap_or(0))
+    let body = ISOLATE.with(|isolate| {
+        let isolate = isolate.borrow();
+        setup.rules.capabilities_json(|id| isolate.degraded(id))
     });
     let body = (!facts.method.eq_ignore_ascii_case("HEAD")).then_some(body);
     answer(200, "application/json", "public, max-age=60", body.as_deref(), &[]).map(Some)
@@ -391,10 +391,15 @@ pub(crate) fn is_bodiless(method: &str) -> bool {
 
 /// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms, at_ms]`: the
 /// decision, and its clock when it decided.
-pub(crate) async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(Decision, Instant), JsValue> {
+pub(crate) async fn ask_counter(
+    env: &Env,
+    rule: &Rule,
+    key: &str,
+    at: Instant,
+) -> Result<(Decision, Instant), JsValue> {
     let namespace = crate::config::rate_limiter(env)?;
     let stub = namespace.get(&namespace.id_from_name(key)?)?;
-    let call = js_sys::Promise::resolve(&stub.check(&rule.id, key)?);
+    let call = js_sys::Promise::resolve(&stub.check(&rule.id, key, at.as_millis() as f64)?);
     let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
     if answer.is_undefined() {
         return Err(JsValue::from_str(&format!("the counter did not answer within {STORE_TIMEOUT_MS} ms")));
@@ -413,19 +418,6 @@ pub(crate) async fn ask_counter(env: &Env, rule: &Rule, key: &str) -> Result<(De
         }
         _ => Err(JsValue::from_str("the counter answered something other than [allowed, remaining, wait_ms, at_ms]")),
     }
-}
-
-pub(crate) fn refusal(rule: &Rule, wait: Span, checked: &Checked) -> Result<Response, JsValue> {
-    let (status, content_type, body) = rule.refusal(wait);
-    let headers = Headers::new()?;
-    headers.set("content-type", &content_type)?;
-    headers.set("retry-after", &headers::retry_after(wait))?;
-    checked.decorate(&headers)?;
-    headers.set("cache-control", "no-store")?;
-    let init = ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(&headers);
-    Response::new_with_opt_str_and_init(Some(&body), &init)
 }
 
 /// The answer to an upload cut as it streamed: `429` for its source's bytes, `400` for a

@@ -3,7 +3,8 @@
 
 use crate::log::{json_string, log, log_error, logged_url};
 use sluicegate::headers;
-use sluicegate::rules::{Rule, Upstream};
+use sluicegate::pipeline::Reply;
+use sluicegate::rules::Upstream;
 use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use web_sys::{Headers, Request, Response, ResponseInit};
@@ -64,11 +65,16 @@ pub(crate) fn busy(request: &Request, upstream: &Upstream) -> Result<Response, J
     Ok(response)
 }
 
-/// `503` from a rule that fails closed when its count cannot be read.
-pub(crate) fn store_unavailable(rule: &Rule) -> Result<Response, JsValue> {
-    let detail = format!("The rate limit \"{}\" cannot be checked right now.", rule.id);
-    let body = headers::problem(503, "Service Unavailable", &detail, Some(&rule.id), Some(Span::from_secs(1)));
-    Ok(problem(503, &body, Some(Span::from_secs(1))))
+/// One of the edge's own answers as the pipeline wrote it.
+pub(crate) fn reply(reply: &Reply) -> Result<Response, JsValue> {
+    let headers = Headers::new()?;
+    for (name, value) in &reply.headers {
+        headers.set(name, value)?;
+    }
+    let init = ResponseInit::new();
+    init.set_status(reply.status);
+    init.set_headers(&headers);
+    Response::new_with_opt_str_and_init(Some(&reply.body), &init)
 }
 
 pub(crate) fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {

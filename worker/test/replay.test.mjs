@@ -7,7 +7,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { replay } from "../../js/replay.mjs";
-import { replayTrace } from "../../pkg-tests/support/replay-trace.mjs";
+import { appTrace, replayTrace } from "../../pkg-tests/support/replay-trace.mjs";
 import { startEdge } from "../../js/testing.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -27,6 +27,53 @@ test("a 10-minute trace of 5,000 requests (bursts that trip blocks, two colos, I
   assert.deepEqual(report.disagreements, []);
   assert.equal(report.agree, report.compared, "100 % agreement outside the timing-limited");
   assert.deepEqual(report.simulator, { admitted: report.edge.admitted, refused: report.edge.refused });
+});
+
+/** The example app's rules (the /api/ rule over each route's bucket, POST routes), with a rule that counts by a header. */
+function appRules() {
+  const example = JSON.parse(readFileSync(path.join(ROOT, "worker/examples/traffic.json"), "utf8"));
+  const perKey = {
+    id: "per-key",
+    description: "Requests that carry an API key: 15 per 10 s per key, then block 5 s",
+    match: { path: { starts_with: "/api/" } },
+    characteristics: ['http.request.headers["x-api-key"]'],
+    period: 10,
+    requests_per_period: 15,
+    mitigation_timeout: 5,
+  };
+  return JSON.stringify({ rules: [...example.rules, perKey] });
+}
+
+test("the example app's rules (every route bucket under the /api/ rule, POST routes, a header-counted rule) over three colos: the simulator agrees on ≥ 99.9 % of requests", {
+  timeout: 120_000,
+}, async () => {
+  const traceText = appTrace({ count: 2_000, durationS: 120 });
+  const report = await replay({ rulesText: appRules(), traceText, speed: 10 });
+  assert.equal(report.requests, 2_000);
+  assert.deepEqual(report.errors, [], "no request failed on the way");
+  assert.equal(report.edge.other, 0, "every answer came from past the rules or from a rule");
+  assert.ok(report.edge.refused > 200 && report.edge.admitted > 200, `both answers are common: ${JSON.stringify(report.edge)}`);
+  assert.ok(report.compared > report.requests / 2, `most requests are far from a boundary (${report.compared} compared)`);
+  assert.ok(report.share >= 0.999, `agreement ${report.agree} of ${report.compared}: ${JSON.stringify(report.disagreements.slice(0, 5))}`);
+});
+
+test("two overlapping rules (20 per 10 s per address and colo over a 0.5/s bucket of 10) from two colos: each request decided alike", { timeout: 60_000 }, async () => {
+  const rules = {
+    rules: [
+      { id: "api", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src", "cf.colo.id"], period: 10, requests_per_period: 20, mitigation_timeout: 10 },
+      { id: "geocode", match: { path: { equals: "/api/geocode" }, methods: ["GET"] }, characteristics: ["ip.src"], algorithm: "token_bucket", rate: 0.5, burst: 10 },
+    ],
+  };
+  const rows = [];
+  for (let i = 0; i < 400; i++) {
+    const t = (i * 0.15).toFixed(3);
+    rows.push(`${t},198.51.100.${1 + (i % 2)},${i % 3 === 0 ? "FRA" : "AMS"},${i % 4 === 3 ? "/api/other" : "/api/geocode"}`);
+  }
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.ok(report.edge.refused > 50, `the rules refuse (${report.edge.refused})`);
+  assert.deepEqual(report.disagreements, []);
+  assert.equal(report.agree, report.compared);
 });
 
 test("a running edge with other rules than the simulator's disagrees, and replay says where (exit 1)", { timeout: 60_000 }, async () => {

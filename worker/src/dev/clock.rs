@@ -5,6 +5,8 @@ use core::cell::Cell;
 use wasm_bindgen::prelude::*;
 
 thread_local! {
+    /// The last request to take its turn at the rules ([`take_turn`]): settled when it is done.
+    static TURN: core::cell::RefCell<Option<js_sys::Promise>> = const { core::cell::RefCell::new(None) };
     /// `(scale, real start, virtual start)` in ms: see [`set_clock`].
     static CLOCK: Cell<Option<(f64, f64, f64)>> = const { Cell::new(None) };
     /// The last instant [`clock`] gave (ms).
@@ -55,7 +57,8 @@ pub fn set_clock(env: &JsValue) -> Result<(), String> {
 pub fn clock(real_ms: f64) -> f64 {
     match CLOCK.get() {
         Some((scale, real, virtual_start)) => {
-            let ms = (virtual_start + (real_ms - real) * scale).floor();
+            // (an isolate's clock can read a little behind the one that set the start)
+            let ms = (virtual_start + (real_ms - real) * scale).floor().max(0.0);
             let ms = LAST.get().map_or(ms, |last| ms.max(last + 1.0));
             LAST.set(Some(ms));
             ms
@@ -75,4 +78,30 @@ pub fn real_ms(ms: f64) -> f64 {
 /// Whether [`set_clock`] set a clock (responses then report it in `Sluicegate-Clock`).
 pub fn is_set() -> bool {
     CLOCK.get().is_some()
+}
+
+/// A request's turn at the rules under a set clock, held until dropped.
+pub struct Turn(js_sys::Function);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let _ = self.0.call0(&JsValue::UNDEFINED);
+    }
+}
+
+/// Under a set clock (`sluicegate replay`), wait for the requests before this one to be done
+/// with the rules, so that each request's rules are decided together, at its instant, with
+/// no other request's decisions between them: the order and the instants the simulator
+/// replays. `None` (no wait) with the real clock.
+pub async fn take_turn() -> Option<Turn> {
+    if !is_set() {
+        return None;
+    }
+    let mut settle = None;
+    let mine = js_sys::Promise::new(&mut |resolve, _| settle = Some(resolve));
+    let turn = Turn(settle?);
+    if let Some(before) = TURN.with(|t| t.replace(Some(mine))) {
+        let _ = wasm_bindgen_futures::JsFuture::from(before).await;
+    }
+    Some(turn)
 }

@@ -1,0 +1,359 @@
+//! The rules stage: a request counted under every rule that matches it, in file order,
+//! until one refuses.
+//!
+//! This is the edge's one semantics for several matching rules, the one Cloudflare's rules
+//! have: they run in order and the first one that acts ends the evaluation. Each matching
+//! rule's counter is asked (and charged, when it admits) in turn; the first refusal answers
+//! the request, the rules before it stay charged and the rules after it never see it. It is
+//! what one round trip per rule can do exactly: a counter decides and charges in one step,
+//! so "charge none unless all admit" would need a second round trip to give back what the
+//! earlier rules took, and a crash between the two would lose it.
+//!
+//! The stage owns no I/O. [`RulesCheck::next`] says what it needs ([`Step::Ask`]: counter
+//! `key` of `rule`), [`RulesCheck::answer`] takes the counter's answer back (its decision,
+//! or that it could not be asked), and [`RulesCheck::finish`] gives the verdict. The Worker
+//! asks each key's Durable Object; the simulator asks its counters in memory; tests answer
+//! from a script.
+
+use super::reply::Reply;
+use crate::core::limit::Decision;
+use crate::core::time::{Instant, Span};
+use crate::edge::blocks::BlockCache;
+use crate::edge::headers::{self, RateLimitFields};
+use crate::edge::redact::{Digest, KeyedHash};
+use crate::edge::rules::{CountingKey, RequestFacts, Rule, RuleSet, StoreFailure};
+use alloc::string::String;
+use alloc::vec::Vec;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+
+/// How many blocked keys an isolate remembers.
+pub const BLOCKS_KEPT: usize = 10_000;
+
+/// What the edge keeps in one isolate between requests, for the rules: the blocks it has
+/// seen (answered without asking the counter again) and how often each rule failed open.
+pub struct Isolate {
+    blocks: BlockCache,
+    degraded: HashMap<String, u64, FixedState>,
+}
+
+impl Default for Isolate {
+    fn default() -> Self {
+        Isolate::new(BLOCKS_KEPT)
+    }
+}
+
+impl Isolate {
+    /// An isolate's state, remembering at most `blocks` blocked keys.
+    pub fn new(blocks: usize) -> Self {
+        Isolate { blocks: BlockCache::new(blocks), degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)) }
+    }
+
+    /// How many requests rule `id` admitted without its count (its store failed, the rule
+    /// fails open) since this isolate started.
+    pub fn degraded(&self, id: &str) -> u64 {
+        self.degraded.get(id).copied().unwrap_or(0)
+    }
+
+    /// The blocks it remembers.
+    pub fn blocks(&self) -> &BlockCache {
+        &self.blocks
+    }
+}
+
+/// Where a rule's decision came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A block the isolate remembered (the counter was not asked).
+    IsolateCache,
+    /// The key's counter.
+    Counter,
+}
+
+impl Via {
+    /// Its name in log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::IsolateCache => "isolate-cache",
+            Via::Counter => "durable-object",
+        }
+    }
+}
+
+/// Something the stage did that a log may show.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note<'s> {
+    /// A rule decided: the key as logs show it, the decision and where it came from.
+    Decided {
+        /// The rule.
+        rule: &'s Rule,
+        /// The counting key as logs show it (header values as their keyed hash).
+        logged: String,
+        /// Its decision.
+        decision: Decision,
+        /// Where the decision came from.
+        via: Via,
+    },
+    /// A rule's counter could not be asked (`error` says why); the rule failed open or closed
+    /// as it says.
+    StoreFailed {
+        /// The rule.
+        rule: &'s Rule,
+        /// The counting key as logs show it.
+        logged: String,
+        /// Why the counter could not be asked.
+        error: String,
+    },
+}
+
+/// A counter's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// It decided, at `at` by its clock.
+    Decided {
+        /// The decision (charged when it admits).
+        decision: Decision,
+        /// When it decided.
+        at: Instant,
+    },
+    /// It could not be asked, or answered nonsense: why.
+    Failed(String),
+}
+
+/// What the stage needs next.
+#[derive(Debug, PartialEq)]
+pub enum Step<'a, 's> {
+    /// Ask `rule`'s counter of `key` to count the request, then [`RulesCheck::answer`].
+    Ask {
+        /// The rule.
+        rule: &'s Rule,
+        /// The counting key (the Worker's Durable Object is named by it).
+        key: &'a str,
+    },
+    /// Nothing: [`RulesCheck::finish`].
+    Done,
+}
+
+/// What the rules decided about a request: each rule's decision and the rules that failed
+/// open. The headers they give its answer are written only when asked for
+/// ([`Checked::headers`]): the simulator never asks.
+#[derive(Clone, Debug, Default)]
+pub struct Checked<'s> {
+    decided: Vec<(&'s Rule, Decision)>,
+    degraded: Vec<&'s str>,
+    decided_at: Option<Instant>,
+}
+
+impl Checked<'_> {
+    /// The headers every answer to the request carries: `RateLimit-Policy` and `RateLimit`
+    /// (when a rule counted it) and `Sluicegate-Degraded` (the rules that failed open); and
+    /// how many RateLimit entries were left out (the headers are capped in bytes).
+    pub fn headers(&self) -> (Vec<(&'static str, String)>, usize) {
+        let mut fields = RateLimitFields::default();
+        for (rule, decision) in &self.decided {
+            fields.push(&rule.id, rule.quota(), decision);
+        }
+        let mut out = Vec::new();
+        if !fields.is_empty() {
+            out.push(("ratelimit-policy", fields.policy()));
+            out.push(("ratelimit", fields.state()));
+        }
+        if !self.degraded.is_empty() {
+            out.push(("sluicegate-degraded", self.degraded.join(", ")));
+        }
+        (out, fields.omitted())
+    }
+
+    /// When the last rule decided (its counter's clock, or the isolate's for a block it
+    /// remembered).
+    pub fn decided_at(&self) -> Option<Instant> {
+        self.decided_at
+    }
+
+    /// The rules that failed open, in order.
+    pub fn degraded(&self) -> &[&str] {
+        &self.degraded
+    }
+}
+
+/// Why a rule refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its counter refused: the request may be sent again after `wait`.
+    Limited {
+        /// How long the key stays refused.
+        wait: Span,
+    },
+    /// Its counter could not be asked and the rule fails closed.
+    Unavailable,
+}
+
+/// The rules' verdict on a request.
+#[derive(Debug)]
+pub enum Verdict<'s> {
+    /// Every matching rule admitted it (or failed open).
+    Admitted(Checked<'s>),
+    /// `rule` refused it.
+    Refused {
+        /// The rule that ended the evaluation.
+        rule: &'s Rule,
+        /// Why.
+        refusal: Refusal,
+        /// What the rules decided, this rule's refusal included.
+        checked: Checked<'s>,
+    },
+}
+
+impl Verdict<'_> {
+    /// The answer to a refused request (`None` when admitted): the rule's own refusal (`429`
+    /// unless the rule says otherwise) with `Retry-After` in whole seconds, rounded up, or
+    /// `503` from a rule that fails closed (`Retry-After: 1`); with the RateLimit entries of
+    /// every rule that decided, `Sluicegate-Rule` naming the rule, and `no-store`. The
+    /// RateLimit entries left out (capped in bytes) are counted too.
+    pub fn reply(&self) -> Option<(Reply, usize)> {
+        let Verdict::Refused { rule, refusal, checked } = self else { return None };
+        let mut reply = match *refusal {
+            Refusal::Limited { wait } => {
+                let (status, content_type, body) = rule.refusal(wait);
+                let mut reply = Reply::new(status, content_type, body);
+                reply.set("retry-after", headers::retry_after(wait));
+                reply
+            }
+            Refusal::Unavailable => {
+                let retry = Span::from_secs(1);
+                let detail = alloc::format!("The rate limit \"{}\" cannot be checked right now.", rule.id);
+                let body = headers::problem(503, "Service Unavailable", &detail, Some(&rule.id), Some(retry));
+                Reply::problem(503, body, Some(retry))
+            }
+        };
+        let (headers, omitted) = checked.headers();
+        for (name, value) in headers {
+            reply.set(name, value);
+        }
+        reply.set("cache-control", "no-store".into());
+        // Which rule answered (its id is in the body too): what `sluicegate replay` reads.
+        reply.set("sluicegate-rule", rule.id.clone());
+        Some((reply, omitted))
+    }
+}
+
+struct Pending<'s> {
+    rule: &'s Rule,
+    key: CountingKey,
+    digest: Digest,
+}
+
+/// One request through the rules: see the module's documentation.
+pub struct RulesCheck<'s> {
+    rules: &'s [Rule],
+    hash: KeyedHash,
+    /// The next rule to look at.
+    next: usize,
+    pending: Option<Pending<'s>>,
+    checked: Checked<'s>,
+    refused: Option<(&'s Rule, Refusal)>,
+    notes: Vec<Note<'s>>,
+}
+
+impl<'s> RulesCheck<'s> {
+    /// A request's way through `set`'s rules; `hash` keys the block cache and the keys as
+    /// logs show them.
+    pub fn new(set: &'s RuleSet, hash: KeyedHash) -> Self {
+        RulesCheck {
+            rules: set.rules(),
+            hash,
+            next: 0,
+            pending: None,
+            checked: Checked::default(),
+            refused: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// What the stage needs next, at `now` (the clock as this rule is checked: an earlier
+    /// rule's counter may have taken a while, and a remembered block ends when the
+    /// counter's does). `header` looks a request header up by its lower-case name.
+    ///
+    /// # Panics
+    /// When the previous [`Step::Ask`] was not answered.
+    pub fn next(
+        &mut self,
+        isolate: &mut Isolate,
+        facts: &RequestFacts<'_>,
+        header: &dyn Fn(&str) -> Option<String>,
+        now: Instant,
+    ) -> Step<'_, 's> {
+        assert!(self.pending.is_none(), "RulesCheck::next before the counter's answer");
+        if self.refused.is_some() {
+            return Step::Done;
+        }
+        while let Some(rule) = self.rules.get(self.next) {
+            self.next += 1;
+            if !rule.matches(facts) {
+                continue;
+            }
+            let key = rule.counting_key_and_log(facts, header, &self.hash);
+            let digest = self.hash.digest(key.key.as_bytes());
+            if let Some(wait) = isolate.blocks.blocked_for(digest, now) {
+                self.decided(rule, key.logged, Decision::Deny { retry_after: wait }, Via::IsolateCache, now);
+                return Step::Done;
+            }
+            let pending = self.pending.insert(Pending { rule, key, digest });
+            return Step::Ask { rule: pending.rule, key: &pending.key.key };
+        }
+        Step::Done
+    }
+
+    /// The counter's answer to the last [`Step::Ask`].
+    ///
+    /// # Panics
+    /// When nothing was asked.
+    pub fn answer(&mut self, isolate: &mut Isolate, answer: Answer) {
+        let Pending { rule, key, digest } = self.pending.take().expect("RulesCheck::answer without a question");
+        match answer {
+            Answer::Decided { decision, at } => {
+                if let Decision::Deny { retry_after } = decision {
+                    // Until the counter's block ends: counted from when it decided.
+                    isolate.blocks.insert(digest, at + retry_after, at);
+                }
+                self.decided(rule, key.logged, decision, Via::Counter, at);
+            }
+            Answer::Failed(error) => {
+                self.notes.push(Note::StoreFailed { rule, logged: key.logged, error });
+                if rule.on_store_failure == StoreFailure::Closed {
+                    self.refused = Some((rule, Refusal::Unavailable));
+                } else {
+                    *isolate.degraded.entry_ref(rule.id.as_str()).or_insert(0) += 1;
+                    self.checked.degraded.push(&rule.id);
+                }
+            }
+        }
+    }
+
+    fn decided(&mut self, rule: &'s Rule, logged: String, decision: Decision, via: Via, at: Instant) {
+        self.checked.decided_at = Some(at);
+        self.checked.decided.push((rule, decision));
+        self.notes.push(Note::Decided { rule, logged, decision, via });
+        if let Decision::Deny { retry_after } = decision {
+            self.refused = Some((rule, Refusal::Limited { wait: retry_after }));
+        }
+    }
+
+    /// What happened so far that a log may show (taken: each note is given once).
+    pub fn take_notes(&mut self) -> Vec<Note<'s>> {
+        core::mem::take(&mut self.notes)
+    }
+
+    /// The verdict, once [`RulesCheck::next`] said [`Step::Done`]; the notes not yet
+    /// taken are dropped (take them first).
+    ///
+    /// # Panics
+    /// When a question is still unanswered.
+    pub fn finish(self) -> Verdict<'s> {
+        assert!(self.pending.is_none(), "RulesCheck::finish before the counter's answer");
+        match self.refused {
+            Some((rule, refusal)) => Verdict::Refused { rule, refusal, checked: self.checked },
+            None => Verdict::Admitted(self.checked),
+        }
+    }
+}
