@@ -24,16 +24,6 @@ pub struct Setup {
     pub tenant_keys: BTreeMap<String, String>,
 }
 
-impl Setup {
-    /// The tenant of an API key's SHA-256 (lower-case hex).
-    pub fn tenant_of_hash(&self, hash: &str) -> Option<&str> {
-        self.rules
-            .tenants()
-            .and_then(|t| t.tenant_of_hash(hash))
-            .or_else(|| self.tenant_keys.get(hash).map(String::as_str))
-    }
-}
-
 /// Where admitted requests go.
 pub enum Origin {
     /// The Worker's own handler: the rules were given by its code ([`use_rules`]), and

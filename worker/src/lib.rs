@@ -35,6 +35,7 @@ mod dev;
 mod egress;
 mod fleet;
 mod guard;
+mod isolate;
 mod js;
 mod log;
 mod panic;

@@ -14,24 +14,17 @@ use crate::log::{
     log_store_failure, logged_url,
 };
 use crate::respond::{self, answer, bad_request, busy, client_gone, interim_refusal, problem};
-use crate::{admin, budgets, egress, preread, proxy, tenancy};
+use crate::{admin, budgets, egress, isolate, preread, proxy, tenancy};
 use sluicegate::admission::declared_length;
 use sluicegate::headers;
 use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
-use sluicegate::pipeline::{Answer, Isolate, Note, RulesCheck, Step, Verdict};
+use sluicegate::pipeline::{Answer, Note, RulesCheck, Step, Verdict};
 use sluicegate::rules::{normalise_path, RequestFacts, Rule};
 use sluicegate::time::{Instant, Span};
-use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, Response, ResponseInit, Url};
-
-thread_local! {
-    /// What the rules keep in this isolate between requests: the blocks it has seen, and
-    /// its fail-open decisions per rule (the capabilities answer).
-    static ISOLATE: RefCell<Isolate> = RefCell::new(Isolate::default());
-}
 
 /// Why a request was not served.
 pub(crate) enum Failure {
@@ -303,7 +296,7 @@ pub(crate) async fn check_rules(
     loop {
         // The clock as each rule is checked: an earlier rule's counter may have taken a while.
         let now = crate::clock::rules_now(started);
-        let step = ISOLATE.with(|isolate| check.next(&mut isolate.borrow_mut(), facts, header, now));
+        let step = isolate::with(|isolate| check.next(isolate, facts, header, now));
         let answer = match step {
             Step::Done => break,
             Step::Ask { rule, key } => match ask_counter(env, rule, key, now).await {
@@ -311,9 +304,11 @@ pub(crate) async fn check_rules(
                 Err(error) => Answer::Failed(describe(&error)),
             },
         };
-        ISOLATE.with(|isolate| check.answer(&mut isolate.borrow_mut(), answer));
+        isolate::with(|isolate| check.answer(isolate, answer));
         log_notes(setup, facts, check.take_notes());
     }
+    // (a block the isolate remembered is decided without a question)
+    log_notes(setup, facts, check.take_notes());
     let verdict = check.finish();
     let Some((reply, omitted)) = verdict.reply() else {
         let Verdict::Admitted(checked) = verdict else { unreachable!("a refusal has its reply") };
@@ -352,10 +347,7 @@ pub(crate) fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Op
     if !asked {
         return Ok(None);
     }
-    let body = ISOLATE.with(|isolate| {
-        let isolate = isolate.borrow();
-        setup.rules.capabilities_json(|id| isolate.degraded(id))
-    });
+    let body = isolate::with(|isolate| setup.rules.capabilities_json(|id| isolate.degraded(id)));
     let body = (!facts.method.eq_ignore_ascii_case("HEAD")).then_some(body);
     answer(200, "application/json", "public, max-age=60", body.as_deref(), &[]).map(Some)
 }
@@ -453,39 +445,14 @@ fn pre_read_refusal(request: &Request, scope: preread::Check, wait: Span, identi
     response
 }
 
-/// The answer to a tenant request that is refused: 401 (no hint of why), 413, or 429.
+/// The answer to a tenant request that is refused (the pipeline's [`tenancy::Refusal::reply`]), logged.
 fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
-    let (status, body, wait, scope) = match &refusal {
-        tenancy::Refusal::Unknown => {
-            let body = headers::problem(401, "Unauthorized", "A valid API key is required.", None, None);
-            (401, body, None, None)
-        }
-        tenancy::Refusal::TooLarge { max } => {
-            let detail = format!("The body is larger than the {max} bytes this tenant may send.");
-            (413, headers::problem(413, "Content Too Large", &detail, None, None), None, None)
-        }
-        tenancy::Refusal::Limited { tenant, wait } => {
-            let wait = Span::from_secs(wait.as_secs_ceil().max(1));
-            (429, headers::tenant_limited(tenant, "tenant_rate_limited", wait), Some(wait), Some("tenant"))
-        }
-        tenancy::Refusal::Overloaded { tenant } => {
-            let wait = Span::from_secs(1);
-            (429, headers::tenant_limited(tenant, "tenant_overload", wait), Some(wait), Some("tenant"))
-        }
-    };
+    let reply = refusal.reply();
     log(&format!(
-        "{{\"sluicegate\":\"tenant\",\"status\":{status},\"refusal\":{},\"url\":{}}}",
-        json_string(match refusal {
-            tenancy::Refusal::Unknown => "unknown",
-            tenancy::Refusal::TooLarge { .. } => "too_large",
-            tenancy::Refusal::Limited { .. } => "tenant_rate_limited",
-            tenancy::Refusal::Overloaded { .. } => "tenant_overload",
-        }),
+        "{{\"sluicegate\":\"tenant\",\"status\":{},\"refusal\":{},\"url\":{}}}",
+        reply.status,
+        json_string(refusal.name()),
         json_string(&logged_url(request))
     ));
-    let response = problem(status, &body, wait);
-    if let Some(scope) = scope {
-        let _ = response.headers().set("sluicegate-scope", scope);
-    }
-    response
+    respond::reply(&reply).unwrap_or_else(|_| Response::error())
 }

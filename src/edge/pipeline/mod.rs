@@ -5,15 +5,70 @@
 //! replays with the same code.
 //!
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
+//! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
 //! - [`reply`]: the edge's own answers, as data.
 
 pub mod counting;
 pub mod reply;
 pub mod rules;
+pub mod tenant;
 
 pub use reply::Reply;
-pub use rules::{Answer, Checked, Isolate, Note, Refusal, RulesCheck, Step, Verdict, Via};
+pub use rules::{Answer, Checked, Note, Refusal, RulesCheck, Step, Verdict, Via};
+pub use tenant::{TenantAnswer, TenantCheck, TenantNote, TenantRefusal, TenantStep, TenantVerdict};
+
+use crate::edge::blocks::BlockCache;
+use alloc::string::String;
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
+
+/// How many blocked keys an isolate remembers.
+pub const BLOCKS_KEPT: usize = 10_000;
+
+/// What the edge keeps in one isolate between requests, in one place the pipeline is handed:
+/// the blocks the rules have seen (answered without asking their counter again), how often
+/// each rule failed open, and the tenants' state ([`tenant::TenantState`]).
+pub struct Isolate {
+    pub(crate) blocks: BlockCache,
+    pub(crate) degraded: HashMap<String, u64, FixedState>,
+    /// The tenants' state.
+    pub tenants: tenant::TenantState,
+}
+
+impl Default for Isolate {
+    /// An isolate's state with a fixed salt (the simulator's and tests'; the Worker draws
+    /// one: [`Isolate::new`]).
+    fn default() -> Self {
+        Isolate::new((0x5eed_0001, 0x5eed_0002))
+    }
+}
+
+impl Isolate {
+    /// An isolate's state; `salt` keys the hash of the tenants' table (draw it at random, so
+    /// nobody outside can aim tenant names at one of its shards).
+    pub fn new(salt: (u64, u64)) -> Self {
+        Isolate {
+            blocks: BlockCache::new(BLOCKS_KEPT),
+            degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)),
+            tenants: tenant::TenantState::new(salt),
+        }
+    }
+
+    /// How many requests rule `id` admitted without its count (its store failed, the rule
+    /// fails open) since this isolate started.
+    pub fn degraded(&self, id: &str) -> u64 {
+        self.degraded.get(id).copied().unwrap_or(0)
+    }
+
+    /// The blocks it remembers.
+    pub fn blocks(&self) -> &BlockCache {
+        &self.blocks
+    }
+}
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tenant_tests;

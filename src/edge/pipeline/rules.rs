@@ -16,50 +16,14 @@
 //! from a script.
 
 use super::reply::Reply;
+use super::Isolate;
 use crate::core::limit::Decision;
 use crate::core::time::{Instant, Span};
-use crate::edge::blocks::BlockCache;
 use crate::edge::headers::{self, RateLimitFields};
 use crate::edge::redact::{Digest, KeyedHash};
 use crate::edge::rules::{CountingKey, RequestFacts, Rule, RuleSet, StoreFailure};
 use alloc::string::String;
 use alloc::vec::Vec;
-use foldhash::fast::FixedState;
-use hashbrown::HashMap;
-
-/// How many blocked keys an isolate remembers.
-pub const BLOCKS_KEPT: usize = 10_000;
-
-/// What the edge keeps in one isolate between requests, for the rules: the blocks it has
-/// seen (answered without asking the counter again) and how often each rule failed open.
-pub struct Isolate {
-    blocks: BlockCache,
-    degraded: HashMap<String, u64, FixedState>,
-}
-
-impl Default for Isolate {
-    fn default() -> Self {
-        Isolate::new(BLOCKS_KEPT)
-    }
-}
-
-impl Isolate {
-    /// An isolate's state, remembering at most `blocks` blocked keys.
-    pub fn new(blocks: usize) -> Self {
-        Isolate { blocks: BlockCache::new(blocks), degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)) }
-    }
-
-    /// How many requests rule `id` admitted without its count (its store failed, the rule
-    /// fails open) since this isolate started.
-    pub fn degraded(&self, id: &str) -> u64 {
-        self.degraded.get(id).copied().unwrap_or(0)
-    }
-
-    /// The blocks it remembers.
-    pub fn blocks(&self) -> &BlockCache {
-        &self.blocks
-    }
-}
 
 /// Where a rule's decision came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
