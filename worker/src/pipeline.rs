@@ -424,7 +424,7 @@ fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>)
 }
 
 /// `429` from a check made before the body is read, naming the check in `Sluicegate-Scope`
-/// (and in the log line).
+/// (the pipeline's [`preread::Check::reply`]), logged.
 fn pre_read_refusal(request: &Request, scope: preread::Check, wait: Span, identity: Option<Identity>) -> Response {
     let (ip, source) = identity_fields(identity);
     log(&format!(
@@ -434,15 +434,7 @@ fn pre_read_refusal(request: &Request, scope: preread::Check, wait: Span, identi
         wait.as_millis_ceil(),
         json_string(&logged_url(request))
     ));
-    let detail = match scope {
-        preread::Check::Ip => "Too many requests from this address.",
-        preread::Check::Node => "This edge is receiving too many requests.",
-        preread::Check::Source => "Too many body bytes for this endpoint.",
-    };
-    let wait = Span::from_secs(wait.as_secs_ceil().max(1));
-    let response = problem(429, &headers::problem(429, "Too Many Requests", detail, None, Some(wait)), Some(wait));
-    let _ = response.headers().set("sluicegate-scope", scope.name());
-    response
+    respond::reply(&scope.reply(wait)).unwrap_or_else(|_| Response::error())
 }
 
 /// The answer to a tenant request that is refused (the pipeline's [`tenancy::Refusal::reply`]), logged.

@@ -1,78 +1,21 @@
-//! The checks made before a request's body is read (`pre_read` in the rules file): per
-//! client address, per isolate, per source's body bytes. They protect this isolate, so they
-//! are counted here, never in a Durable Object.
+//! The checks made before a request's body is read (`pre_read` in the rules file), carried
+//! out: the pipeline decides them against this isolate's counts
+//! ([`sluicegate::pipeline::preread`]); here the body is checked as it streams.
 
 use crate::config::Config;
-use crate::js;
-use crate::tenancy;
-use sluicegate::admission::{ByteBucket, IpTable, LengthError};
-use sluicegate::identity::{ClientIp, Identity};
-use sluicegate::limit::{Decision, Gcra, Limiter};
-use sluicegate::rules::{PreRead, RuleSet};
+use crate::{isolate, js, tenancy};
+use sluicegate::admission::LengthError;
+use sluicegate::identity::Identity;
+use sluicegate::rules::RuleSet;
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::net::Ipv4Addr;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
-/// Sources named by host (a request in no named source) counted at once; past this,
-/// full buckets are swept, then the rest share one bucket.
-const MAX_HOST_SOURCES: usize = 10_000;
-/// The source that requests share when the host table is full of busy hosts.
-const OVERFLOW_SOURCE: &str = "\u{1f}other-hosts";
+pub use sluicegate::pipeline::preread::Check;
 
-/// Which check refused a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Check {
-    Ip,
-    Node,
-    Source,
-}
-
-impl Check {
-    /// The name in `Sluicegate-Scope` and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Check::Ip => "ip",
-            Check::Node => "node",
-            Check::Source => "source",
-        }
-    }
-}
-
-struct State {
-    /// The checks these counters belong to (other checks start them afresh).
-    pre: PreRead,
-    ip: Option<IpTable>,
-    node: Option<Gcra>,
-    sources: HashMap<String, ByteBucket>,
-}
-
-thread_local! {
-    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
-}
-
-fn with_state<T>(rules: &RuleSet, f: impl FnOnce(&mut State, &PreRead) -> T) -> T {
-    STATE.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let pre = rules.pre_read();
-        if cell.as_ref().is_none_or(|s| s.pre != *pre) {
-            *cell = Some(State {
-                pre: pre.clone(),
-                // The salt is drawn on first use, never at module scope.
-                ip: pre.per_ip.map(|quota| IpTable::new(quota, crate::runtime::random_u64())),
-                node: pre.node,
-                sources: HashMap::new(),
-            });
-        }
-        f(cell.as_mut().expect("just set"), pre)
-    })
-}
-
-/// Check a request before its body is read: its address, then the isolate, then its
-/// source's declared body bytes (`declared`: `Content-Length`). The first refusal answers,
-/// with how long to wait; a request refused per address charges nothing further.
+/// Check a request before its body is read, as the pipeline says
+/// ([`sluicegate::pipeline::Isolate::check_pre_read`]), against this isolate's counts.
 pub fn check(
     rules: &RuleSet,
     identity: Option<Identity>,
@@ -80,45 +23,7 @@ pub fn check(
     declared: Option<u64>,
     now: Instant,
 ) -> Result<(), (Check, Span)> {
-    if rules.pre_read().is_empty() {
-        return Ok(());
-    }
-    with_state(rules, |state, pre| {
-        if let Some(table) = &mut state.ip {
-            // Requests without an address share one bucket rather than go uncounted.
-            let ip = identity.map_or(ClientIp::V4(Ipv4Addr::UNSPECIFIED), |id| id.ip);
-            refused(table.check(ip, now), Check::Ip)?;
-        }
-        if let Some(node) = &mut state.node {
-            refused(node.check(now, 1).unwrap_or(Decision::Deny { retry_after: Span::ZERO }), Check::Node)?;
-        }
-        match (declared, pre.source_bytes_per_second) {
-            (Some(bytes), Some(rate)) if bytes > 0 => {
-                refused(source_bucket(state, source, rate, now).check(bytes, now), Check::Source)
-            }
-            _ => Ok(()),
-        }
-    })
-}
-
-fn refused(decision: Decision, scope: Check) -> Result<(), (Check, Span)> {
-    match decision {
-        Decision::Allow { .. } => Ok(()),
-        Decision::Deny { retry_after } => Err((scope, retry_after)),
-    }
-}
-
-/// The byte bucket of `source`: one second's worth back to back.
-fn source_bucket<'s>(state: &'s mut State, source: &str, rate: u64, now: Instant) -> &'s mut ByteBucket {
-    let sources = &mut state.sources;
-    let mut key = source;
-    if !sources.contains_key(key) && sources.len() >= MAX_HOST_SOURCES {
-        sources.retain(|_, bucket| !bucket.is_full(now));
-        if sources.len() >= MAX_HOST_SOURCES {
-            key = OVERFLOW_SOURCE;
-        }
-    }
-    sources.entry(key.to_owned()).or_insert_with(|| ByteBucket::new(rate, rate).expect("a validated rate"))
+    isolate::with(|i| i.check_pre_read(rules, identity, source, declared, now))
 }
 
 /// Why an upload was cut as it streamed.
@@ -226,7 +131,5 @@ impl BodyCheck {
 /// Whether `source` may bring `bytes` more now (always, when its bytes are not counted).
 fn source_admits(config: &Config, source: &str, bytes: u64) -> bool {
     let Ok(setup) = config.as_ref().as_ref() else { return true };
-    let Some(rate) = setup.rules.pre_read().source_bytes_per_second else { return true };
-    let now = crate::clock::now();
-    with_state(&setup.rules, |state, _| source_bucket(state, source, rate, now).check(bytes, now).is_allowed())
+    isolate::with(|i| i.source_admits(&setup.rules, source, bytes, crate::clock::now()))
 }

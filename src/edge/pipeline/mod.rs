@@ -5,11 +5,13 @@
 //! replays with the same code.
 //!
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
+//! - [`preread`]: the checks made before a body is read (the isolate's own counts).
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
 //! - [`reply`]: the edge's own answers, as data.
 
 pub mod counting;
+pub mod preread;
 pub mod reply;
 pub mod rules;
 pub mod tenant;
@@ -34,6 +36,10 @@ pub struct Isolate {
     pub(crate) degraded: HashMap<String, u64, FixedState>,
     /// The tenants' state.
     pub tenants: tenant::TenantState,
+    /// The checks made before a body is read (made on first use, and afresh when they change).
+    pub(crate) pre_read: Option<preread::PreReadState>,
+    /// The salt of its tables' hashes.
+    pub(crate) salt: (u64, u64),
 }
 
 impl Default for Isolate {
@@ -52,6 +58,8 @@ impl Isolate {
             blocks: BlockCache::new(BLOCKS_KEPT),
             degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)),
             tenants: tenant::TenantState::new(salt),
+            pre_read: None,
+            salt,
         }
     }
 
