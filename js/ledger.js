@@ -2,7 +2,7 @@
 // atomically across every pacer (tab) using it, and keeps the ledger as the core writes it:
 // [atMs, weight, owner, seq, dispatched] per entry.
 /**
- * @import { PacerCore } from "../pkg/sluicegate.js"
+ * @import { PacerMachine } from "../pkg/sluicegate.js"
  * @import { IDBFactoryLike, LockManagerLike, StorageLike } from "./platform.js"
  * @import { PacerPersistence } from "./pacer.js"
  */
@@ -91,7 +91,7 @@ class IndexedDbLedger {
  * entries as the truth, `fn` runs on it, and the core's entries are stored. `peek()` syncs
  * the core with the ledger as last seen (a synchronous storage: as stored now).
  * @param {string | PacerPersistence | null} persist
- * @param {PacerCore} core
+ * @param {PacerMachine} core
  * @param {() => string} owner
  */
 export function sharedLedger(persist, core, owner) {

@@ -1,8 +1,9 @@
 // Limiter: a keyed limiter over the core's bounded slots (LimiterCore). The string keys stay
 // here, in a Map from key to slot (V8 seeds its string hashes per isolate), so a key never
 // crosses into wasm: a decision is one call with numbers in and a status out, its figures
-// read from a Float64Array over the core's memory (LimiterCore.results).
-import { LimiterCore } from "../pkg-limit/sluicegate.js";
+// read from a Float64Array over the core's memory (LimiterCore.results). The statuses are
+// every binding's DecisionStatus (src/wasm/convert.rs).
+import { DecisionStatus, LimiterCore } from "../pkg-limit/sluicegate.js";
 import { notNumber } from "./numbers.js";
 
 /**
@@ -42,9 +43,9 @@ const LimitResult = class {
   }
 };
 
-// LimiterCore's statuses, and where its figures stand in `results()`.
-const ADMITTED = 0;
-const INVALID_INPUT = 2;
+// LimiterCore's statuses (Allowed, Denied, or the input it refused), and where its figures
+// stand in `results()`.
+const { Allowed: ADMITTED, Denied: REFUSED, InvalidNow: INVALID_NOW, CostTooHigh: COST_TOO_HIGH } = DecisionStatus;
 const REMAINING = 0;
 const RETRY_AFTER_MS = 1;
 const RESET_MS = 2;
@@ -103,7 +104,7 @@ export class Limiter {
     }
     const slot = this.#slots.get(key);
     const status = slot === undefined ? this.#first(key, now, cost) : this.#core.check(slot, now, cost);
-    if (status > 1) this.#invalid(status, now, cost);
+    if (status > REFUSED) this.#invalid(status, now, cost);
     const figures = this.#read();
     const result = this.#result;
     result.success = status === ADMITTED;
@@ -125,7 +126,7 @@ export class Limiter {
     if (typeof key !== "string") throw keyError(key);
     if (typeof now !== "number" || typeof cost !== "number") throw notNumber(["now", now], ["cost", cost]);
     const status = this.#core.peek(this.#slots.get(key) ?? -1, now, cost);
-    if (status > 1) this.#invalid(status, now, cost);
+    if (status > REFUSED) this.#invalid(status, now, cost);
     const figures = this.#read();
     return { success: status === ADMITTED, limit: this.#result.limit, remaining: figures[REMAINING], retryAfter: figures[RETRY_AFTER_MS] };
   }
@@ -227,9 +228,10 @@ export class Limiter {
     }
   }
 
+  /** The error for a status that refused the input (InvalidNow, InvalidCost, CostTooHigh), naming it. */
   #invalid(status, now, cost) {
-    if (typeof now !== "number" || !Number.isFinite(now) || now < 0) throw new RangeError(`now must be a finite number of ms ≥ 0, got ${now}`);
-    if (status !== INVALID_INPUT) throw new RangeError(`cost ${cost} exceeds the limit of ${this.#result.limit}: it could never be admitted`);
+    if (status === INVALID_NOW) throw new RangeError(`now must be a finite number of ms ≥ 0, got ${now}`);
+    if (status === COST_TOO_HIGH) throw new RangeError(`cost ${cost} exceeds the limit of ${this.#result.limit}: it could never be admitted`);
     throw new RangeError(`cost must be a whole number from 0 to 4294967295, got ${cost}`);
   }
 }

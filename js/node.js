@@ -6,8 +6,9 @@ import { readWasm } from "./node-wasm.js";
 
 initSync({ module: readWasm(new URL("../pkg/sluicegate_bg.wasm", import.meta.url), "sluicegate") });
 
-export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
+export { chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
+export { PacerCore } from "./pacer-core.js";
 export { LocationCache } from "./cache.js";
 export { runBatch } from "./batch.js";
 export { fetchForecasts } from "./forecasts.js";

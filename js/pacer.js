@@ -1,9 +1,10 @@
 // Pacer: the promise, AbortSignal and event face of PacerCore. Every decision (where a call fits, when
 // it goes out, who gets a free slot, what a late call or a change of limits moves) is the core's; its
 // waits are gloo-timers futures (Wait). The ledger stores a budget shared between tabs needs: ledger.js.
-import { PacerCore, Wait } from "../pkg/sluicegate.js";
+import { DecisionStatus, PacerMachine, Wait } from "../pkg/sluicegate.js";
 import { abortReason, onAbort } from "./abort.js";
 import { sharedLedger } from "./ledger.js";
+import { AT_MS, figures, ID, pacerError, RETRY_AFTER_MS } from "./pacer-core.js";
 
 /**
  * @import { PacerOptions } from "../pkg/sluicegate.js"
@@ -76,7 +77,8 @@ import { sharedLedger } from "./ledger.js";
  * @typedef {Event & { readonly type: "queued" | "dispatch" | "idle"; readonly detail?: { id: number; weight: number; atMs?: number } }} PacerEvent
  */
 
-const [GO, NO_SLOT, UNKNOWN] = [-1, -2, -3]; // what PacerCore.due answers besides an instant
+// What the core's decisions answer (src/wasm/convert.rs), their figures in #figures.
+const { Allowed, Denied, Busy, Unknown } = DecisionStatus;
 
 const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -87,6 +89,7 @@ const defined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v 
  */
 export class Pacer extends EventTarget {
   #core;
+  #figures; // the core's figures, a view over the wasm memory (empty once the memory grows)
   #now;
   #ledger;
   /** @type {string | null} */
@@ -101,7 +104,8 @@ export class Pacer extends EventTarget {
     super();
     const { persist = null, now = () => Date.now(), maxInFlight = 4, slackMs, ...limits } = options;
     // slackMs null is the core's default: 1 % of the shortest window, from 100 ms to 1 s.
-    this.#core = new PacerCore(defined({ ...limits, maxInFlight, slackMs: slackMs ?? null }));
+    this.#core = new PacerMachine(defined({ ...limits, maxInFlight, slackMs: slackMs ?? null }));
+    this.#figures = this.#core.results();
     this.#now = now;
     this.#ledger = sharedLedger(persist, this.#core, () => this.owner);
   }
@@ -115,6 +119,12 @@ export class Pacer extends EventTarget {
     const owner = this.#owner ?? globalThis.crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
     this.#owner = owner;
     return owner;
+  }
+
+  /** The core's figures of its last decision. */
+  #read() {
+    this.#figures = figures(this.#core, this.#figures);
+    return this.#figures;
   }
 
   /** Runs `fn` on the core: at once in memory, else inside one update of the shared ledger. */
@@ -157,7 +167,13 @@ export class Pacer extends EventTarget {
         signal?.aborted ? this.#abort(w, abortReason(signal)) : this.#step(w); // it may have aborted while placed
       };
       /** @returns {[number, number]} */
-      const reserve = () => [this.#core.place(this.#now(), weight, priority), this.#core.lastId];
+      const reserve = () => {
+        const now = this.#now();
+        const status = this.#core.place(now, weight, priority);
+        if (status !== Allowed) throw pacerError(this.#core, status, now, weight);
+        const f = this.#read();
+        return [f[AT_MS], f[ID]];
+      };
       if (this.#ledger) return this.#run(reserve).then(placed, reject);
       placed(reserve()); // a throw rejects this promise
     });
@@ -176,19 +192,25 @@ export class Pacer extends EventTarget {
         continue;
       }
       let due;
+      let now = 0;
       try {
-        due = this.#run(() => this.#core.due(this.#now(), w.id));
+        // the instant to wait for is read at once: with a shared ledger, another decision may
+        // rewrite the figures before the update's promise settles
+        due = this.#run(() => {
+          now = this.#now();
+          const status = this.#core.due(now, w.id);
+          if (status === Denied) w.at = this.#read()[AT_MS];
+          return status;
+        });
         if (this.#ledger) due = await due;
       } catch (error) {
         return this.#settle(w, error);
       }
       // Aborted meanwhile (the abort refunded or released it), or a release hands it a slot.
-      if (w.done || due === NO_SLOT) return;
-      if (due === UNKNOWN) return this.#settle(w, new Error(`the pacer no longer holds call ${w.id}`));
-      if (due !== GO) {
-        w.at = due;
-        continue;
-      }
+      if (w.done || due === Busy) return;
+      if (due === Unknown) return this.#settle(w, new Error(`the pacer no longer holds call ${w.id}`));
+      if (due === Denied) continue; // w.at is the instant to wait for
+      if (due !== Allowed) return this.#settle(w, pacerError(this.#core, due, now, w.weight, w.id));
       this.#settle(w);
       return w.resolve(this.#permit(w.id, w.weight));
     }
@@ -209,7 +231,7 @@ export class Pacer extends EventTarget {
       release: () => {
         if (released) return;
         [released, this.#out] = [true, this.#out - 1];
-        this.#core.release(id);
+        this.#core.release(id); // an id the core gave: never InvalidId
         this.#pump();
         this.#checkIdle();
       },
@@ -219,7 +241,8 @@ export class Pacer extends EventTarget {
   /** Free slots go to the calls the core says waited longest (one placed again leaves its slot to the next). */
   #pump() {
     for (;;) {
-      const w = this.#waiters.get(this.#core.nextInLine());
+      if (this.#core.nextInLine() !== Allowed) return;
+      const w = this.#waiters.get(this.#read()[ID]);
       if (w === undefined) return;
       this.#step(w);
     }
@@ -253,8 +276,12 @@ export class Pacer extends EventTarget {
    */
   tryAcquire(weight) {
     if (this.#ledger) throw new TypeError("tryAcquire decides at once, so it needs the pacer's own ledger: with persist, use acquire");
-    const r = this.#core.tryAcquire(this.#now(), weight); // an id, 0 (no free slot) or −(ms until it fits)
-    return r > 0 ? this.#permit(r, weight) : { retryAfterMs: Math.max(0, -r), reason: r === 0 ? "inFlight" : "budget" };
+    const now = this.#now();
+    const status = this.#core.tryAcquire(now, weight);
+    if (status === Allowed) return this.#permit(this.#read()[ID], weight);
+    if (status === Busy) return { retryAfterMs: 0, reason: "inFlight" };
+    if (status === Denied) return { retryAfterMs: Math.max(0, this.#read()[RETRY_AFTER_MS]), reason: "budget" };
+    throw pacerError(this.#core, status, now, weight);
   }
 
   /**

@@ -7,8 +7,9 @@ import { initSync } from "../pkg/sluicegate.js";
 
 initSync({ module: wasm });
 
-export { PacerCore, chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
+export { chooseLocationsPerCall, classifyRateLimit, openMeteoQueryWeight, openMeteoWeight } from "../pkg/sluicegate.js";
 export { Pacer } from "./pacer.js";
+export { PacerCore } from "./pacer-core.js";
 export { LocationCache } from "./cache.js";
 export { runBatch } from "./batch.js";
 export { fetchForecasts } from "./forecasts.js";

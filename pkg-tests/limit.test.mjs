@@ -143,6 +143,25 @@ test("bad options and bad requests are refused with an error naming what was wro
   assert.throws(() => limiter.limit("k", { cost: 1.5 }), /cost must be a whole number/);
   assert.throws(() => limiter.limit("k", { cost: 6 }), /cost 6 exceeds the limit of 5/);
   assert.throws(() => limiter.limit("k", { now: Number.NaN }), /now must be a finite number of ms ≥ 0, got NaN/);
+  // each refusing status of the core (InvalidNow, InvalidCost, CostTooHigh) is its RangeError, from limit and peek, for a new key and a known one
+  const known = new Limiter(ok);
+  assert.equal(known.limit("k", { now: 0 }).success, true);
+  for (const key of ["fresh", "k"]) {
+    for (const call of [(o) => known.limit(key, o), (o) => known.peek(key, o)]) {
+      assert.throws(
+        () => call({ now: -1 }),
+        (e) => e instanceof RangeError && e.message === "now must be a finite number of ms ≥ 0, got -1",
+      );
+      assert.throws(
+        () => call({ now: 0, cost: 0.5 }),
+        (e) => e instanceof RangeError && e.message === "cost must be a whole number from 0 to 4294967295, got 0.5",
+      );
+      assert.throws(
+        () => call({ now: 0, cost: 6 }),
+        (e) => e instanceof RangeError && e.message === "cost 6 exceeds the limit of 5: it could never be admitted",
+      );
+    }
+  }
   assert.throws(() => limiter.limit("k", { now: -5 }), /now must be a finite number/);
   assert.throws(() => limiter.block("k", -1), /ms must be a finite number of ms ≥ 0/);
   // JS would turn these into numbers (null → 0: a free request); they are refused instead.

@@ -98,3 +98,64 @@ test("at Unix-time magnitudes a spend placed to leave a window is never counted 
     p.free();
   }
 });
+
+test("each decision's status reaches PacerCore as its documented answer: place and lastId, due, tryAcquire, nextInLine, release, cancel", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }], maxInFlight: 1 });
+  assert.equal(p.place(1_000, 6), 1_000, "committed: the instant it may go out");
+  const first = p.lastId;
+  assert.equal(p.place(1_000, 6), 11_000, "the second 6 waits for the first to leave the window");
+  const second = p.lastId;
+  assert.ok(Number.isInteger(first) && second === first + 1);
+  assert.equal(p.due(5_000, second), 11_000, "not yet: the instant to wait for");
+  assert.equal(p.due(1_000, first), -1, "it went out");
+  assert.equal(p.due(11_000, second), -2, "every slot is taken");
+  assert.equal(p.due(11_000, 999), -3, "no such queued call");
+  assert.equal(p.tryAcquire(11_000, 1), 0, "tryAcquire: every slot is taken");
+  assert.equal(p.nextInLine(), undefined, "no slot is free yet");
+  assert.equal(p.release(first), true);
+  assert.equal(p.release(first), false, "it is no longer in flight");
+  assert.equal(p.nextInLine(), second, "the call that waited for a slot");
+  assert.equal(p.nextInLine(), undefined);
+  assert.equal(p.cancel(second), true, "refunded: it had not gone out");
+  assert.equal(p.cancel(second), false);
+  const q = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  const permit = q.tryAcquire(0, 8);
+  assert.ok(permit > 0, "a permit's id");
+  assert.equal(q.tryAcquire(0, 5), -10_000, "minus the ms until the budget has room");
+  assert.equal(q.release(permit), true);
+});
+
+test("an id that is not a whole number (NaN, a fraction, negative, past 2^53) is an error naming it, never cast to another call", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }] });
+  const held = p.reserve(0, 2).id;
+  for (const id of [Number.NaN, -1, 1.5, Number.POSITIVE_INFINITY, 2 ** 53, undefined]) {
+    const named = new RegExp(`^id must be a whole number from 0 to 2\\^53 − 1, got ${Number(id)}$`);
+    for (const call of [() => p.due(0, id), () => p.release(id), () => p.cancel(id), () => p.dispatch(id), () => p.reschedule(0, id)]) {
+      assert.throws(call, (e) => e instanceof Error && named.test(e.message), `${call} with ${id}`);
+    }
+  }
+  assert.equal(p.snapshot(0).queued, 1, "the call held is untouched");
+  assert.equal(p.cancel(held), true);
+});
+
+test("a refused input or limit is the same error as before, from place, tryAcquire and due", () => {
+  const p = new PacerCore({ windows: [{ lengthMs: 10_000, budget: 10 }], maxQueued: 1 });
+  assert.throws(() => p.place(Number.NaN, 1), /^Error: nowMs must be a finite number ≥ 0, got NaN$/);
+  assert.throws(() => p.tryAcquire(-1, 1), /nowMs must be a finite number ≥ 0, got -1/);
+  assert.throws(() => p.due(Number.NaN, 1), /nowMs must be a finite number ≥ 0, got NaN/);
+  assert.throws(() => p.place(0, 0), /weight must be a finite number above 0, got 0/);
+  assert.throws(() => p.tryAcquire(0, Number.NaN), /weight must be a finite number above 0, got NaN/);
+  assert.throws(
+    () => p.place(0, 11),
+    (e) => e.name === "PacerWeightError" && e.weight === 11 && e.window === 0 && e.limit === 10,
+  );
+  assert.throws(
+    () => p.tryAcquire(0, 11),
+    (e) => e.name === "PacerWeightError" && e.weight === 11,
+  );
+  p.place(0, 1);
+  assert.throws(
+    () => p.place(0, 1),
+    (e) => e.name === "PacerQueueFullError" && e.option === "maxQueued" && e.limit === 1,
+  );
+});

@@ -78,6 +78,28 @@ test("TokenBucket takes time in, refuses NaN, and says exactly when to come back
   bucket.free();
 });
 
+test("TokenBucket maps each status of its core to its documented answer or error, in check and decide alike", () => {
+  const bucket = new TokenBucket(2, 1000, 2);
+  // Allowed: the units left; Denied: minus the wait (check), { allowed: false, retryAfterMs } (decide)
+  assert.equal(bucket.check(0, 2), 0);
+  assert.equal(bucket.check(0, 0), 0, "a cost of 0 is admitted and charges nothing");
+  assert.deepEqual(bucket.decide(0, 1), { allowed: false, retryAfterMs: 500 });
+  assert.equal(bucket.check(1, 1), -499);
+  // InvalidNow, InvalidCost, CostTooHigh: errors naming the input, nothing charged
+  for (const decide of [(now, cost) => bucket.check(now, cost), (now, cost) => bucket.decide(now, cost)]) {
+    assert.throws(() => decide(-1, 1), /^Error: nowMs must be a finite number ≥ 0, got -1$/);
+    assert.throws(() => decide(Number.POSITIVE_INFINITY, 1), /^Error: nowMs must be a finite number ≥ 0, got Infinity$/);
+    assert.throws(() => decide(0, -1), /^Error: cost must be a whole number from 0 to 4294967295, got -1$/);
+    assert.throws(() => decide(0, 2 ** 32), /^Error: cost must be a whole number from 0 to 4294967295, got 4294967296$/);
+    assert.throws(() => decide(0, 3), /^Error: a request costing 3 can never fit a capacity of 2$/);
+  }
+  assert.deepEqual(bucket.decide(1000, 2), { allowed: true, remaining: 0, resetMs: 1000 }, "the refusals charged nothing");
+  // a decision still reads its figures after the wasm memory has grown (the view is taken again)
+  const many = Array.from({ length: 20_000 }, () => new TokenBucket(1e6, 1000, 1e6));
+  assert.equal(bucket.check(2000, 1), 1);
+  for (const b of many) b.free();
+});
+
 test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
   const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], {
     cwd: new URL("..", import.meta.url),

@@ -47,9 +47,10 @@ export const ENTRIES = [
     pkg: "pkg",
     label: "sluicegate",
     what: "the browser client: pacer, location cache, batches, Open-Meteo weights",
-    wasm: ["PacerCore", "chooseLocationsPerCall", "classifyRateLimit", "openMeteoQueryWeight", "openMeteoWeight"],
+    wasm: ["chooseLocationsPerCall", "classifyRateLimit", "openMeteoQueryWeight", "openMeteoWeight"],
     js: {
       "./pacer.js": ["Pacer"],
+      "./pacer-core.js": ["PacerCore"],
       "./cache.js": ["LocationCache"],
       "./batch.js": ["runBatch"],
       "./forecasts.js": ["fetchForecasts"],

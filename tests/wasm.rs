@@ -2,7 +2,7 @@
 #![cfg(all(target_arch = "wasm32", feature = "wasm", feature = "wasm-edge", feature = "wasm-smartflow"))]
 
 use js_sys::{Object, Reflect};
-use sluicegate::wasm::{client_identity_js, validate_rules, TokenBucket};
+use sluicegate::wasm::{client_identity_js, validate_rules, DecisionStatus, TokenBucket};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -52,12 +52,15 @@ fn client_identity_trusts_only_the_rightmost_forwarded_hop() {
 #[wasm_bindgen_test]
 fn token_bucket_refuses_nan_and_negative_time() {
     let mut bucket = TokenBucket::new(2.0, 1_000.0, 2.0).unwrap();
-    assert!(bucket.check(f64::NAN, 1.0).is_nan() && bucket.explain(f64::NAN, 1.0).is_err());
-    assert!(bucket.check(-1.0, 1.0).is_nan() && bucket.explain(-1.0, 1.0).is_err());
-    assert!(bucket.check(0.0, 1.5).is_nan() && bucket.explain(0.0, 1.5).is_err());
-    assert!(bucket.check(0.0, 3.0).is_nan() && bucket.explain(0.0, 3.0).is_err(), "a cost above the burst");
-    assert!(bucket.explain(0.0, 1.0).is_ok());
-    assert!(bucket.decide(f64::NAN, 1.0).is_err());
+    assert_eq!(bucket.check(f64::NAN, 1.0), DecisionStatus::InvalidNow);
+    assert_eq!(bucket.check(-1.0, 1.0), DecisionStatus::InvalidNow);
+    assert_eq!(bucket.check(f64::INFINITY, 1.0), DecisionStatus::InvalidNow);
+    assert_eq!(bucket.check(0.0, 1.5), DecisionStatus::InvalidCost);
+    assert_eq!(bucket.check(0.0, f64::NAN), DecisionStatus::InvalidCost);
+    assert_eq!(bucket.check(0.0, -1.0), DecisionStatus::InvalidCost);
+    assert_eq!(bucket.check(0.0, 3.0), DecisionStatus::CostTooHigh, "a cost above the burst");
+    assert_eq!(bucket.results().to_vec()[0], 2.0, "the capacity it can never fit");
+    assert_eq!(bucket.check(0.0, 1.0), DecisionStatus::Allowed, "nothing was charged for a refused input");
     assert!(TokenBucket::new(0.0, 1_000.0, 1.0).is_err());
     assert!(TokenBucket::new(1.0, f64::INFINITY, 1.0).is_err());
 }
@@ -65,22 +68,20 @@ fn token_bucket_refuses_nan_and_negative_time() {
 #[wasm_bindgen_test]
 fn token_bucket_admits_the_burst_then_says_when() {
     let mut bucket = TokenBucket::new(2.0, 1_000.0, 2.0).unwrap();
-    assert_eq!(get(&bucket.decide(10_000.0, 1.0).unwrap(), "allowed"), JsValue::TRUE);
-    assert_eq!(get(&bucket.decide(10_000.0, 1.0).unwrap(), "allowed"), JsValue::TRUE);
-    let denied = bucket.decide(10_000.0, 1.0).unwrap();
-    assert_eq!(get(&denied, "allowed"), JsValue::FALSE);
-    assert_eq!(get(&denied, "retryAfterMs").as_f64().unwrap(), 500.0);
-    // check: the same as one number, minus the wait when refused.
-    let mut fast = TokenBucket::new(2.0, 1_000.0, 2.0).unwrap();
-    let answers: Vec<f64> = (0..3).map(|_| fast.check(10_000.0, 1.0)).collect();
-    assert_eq!(answers, [1.0, 0.0, -500.0]);
+    let figures = bucket.results();
+    assert_eq!(bucket.check(10_000.0, 1.0), DecisionStatus::Allowed);
+    assert_eq!(figures.to_vec(), [1.0, 0.0, 500.0], "[remaining, retryAfterMs, resetMs]");
+    assert_eq!(bucket.check(10_000.0, 1.0), DecisionStatus::Allowed);
+    assert_eq!(figures.to_vec(), [0.0, 0.0, 1_000.0]);
+    assert_eq!(bucket.check(10_000.0, 1.0), DecisionStatus::Denied);
+    assert_eq!(figures.to_vec(), [0.0, 500.0, 0.0], "the view reads each decision in place");
 }
 
 #[wasm_bindgen_test]
 fn many_instances_can_be_created_and_dropped() {
     for i in 0..10_000 {
         let mut bucket = TokenBucket::new(1.0, 1_000.0, 1.0).unwrap();
-        assert_eq!(bucket.check(f64::from(i), 1.0), 0.0);
+        assert_eq!(bucket.check(f64::from(i), 1.0), DecisionStatus::Allowed);
     }
 }
 
@@ -88,8 +89,8 @@ mod client {
     use super::get;
     use js_sys::{Object, Reflect};
     use sluicegate::wasm::{
-        classify_rate_limit, open_meteo_query_weight, open_meteo_weight, BatchPolicyJs, LocationCacheJs, PacerCoreJs,
-        Wait,
+        classify_rate_limit, open_meteo_query_weight, open_meteo_weight, BatchPolicyJs, DecisionStatus,
+        LocationCacheJs, PacerCoreJs, Wait,
     };
     use wasm_bindgen::JsValue;
     use wasm_bindgen_test::wasm_bindgen_test;
@@ -194,10 +195,86 @@ mod client {
         let mut p = PacerCoreJs::new(options.into()).unwrap();
         let a = p.reserve(0.0, 6.0, None).unwrap();
         assert_eq!(get(&p.reserve(0.0, 6.0, None).unwrap(), "delayMs").as_f64(), Some(10_000.0));
-        assert!(p.cancel(get(&a, "id").as_f64().unwrap()));
+        assert_eq!(p.cancel(get(&a, "id").as_f64().unwrap()), DecisionStatus::Allowed);
         assert_eq!(p.eta_ms(0.0, 4.0).unwrap(), 0.0);
         let err = p.reserve(0.0, 11.0, None).unwrap_err();
         assert_eq!(get(&err, "name").as_string().unwrap(), "PacerWeightError");
+    }
+
+    fn one_window(length_ms: f64, budget: f64, max_in_flight: f64) -> PacerCoreJs {
+        let w = Object::new();
+        Reflect::set(&w, &"lengthMs".into(), &length_ms.into()).unwrap();
+        Reflect::set(&w, &"budget".into(), &budget.into()).unwrap();
+        let options = Object::new();
+        Reflect::set(&options, &"windows".into(), &js_sys::Array::of1(&w)).unwrap();
+        Reflect::set(&options, &"maxInFlight".into(), &max_in_flight.into()).unwrap();
+        PacerCoreJs::new(options.into()).unwrap()
+    }
+
+    #[wasm_bindgen_test]
+    fn the_pacer_decisions_answer_a_status_and_their_figures() {
+        let mut p = one_window(10_000.0, 10.0, 1.0);
+        let figures = p.results(); // [atMs, id, retryAfterMs]
+        assert_eq!(p.place(1_000.0, 6.0, None), DecisionStatus::Allowed);
+        let first = figures.to_vec()[1];
+        assert_eq!(figures.to_vec()[0], 1_000.0);
+        assert_eq!(p.place(1_000.0, 6.0, None), DecisionStatus::Allowed);
+        let second = figures.to_vec()[1];
+        assert_eq!(figures.to_vec()[0], 11_000.0, "the second 6 waits a window");
+        assert_eq!(p.due(1_000.0, first), DecisionStatus::Allowed, "it goes out");
+        assert_eq!(p.due(11_000.0, second), DecisionStatus::Busy, "its one slot is taken");
+        assert_eq!(p.due(5_000.0, 99.0), DecisionStatus::Unknown);
+        assert_eq!(p.try_acquire(1_000.0, 1.0), DecisionStatus::Busy);
+        assert_eq!(p.release(first), DecisionStatus::Allowed);
+        assert_eq!(p.release(first), DecisionStatus::Unknown, "released once");
+        assert_eq!(p.next_in_line(), DecisionStatus::Allowed);
+        assert_eq!(figures.to_vec()[1], second);
+        assert_eq!(p.next_in_line(), DecisionStatus::Unknown, "nobody else waits");
+        assert_eq!(p.cancel(second), DecisionStatus::Allowed, "refunded");
+        assert_eq!(p.due(2_000.0, second), DecisionStatus::Unknown);
+        let mut q = one_window(10_000.0, 10.0, 1.0);
+        assert_eq!(q.place(0.0, 4.0, None), DecisionStatus::Allowed);
+        let id = q.results().to_vec()[1];
+        assert_eq!(q.due(0.0, id), DecisionStatus::Allowed);
+        assert_eq!(q.place(0.0, 8.0, None), DecisionStatus::Allowed);
+        let late = q.results().to_vec();
+        assert_eq!(late[0], 10_000.0);
+        assert_eq!(q.due(5_000.0, late[1]), DecisionStatus::Denied, "not yet");
+        assert_eq!(q.results().to_vec()[0], 10_000.0, "the instant to wait for");
+        let mut r = one_window(10_000.0, 10.0, 4.0);
+        assert_eq!(r.try_acquire(0.0, 8.0), DecisionStatus::Allowed);
+        let permit = r.results().to_vec()[1];
+        assert_eq!(r.try_acquire(0.0, 5.0), DecisionStatus::Denied);
+        assert_eq!(r.results().to_vec()[2], 10_000.0, "the ms until the budget has room");
+        assert_eq!(r.release(permit), DecisionStatus::Allowed);
+    }
+
+    #[wasm_bindgen_test]
+    fn the_pacer_refuses_bad_input_and_ids_with_a_status_or_an_error_naming_them() {
+        let mut p = one_window(10_000.0, 10.0, 4.0);
+        assert_eq!(p.place(f64::NAN, 1.0, None), DecisionStatus::InvalidNow);
+        assert_eq!(p.place(-1.0, 1.0, None), DecisionStatus::InvalidNow);
+        assert_eq!(p.place(0.0, 0.0, None), DecisionStatus::InvalidCost);
+        assert_eq!(p.try_acquire(0.0, f64::NAN), DecisionStatus::InvalidCost);
+        assert_eq!(p.place(0.0, 11.0, None), DecisionStatus::CostTooHigh);
+        assert_eq!(get(&p.last_error(), "name").as_string().unwrap(), "PacerWeightError");
+        for id in [f64::NAN, -1.0, 1.5, f64::INFINITY, 2f64.powi(53)] {
+            assert_eq!(p.due(0.0, id), DecisionStatus::InvalidId, "{id}");
+            assert_eq!(p.release(id), DecisionStatus::InvalidId, "{id}");
+            assert_eq!(p.cancel(id), DecisionStatus::InvalidId, "{id}");
+            let message = |e: JsValue| js_sys::Error::from(e).message().as_string().unwrap();
+            assert!(message(p.dispatch(id).unwrap_err()).starts_with("id must be a whole number"), "{id}");
+            assert!(message(p.reschedule(0.0, id).unwrap_err()).starts_with("id must be a whole number"), "{id}");
+        }
+        assert_eq!(p.due(f64::NAN, 1.0), DecisionStatus::InvalidNow);
+        let mut full = {
+            let options = Object::new();
+            Reflect::set(&options, &"maxQueued".into(), &1.0.into()).unwrap();
+            PacerCoreJs::new(options.into()).unwrap()
+        };
+        assert_eq!(full.place(0.0, 1.0, None), DecisionStatus::Allowed);
+        assert_eq!(full.place(0.0, 1.0, None), DecisionStatus::QueueFull);
+        assert_eq!(get(&full.last_error(), "name").as_string().unwrap(), "PacerQueueFullError");
     }
 
     #[wasm_bindgen_test]

@@ -130,21 +130,62 @@ pub(crate) fn whole(value: f64, what: &str, min: f64, max: f64) -> Result<u64, J
 }
 
 #[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
-/// A decision as one number: the units left (≥ 0) when admitted, else minus the wait in
-/// whole ms (≤ −1). `NaN`: `now` or `cost` is not a valid input; `+Infinity`: `cost` exceeds
-/// the whole capacity (js/limit.js turns both into errors naming the input).
-pub(crate) fn encode(decision: crate::core::limit::Decision) -> f64 {
-    match decision {
-        crate::core::limit::Decision::Allow { remaining, .. } => remaining as f64,
-        crate::core::limit::Decision::Deny { retry_after } => -(retry_after.as_millis_ceil().max(1) as f64),
+/// `nowMs` and `cost` as the core takes them, or the status naming the one refused: `nowMs`
+/// must be a finite number ≥ 0 ([`DecisionStatus::InvalidNow`]), `cost` a whole number that
+/// fits in `u32` ([`DecisionStatus::InvalidCost`]).
+pub(crate) fn inputs(now_ms: f64, cost: f64) -> Result<(crate::core::time::Instant, u32), DecisionStatus> {
+    if !(now_ms.is_finite() && now_ms >= 0.0) {
+        return Err(DecisionStatus::InvalidNow);
     }
+    if !(cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost) {
+        return Err(DecisionStatus::InvalidCost);
+    }
+    Ok((crate::core::time::Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
 }
 
-#[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]
-/// `nowMs` and `cost` as the core takes them, when `nowMs` is a finite number ≥ 0 and `cost`
-/// a whole number that fits in `u32`.
-pub(crate) fn inputs(now_ms: f64, cost: f64) -> Option<(crate::core::time::Instant, u32)> {
-    let valid_now = now_ms.is_finite() && now_ms >= 0.0;
-    let valid_cost = cost >= 0.0 && cost <= f64::from(u32::MAX) && cost.trunc() == cost;
-    (valid_now && valid_cost).then(|| (crate::core::time::Instant::from_nanos(ms_to_nanos(now_ms)), cost as u32))
+/// What every decision call of the bindings answers (`TokenBucketCore.check`,
+/// `LimiterCore.check`/`checkNew`/`peek`, the pacer's `place`/`tryAcquire`/`due`/`release`/
+/// `cancel`/`nextInLine`): one small integer, its figures (remaining, waits, ids…) written into
+/// the binding's own `Float64Array` (`results()`, a view over the wasm memory that the JS
+/// wrapper keeps), so that a decision allocates nothing on either side. The JS wrappers map
+/// each code to their documented result or error.
+#[cfg(any(feature = "wasm", feature = "wasm-edge", feature = "wasm-limit"))]
+#[wasm_bindgen]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionStatus {
+    /// Admitted (the pacer: committed, goes out now, released, refunded).
+    Allowed = 0,
+    /// Refused for now: the wait is in the figures (the pacer's `due`: the instant to wait for).
+    Denied = 1,
+    /// The pacer: every in-flight slot is taken.
+    Busy = 2,
+    /// The pacer: no such call (or not in the state asked for); `nextInLine`: nobody waits.
+    Unknown = 3,
+    /// `nowMs` is not a finite number ≥ 0.
+    InvalidNow = 4,
+    /// `cost` is not a whole number that fits in `u32` (the pacer: `weight` not a finite number above 0).
+    InvalidCost = 5,
+    /// An id is not a whole number from 0 to 2^53 − 1.
+    InvalidId = 6,
+    /// `cost` (`weight`) exceeds the whole capacity: it could never be admitted.
+    CostTooHigh = 7,
+    /// The pacer: `maxQueued` or `maxQueuedWeight` is reached.
+    QueueFull = 8,
+}
+
+#[cfg(any(feature = "wasm", feature = "wasm-edge", feature = "wasm-limit"))]
+/// A binding's figures as a `Float64Array` over the wasm memory (no copy): every decision
+/// rewrites them in place. The view goes empty (reads `undefined`) when the memory grows, and
+/// is then asked for again. `figures` must not move: it lives in a struct wasm-bindgen boxed.
+pub(crate) fn figures_view(figures: &[f64]) -> js_sys::Float64Array {
+    let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    // a wasm32 address fits in u32
+    let at = figures.as_ptr() as usize as u32;
+    js_sys::Float64Array::new_with_byte_offset_and_length(&memory.buffer(), at, figures.len() as u32)
+}
+
+#[cfg(feature = "wasm")]
+/// An id from JS: a whole number from 0 to 2^53 − 1 (never a `NaN` or a fraction cast).
+pub(crate) fn id_of(id: f64) -> Option<u64> {
+    ((0.0..=9_007_199_254_740_991.0).contains(&id) && id.fract() == 0.0).then_some(id as u64)
 }

@@ -1,9 +1,9 @@
 //! Edge tooling for JavaScript (feature `wasm-edge`): rules validation, client identity
 //! and a token bucket with time passed in. Kept out of the browser client's build.
 
-use super::{ms_to_nanos, non_negative, set_prop, whole};
+use super::{figures_view, inputs, ms_to_nanos, non_negative, set_prop, whole, DecisionStatus};
 use crate::core::limit::{Decision, Gcra, Limiter};
-use crate::core::time::{Instant, Span};
+use crate::core::time::Span;
 use crate::edge::identity::{client_identity, Sources};
 use crate::edge::rules::RuleSet;
 use alloc::format;
@@ -28,15 +28,15 @@ export interface ClientIdentity {
   ip: string;
   source: "cf-connecting-ip" | "x-forwarded-for" | "peer";
 }
+/** A limiter's answer: allowed with what is left, or refused with how long to wait. */
+export type LimitDecision =
+  | { allowed: true; remaining: number; resetMs: number }
+  | { allowed: false; retryAfterMs: number };
 /** One validated rule: its id and the `RateLimit-Policy` it advertises. */
 export interface RuleSummary {
   id: string;
   policy: string;
 }
-/** A limiter's answer: allowed with what is left, or refused with how long to wait. */
-export type LimitDecision =
-  | { allowed: true; remaining: number; resetMs: number }
-  | { allowed: false; retryAfterMs: number };
 "#;
 
 /// Validate a rules file (JSON text). Returns each rule's id and policy header.
@@ -113,29 +113,17 @@ pub fn client_identity_js(
     })
 }
 
-fn decision_js(decision: Decision) -> JsValue {
-    let out = Object::new();
-    match decision {
-        Decision::Allow { remaining, reset } => {
-            set_prop(&out, "allowed", &true.into());
-            set_prop(&out, "remaining", &(remaining as f64).into());
-            set_prop(&out, "resetMs", &(reset.as_millis_ceil() as f64).into());
-        }
-        Decision::Deny { retry_after } => {
-            set_prop(&out, "allowed", &false.into());
-            set_prop(&out, "retryAfterMs", &(retry_after.as_millis_ceil() as f64).into());
-        }
-    }
-    out.into()
-}
-
 /// A token bucket (GCRA) with time passed in: `count` units per `periodMs`, at most
 /// `burst` back to back. Plain data: dropping it needs no `free()` beyond wasm-bindgen's.
-/// JS sees it as `TokenBucketCore`, behind js/token-bucket.js's `TokenBucket`, which turns
-/// `check`'s `NaN` into the error `explain` names (a `Result` would cost an array per call).
+/// JS sees it as `TokenBucketCore`, behind js/token-bucket.js's `TokenBucket`, which maps
+/// `check`'s status to its number, object or error.
 #[wasm_bindgen(js_name = TokenBucketCore)]
 pub struct TokenBucket {
     inner: Gcra,
+    /// The last decision's figures, read by JS through `results`: the units left when admitted
+    /// (on `CostTooHigh`: the capacity), the wait in whole ms when refused, and when admitted
+    /// how long until the bucket is full again (whole ms); 0 where a figure does not apply.
+    figures: [f64; 3],
 }
 
 #[wasm_bindgen(js_class = TokenBucketCore)]
@@ -151,31 +139,34 @@ impl TokenBucket {
         }
         let period = Span::from_nanos(ms_to_nanos(period));
         let inner = Gcra::new(burst, period, count).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(TokenBucket { inner })
+        Ok(TokenBucket { inner, figures: [0.0; 3] })
     }
 
-    /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds), as one number:
-    /// the units left (≥ 0) when admitted, else minus the wait in whole ms (≤ −1); `NaN` for
-    /// input it refuses (`explain` says why). Nothing is allocated.
-    pub fn check(&mut self, now_ms: f64, cost: f64) -> f64 {
-        let Some((now, cost)) = super::inputs(now_ms, cost) else { return f64::NAN };
-        self.inner.check(now, cost).map_or(f64::NAN, super::encode)
+    /// The figures of the last decision, as a `Float64Array` over the wasm memory (no copy):
+    /// `[remaining, retryAfterMs, resetMs]`. Every decision rewrites them in place; the view
+    /// goes empty when the wasm memory grows, and is then asked for again.
+    pub fn results(&self) -> js_sys::Float64Array {
+        figures_view(&self.figures)
     }
 
-    /// The error `check` refused these inputs for (nothing when it would not).
-    pub fn explain(&self, now_ms: f64, cost: f64) -> Result<(), JsError> {
-        let now = Instant::from_nanos(ms_to_nanos(non_negative(now_ms, "nowMs")?));
-        let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
-        self.inner.peek(now, cost).map(|_| ()).map_err(|e| JsError::new(&e.to_string()))
-    }
-
-    /// Decide on a request of `cost` at `nowMs`, as `{ allowed, remaining, resetMs }` or
-    /// `{ allowed: false, retryAfterMs }`.
-    #[wasm_bindgen(unchecked_return_type = "LimitDecision")]
-    pub fn decide(&mut self, now_ms: f64, cost: f64) -> Result<JsValue, JsError> {
-        let now = Instant::from_nanos(ms_to_nanos(non_negative(now_ms, "nowMs")?));
-        let cost = whole(cost, "cost", 0.0, u32::MAX as f64)? as u32;
-        let decision = self.inner.check(now, cost).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(decision_js(decision))
+    /// Decide on a request of `cost` at `nowMs` (any clock, in milliseconds): `Allowed`
+    /// (charged) or `Denied`, else `InvalidNow`, `InvalidCost` or `CostTooHigh` (nothing
+    /// charged); the figures in `results`. Nothing is allocated.
+    pub fn check(&mut self, now_ms: f64, cost: f64) -> DecisionStatus {
+        let (now, cost) = match inputs(now_ms, cost) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
+        let (status, figures) = match self.inner.check(now, cost) {
+            Ok(Decision::Allow { remaining, reset }) => {
+                (DecisionStatus::Allowed, [remaining as f64, 0.0, reset.as_millis_ceil() as f64])
+            }
+            Ok(Decision::Deny { retry_after }) => {
+                (DecisionStatus::Denied, [0.0, retry_after.as_millis_ceil() as f64, 0.0])
+            }
+            Err(e) => (DecisionStatus::CostTooHigh, [e.capacity as f64, 0.0, 0.0]),
+        };
+        self.figures = figures;
+        status
     }
 }

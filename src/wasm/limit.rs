@@ -4,7 +4,9 @@
 //! and a status out, its figures in a `Float64Array` over the core's own memory (see
 //! `results`), so nothing is allocated per call on either side.
 
-use super::{deny_unknown, field, inputs, ms_to_nanos, nanos_to_ms, num, number_at, type_of};
+use super::{
+    deny_unknown, field, figures_view, inputs, ms_to_nanos, nanos_to_ms, num, number_at, type_of, DecisionStatus,
+};
 use crate::core::keyed::Slots;
 use crate::core::limit::{Blocking, Decision, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use crate::core::time::{Instant, Span};
@@ -134,18 +136,6 @@ fn check_name(name: &str) -> Result<(), JsError> {
     }
 }
 
-/// A decision's status, as `check`, `checkNew` and `peek` answer it (`as u32`).
-#[derive(Clone, Copy)]
-enum Status {
-    Admitted = 0,
-    /// `retryAfterMs` says for how long.
-    Refused = 1,
-    /// `nowMs` is not a finite number ≥ 0, or `cost` not a whole number that fits in `u32`.
-    InvalidInput = 2,
-    /// `cost` exceeds the whole capacity: it could never be admitted.
-    CostTooHigh = 3,
-}
-
 /// The last decision's figures, in the order `results` gives them.
 #[derive(Clone, Copy)]
 enum Figure {
@@ -205,19 +195,19 @@ impl LimiterCoreJs {
     /// rewrites them in place; the view goes empty (`byteLength` 0) when the wasm memory grows,
     /// and is then asked for again.
     pub fn results(&self) -> js_sys::Float64Array {
-        let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
-        // a wasm32 address fits in u32: the figures live in this struct, which does not move
-        let at = self.figures.as_ptr() as usize as u32;
-        js_sys::Float64Array::new_with_byte_offset_and_length(&memory.buffer(), at, self.figures.len() as u32)
+        figures_view(&self.figures)
     }
 
-    /// A request of `cost` for the key in `slot` at `nowMs`: a status (0 admitted, 1 refused,
-    /// 2 an invalid `nowMs` or `cost`, 3 a cost over the whole capacity), its figures in `results`.
-    pub fn check(&mut self, slot: u32, now_ms: f64, cost: f64) -> u32 {
-        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
+    /// A request of `cost` for the key in `slot` at `nowMs`: `Allowed` or `Denied`, else
+    /// `InvalidNow`, `InvalidCost` or `CostTooHigh` (nothing charged); its figures in `results`.
+    pub fn check(&mut self, slot: u32, now_ms: f64, cost: f64) -> DecisionStatus {
+        let (now, cost) = match inputs(now_ms, cost) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
         match self.slots.check_until_full(slot, now, cost) {
             Ok((decision, full_at)) => self.decided(decision, full_at),
-            Err(_) => Status::CostTooHigh as u32,
+            Err(_) => DecisionStatus::CostTooHigh,
         }
     }
 
@@ -225,13 +215,16 @@ impl LimiterCoreJs {
     /// says where the key went (−1: it left no trace, or the table is full), `freed` whether a
     /// full table's sweep freed slots (`takeFreed`: their keys are gone).
     #[wasm_bindgen(js_name = checkNew)]
-    pub fn check_new(&mut self, now_ms: f64, cost: f64) -> u32 {
+    pub fn check_new(&mut self, now_ms: f64, cost: f64) -> DecisionStatus {
         self.put(Figure::Slot, -1.0);
-        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
+        let (now, cost) = match inputs(now_ms, cost) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
         let freed = &mut self.freed;
         let decided = self.slots.check_new(now, cost, &mut |s| freed.push(s));
         self.put(Figure::Freed, self.freed.len() as f64);
-        let Ok((decision, slot)) = decided else { return Status::CostTooHigh as u32 };
+        let Ok((decision, slot)) = decided else { return DecisionStatus::CostTooHigh };
         self.put(Figure::Slot, slot.map_or(-1.0, f64::from));
         let full_at = match (slot.and_then(|s| self.slots.get(s)), decision) {
             (Some(limiter), _) => limiter.full_at(),
@@ -269,19 +262,22 @@ impl LimiterCoreJs {
     /// What a request would get, changing nothing (`slot` −1: a key with no slot): a status
     /// as `check` answers it, with `remaining` and `retryAfterMs` in `results` (and nothing
     /// else there changed).
-    pub fn peek(&mut self, slot: i32, now_ms: f64, cost: f64) -> u32 {
-        let Some((now, cost)) = inputs(now_ms, cost) else { return Status::InvalidInput as u32 };
+    pub fn peek(&mut self, slot: i32, now_ms: f64, cost: f64) -> DecisionStatus {
+        let (now, cost) = match inputs(now_ms, cost) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
         let slot = u32::try_from(slot).ok();
         match self.slots.peek(slot, now, cost) {
             Ok(decision) => self.figures_of(decision),
-            Err(_) => Status::CostTooHigh as u32,
+            Err(_) => DecisionStatus::CostTooHigh,
         }
     }
 
     /// Refuse the key in `slot` (−1: a key with no slot, given one) until `nowMs + ms`.
     /// Returns the slot, or −1 when the key has none and the table is full.
     pub fn block(&mut self, slot: i32, now_ms: f64, ms: f64) -> Result<i32, JsError> {
-        let now = inputs(now_ms, 0.0).ok_or_else(|| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
+        let now = inputs(now_ms, 0.0).map_err(|_| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
         let until = now + span(ms, "ms", false)?;
         if let Some(limiter) = u32::try_from(slot).ok().and_then(|s| self.slots.get_mut(s)) {
             limiter.impose_block(until);
@@ -300,7 +296,7 @@ impl LimiterCoreJs {
 
     /// Free the slots of keys back at full quota at `nowMs`; `takeFreed` lists them.
     pub fn sweep(&mut self, now_ms: f64) -> Result<f64, JsError> {
-        let now = inputs(now_ms, 0.0).ok_or_else(|| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
+        let now = inputs(now_ms, 0.0).map_err(|_| bad("now", "a finite number of ms ≥ 0", now_ms))?.0;
         let freed = &mut self.freed;
         let count = self.slots.sweep(now, &mut |s| freed.push(s));
         self.put(Figure::Freed, self.freed.len() as f64);
@@ -321,24 +317,24 @@ impl LimiterCoreJs {
     }
 
     /// A decision taken: kept for the headers, its figures written, its status answered.
-    fn decided(&mut self, decision: Decision, full_at: Instant) -> u32 {
+    fn decided(&mut self, decision: Decision, full_at: Instant) -> DecisionStatus {
         self.last = decision;
         self.put(Figure::ResetMs, nanos_to_ms(full_at.as_nanos()));
         self.figures_of(decision)
     }
 
     /// `remaining` and `retryAfterMs` of `decision` written; its status.
-    fn figures_of(&mut self, decision: Decision) -> u32 {
+    fn figures_of(&mut self, decision: Decision) -> DecisionStatus {
         match decision {
             Decision::Allow { remaining, .. } => {
                 self.put(Figure::Remaining, remaining as f64);
                 self.put(Figure::RetryAfterMs, 0.0);
-                Status::Admitted as u32
+                DecisionStatus::Allowed
             }
             Decision::Deny { retry_after } => {
                 self.put(Figure::Remaining, 0.0);
                 self.put(Figure::RetryAfterMs, retry_after.as_millis_ceil().max(1) as f64);
-                Status::Refused as u32
+                DecisionStatus::Denied
             }
         }
     }

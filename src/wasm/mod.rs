@@ -25,6 +25,8 @@ pub use client::{
     choose_locations_per_call, classify_rate_limit, open_meteo_query_weight, open_meteo_weight, BatchPolicyJs,
     LocationCacheJs,
 };
+#[cfg(any(feature = "wasm", feature = "wasm-edge", feature = "wasm-limit"))]
+pub use convert::DecisionStatus;
 #[cfg(feature = "wasm-edge")]
 pub use edge::{check_rules_lines, client_identity_js, validate_rules, TokenBucket};
 #[cfg(any(feature = "wasm-edge", feature = "wasm-limit"))]

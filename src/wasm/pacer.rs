@@ -1,6 +1,9 @@
 //! `PacerCore` for JavaScript: the pure pacer with time passed in as milliseconds.
 
-use super::{deny_unknown, field, ms_to_nanos, nanos_to_ms, non_negative, num, number_at, positive, set_prop, type_of};
+use super::{
+    deny_unknown, field, figures_view, id_of, ms_to_nanos, nanos_to_ms, non_negative, num, number_at, positive,
+    set_prop, type_of, DecisionStatus,
+};
 use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
 use crate::core::time::{Instant, Span};
 use alloc::format;
@@ -246,22 +249,32 @@ fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(
 }
 
 /// The pacer's state machine with time passed in (milliseconds on any clock): reservations
-/// over several rolling windows, slots for calls in flight, and the shared ledger.
-#[wasm_bindgen(js_name = PacerCore)]
+/// over several rolling windows, slots for calls in flight, and the shared ledger. JS sees it
+/// as `PacerMachine`, behind js/pacer-core.js's `PacerCore` and js/pacer.js's `Pacer`, which
+/// map its decisions' statuses ([`DecisionStatus`]) to their results and errors.
+#[wasm_bindgen(js_name = PacerMachine)]
 pub struct PacerCoreJs {
     core: pacer::PacerCore,
-    last_id: u64,
+    /// The last decision's figures, read by JS through `results`: `[atMs, id, retryAfterMs]`
+    /// (the instant a call may go out, its id, the wait for budget).
+    figures: [f64; 3],
+    /// Why the last decision answered `CostTooHigh` or `QueueFull`, for `lastError`.
+    refused: Option<PacerError>,
 }
 
-/// `due` answers: the call went out; every slot is taken; no such queued call. Any other
-/// answer is the instant (ms) to wait for.
-const GO: f64 = -1.0;
-const NO_SLOT: f64 = -2.0;
-const UNKNOWN: f64 = -3.0;
+/// Where `results` holds each figure.
+const AT_MS: usize = 0;
+const ID: usize = 1;
+const RETRY_AFTER_MS: usize = 2;
 
-#[wasm_bindgen(js_class = PacerCore)]
+/// A JS id, or the error naming it.
+fn id_arg(id: f64) -> Result<u64, JsError> {
+    id_of(id).ok_or_else(|| JsError::new(&format!("id must be a whole number from 0 to 2^53 − 1, got {}", num(id))))
+}
+
+#[wasm_bindgen(js_class = PacerMachine)]
 impl PacerCoreJs {
-    /// `new PacerCore({ windows?, maxWeight?, maxInFlight?, slackMs?, maxQueued?, maxQueuedWeight? })`.
+    /// `new PacerMachine({ windows?, maxWeight?, maxInFlight?, slackMs?, maxQueued?, maxQueuedWeight? })`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
@@ -269,7 +282,21 @@ impl PacerCoreJs {
         let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
         let (windows, limits) = apply(options_from(options)?, crate::client::openmeteo::free_tier_windows(), defaults)?;
         let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(PacerCoreJs { core, last_id: 0 })
+        Ok(PacerCoreJs { core, figures: [0.0; 3], refused: None })
+    }
+
+    /// The figures of the last decision, as a `Float64Array` over the wasm memory (no copy):
+    /// `[atMs, id, retryAfterMs]`. Every decision rewrites those it answers; the view goes
+    /// empty when the wasm memory grows, and is then asked for again.
+    pub fn results(&self) -> js_sys::Float64Array {
+        figures_view(&self.figures)
+    }
+
+    /// The error of the last decision that answered `CostTooHigh` (a `PacerWeightError`) or
+    /// `QueueFull` (a `PacerQueueFullError`), with its fields.
+    #[wasm_bindgen(js_name = lastError)]
+    pub fn last_error(&mut self) -> JsValue {
+        self.refused.take().map_or(JsValue::UNDEFINED, weight_error)
     }
 
     /// Commit a call of `weight` at the earliest instant from `nowMs` at which it fits
@@ -283,31 +310,45 @@ impl PacerCoreJs {
         Ok(reservation(r, now))
     }
 
-    /// `reserve` without building an object: returns the instant (ms) the call may go out;
-    /// its id is `lastId`.
-    pub fn place(&mut self, now_ms: f64, weight: f64, priority: Option<i32>) -> Result<f64, JsValue> {
-        let now = instant(now_ms, "nowMs")?;
-        let r = self.core.reserve_with_priority(now, milli(weight)?, priority.unwrap_or(0)).map_err(weight_error)?;
-        self.last_id = r.id;
-        Ok(ms(r.at))
+    /// `reserve` as a decision: `Allowed` with the instant (ms) the call may go out and its
+    /// id in `results`; else `InvalidNow`, `InvalidCost` (the weight), `CostTooHigh` or
+    /// `QueueFull` (`lastError` says which limit).
+    pub fn place(&mut self, now_ms: f64, weight: f64, priority: Option<i32>) -> DecisionStatus {
+        let (now, weight) = match self.inputs(now_ms, weight) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
+        match self.core.reserve_with_priority(now, weight, priority.unwrap_or(0)) {
+            Ok(r) => {
+                self.figures[AT_MS] = ms(r.at);
+                self.figures[ID] = r.id as f64;
+                DecisionStatus::Allowed
+            }
+            Err(e) => self.refuse(e),
+        }
     }
 
-    /// The id of the call `place` reserved last.
-    #[wasm_bindgen(getter, js_name = lastId)]
-    pub fn last_id(&self) -> f64 {
-        self.last_id as f64
-    }
-
-    /// A permit now or never: the id of a call in flight (release it when it has answered),
-    /// `0` when every slot is taken, or minus the milliseconds until the budget has room.
+    /// A permit now or never: `Allowed` with the id of a call in flight (release it when it
+    /// has answered), `Busy` when every slot is taken, `Denied` with the ms until the budget
+    /// has room (`retryAfterMs`); errors as `place`.
     #[wasm_bindgen(js_name = tryAcquire)]
-    pub fn try_acquire(&mut self, now_ms: f64, weight: f64) -> Result<f64, JsValue> {
-        let now = instant(now_ms, "nowMs")?;
-        Ok(match self.core.try_acquire(now, milli(weight)?).map_err(weight_error)? {
-            Ok(id) => id as f64,
-            Err(Busy::InFlight) => 0.0,
-            Err(Busy::Budget(at)) => -nanos_to_ms((at - now).as_nanos()),
-        })
+    pub fn try_acquire(&mut self, now_ms: f64, weight: f64) -> DecisionStatus {
+        let (now, weight) = match self.inputs(now_ms, weight) {
+            Ok(valid) => valid,
+            Err(status) => return status,
+        };
+        match self.core.try_acquire(now, weight) {
+            Ok(Ok(id)) => {
+                self.figures[ID] = id as f64;
+                DecisionStatus::Allowed
+            }
+            Ok(Err(Busy::InFlight)) => DecisionStatus::Busy,
+            Ok(Err(Busy::Budget(at))) => {
+                self.figures[RETRY_AFTER_MS] = nanos_to_ms((at - now).as_nanos());
+                DecisionStatus::Denied
+            }
+            Err(e) => self.refuse(e),
+        }
     }
 
     /// How long a call of `weight` asked at `nowMs` would wait, committing nothing.
@@ -318,37 +359,62 @@ impl PacerCoreJs {
         Ok(nanos_to_ms((at - now).as_nanos()))
     }
 
-    /// The queued call `id` is due at `nowMs`: `-1` it went out (in flight until `release`),
-    /// `-2` every slot is taken (`nextInLine` hands it one), `-3` no such queued call; any
-    /// other value is the instant (ms) to wait for before asking again.
-    pub fn due(&mut self, now_ms: f64, id: f64) -> Result<f64, JsError> {
-        Ok(match self.core.due(instant(now_ms, "nowMs")?, id as u64) {
-            Due::Go => GO,
-            Due::NoSlot => NO_SLOT,
-            Due::Unknown => UNKNOWN,
-            Due::Wait(at) => ms(at),
-        })
+    /// The queued call `id` is due at `nowMs`: `Allowed` it went out (in flight until
+    /// `release`), `Busy` every slot is taken (`nextInLine` hands it one), `Unknown` no such
+    /// queued call, `Denied` the instant (ms) to wait for before asking again (`atMs`);
+    /// `InvalidNow`, `InvalidId` for input it refuses.
+    pub fn due(&mut self, now_ms: f64, id: f64) -> DecisionStatus {
+        if !(now_ms.is_finite() && now_ms >= 0.0) {
+            return DecisionStatus::InvalidNow;
+        }
+        let Some(id) = id_of(id) else { return DecisionStatus::InvalidId };
+        match self.core.due(Instant::from_nanos(ms_to_nanos(now_ms)), id) {
+            Due::Go => DecisionStatus::Allowed,
+            Due::NoSlot => DecisionStatus::Busy,
+            Due::Unknown => DecisionStatus::Unknown,
+            Due::Wait(at) => {
+                self.figures[AT_MS] = ms(at);
+                DecisionStatus::Denied
+            }
+        }
     }
 
     /// The call went out at its planned instant (ignoring slots): no refund from now on.
     pub fn dispatch(&mut self, id: f64) -> Result<(), JsValue> {
-        self.core.dispatch(id as u64).map_err(plain_error)
+        self.core.dispatch(id_arg(id)?).map_err(plain_error)
     }
 
-    /// The dispatched call answered; its slot is free. Returns whether it was in flight.
-    pub fn release(&mut self, id: f64) -> bool {
-        self.core.release(id as u64)
+    /// The dispatched call answered; its slot is free: `Allowed` when it was in flight, else
+    /// `Unknown`; `InvalidId`.
+    pub fn release(&mut self, id: f64) -> DecisionStatus {
+        match id_of(id) {
+            Some(id) if self.core.release(id) => DecisionStatus::Allowed,
+            Some(_) => DecisionStatus::Unknown,
+            None => DecisionStatus::InvalidId,
+        }
     }
 
-    /// The call that waited longest for a slot, once a slot is free (pass it to `due`).
+    /// The call that waited longest for a slot, once a slot is free: `Allowed` with its id in
+    /// `results` (pass it to `due`), else `Unknown`.
     #[wasm_bindgen(js_name = nextInLine)]
-    pub fn next_in_line(&mut self) -> Option<f64> {
-        self.core.next_in_line().map(|id| id as f64)
+    pub fn next_in_line(&mut self) -> DecisionStatus {
+        match self.core.next_in_line() {
+            Some(id) => {
+                self.figures[ID] = id as f64;
+                DecisionStatus::Allowed
+            }
+            None => DecisionStatus::Unknown,
+        }
     }
 
-    /// Cancel: `true` if refunded (not yet dispatched), `false` if it stays spent.
-    pub fn cancel(&mut self, id: f64) -> bool {
-        self.core.cancel(id as u64)
+    /// Cancel: `Allowed` if refunded (not yet dispatched), `Unknown` if it stays spent (or
+    /// there is no such call); `InvalidId`.
+    pub fn cancel(&mut self, id: f64) -> DecisionStatus {
+        match id_of(id) {
+            Some(id) if self.core.cancel(id) => DecisionStatus::Allowed,
+            Some(_) => DecisionStatus::Unknown,
+            None => DecisionStatus::InvalidId,
+        }
     }
 
     /// Move a reservation that could not go out at its instant to the earliest fit from
@@ -356,7 +422,7 @@ impl PacerCoreJs {
     #[wasm_bindgen(unchecked_return_type = "PacerReservation")]
     pub fn reschedule(&mut self, now_ms: f64, id: f64) -> Result<JsValue, JsValue> {
         let now = instant(now_ms, "nowMs")?;
-        let r = self.core.reschedule(now, id as u64).map_err(plain_error)?;
+        let r = self.core.reschedule(now, id_arg(id)?).map_err(plain_error)?;
         Ok(reservation(r, now))
     }
 
@@ -488,5 +554,29 @@ impl PacerCoreJs {
         }
         self.core.import(now, &list);
         Ok(())
+    }
+}
+
+impl PacerCoreJs {
+    /// `nowMs` and `weight` as the core takes them, or the status naming the one refused.
+    fn inputs(&self, now_ms: f64, weight: f64) -> Result<(Instant, u64), DecisionStatus> {
+        if !(now_ms.is_finite() && now_ms >= 0.0) {
+            return Err(DecisionStatus::InvalidNow);
+        }
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(DecisionStatus::InvalidCost);
+        }
+        Ok((Instant::from_nanos(ms_to_nanos(now_ms)), (weight * MILLI).ceil() as u64))
+    }
+
+    /// A refusal of the limits, kept for `lastError`: its status.
+    fn refuse(&mut self, e: PacerError) -> DecisionStatus {
+        let status = if matches!(e, PacerError::QueueFull { .. }) {
+            DecisionStatus::QueueFull
+        } else {
+            DecisionStatus::CostTooHigh
+        };
+        self.refused = Some(e);
+        status
     }
 }
