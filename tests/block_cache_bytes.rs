@@ -1,5 +1,6 @@
 //! The isolate's block cache stays within its bound in bytes, measured by an allocator that
 //! counts what this thread holds (its own test binary, so the counting allocator is its own).
+#![cfg(not(target_arch = "wasm32"))]
 #![allow(unsafe_code)]
 
 use sluicegate::edge::blocks::{BlockCache, ENTRY_BYTES};

@@ -9,17 +9,11 @@ use sluicegate::headers;
 use sluicegate::identity::Identity;
 use sluicegate::tenants::same_secret;
 use sluicegate::time::Span;
-use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
 use web_sys::{Request, Response};
 
-thread_local! {
-    /// This isolate's failed tries, salted on first use (never at module scope).
-    static GUESSES: RefCell<Option<Guesses>> = const { RefCell::new(None) };
-}
-
 fn with_guesses<T>(f: impl FnOnce(&mut Guesses) -> T) -> T {
-    GUESSES.with(|cell| f(cell.borrow_mut().get_or_insert_with(|| Guesses::new(crate::runtime::random_u64()))))
+    crate::isolate::with(|i| f(i.guesses()))
 }
 
 /// `None` when `request` carries `Authorization: Bearer <token>`; otherwise its answer: a

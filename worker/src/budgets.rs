@@ -5,10 +5,10 @@
 //! is a hold of its [`Scope`]: given back once, however the request ends.
 
 use crate::guard::{Guard, Scope};
+use crate::isolate::Budget;
 use crate::js::{self, Env};
 use sluicegate::budget::{Acquire, InFlight, Ticket};
 use sluicegate::rules::{Scope as BudgetScope, Upstream};
-use std::cell::RefCell;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -16,18 +16,9 @@ use wasm_bindgen_futures::JsFuture;
 /// Waiters one upstream may queue in an isolate before new arrivals are refused at once.
 const MAX_QUEUE: usize = 10_000;
 
-struct Budget {
-    slots: InFlight,
-    /// The `resolve` of each waiter's promise, by ticket.
-    waiters: HashMap<Ticket, js_sys::Function>,
-}
-
-thread_local! {
-    static BUDGETS: RefCell<HashMap<(String, u32), Budget>> = RefCell::new(HashMap::new());
-}
-
 fn with_budget<T>(upstream: &Upstream, f: impl FnOnce(&mut Budget) -> T) -> T {
-    BUDGETS.with(|budgets| {
+    crate::isolate::runtime(|rt| {
+        let budgets = &rt.budgets;
         let mut budgets = budgets.borrow_mut();
         let key = (upstream.id.clone(), upstream.max_in_flight);
         let budget = budgets.entry(key).or_insert_with(|| Budget {

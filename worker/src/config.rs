@@ -51,11 +51,17 @@ struct Library {
     binding: String,
 }
 
-thread_local! {
+/// The configuration this isolate holds.
+struct Held {
     /// The `env` values last seen (compared with `Object.is`, so unchanged bindings cost no
     /// copy), whether the rules came from the Worker's code, and what they made.
-    static CONFIG: RefCell<Option<([JsValue; 3], bool, Config)>> = const { RefCell::new(None) };
-    static LIBRARY: RefCell<Option<Library>> = const { RefCell::new(None) };
+    config: RefCell<Option<([JsValue; 3], bool, Config)>>,
+    /// Rules given by the Worker's own code.
+    library: RefCell<Option<Library>>,
+}
+
+thread_local! {
+    static HELD: Held = const { Held { config: RefCell::new(None), library: RefCell::new(None) } };
 }
 
 /// Enforce `rules` (the rules file as an object or as JSON text) from now on, in place of
@@ -84,8 +90,9 @@ pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String
     let text = JsValue::from_str(&text);
     let checked = setup(&text, None, &env.tenant_keys())?;
     check_binding(&checked, env, binding)?;
-    let same = LIBRARY
-        .with(|l| l.borrow().as_ref().map(|lib| js_sys::Object::is(&lib.rules, &text) && lib.binding == binding));
+    let same = HELD.with(|h| {
+        h.library.borrow().as_ref().map(|lib| js_sys::Object::is(&lib.rules, &text) && lib.binding == binding)
+    });
     match same {
         Some(true) => return Ok(()),
         Some(false) => {
@@ -95,7 +102,7 @@ pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String
         }
         None => {}
     }
-    LIBRARY.with(|l| *l.borrow_mut() = Some(Library { rules: text, binding: binding.to_owned() }));
+    HELD.with(|h| *h.library.borrow_mut() = Some(Library { rules: text, binding: binding.to_owned() }));
     Ok(())
 }
 
@@ -122,20 +129,21 @@ pub fn check_binding(setup: &Setup, env: &Env, binding: &str) -> Result<(), Stri
 
 /// The name in `env` of the Durable Object binding that counts.
 pub fn binding() -> String {
-    LIBRARY.with(|l| l.borrow().as_ref().map_or_else(|| DEFAULT_BINDING.to_owned(), |lib| lib.binding.clone()))
+    HELD.with(|h| h.library.borrow().as_ref().map_or_else(|| DEFAULT_BINDING.to_owned(), |lib| lib.binding.clone()))
 }
 
 /// The configuration for `env`, checked the first time it is seen (again only when
 /// `SLUICEGATE_RULES` or `ORIGIN_URL` changes). Problems are logged once, naming each rule
 /// and field.
 pub fn config(env: &Env) -> Config {
-    let library = LIBRARY.with(|l| l.borrow().as_ref().map(|lib| lib.rules.clone()));
+    let library = HELD.with(|h| h.library.borrow().as_ref().map(|lib| lib.rules.clone()));
     let is_library = library.is_some();
     let values = match library {
         Some(rules) => [rules, JsValue::UNDEFINED, env.tenant_keys()],
         None => [env.rules(), env.origin_url(), env.tenant_keys()],
     };
-    CONFIG.with(|cell| {
+    HELD.with(|held| {
+        let cell = &held.config;
         if let Some((seen, was_library, config)) = cell.borrow().as_ref() {
             if *was_library == is_library && seen.iter().zip(&values).all(|(a, b)| js_sys::Object::is(a, b)) {
                 return config.clone();

@@ -42,7 +42,7 @@ use sluicegate::headers;
 use sluicegate::identity::Identity;
 use sluicegate::rules::Scope as BudgetScope;
 use sluicegate::time::{Instant, Span};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
@@ -85,23 +85,8 @@ impl std::fmt::Display for Milli {
 
 // ─── Budgets ────────────────────────────────────────────────────────────────────────────
 
-/// The gates of one isolate or one Durable Object, by provider.
-#[derive(Default)]
-pub struct Gates {
-    map: HashMap<String, Local>,
-}
-
-/// Gates shared by the concurrent calls that use them.
-pub type Shared = Rc<RefCell<Gates>>;
-
-struct Local {
-    limits: Limits,
-    gate: Gate,
-    /// The `resolve` of each waiter's promise, by ticket.
-    waiters: HashMap<Ticket, js_sys::Function>,
-    /// Grants made to waiters not yet collected.
-    granted: HashMap<Ticket, Grant>,
-}
+pub use crate::isolate::Shared;
+use crate::isolate::{Cache, Kept, Local};
 
 fn limits_of(p: &Provider) -> Limits {
     Limits {
@@ -263,13 +248,9 @@ impl Drop for Place<'_> {
     }
 }
 
-thread_local! {
-    /// This isolate's gates.
-    static HERE: Shared = Shared::default();
-}
-
+/// This isolate's gates.
 fn here() -> Shared {
-    HERE.with(Rc::clone)
+    crate::isolate::runtime(|rt| Rc::clone(&rt.gates))
 }
 
 /// A started call: its mirror, and what gives it back (marked failed or not).
@@ -916,32 +897,10 @@ fn pass_on_held(
 
 // ─── The cache ──────────────────────────────────────────────────────────────────────────
 
-/// An answer kept: what the provider said, which mirror said it, when, and what it weighs.
-#[derive(Clone)]
-struct Kept {
-    status: u16,
-    headers: Headers,
-    body: js_sys::Uint8Array,
-    mirror: usize,
-    at: Instant,
-    /// Its body's and headers' bytes.
-    bytes: usize,
-}
-
 impl ByteSize for Kept {
     fn byte_size(&self) -> usize {
         self.bytes
     }
-}
-
-struct Cache {
-    answers: ResponseCache<Kept>,
-    /// For each key being fetched: the promise its followers wait on, and its resolve.
-    fetching: HashMap<String, (js_sys::Promise, js_sys::Function)>,
-}
-
-thread_local! {
-    static CACHES: RefCell<HashMap<String, Cache>> = RefCell::new(HashMap::new());
 }
 
 fn policy_of(rule: rules::CacheRule) -> CachePolicy {
@@ -957,7 +916,8 @@ fn policy_of(rule: rules::CacheRule) -> CachePolicy {
 
 /// `p`'s cache (made anew when the rules changed it).
 fn with_cache<T>(p: &Provider, rule: rules::CacheRule, f: impl FnOnce(&mut Cache) -> T) -> T {
-    CACHES.with(|caches| {
+    crate::isolate::runtime(|rt| {
+        let caches = &rt.caches;
         let mut caches = caches.borrow_mut();
         let policy = policy_of(rule);
         let fresh = || Cache {

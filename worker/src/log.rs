@@ -6,24 +6,19 @@ use crate::js::Env;
 use sluicegate::headers;
 use sluicegate::identity::Identity;
 use sluicegate::limit::Decision;
-use sluicegate::redact::{url_for_log, KeyedHash};
+use sluicegate::redact::url_for_log;
+pub(crate) use sluicegate::redact::KeyedHash;
 use sluicegate::rules::{DecisionLog, Rule};
-use std::cell::OnceCell;
 use wasm_bindgen::prelude::*;
 use web_sys::Request;
-
-thread_local! {
-    /// The keyed hash of log lines and of the block cache, made on first use.
-    static LOG_HASH: OnceCell<KeyedHash> = const { OnceCell::new() };
-}
 
 /// The keyed hash that log lines show header values as (and that names the block cache's
 /// keys): keyed by the secret `SLUICEGATE_LOG_KEY`, so hashes agree across isolates and
 /// deploys, else by 128 random bits drawn once per isolate (on first use: workerd refuses
 /// random values at module scope).
 pub(crate) fn log_hash(env: &Env) -> KeyedHash {
-    LOG_HASH.with(|cell| {
-        *cell.get_or_init(|| match env.log_key().as_string().filter(|k| !k.is_empty()) {
+    crate::isolate::runtime(|rt| {
+        *rt.log_hash.get_or_init(|| match env.log_key().as_string().filter(|k| !k.is_empty()) {
             Some(secret) => KeyedHash::from_secret(secret.as_bytes()),
             None => KeyedHash::new(crate::runtime::random_u64(), crate::runtime::random_u64()),
         })

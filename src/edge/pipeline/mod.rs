@@ -38,6 +38,8 @@ pub struct Isolate {
     pub tenants: tenant::TenantState,
     /// The checks made before a body is read (made on first use, and afresh when they change).
     pub(crate) pre_read: Option<preread::PreReadState>,
+    /// Failed tries of the edge's secrets, per client (made on first use).
+    guesses: Option<crate::edge::guesses::Guesses>,
     /// The salt of its tables' hashes.
     pub(crate) salt: (u64, u64),
 }
@@ -59,6 +61,7 @@ impl Isolate {
             degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)),
             tenants: tenant::TenantState::new(salt),
             pre_read: None,
+            guesses: None,
             salt,
         }
     }
@@ -72,6 +75,12 @@ impl Isolate {
     /// The blocks it remembers.
     pub fn blocks(&self) -> &BlockCache {
         &self.blocks
+    }
+
+    /// Its count of failed tries of the edge's secrets.
+    pub fn guesses(&mut self) -> &mut crate::edge::guesses::Guesses {
+        let salt = self.salt.0.rotate_left(17) ^ self.salt.1;
+        self.guesses.get_or_insert_with(|| crate::edge::guesses::Guesses::new(salt))
     }
 }
 

@@ -1,17 +1,7 @@
 //! The development build's clock: `SLUICEGATE_CLOCK` starts it at a given instant and runs it
 //! K times as fast (`sluicegate replay --speed K`).
 
-use core::cell::Cell;
 use wasm_bindgen::prelude::*;
-
-thread_local! {
-    /// The last request to take its turn at the rules ([`take_turn`]): settled when it is done.
-    static TURN: core::cell::RefCell<Option<js_sys::Promise>> = const { core::cell::RefCell::new(None) };
-    /// `(scale, real start, virtual start)` in ms: see [`set_clock`].
-    static CLOCK: Cell<Option<(f64, f64, f64)>> = const { Cell::new(None) };
-    /// The last instant [`clock`] gave (ms).
-    static LAST: Cell<Option<f64>> = const { Cell::new(None) };
-}
 
 /// `SLUICEGATE_CLOCK` = `"K,realStartMs,virtualStartMs"`: from the real instant
 /// `realStartMs` on, the edge's clock reads `virtualStartMs` and runs K times as fast, so every
@@ -23,7 +13,7 @@ thread_local! {
 pub fn set_clock(env: &JsValue) -> Result<(), String> {
     let value = js_sys::Reflect::get(env, &"SLUICEGATE_CLOCK".into()).unwrap_or(JsValue::UNDEFINED);
     let Some(text) = value.as_string() else {
-        CLOCK.set(None);
+        super::state(|s| s.clock.set(None));
         return Ok(());
     };
     // Parsed by JS's Number (Rust's float parsing would add 16 KB to the build).
@@ -40,9 +30,9 @@ pub fn set_clock(env: &JsValue) -> Result<(), String> {
         [scale, real, virtual_start]
             if scale > 0.0 && scale.is_finite() && real.is_finite() && virtual_start.is_finite() =>
         {
-            if CLOCK.get() != Some((scale, real, virtual_start)) {
-                CLOCK.set(Some((scale, real, virtual_start)));
-                LAST.set(None);
+            if super::state(|s| s.clock.get()) != Some((scale, real, virtual_start)) {
+                super::state(|s| s.clock.set(Some((scale, real, virtual_start))));
+                super::state(|s| s.last.set(None));
             }
             Ok(())
         }
@@ -55,12 +45,12 @@ pub fn set_clock(env: &JsValue) -> Result<(), String> {
 /// so replaying them in the order of their instants is replaying them in the order they were
 /// made (a tie would leave the order of a burst's requests to chance).
 pub fn clock(real_ms: f64) -> f64 {
-    match CLOCK.get() {
+    match super::state(|s| s.clock.get()) {
         Some((scale, real, virtual_start)) => {
             // (an isolate's clock can read a little behind the one that set the start)
             let ms = (virtual_start + (real_ms - real) * scale).floor().max(0.0);
-            let ms = LAST.get().map_or(ms, |last| ms.max(last + 1.0));
-            LAST.set(Some(ms));
+            let ms = super::state(|s| s.last.get()).map_or(ms, |last| ms.max(last + 1.0));
+            super::state(|s| s.last.set(Some(ms)));
             ms
         }
         None => real_ms,
@@ -69,7 +59,7 @@ pub fn clock(real_ms: f64) -> f64 {
 
 /// The real milliseconds in which `ms` pass on the edge's clock (see [`set_clock`]).
 pub fn real_ms(ms: f64) -> f64 {
-    match CLOCK.get() {
+    match super::state(|s| s.clock.get()) {
         Some((scale, _, _)) => ms / scale,
         None => ms,
     }
@@ -77,7 +67,7 @@ pub fn real_ms(ms: f64) -> f64 {
 
 /// Whether [`set_clock`] set a clock (responses then report it in `Sluicegate-Clock`).
 pub fn is_set() -> bool {
-    CLOCK.get().is_some()
+    super::state(|s| s.clock.get()).is_some()
 }
 
 /// A request's turn at the rules under a set clock, held until dropped.
@@ -100,7 +90,7 @@ pub async fn take_turn() -> Option<Turn> {
     let mut settle = None;
     let mine = js_sys::Promise::new(&mut |resolve, _| settle = Some(resolve));
     let turn = Turn(settle?);
-    if let Some(before) = TURN.with(|t| t.replace(Some(mine))) {
+    if let Some(before) = super::state(|s| s.turn.replace(Some(mine))) {
         let _ = wasm_bindgen_futures::JsFuture::from(before).await;
     }
     Some(turn)

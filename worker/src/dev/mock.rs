@@ -2,7 +2,7 @@
 //! development origin under `/mock/open-meteo/` (only when `ORIGIN_URL` is unset).
 //!
 //! **A development and test fixture, not a product feature.** Its configuration and
-//! counters live in one isolate's memory (a `thread_local!`): they are not shared between
+//! counters live in one isolate's memory (the development build's state): they are not shared between
 //! isolates or colos and vanish when the isolate is recycled. Under Miniflare (tests,
 //! `npm start`) there is one isolate, so the counts are exact there.
 //!
@@ -163,7 +163,7 @@ impl Client {
 }
 
 #[derive(Default)]
-struct Mock {
+pub(super) struct Mock {
     config: Config,
     clients: HashMap<String, Client>,
     /// Forecast calls received, whatever the answer.
@@ -182,9 +182,9 @@ impl Mock {
     }
 }
 
-thread_local! {
-    /// Never borrowed across an `.await`.
-    static MOCK: RefCell<Mock> = RefCell::new(Mock::default());
+/// Run `f` on the mock's counters (never across an `.await`).
+fn with_mock<T>(f: impl FnOnce(&RefCell<Mock>) -> T) -> T {
+    super::state(|s| f(&s.mock))
 }
 
 /// Serve a request under `/mock/open-meteo/`. Every bad request is a 4xx with a JSON
@@ -199,7 +199,7 @@ pub async fn serve(request: &Request, path: &str, url: &Url, identity: Option<Id
             forecast(&url.search_params(), &url.search(), &client, now_ms).await
         }
         ("/state", "GET") => json(200, &state(now_ms), true),
-        ("/config", "GET") => json(200, &MOCK.with(|m| m.borrow().config.to_json()), true),
+        ("/config", "GET") => json(200, &with_mock(|m| m.borrow().config.to_json()), true),
         ("/config", "POST") => configure(request).await,
         ("/reset", "POST") => {
             reset();
@@ -252,7 +252,7 @@ struct InFlight(String);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        MOCK.with(|m| {
+        with_mock(|m| {
             if let Ok(mut m) = m.try_borrow_mut() {
                 if let Some(client) = m.clients.get_mut(&self.0) {
                     client.in_flight = client.in_flight.saturating_sub(1);
@@ -268,7 +268,7 @@ enum Admission {
 }
 
 async fn forecast(params: &UrlSearchParams, search: &str, client: &str, now_ms: u64) -> Result<Response, JsValue> {
-    let admission = MOCK.with(|m| {
+    let admission = with_mock(|m| {
         let mut m = m.borrow_mut();
         m.calls += 1;
         let config = m.config;
@@ -307,7 +307,7 @@ async fn forecast(params: &UrlSearchParams, search: &str, client: &str, now_ms: 
         Ok((body, weight)) => (200, body, weight),
         Err(reason) => (400, error_body(&reason), 1.0),
     };
-    MOCK.with(|m| {
+    with_mock(|m| {
         let mut m = m.borrow_mut();
         let config = m.config;
         let entry = m.client(client, now_ms);
@@ -332,7 +332,7 @@ async fn sleep(ms: u64) -> Result<(), JsValue> {
 }
 
 fn state(now_ms: u64) -> String {
-    MOCK.with(|m| {
+    with_mock(|m| {
         let m = m.borrow();
         let mut out = format!("{{\"config\":{},\"clients\":{{", m.config.to_json());
         // In no particular order: sorting strings would add kilobytes of sort code.
@@ -359,7 +359,7 @@ fn state(now_ms: u64) -> String {
 
 /// Zero every counter; the configuration and the calls in flight are kept.
 fn reset() {
-    MOCK.with(|m| {
+    with_mock(|m| {
         let mut m = m.borrow_mut();
         m.calls = 0;
         m.rejected_429 = 0;
@@ -381,10 +381,10 @@ async fn configure(request: &Request) -> Result<Response, JsValue> {
     if text.len() > MAX_CONFIG_BODY {
         return json(400, &error_body("The configuration body is larger than 64 KiB"), true);
     }
-    let current = MOCK.with(|m| m.borrow().config);
+    let current = with_mock(|m| m.borrow().config);
     match parse_config(&text, current) {
         Ok(config) => {
-            MOCK.with(|m| m.borrow_mut().config = config);
+            with_mock(|m| m.borrow_mut().config = config);
             json(200, &config.to_json(), true)
         }
         Err(reason) => json(400, &error_body(&reason), true),

@@ -4,7 +4,30 @@
 pub mod clock;
 mod mock;
 
-use crate::clock::now;
+use std::cell::{Cell, RefCell};
+
+/// What the development build keeps in this isolate: its clock and the replay's turn
+/// ([`clock`]), and the Open-Meteo mock's counters ([`mock`]). Never borrowed across an
+/// `.await`.
+#[derive(Default)]
+struct DevState {
+    /// `(scale, real start, virtual start)` in ms: see [`clock::set_clock`].
+    clock: Cell<Option<(f64, f64, f64)>>,
+    /// The last instant [`clock::clock`] gave (ms).
+    last: Cell<Option<f64>>,
+    /// The last request to take its turn at the rules ([`clock::take_turn`]).
+    turn: RefCell<Option<js_sys::Promise>>,
+    mock: RefCell<mock::Mock>,
+}
+
+thread_local! {
+    static DEV: DevState = DevState::default();
+}
+
+fn state<T>(f: impl FnOnce(&DevState) -> T) -> T {
+    DEV.with(f)
+}
+
 use crate::js::{Env, Fetcher};
 use crate::log::json_string;
 use crate::respond::problem;
@@ -34,7 +57,8 @@ pub async fn serve(request: &Request, env: &Env, url: &Url, facts: &RequestFacts
 fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
     let body = format!(
         "{{\"pong\":true,\"time_ms\":{},\"colo\":{},\"identity\":{}}}",
-        now().as_millis(),
+        // the edge's clock (the development one when set), as `crate::clock::now` reads it
+        clock::clock(js_sys::Date::now()).max(0.0) as u64,
         json_string(facts.colo.unwrap_or("unknown")),
         json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
     );
