@@ -5,8 +5,8 @@
 //! the `cli` binary) read the clock once per request and translate.
 //!
 //! The folders are the layers, each importing only those before it: [`core`] (time, the
-//! limiters, keyed limiters, budgets) → [`client`] (the browser client's pacer, cache,
-//! batches and Smart Flow; Open-Meteo's rules) → [`edge`] (rules, identity, forwarding,
+//! limiters, keyed limiters, budgets, Open-Meteo's rules) → [`client`] (the browser client's
+//! pacer, cache, batches and Smart Flow) → [`edge`] (rules, identity, forwarding,
 //! admission, tenants, egress) → `sim` (the policy simulator) → `wasm` (the bindings). The
 //! modules are re-exported here where users have always found them (`sluicegate::limit`,
 //! `sluicegate::rules`, …).
@@ -27,8 +27,8 @@ pub mod sim;
 pub mod wasm;
 
 // Each module where users have always found it: the public paths do not show the folders.
-pub use self::client::{batch, cache, openmeteo, pacer, smartflow};
-pub use self::core::{budget, keyed, limit, time};
+pub use self::client::{batch, cache, pacer, smartflow};
+pub use self::core::{budget, keyed, limit, openmeteo, time};
 pub use self::edge::{admission, egress, forward, headers, identity, pipeline, redact, rules, tenants};
 
 pub use self::core::limit::{CostTooHigh, Decision, Limiter, Quota};

@@ -2,14 +2,15 @@
 //! [`MAY_IMPORT`] names:
 //!
 //! ```text
-//! src/core/    time, limit/, keyed, budget, sort     imports nothing above it
+//! src/core/    time, limit/, keyed, budget, sort,    imports nothing above it
+//!              openmeteo
 //! src/client/  the browser client's policy           core
 //! src/edge/    the edge's policy                     core
 //! src/sim/     the policy simulator                  core, client, edge
 //! src/wasm/    the bindings                          everything
 //! ```
 //!
-//! (one file of the edge excepted, named with its reason in [`EXCEPTIONS`]), and no file imports, through others, a file that imports it. An import is a path in the
+//! and no file imports, through others, a file that imports it. An import is a path in the
 //! source that starts `crate::`, `super::` or `self::` (in a `use` tree or inline), resolved
 //! to the file of the longest module it names; test modules (`#[cfg(test)] mod …`) and
 //! comments are not read. A module's own children (declared with `mod`) are its parts, not
@@ -30,19 +31,10 @@ const MAY_IMPORT: [(&str, &[&str]); 5] = [
     ("wasm", &["core", "client", "edge", "sim"]),
 ];
 
-/// Single imports outside [`MAY_IMPORT`]: the importing file, the file it imports, and why.
-const EXCEPTIONS: [(&str, &str, &str); 1] = [(
-    "src/edge/egress/weigh.rs",
-    "src/client/openmeteo.rs",
-    "a proxied Open-Meteo call is priced by the client's own query reader and weight formula",
-)];
-
-/// Whether a file of layer `mine` may import `target`, a file of layer `theirs`.
-fn may_import(file: &Path, mine: usize, target: &Path, theirs: usize) -> bool {
+/// Whether a file of layer `mine` may import a file of layer `theirs`.
+fn may_import(mine: usize, theirs: usize) -> bool {
     let allowed = MAY_IMPORT.iter().find(|(layer, _)| *layer == LAYERS[mine]).map_or(&[][..], |(_, to)| *to);
-    theirs == mine
-        || allowed.contains(&LAYERS[theirs])
-        || EXCEPTIONS.iter().any(|(from, to, _)| rel(file) == *from && rel(target) == *to)
+    theirs == mine || allowed.contains(&LAYERS[theirs])
 }
 
 fn src() -> PathBuf {
@@ -372,7 +364,7 @@ fn each_layer_imports_only_the_layers_below_it() {
         for target in to {
             if *target == lib {
                 wrong.push(format!("{} imports through lib.rs's re-exports: use the real path", rel(file)));
-            } else if let Some(theirs) = layer(target).filter(|theirs| !may_import(file, mine, target, *theirs)) {
+            } else if let Some(theirs) = layer(target).filter(|theirs| !may_import(mine, *theirs)) {
                 let why = if theirs > mine { "a layer above it" } else { "a layer it may not import" };
                 wrong.push(format!(
                     "{} ({}) imports {} ({}), {why}",
@@ -385,17 +377,6 @@ fn each_layer_imports_only_the_layers_below_it() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    // every exception is still needed: an import that went away takes its exception with it
-    for (from, to, why) in EXCEPTIONS {
-        let (from, to) =
-            (Path::new(env!("CARGO_MANIFEST_DIR")).join(from), Path::new(env!("CARGO_MANIFEST_DIR")).join(to));
-        assert!(
-            t.imports.get(&from).is_some_and(|i| i.contains(&to)),
-            "the exception {} → {} ({why}) is unused",
-            rel(&from),
-            rel(&to)
-        );
-    }
     // the test reads what it should: the core's files were found, and imports were seen
     assert!(t.modules.contains_key(&vec!["core".to_string(), "limit".to_string()]));
     assert!(t.imports.values().map(BTreeSet::len).sum::<usize>() > 100);

@@ -22,7 +22,7 @@
 //! whether a call still goes out). A best-effort call whose 2xx body cannot be read is
 //! [`Null`](Action::Null): that call alone resolves to `null`.
 
-use crate::client::openmeteo::{classify, RateLimitKind, UpstreamWindows};
+use crate::core::openmeteo::{classify, RateLimitKind, UpstreamWindows};
 use crate::core::time::{Instant, Span};
 use core::fmt;
 

@@ -4,7 +4,7 @@
 use super::{ms_to_nanos, nanos_to_ms, non_negative, num, positive, set_prop};
 use crate::client::batch::{lower_concurrency, AbortReason, Action, BatchPolicy};
 use crate::client::cache::{CacheKey, LocationCache, Lookup};
-use crate::client::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
+use crate::core::openmeteo::{self, RateLimitKind, UpstreamWindows, WeightMode, WeightQuery};
 use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::string::{String, ToString};

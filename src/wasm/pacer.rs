@@ -280,7 +280,7 @@ impl PacerCoreJs {
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> Result<PacerCoreJs, JsError> {
         let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
-        let (windows, limits) = apply(options_from(options)?, crate::client::openmeteo::free_tier_windows(), defaults)?;
+        let (windows, limits) = apply(options_from(options)?, crate::core::openmeteo::free_tier_windows(), defaults)?;
         let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(PacerCoreJs { core, figures: [0.0; 3], refused: None })
     }

@@ -31,14 +31,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-/// One rolling window: at most `budget` thousandths of weight in any `length`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
-    /// The window length.
-    pub length: Span,
-    /// The budget in thousandths of a weighted call.
-    pub budget: u64,
-}
+/// One window of the pacer's budget: at most `budget` thousandths of a weighted call in any
+/// `length` (the core's `limit::Window`, here in thousandths).
+pub use crate::core::limit::Window;
 
 /// Why a pacer cannot be built or a call can never be reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

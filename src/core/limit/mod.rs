@@ -28,7 +28,7 @@ mod timeline;
 pub use block::Blocking;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
-pub use rolling::{RollingWindow, WindowError, MAX_STRETCHES};
+pub use rolling::{RollingWindow, Window, WindowError, MAX_STRETCHES};
 pub use sliding_log::SlidingLog;
 pub use sliding_window::SlidingWindow;
 

@@ -28,6 +28,18 @@ use core::fmt;
 /// fit exact up to this many stretches, and never one that overspends.
 pub const MAX_STRETCHES: usize = 32;
 
+/// One rolling window's bound: at most `budget` weight in any `length`, in the caller's unit
+/// of weight (the browser client's pacer counts thousandths of a weighted call, and
+/// [`free_tier_windows`](crate::core::openmeteo::free_tier_windows) gives Open-Meteo's in
+/// that unit). A [`RollingWindow`] enforces one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The window length.
+    pub length: Span,
+    /// The most weight in any `length`.
+    pub budget: u64,
+}
+
 /// A window or a weight that a [`RollingWindow`] cannot take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowError {

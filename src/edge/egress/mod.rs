@@ -77,7 +77,7 @@ pub struct Provider {
 }
 
 /// How a provider's calls are weighed: Open-Meteo's accounting of the query string
-/// ([`crate::client::openmeteo::read_query`]), by one of its two formulas ([`weigh::mode`]).
+/// ([`crate::core::openmeteo::read_query`]), by one of its two formulas ([`weigh::mode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Weigh {
     /// `"open-meteo"`: the conservative formula, `locations × max(1, d/14) × max(1, v/10)`,

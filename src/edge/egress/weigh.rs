@@ -15,7 +15,7 @@
 
 use super::gate::Refused;
 use super::{PermitAsk, Provider, Weigh};
-use crate::client::openmeteo::{weigh_query, WeightMode};
+use crate::core::openmeteo::{weigh_query, WeightMode};
 use alloc::format;
 use alloc::string::String;
 

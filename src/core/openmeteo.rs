@@ -10,7 +10,7 @@
 //!
 //! Nothing here reads a clock or does I/O: the caller passes the status, the body and `now`.
 
-use crate::client::pacer::Window;
+use crate::core::limit::Window;
 use crate::core::time::{Instant, Span};
 use alloc::borrow::Cow;
 use alloc::string::String;
