@@ -14,7 +14,7 @@ import { clientIdentity, validateRules } from "./edge-node.js";
 import { progressMeter, replayProgressText } from "./progress.mjs";
 import { SimulationError } from "./sim.js";
 import "./sim-node.js"; // instantiates the simulator's build
-import { simCsvRecords, simEdgeDecisions } from "../pkg-sim/sluicegate.js";
+import { simCsvRecords, simEdgeDecisions, simParseReplayArgs } from "../pkg-sim/sluicegate.js";
 
 export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
 
@@ -33,30 +33,13 @@ function edgeClock(res) {
   return Number.isFinite(value) ? value : null;
 }
 
-/** `replay`'s options. */
+/** `replay`'s options, read by the simulator's argument parser (Rust). */
 export function replayArgs(args) {
-  const out = { rules: null, trace: null, speed: 1, edge: null, toleranceMs: 5, json: false };
-  const value = (i, name) => {
-    if (args[i + 1] === undefined) throw new ReplayInputError(`${name} needs a value`);
-    return args[i + 1];
-  };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === "--json") out.json = true;
-    else if (arg === "--rules") out.rules = value(i++, arg);
-    else if (arg === "--trace") out.trace = value(i++, arg);
-    else if (arg === "--edge") out.edge = value(i++, arg);
-    else if (arg === "--speed" || arg === "--tolerance-ms") {
-      const n = Number(value(i++, arg));
-      if (!Number.isFinite(n) || n <= 0 || (arg === "--speed" && n > 1_000)) {
-        throw new ReplayInputError(`${arg} must be a number above 0${arg === "--speed" ? " and at most 1000" : ""}, got ${args[i]}`);
-      }
-      out[arg === "--speed" ? "speed" : "toleranceMs"] = n;
-    } else throw new ReplayInputError(`unknown argument ${arg}`);
+  try {
+    return simParseReplayArgs(args);
+  } catch (error) {
+    throw new ReplayInputError(error.message);
   }
-  if (out.rules === null || out.trace === null) throw new ReplayInputError("--rules and --trace are required");
-  if (out.edge !== null && out.speed !== 1) throw new ReplayInputError("--speed needs the edge this command starts: a running edge (--edge) keeps its own clock");
-  return out;
 }
 
 /** The trace's requests: `{ line, t, ip, identity, colo, method, path, headers }`, in file order. */

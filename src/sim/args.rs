@@ -194,6 +194,69 @@ pub fn parse<'a>(args: &[&'a str]) -> Result<Args<'a>, String> {
     Ok(parsed)
 }
 
+/// The usage line of `sluicegate replay` (the npm command line's).
+pub const REPLAY_USAGE: &str =
+    "usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]";
+
+/// `replay`'s options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayArgs<'a> {
+    /// `--rules RULES`: the rules file.
+    pub rules: &'a str,
+    /// `--trace TRACE`: the trace.
+    pub trace: &'a str,
+    /// `--speed K`: the edge's clock runs K times as fast (above 0, at most 1,000; default 1).
+    pub speed: f64,
+    /// `--edge URL`: a running edge instead of the one the command starts.
+    pub edge: Option<&'a str>,
+    /// `--tolerance-ms N`: how near a boundary a request is timing-limited (above 0; default 5).
+    pub tolerance_ms: f64,
+    /// `--json`.
+    pub json: bool,
+}
+
+/// Reads `replay`'s arguments (after `replay`).
+///
+/// # Errors
+/// What is wrong, e.g. `--rules and --trace are required`, `--speed must be a number above 0
+/// and at most 1000, got 0`, `unknown argument --bogus`.
+pub fn parse_replay<'a>(args: &[&'a str]) -> Result<ReplayArgs<'a>, String> {
+    let (mut rules, mut trace, mut edge) = (None, None, None);
+    let (mut speed, mut tolerance_ms, mut json) = (1.0, 5.0, false);
+    let mut rest = args.iter();
+    while let Some(&arg) = rest.next() {
+        let mut value = || rest.next().copied().ok_or_else(|| format!("{arg} needs a value"));
+        match arg {
+            "--json" => json = true,
+            "--rules" => rules = Some(value()?),
+            "--trace" => trace = Some(value()?),
+            "--edge" => edge = Some(value()?),
+            "--speed" | "--tolerance-ms" => {
+                let text = value()?;
+                let most = if arg == "--speed" { 1_000.0 } else { f64::INFINITY };
+                let n = text.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0 && *n <= most);
+                let Some(n) = n else {
+                    let bound = if arg == "--speed" { " and at most 1000" } else { "" };
+                    return Err(format!("{arg} must be a number above 0{bound}, got {text}"));
+                };
+                if arg == "--speed" {
+                    speed = n;
+                } else {
+                    tolerance_ms = n;
+                }
+            }
+            _ => return Err(format!("unknown argument {arg}")),
+        }
+    }
+    let (Some(rules), Some(trace)) = (rules, trace) else {
+        return Err("--rules and --trace are required".into());
+    };
+    if edge.is_some() && speed != 1.0 {
+        return Err("--speed needs the edge this command starts: a running edge (--edge) keeps its own clock".into());
+    }
+    Ok(ReplayArgs { rules, trace, speed, edge, tolerance_ms, json })
+}
+
 /// A count, 1 or more: digits (`_` and `,` allowed as separators) or a whole number in
 /// exponent form (`1e9`); `None` for anything else.
 pub(crate) fn count(text: &str) -> Option<u64> {
@@ -217,7 +280,7 @@ pub(crate) fn seconds(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, unknown_command, Args};
+    use super::{parse, parse_replay, unknown_command, Args};
 
     #[test]
     fn a_word_that_is_no_command_is_named_with_the_command_it_is_closest_to() {
@@ -254,5 +317,32 @@ mod tests {
             Err("argument --review-template: needs --compare AFTER (the review compares two configs)".into())
         );
         assert_eq!(parse(&["a.json", "--compare", "b.json", "--revi"]), Err("ambiguous option: --revi".into()));
+    }
+
+    #[test]
+    fn replay_reads_its_options_and_names_what_is_wrong() {
+        let ok = parse_replay(&["--rules", "r.json", "--trace", "t.csv", "--speed", "30", "--json"]).unwrap();
+        assert_eq!(
+            (ok.rules, ok.trace, ok.speed, ok.edge, ok.tolerance_ms, ok.json),
+            ("r.json", "t.csv", 30.0, None, 5.0, true)
+        );
+        let err = |args: &[&str]| parse_replay(args).unwrap_err();
+        assert_eq!(err(&["--trace", "t.csv"]), "--rules and --trace are required");
+        assert_eq!(
+            err(&["--rules", "r", "--trace", "t", "--speed", "0"]),
+            "--speed must be a number above 0 and at most 1000, got 0"
+        );
+        assert_eq!(
+            err(&["--rules", "r", "--trace", "t", "--speed", "1001"]),
+            "--speed must be a number above 0 and at most 1000, got 1001"
+        );
+        assert_eq!(
+            err(&["--rules", "r", "--trace", "t", "--tolerance-ms", "x"]),
+            "--tolerance-ms must be a number above 0, got x"
+        );
+        assert_eq!(err(&["--rules"]), "--rules needs a value");
+        assert_eq!(err(&["--rules", "r", "--trace", "t", "--bogus"]), "unknown argument --bogus");
+        assert!(err(&["--rules", "r", "--trace", "t", "--speed", "4", "--edge", "http://127.0.0.1:9"])
+            .starts_with("--speed needs the edge"));
     }
 }

@@ -537,6 +537,22 @@ pub fn sim_parse_args(args: Vec<String>) -> Result<Object, JsError> {
     Ok(out)
 }
 
+/// `sluicegate replay`'s options (`args` after `replay`): `{rules, trace, speed, edge,
+/// toleranceMs, json}`. Throws an error saying what is wrong.
+#[wasm_bindgen(js_name = simParseReplayArgs)]
+pub fn sim_parse_replay_args(args: Vec<String>) -> Result<Object, JsError> {
+    let args: alloc::vec::Vec<&str> = args.iter().map(String::as_str).collect();
+    let parsed = sim::args::parse_replay(&args).map_err(|e| JsError::new(&e))?;
+    let out = Object::new();
+    set_prop(&out, "rules", &JsValue::from_str(parsed.rules));
+    set_prop(&out, "trace", &JsValue::from_str(parsed.trace));
+    set_prop(&out, "speed", &parsed.speed.into());
+    set_prop(&out, "edge", &parsed.edge.map_or(JsValue::NULL, JsValue::from_str));
+    set_prop(&out, "toleranceMs", &parsed.tolerance_ms.into());
+    set_prop(&out, "json", &parsed.json.into());
+    Ok(out)
+}
+
 /// The ceiling on generated requests that `maxRequests` sets (default
 /// [`sim::DEFAULT_MAX_REQUESTS`]).
 fn ceiling(max_requests: Option<f64>) -> sim::Ceiling<'static> {
