@@ -28,7 +28,7 @@ pub mod wasm;
 
 // Each module where users have always found it: the public paths do not show the folders.
 pub use self::client::{batch, cache, pacer, smartflow};
-pub use self::core::{budget, keyed, limit, openmeteo, time};
+pub use self::core::{budget, keyed, limit, milli, openmeteo, time};
 pub use self::edge::{admission, egress, forward, headers, identity, pipeline, redact, rules, tenants};
 
 pub use self::core::limit::{CostTooHigh, Decision, Limiter, Quota};

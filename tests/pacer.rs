@@ -2,7 +2,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::pacer::{Busy, Due, LedgerEntry, Limits, PacerCore, PacerError, Window};
+use sluicegate::pacer::{Busy, Due, LedgerEntry, PacerCore, PacerError, PacerLimits, Window};
 use sluicegate::{Instant, Span};
 
 const SEC: u64 = 1_000_000_000;
@@ -220,7 +220,7 @@ proptest! {
             Window { length: Span::from_secs(10), budget: 10_000 },
             Window { length: Span::from_secs(60), budget: 30_000 },
         ];
-        let limits = Limits { slack: Span::from_millis(400), max_in_flight: 2, ..Limits::default() };
+        let limits = PacerLimits { slack: Span::from_millis(400), max_in_flight: 2, ..PacerLimits::default() };
         let mut tabs = [
             PacerCore::with_limits(windows.clone(), limits).unwrap(),
             PacerCore::with_limits(windows.clone(), limits).unwrap(),
@@ -280,7 +280,7 @@ proptest! {
                     queued[tab][k].1 = r.at;
                 }
                 Op::SetSlots(n) => {
-                    let limits = Limits { max_in_flight: n, ..p.limits() };
+                    let limits = PacerLimits { max_in_flight: n, ..p.limits() };
                     let replan = p.set_limits(now, windows.clone(), limits).unwrap();
                     prop_assert!(replan.refused.is_empty());
                     for r in replan.moved {
@@ -330,7 +330,7 @@ proptest! {
     #[test]
     fn a_full_queue_refuses_and_a_refund_makes_room(max in 1usize..20, weight in 1u64..=1_000) {
         let windows = vec![Window { length: Span::from_secs(60), budget: 1_000 }];
-        let limits = Limits { max_queued: max, ..Limits::default() };
+        let limits = PacerLimits { max_queued: max, ..PacerLimits::default() };
         let mut p = PacerCore::with_limits(windows, limits).unwrap();
         let ids: Vec<u64> = (0..max).map(|_| p.reserve(Instant::ZERO, weight).unwrap().id).collect();
         prop_assert_eq!(p.reserve(Instant::ZERO, weight), Err(PacerError::QueueFull { limit: max as u64, weight: false }));
@@ -342,7 +342,7 @@ proptest! {
 #[test]
 fn a_call_late_beyond_the_slack_is_placed_again_where_it_goes_out() {
     let windows = vec![Window { length: Span::from_secs(10), budget: 2 }];
-    let limits = Limits { slack: Span::from_millis(100), ..Limits::default() };
+    let limits = PacerLimits { slack: Span::from_millis(100), ..PacerLimits::default() };
     let mut p = PacerCore::with_limits(windows, limits).unwrap();
     let t = Instant::from_secs(5);
     let a = p.reserve(t, 1).unwrap();
@@ -358,7 +358,7 @@ fn a_call_late_beyond_the_slack_is_placed_again_where_it_goes_out() {
 #[test]
 fn a_free_slot_goes_to_the_call_that_waited_longest() {
     let windows = vec![Window { length: Span::from_secs(10), budget: 100 }];
-    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let limits = PacerLimits { max_in_flight: 1, ..PacerLimits::default() };
     let mut p = PacerCore::with_limits(windows, limits).unwrap();
     let t = Instant::ZERO;
     let ids: Vec<u64> = (0..3).map(|_| p.reserve(t, 1).unwrap().id).collect();
@@ -374,7 +374,7 @@ fn a_free_slot_goes_to_the_call_that_waited_longest() {
 #[test]
 fn try_acquire_gives_a_permit_now_or_says_when() {
     let windows = vec![Window { length: Span::from_secs(10), budget: 2 }];
-    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let limits = PacerLimits { max_in_flight: 1, ..PacerLimits::default() };
     let mut p = PacerCore::with_limits(windows, limits).unwrap();
     let t = Instant::from_secs(1);
     let first = p.try_acquire(t, 1).unwrap().unwrap();
@@ -406,7 +406,7 @@ fn another_tabs_calls_count_and_a_dropped_entry_is_placed_again() {
 #[test]
 fn a_higher_priority_gets_the_next_free_slot_and_keeps_its_instant() {
     let windows = vec![Window { length: Span::from_secs(10), budget: 100 }];
-    let limits = Limits { max_in_flight: 1, ..Limits::default() };
+    let limits = PacerLimits { max_in_flight: 1, ..PacerLimits::default() };
     let mut p = PacerCore::with_limits(windows, limits).unwrap();
     let t = Instant::ZERO;
     let holder = p.reserve(t, 1).unwrap();

@@ -4,7 +4,7 @@ use super::{
     deny_unknown, field, figures_view, id_of, ms_to_nanos, nanos_to_ms, non_negative, num, number_at, positive,
     set_prop, type_of, DecisionStatus,
 };
-use crate::client::pacer::{self, Busy, Due, LedgerEntry, Limits, PacerError, Reservation, Window};
+use crate::client::pacer::{self, Busy, Due, LedgerEntry, PacerError, PacerLimits, Reservation, Window};
 use crate::core::time::{Instant, Span};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -217,7 +217,11 @@ fn windows_from(list: Vec<WindowOption>) -> Result<Vec<Window>, JsError> {
 }
 
 /// The windows and limits `options` give, over `windows` and `limits` for what they leave out.
-fn apply(options: Options, windows: Vec<Window>, mut limits: Limits) -> Result<(Vec<Window>, Limits), JsError> {
+fn apply(
+    options: Options,
+    windows: Vec<Window>,
+    mut limits: PacerLimits,
+) -> Result<(Vec<Window>, PacerLimits), JsError> {
     let windows = match options.windows {
         Some(list) => windows_from(list)?,
         None => windows,
@@ -279,7 +283,7 @@ impl PacerCoreJs {
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> Result<PacerCoreJs, JsError> {
-        let defaults = Limits { call_cap: Some(5_000_000), ..Limits::default() };
+        let defaults = PacerLimits { call_cap: Some(5_000_000), ..PacerLimits::default() };
         let (windows, limits) = apply(options_from(options)?, crate::core::openmeteo::free_tier_windows(), defaults)?;
         let core = pacer::PacerCore::with_limits(windows, limits).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(PacerCoreJs { core, figures: [0.0; 3], refused: None })

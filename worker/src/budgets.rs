@@ -8,7 +8,7 @@ use crate::guard::{Guard, Scope};
 use crate::isolate::Budget;
 use crate::js::{self, Env};
 use sluicegate::budget::{Acquire, InFlight, Ticket};
-use sluicegate::rules::{Scope as BudgetScope, Upstream};
+use sluicegate::rules::{BudgetScope, Upstream};
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;

@@ -8,7 +8,7 @@ use crate::js::{self, Env};
 use crate::log::{describe, log_error};
 use sluicegate::limit::{Decision, SaveState};
 use sluicegate::pipeline::counting::{Counts, Stored};
-use sluicegate::rules::{Characteristic, Rule, Scope, Upstream};
+use sluicegate::rules::{BudgetScope, Characteristic, Rule, Upstream};
 
 use sluicegate::tenants::{Overrides, TenantBuckets, TenantLimit};
 use sluicegate::time::{Instant, Span};
@@ -369,7 +369,7 @@ impl Counter {
             .rules
             .upstreams()
             .iter()
-            .find(|u| u.id == upstream && u.scope == Scope::Fleet)
+            .find(|u| u.id == upstream && u.scope == BudgetScope::Fleet)
             .cloned()
             .ok_or_else(|| JsError::new(&format!("no fleet upstream budget \"{upstream}\"")))
     }
@@ -379,7 +379,7 @@ impl Counter {
         setup
             .rules
             .egress()
-            .and_then(|e| e.providers.iter().find(|p| p.id == provider && p.scope == Scope::Fleet))
+            .and_then(|e| e.providers.iter().find(|p| p.id == provider && p.scope == BudgetScope::Fleet))
             .cloned()
             .ok_or_else(|| JsError::new(&format!("no fleet egress provider \"{provider}\"")))
     }

@@ -40,7 +40,8 @@ use sluicegate::egress::weigh;
 use sluicegate::egress::{self as rules, PermitAsk, Provider, Route};
 use sluicegate::headers;
 use sluicegate::identity::Identity;
-use sluicegate::rules::Scope as BudgetScope;
+use sluicegate::milli::Milli;
+use sluicegate::rules::BudgetScope;
 use sluicegate::time::{Instant, Span};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -67,22 +68,6 @@ const CALL_HEADERS: &[&str] =
 /// provider's `304` is no answer to keep.
 const CONDITIONAL: &[&str] = &["if-none-match", "if-modified-since"];
 
-/// Thousandths of a weighted call, written as a decimal with integers only (`1500` →
-/// `1.5`): formatting a float would weigh 16 KB of wasm.
-struct Milli(u64);
-
-impl std::fmt::Display for Milli {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
-        match frac {
-            0 => write!(f, "{whole}"),
-            _ if frac % 100 == 0 => write!(f, "{whole}.{}", frac / 100),
-            _ if frac % 10 == 0 => write!(f, "{whole}.{:02}", frac / 10),
-            _ => write!(f, "{whole}.{frac:03}"),
-        }
-    }
-}
-
 // ─── Budgets ────────────────────────────────────────────────────────────────────────────
 
 pub use crate::isolate::Shared;
@@ -93,7 +78,7 @@ fn limits_of(p: &Provider) -> Limits {
         mirrors: p.mirrors.len(),
         max_in_flight: p.max_in_flight,
         min_interval: p.min_interval,
-        weight_per_minute: weigh::budget_milli(p),
+        weight_milli_per_minute: weigh::budget_milli(p),
         retry_after_failure: p.retry_after_failure,
         max_queue: MAX_QUEUE,
     }

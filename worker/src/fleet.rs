@@ -16,10 +16,12 @@ const MAX_QUEUE: usize = 10_000;
 
 #[derive(Default)]
 pub struct Fleet {
-    budgets: HashMap<(String, u32), Budget>,
+    budgets: HashMap<(String, u32), FleetBudget>,
 }
 
-struct Budget {
+/// An upstream's slots across the fleet, in its Durable Object: what an isolate keeps for its
+/// own budget (`isolate::Budget`), and a lease per held slot.
+struct FleetBudget {
     slots: InFlight,
     /// When each held lease ends unless renewed.
     leases: HashMap<u64, Instant>,
@@ -28,9 +30,9 @@ struct Budget {
     next_lease: u64,
 }
 
-impl Budget {
+impl FleetBudget {
     fn new(max_in_flight: u32) -> Self {
-        Budget {
+        FleetBudget {
             slots: InFlight::new(max_in_flight, MAX_QUEUE),
             leases: HashMap::new(),
             waiters: HashMap::new(),
@@ -69,10 +71,10 @@ impl Budget {
 /// The fleet budgets of one Durable Object, shared by its concurrent calls.
 pub type Shared = Rc<RefCell<Fleet>>;
 
-fn with_budget<T>(fleet: &Shared, upstream: &str, max_in_flight: u32, f: impl FnOnce(&mut Budget) -> T) -> T {
+fn with_budget<T>(fleet: &Shared, upstream: &str, max_in_flight: u32, f: impl FnOnce(&mut FleetBudget) -> T) -> T {
     let mut fleet = fleet.borrow_mut();
     let budget =
-        fleet.budgets.entry((upstream.to_owned(), max_in_flight)).or_insert_with(|| Budget::new(max_in_flight));
+        fleet.budgets.entry((upstream.to_owned(), max_in_flight)).or_insert_with(|| FleetBudget::new(max_in_flight));
     f(budget)
 }
 

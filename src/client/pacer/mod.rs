@@ -26,6 +26,7 @@
 //! ([`PacerCore::reschedule`]) when it had to wait for a free slot.
 
 use crate::core::limit::RollingWindow;
+use crate::core::milli::Milli;
 use crate::core::time::{Instant, Span};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -101,23 +102,6 @@ impl fmt::Display for PacerError {
     }
 }
 
-/// Thousandths shown as a decimal (`1500` → `1.5`) with integer arithmetic only.
-struct Milli(u64);
-
-impl fmt::Display for Milli {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
-        if frac == 0 {
-            return write!(f, "{whole}");
-        }
-        let mut digits = alloc::format!("{frac:03}");
-        while digits.ends_with('0') {
-            digits.pop();
-        }
-        write!(f, "{whole}.{digits}")
-    }
-}
-
 /// What one window holds at an instant, for UIs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowUse {
@@ -143,7 +127,7 @@ pub struct Snapshot {
 
 /// The limits a pacer enforces besides its windows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub struct PacerLimits {
     /// The most one call may weigh (thousandths); `None` for no cap.
     pub call_cap: Option<u64>,
     /// How late a call may go out after its planned instant and still count there (timers
@@ -158,10 +142,10 @@ pub struct Limits {
     pub max_queued_weight: u64,
 }
 
-impl Default for Limits {
+impl Default for PacerLimits {
     /// No call cap, no slack, no cap on calls in flight or queued.
     fn default() -> Self {
-        Limits {
+        PacerLimits {
             call_cap: None,
             slack: Span::ZERO,
             max_in_flight: usize::MAX,
@@ -342,7 +326,7 @@ pub struct Replan {
 #[derive(Clone, Debug)]
 pub struct PacerCore {
     windows: Vec<Window>,
-    limits: Limits,
+    limits: PacerLimits,
     /// One per window, over the window's length plus the slack.
     loads: Vec<RollingWindow>,
     /// Other owners' entries and this pacer's released calls (unordered).
@@ -366,14 +350,14 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::NoWindows`] or [`PacerError::EmptyWindow`].
     pub fn new(windows: Vec<Window>, call_cap: Option<u64>) -> Result<Self, PacerError> {
-        Self::with_limits(windows, Limits { call_cap, ..Limits::default() })
+        Self::with_limits(windows, PacerLimits { call_cap, ..PacerLimits::default() })
     }
 
     /// A pacer over `windows` with every limit given.
     ///
     /// # Errors
     /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`].
-    pub fn with_limits(windows: Vec<Window>, limits: Limits) -> Result<Self, PacerError> {
+    pub fn with_limits(windows: Vec<Window>, limits: PacerLimits) -> Result<Self, PacerError> {
         let loads = validate(&windows, &limits)?;
         Ok(PacerCore {
             windows,
@@ -397,7 +381,7 @@ impl PacerCore {
     }
 
     /// The other limits in force.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> PacerLimits {
         self.limits
     }
 
@@ -616,7 +600,12 @@ impl PacerCore {
     /// # Errors
     /// [`PacerError::NoWindows`], [`PacerError::EmptyWindow`] or [`PacerError::NoSlots`];
     /// nothing changes.
-    pub fn set_limits(&mut self, now: Instant, windows: Vec<Window>, limits: Limits) -> Result<Replan, PacerError> {
+    pub fn set_limits(
+        &mut self,
+        now: Instant,
+        windows: Vec<Window>,
+        limits: PacerLimits,
+    ) -> Result<Replan, PacerError> {
         self.loads = validate(&windows, &limits)?;
         self.windows = windows;
         self.limits = limits;
@@ -661,7 +650,7 @@ impl PacerCore {
         windows: Vec<Window>,
         call_cap: Option<u64>,
     ) -> Result<Replan, PacerError> {
-        self.set_limits(now, windows, Limits { call_cap, ..self.limits })
+        self.set_limits(now, windows, PacerLimits { call_cap, ..self.limits })
     }
 
     /// What each window holds at `now`, and what is queued.
@@ -888,7 +877,7 @@ fn admissible(windows: &[Window], call_cap: Option<u64>, weight: u64) -> Result<
 
 /// The checks of a configuration, and the windows placements count in: each window's length
 /// plus the slack, with its budget.
-fn validate(windows: &[Window], limits: &Limits) -> Result<Vec<RollingWindow>, PacerError> {
+fn validate(windows: &[Window], limits: &PacerLimits) -> Result<Vec<RollingWindow>, PacerError> {
     if windows.is_empty() {
         return Err(PacerError::NoWindows);
     }

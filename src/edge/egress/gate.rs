@@ -5,7 +5,7 @@
 //! ```text
 //! a mirror has a free slot      in_flight < max_in_flight at that mirror (each mirror its own)
 //! spacing                       now ≥ the last start + min_interval
-//! weight                        the weights started in the last 60 s + this one ≤ weight_per_minute
+//! weight                        the weights started in the last 60 s + this one ≤ weight_milli_per_minute
 //!                               (the core's weighted rolling window, 60 s long)
 //! ```
 //!
@@ -30,18 +30,19 @@ use alloc::vec::Vec;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 
-/// The rolling window `weight_per_minute` counts in.
+/// The rolling window `weight_milli_per_minute` counts in.
 pub const MINUTE: Span = Span::from_secs(60);
 /// The most mirrors a provider may have (one bit each in an avoid set).
 pub const MAX_MIRRORS: usize = 16;
 
-/// A waiter's place in the queue.
-pub type Ticket = u64;
+/// A waiter's place in the queue: the core's upstream budgets number their waiters the same way.
+pub use crate::core::budget::Ticket;
 
 /// The numbers a [`Gate`] enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// How many mirrors (1 to [`MAX_MIRRORS`]).
+    /// How many mirrors, 1 to [`MAX_MIRRORS`]: [`Gate::new`] saturates to that range (0
+    /// counts as 1, more as [`MAX_MIRRORS`]; the rules file refuses a provider outside it).
     pub mirrors: usize,
     /// Calls in flight at once, at each mirror.
     pub max_in_flight: u32,
@@ -51,7 +52,7 @@ pub struct Limits {
     /// `Some(0)` admits no weight: every call that weighs anything is refused
     /// ([`Refused::TooHeavy`]) and calls of weight 0 start uncounted. A budget above
     /// [`RollingWindow::MAX_BUDGET`] (about 9.2 × 10¹⁵ weighted calls) counts as that.
-    pub weight_per_minute: Option<u64>,
+    pub weight_milli_per_minute: Option<u64>,
     /// How long a mirror that failed is tried only after the others.
     pub retry_after_failure: Span,
     /// How many callers may wait before new ones are refused at once.
@@ -74,7 +75,7 @@ pub enum Refused {
     TooHeavy {
         /// The call's weight.
         weight: u64,
-        /// `weight_per_minute`.
+        /// `weight_milli_per_minute`.
         budget: u64,
     },
     /// Too many callers wait already.
@@ -134,17 +135,18 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A gate enforcing `limits`, numbering permits from `first_permit` (start it at a
-    /// random number so that a permit of an earlier gate is never mistaken for one of this).
+    /// A gate enforcing `limits`, numbering permits from `first_permit` (start it at a random
+    /// number so that a permit of an earlier gate is never mistaken for one of this; 0 counts
+    /// as 1, as no permit is numbered 0).
     /// [`Gate::limits`] gives the limits as enforced: `mirrors` within 1 to [`MAX_MIRRORS`],
-    /// `weight_per_minute` at most [`RollingWindow::MAX_BUDGET`].
+    /// `weight_milli_per_minute` at most [`RollingWindow::MAX_BUDGET`].
     pub fn new(limits: Limits, first_permit: u64) -> Self {
         let limits = Limits {
             mirrors: limits.mirrors.clamp(1, MAX_MIRRORS),
-            weight_per_minute: limits.weight_per_minute.map(|budget| budget.min(RollingWindow::MAX_BUDGET)),
+            weight_milli_per_minute: limits.weight_milli_per_minute.map(|budget| budget.min(RollingWindow::MAX_BUDGET)),
             ..limits
         };
-        let minute = match limits.weight_per_minute {
+        let minute = match limits.weight_milli_per_minute {
             // No weight fits a budget of 0: `ask` refuses every call that weighs anything.
             None | Some(0) => None,
             Some(budget) => Some(
@@ -170,12 +172,12 @@ impl Gate {
     }
 
     /// Start a call weighing `weight` thousandths at a mirror not in `avoid` (bit `i` is
-    /// mirror `i`), or queue for one; a call heavier than `weight_per_minute` is refused (a
+    /// mirror `i`), or queue for one; a call heavier than `weight_milli_per_minute` is refused (a
     /// call of weight 0 is never held back by the minute's weight). `lease`: the permit ends by itself that long after its
     /// start unless renewed; `None`, it is held until [`Gate::finish`].
     pub fn ask(&mut self, now: Instant, weight: u64, avoid: u32, lease: Option<Span>) -> Ask {
         self.expire(now);
-        if let Some(budget) = self.limits.weight_per_minute {
+        if let Some(budget) = self.limits.weight_milli_per_minute {
             if weight > budget {
                 return Ask::Refused(Refused::TooHeavy { weight, budget });
             }
@@ -338,7 +340,7 @@ impl Gate {
     fn earliest_start(&self, now: Instant, weight: u64) -> Option<Instant> {
         let spaced = self.last_start.map_or(now, |last| (last + self.limits.min_interval).max(now));
         match &self.minute {
-            None if weight > 0 && self.limits.weight_per_minute == Some(0) => None,
+            None if weight > 0 && self.limits.weight_milli_per_minute == Some(0) => None,
             None => Some(spaced),
             Some(minute) => match minute.eta(now, weight) {
                 Ok(at) => Some(spaced.max(at)),
@@ -381,7 +383,7 @@ mod tests {
             mirrors: 3,
             max_in_flight: 2,
             min_interval: Span::ZERO,
-            weight_per_minute: None,
+            weight_milli_per_minute: None,
             retry_after_failure: Span::from_secs(60),
             max_queue: 100,
         }
@@ -439,7 +441,13 @@ mod tests {
     fn no_rolling_minute_ever_holds_more_than_the_weight_budget() {
         let budget = 550_000;
         let mut gate = Gate::new(
-            Limits { weight_per_minute: Some(budget), max_in_flight: 1_000, mirrors: 1, max_queue: 10_000, ..limits() },
+            Limits {
+                weight_milli_per_minute: Some(budget),
+                max_in_flight: 1_000,
+                mirrors: 1,
+                max_queue: 10_000,
+                ..limits()
+            },
             1,
         );
         // A burst of 3 minutes' worth, weights 1 to 57.
@@ -477,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_call_heavier_than_a_minute_is_refused_at_once() {
-        let mut gate = Gate::new(Limits { weight_per_minute: Some(550_000), ..limits() }, 1);
+        let mut gate = Gate::new(Limits { weight_milli_per_minute: Some(550_000), ..limits() }, 1);
         assert_eq!(
             gate.ask(at(0), 551_000, 0, None),
             Ask::Refused(Refused::TooHeavy { weight: 551_000, budget: 550_000 })
@@ -581,7 +589,7 @@ mod tests {
                     mirrors: 3,
                     max_in_flight,
                     min_interval: Span::from_millis(spacing),
-                    weight_per_minute: Some(30_000),
+                    weight_milli_per_minute: Some(30_000),
                     retry_after_failure: Span::from_secs(60),
                     max_queue: 50,
                 };

@@ -24,7 +24,7 @@ pub mod permit;
 pub mod weigh;
 
 use crate::core::time::Span;
-use crate::edge::scope::Scope;
+use crate::edge::scope::BudgetScope;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -54,7 +54,8 @@ pub struct Provider {
     pub min_interval: Span,
     /// How a call's weight is read; `None`: every call weighs 1.
     pub weight: Option<Weigh>,
-    /// Weighted calls in any rolling minute; `None`: not counted.
+    /// Whole weighted calls in any rolling minute, as the rules file's `weight_per_minute`
+    /// gives them (the gate counts thousandths: [`weigh::budget_milli`]); `None`: not counted.
     pub weight_per_minute: Option<u32>,
     /// How long a call may wait to start before it is answered `503`.
     pub max_wait: Span,
@@ -65,7 +66,7 @@ pub struct Provider {
     /// How long a mirror that failed is tried only after the others.
     pub retry_after_failure: Span,
     /// Where the budget is kept.
-    pub scope: Scope,
+    pub scope: BudgetScope,
     /// How long a permit is held unless given back (or, for a fleet budget's proxied call,
     /// renewed).
     pub lease: Span,
@@ -298,7 +299,7 @@ impl PermitAsk {
                     let whole = milli as u64;
                     Some(if (whole as f64) < milli { whole + 1 } else { whole })
                 }
-                None => return Err(format!("\"weight\" must be a number above 0, got {w}.")),
+                None => return Err(format!("\"weight\" must be a number above 0 and at most 1e9, got {w}.")),
             },
         };
         let query = match obj.get("query") {
@@ -402,6 +403,7 @@ mod tests {
     fn permit_bodies_are_read_strictly() {
         assert_eq!(PermitAsk::from_json(""), Ok(PermitAsk { weight: None, query: None }));
         assert_eq!(PermitAsk::from_json(r#"{"weight": 1.5}"#).unwrap().weight, Some(1_500));
+        assert_eq!(PermitAsk::from_json(r#"{"weight": 1e9}"#).unwrap().weight, Some(1_000_000_000_000));
         assert_eq!(PermitAsk::from_json(r#"{"query": "?latitude=1"}"#).unwrap().query.as_deref(), Some("latitude=1"));
         for (bad, named) in [
             ("{", "JSON"),
@@ -411,6 +413,7 @@ mod tests {
             (r#"{"query": 3}"#, "query"),
             (r#"{"colour": 1}"#, "colour"),
             (r#"{"weight": 1, "weight": 2}"#, "JSON"),
+            (r#"{"weight": 1000000001}"#, "at most 1e9"),
         ] {
             let error = PermitAsk::from_json(bad).unwrap_err();
             assert!(error.contains(named), "{bad}: {error}");

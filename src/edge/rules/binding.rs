@@ -5,7 +5,7 @@
 //! `"on_store_failure": "open"` in the file, which then starts, said once.
 
 use super::RuleSet;
-use crate::edge::scope::Scope;
+use crate::edge::scope::BudgetScope;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -46,10 +46,10 @@ impl RuleSet {
         if self.tenants.is_some() {
             needs.push("the tenants' quotas".into());
         }
-        for upstream in self.upstreams.iter().filter(|u| u.scope == Scope::Fleet) {
+        for upstream in self.upstreams.iter().filter(|u| u.scope == BudgetScope::Fleet) {
             needs.push(format!("the fleet budget \"{}\"", upstream.id));
         }
-        let fleet_providers = self.egress.iter().flat_map(|e| &e.providers).filter(|p| p.scope == Scope::Fleet);
+        let fleet_providers = self.egress.iter().flat_map(|e| &e.providers).filter(|p| p.scope == BudgetScope::Fleet);
         for provider in fleet_providers {
             needs.push(format!("the fleet egress provider \"{}\"", provider.id));
         }

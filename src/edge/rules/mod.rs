@@ -21,7 +21,7 @@ mod parse;
 mod path;
 mod summary;
 
-pub use crate::edge::scope::Scope;
+pub use crate::edge::scope::BudgetScope;
 pub use binding::WithoutBinding;
 pub use log::{DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
@@ -128,7 +128,7 @@ pub struct Upstream {
     /// How long a request may wait for a slot before it is shed (default 30 s).
     pub max_wait: Span,
     /// Where the count is kept.
-    pub scope: Scope,
+    pub scope: BudgetScope,
     /// For `fleet` scope: how long a slot is held without being renewed, so that a slot of
     /// an isolate that died holding it comes back.
     pub lease: Span,

@@ -5,8 +5,8 @@ mod egress;
 pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
 
 use super::{
-    normalise_path, Algorithm, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch, PreRead, Response, Rule,
-    RuleSet, Scope, Source, StoreFailure, Upstream,
+    normalise_path, Algorithm, BudgetScope, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch, PreRead,
+    Response, Rule, RuleSet, Source, StoreFailure, Upstream,
 };
 use crate::core::limit::Gcra;
 use crate::core::time::Span;
@@ -578,7 +578,7 @@ fn upstream(value: &Value, errors: &mut Errors) -> Option<Upstream> {
     let scope = budget_scope(obj.get("scope"), errors);
     let lease = match obj.get("lease") {
         None => Some(Span::from_secs(30)),
-        Some(_) if scope == Some(Scope::Isolate) => {
+        Some(_) if scope == Some(BudgetScope::Isolate) => {
             errors.push(
                 "lease",
                 "lease is only used with scope \"fleet\" (an isolate's own count holds no lease); \
@@ -620,10 +620,10 @@ fn seconds(v: Option<&Value>, field: &str, default: Option<u32>, max: u32, error
 }
 
 /// Where a budget is counted: `"isolate"` (the default) or `"fleet"`.
-fn budget_scope(v: Option<&Value>, errors: &mut Errors) -> Option<Scope> {
+fn budget_scope(v: Option<&Value>, errors: &mut Errors) -> Option<BudgetScope> {
     match v.map(|v| (v, v.as_str())) {
-        None | Some((_, Some("isolate"))) => Some(Scope::Isolate),
-        Some((_, Some("fleet"))) => Some(Scope::Fleet),
+        None | Some((_, Some("isolate"))) => Some(BudgetScope::Isolate),
+        Some((_, Some("fleet"))) => Some(BudgetScope::Fleet),
         Some((v, _)) => {
             errors.push("scope", format!("must be \"isolate\" (the default) or \"fleet\", got {v}"));
             None

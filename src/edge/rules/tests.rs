@@ -15,6 +15,16 @@ fn errors_of(json: &str) -> Vec<String> {
     RuleSet::from_json(json).unwrap_err().iter().map(ToString::to_string).collect()
 }
 
+/// The first problem `json` is refused for.
+fn first_error(json: &str) -> RuleError {
+    RuleSet::from_json(json).unwrap_err().remove(0)
+}
+
+/// The rule of rules[0] as the errors name it.
+fn rule0(id: &str) -> Option<String> {
+    Some(alloc::format!("rules[0] (\"{id}\")"))
+}
+
 fn one_rule(fields: &str) -> String {
     alloc::format!(r#"{{"rules":[{{"id":"api","match":{{}},"characteristics":["ip.src"],{fields}}}]}}"#)
 }
@@ -82,14 +92,11 @@ fn methods_hosts_and_exact_paths_narrow_a_match() {
 
 #[test]
 fn an_unknown_characteristic_is_refused_by_name() {
-    let errs = errors_of(
-        r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src","ip.geoip.country"],"period":10,"requests_per_period":20}]}"#,
-    );
-    assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].contains("rules[0] (\"api\")"), "{}", errs[0]);
-    assert!(errs[0].contains("characteristics"), "{}", errs[0]);
-    assert!(errs[0].contains("ip.geoip.country"), "{}", errs[0]);
-    assert!(errs[0].contains("cf.colo.id"), "lists what is allowed: {}", errs[0]);
+    let json = r#"{"rules":[{"id":"api","match":{},"characteristics":["ip.src","ip.geoip.country"],"period":10,"requests_per_period":20}]}"#;
+    assert_eq!(fields_of(json), [(rule0("api"), "characteristics".into())]);
+    let error = first_error(json);
+    assert!(error.message.contains("ip.geoip.country"), "{error}");
+    assert!(error.message.contains("cf.colo.id"), "lists what is allowed: {error}");
 }
 
 #[test]
@@ -103,49 +110,56 @@ fn a_zero_period_is_refused() {
 
 #[test]
 fn a_negative_threshold_is_refused() {
-    let errs = errors_of(&one_rule(r#""period":10,"requests_per_period":-5"#));
-    assert_eq!(errs.len(), 1);
-    assert!(errs[0].contains("field \"requests_per_period\"") && errs[0].contains("got -5"), "{}", errs[0]);
+    let json = one_rule(r#""period":10,"requests_per_period":-5"#);
+    assert_eq!(fields_of(&json), [(rule0("api"), "requests_per_period".into())]);
+    assert!(first_error(&json).message.contains("got -5"), "{}", first_error(&json));
 }
 
 #[test]
 fn a_missing_field_is_refused_by_name() {
-    let errs = errors_of(&one_rule(r#""period":10"#));
-    assert_eq!(errs.len(), 1);
-    assert!(errs[0].contains("field \"requests_per_period\": missing"), "{}", errs[0]);
-    let errs = errors_of(r#"{"rules":[{"id":"api","match":{},"period":10,"requests_per_period":5}]}"#);
-    assert!(errs[0].contains("field \"characteristics\": missing"), "{}", errs[0]);
+    let json = one_rule(r#""period":10"#);
+    assert_eq!(fields_of(&json), [(rule0("api"), "requests_per_period".into())]);
+    assert!(first_error(&json).message.starts_with("missing"), "{}", first_error(&json));
+    let json = r#"{"rules":[{"id":"api","match":{},"period":10,"requests_per_period":5}]}"#;
+    assert_eq!(fields_of(json), [(rule0("api"), "characteristics".into())]);
 }
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let errs = errors_of(
-        r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"api"}},"characteristics":[],"period":10,"requests_per_period":1,"mitigation_timout":10},
-                     {"id":"a","match":{},"characteristics":["ip.src"],"algorithm":"leaky","period":1}]}"#,
-    );
-    let text = errs.join("\n");
-    assert!(text.contains("rules[0] (\"a\"): field \"match.path.starts_with\""), "{text}");
-    assert!(text.contains("rules[0] (\"a\"): field \"characteristics\""), "{text}");
-    assert!(text.contains("rules[0] (\"a\"): field \"mitigation_timout\": unknown field"), "{text}");
-    assert!(text.contains("rules[1] (\"a\"): field \"algorithm\": unknown algorithm \"leaky\""), "{text}");
+    let json = r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"api"}},"characteristics":[],"period":10,"requests_per_period":1,"mitigation_timout":10},
+                     {"id":"a","match":{},"characteristics":["ip.src"],"algorithm":"leaky","period":1}]}"#;
+    let fields = fields_of(json);
+    for (rule, field) in [
+        ("rules[0] (\"a\")", "match.path.starts_with"),
+        ("rules[0] (\"a\")", "characteristics"),
+        ("rules[0] (\"a\")", "mitigation_timout"),
+        ("rules[1] (\"a\")", "algorithm"),
+    ] {
+        assert!(fields.contains(&(Some(rule.into()), field.into())), "{rule} {field} in {fields:?}");
+    }
+    let errors = RuleSet::from_json(json).unwrap_err();
+    let message = |field: &str| errors.iter().find(|e| e.field == field).map(|e| e.message.clone()).unwrap();
+    assert!(message("mitigation_timout").starts_with("unknown field"), "{errors:?}");
+    assert!(message("algorithm").starts_with("unknown algorithm \"leaky\""), "{errors:?}");
 }
 
 #[test]
 fn token_bucket_fields_do_not_mix_with_window_fields() {
-    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":1,"burst":5,"period":10"#));
-    assert!(errs[0].contains("field \"period\": is not used by \"token_bucket\""), "{errs:?}");
-    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":0,"burst":5"#));
-    assert!(errs[0].contains("field \"rate\""), "{errs:?}");
+    let error = first_error(&one_rule(r#""algorithm":"token_bucket","rate":1,"burst":5,"period":10"#));
+    assert_eq!(error.field, "period");
+    assert!(error.message.starts_with("is not used by \"token_bucket\""), "{error}");
+    assert_eq!(first_error(&one_rule(r#""algorithm":"token_bucket","rate":0,"burst":5"#)).field, "rate");
 }
 
 #[test]
 fn duplicate_ids_and_bad_files_are_refused() {
     let dup = r#"{"rules":[{"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1},
                            {"id":"a","match":{},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#;
-    assert!(errors_of(dup)[0].contains("ids must be unique"));
+    assert_eq!(fields_of(dup), [(Some("rules[1] (\"a\")".into()), "id".into())]);
+    assert!(first_error(dup).message.contains("ids must be unique"), "{}", first_error(dup));
     assert!(errors_of("{")[0].starts_with("rules file: not valid JSON"));
     assert!(errors_of("[]")[0].contains("\"rules\" array"));
-    assert!(errors_of(r#"{"rule":[]}"#).iter().any(|e| e.contains("field \"rules\": missing")));
+    assert!(fields_of(r#"{"rule":[]}"#).contains(&(None, "rules".into())));
 }
 
 #[test]
@@ -188,11 +202,12 @@ fn case_sensitive_rules_tell_upper_from_lower_case() {
     .unwrap();
     assert!(set.rules()[0].matches(&normal_facts("/api/x", "h")));
     assert!(!set.rules()[0].matches(&normal_facts("/API/x", "h")));
-    assert!(errors_of(
-        r#"{"rules":[{"id":"a","match":{"case_sensitive":"yes"},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
-    )
-        .iter()
-        .any(|e| e.contains("field \"match.case_sensitive\": must be true or false")));
+    assert_eq!(
+        fields_of(
+            r#"{"rules":[{"id":"a","match":{"case_sensitive":"yes"},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
+        ),
+        [(rule0("a"), "match.case_sensitive".into())]
+    );
 }
 
 #[test]
@@ -238,10 +253,11 @@ fn a_non_ascii_rule_path_matches_the_percent_encoded_request() {
         assert!(set.rules()[0].matches(&normal_facts(&normalise_path(sent).unwrap(), "h")), "{sent}");
     }
     assert!(!set.rules()[0].matches(&normal_facts("/cafe", "h")));
-    let errs = errors_of(
+    let error = first_error(
         r#"{"rules":[{"id":"a","match":{"path":{"starts_with":"/a%zz"}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
     );
-    assert!(errs[0].contains("field \"match.path.starts_with\": cannot be normalised"), "{errs:?}");
+    assert_eq!(error.field, "match.path.starts_with");
+    assert!(error.message.starts_with("cannot be normalised"), "{error}");
 }
 
 #[test]
@@ -270,10 +286,10 @@ fn a_host_with_a_trailing_dot_is_the_host_without_it() {
     assert!(!rule.matches(&normal_facts("/", "example.com..")));
     assert_eq!(rule.counting_key(&normal_facts("/", "Example.COM."), |_| None), "a|http.host=example.com");
     for bad in ["", ".", "a b", "http://x", "x:80", "x/y", "a..b"] {
-        let errs = errors_of(&alloc::format!(
+        let json = alloc::format!(
             r#"{{"rules":[{{"id":"a","match":{{"hosts":["{bad}"]}},"characteristics":["ip.src"],"period":1,"requests_per_period":1}}]}}"#
-        ));
-        assert!(errs[0].contains("field \"match.hosts\""), "{bad}: {errs:?}");
+        );
+        assert_eq!(first_error(&json).field, "match.hosts", "{bad}");
     }
 }
 
@@ -321,17 +337,18 @@ fn a_content_type_that_is_not_a_media_type_is_refused() {
             r#""period":1,"requests_per_period":1,"response":{{"content_type":{},"content":"x"}}"#,
             serde_json::to_string(bad).unwrap()
         ));
-        let errs = errors_of(&rule);
-        assert!(errs[0].contains("field \"response.content_type\": must be a media type"), "{bad:?}: {errs:?}");
+        assert_eq!(fields_of(&rule), [(rule0("api"), "response.content_type".into())], "{bad:?}");
     }
 }
 
 #[test]
 fn a_token_bucket_too_slow_to_count_is_refused() {
-    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":1e-10,"burst":5"#));
-    assert!(errs[0].contains("field \"rate\"") && errs[0].contains("one per 31622400 s"), "{errs:?}");
-    let errs = errors_of(&one_rule(r#""algorithm":"token_bucket","rate":0.001,"burst":100000"#));
-    assert!(errs[0].contains("field \"burst\": burst / rate is 100000000 s"), "{errs:?}");
+    let error = first_error(&one_rule(r#""algorithm":"token_bucket","rate":1e-10,"burst":5"#));
+    assert_eq!(error.field, "rate");
+    assert!(error.message.contains("one per 31622400 s"), "{error}");
+    let error = first_error(&one_rule(r#""algorithm":"token_bucket","rate":0.001,"burst":100000"#));
+    assert_eq!(error.field, "burst");
+    assert!(error.message.starts_with("burst / rate is 100000000 s"), "{error}");
     let slowest = RuleSet::from_json(&one_rule(r#""algorithm":"token_bucket","rate":3.2e-8,"burst":1"#)).unwrap();
     assert_eq!(slowest.rules()[0].policy_header(), "\"api\";q=1;w=31250000");
 }
@@ -415,10 +432,11 @@ fn a_path_list_matches_when_any_test_does() {
     assert!(analyze.matches(&post("/api/analyze/stream")));
     assert!(!analyze.matches(&post("/api/analyze/other")));
     assert!(!analyze.matches(&normal_facts("/api/analyze", "h")), "GET is not in the rule");
-    let errs = errors_of(
+    let error = first_error(
         r#"{"rules":[{"id":"a","match":{"path":[]},"characteristics":["ip.src"],"period":1,"requests_per_period":1}]}"#,
     );
-    assert!(errs[0].contains("field \"match.path\": an empty list matches nothing"), "{errs:?}");
+    assert_eq!(error.field, "match.path");
+    assert!(error.message.starts_with("an empty list matches nothing"), "{error}");
 }
 
 #[test]
@@ -429,8 +447,8 @@ fn store_failure_defaults_to_open_for_ip_rules_and_closed_otherwise() {
     let closed =
         RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"closed""#)).unwrap();
     assert_eq!(closed.rules()[0].on_store_failure, StoreFailure::Closed);
-    let errs = errors_of(&one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"maybe""#));
-    assert!(errs[0].contains("field \"on_store_failure\": must be \"open\" or \"closed\""), "{errs:?}");
+    let json = one_rule(r#""period":1,"requests_per_period":1,"on_store_failure":"maybe""#);
+    assert_eq!(fields_of(&json), [(rule0("api"), "on_store_failure".into())]);
 }
 
 #[test]
@@ -439,16 +457,25 @@ fn upstream_budgets_are_validated_naming_the_upstream_and_field() {
     let overpass = &set.upstreams()[0];
     assert_eq!(
         (overpass.max_in_flight, overpass.max_wait, overpass.scope),
-        (2, Span::from_millis(1_500), Scope::Isolate)
+        (2, Span::from_millis(1_500), BudgetScope::Isolate)
     );
     assert_eq!(set.upstreams()[1].max_wait, Span::from_secs(30), "max_wait defaults to 30 s");
     let post = RequestFacts { method: "POST", ..normal_facts("/api/destinations", "h") };
     assert_eq!(set.upstream_for(&post).map(|u| u.id.as_str()), Some("overpass"));
     assert!(set.upstream_for(&normal_facts("/api/x", "h")).is_none());
-    let errs = errors_of(
-        r#"{"rules":[],"upstreams":[{"id":"u","match":{},"max_in_flight":0,"max_wait":-1,"scope":"moon","extra":1},{"match":{}}]}"#,
-    );
-    let text = errs.join("\n");
+    let json = r#"{"rules":[],"upstreams":[{"id":"u","match":{},"max_in_flight":0,"max_wait":-1,"scope":"moon","extra":1},{"match":{}}]}"#;
+    let fields = fields_of(json);
+    for (rule, field) in [
+        ("upstreams[0] (\"u\")", "extra"),
+        ("upstreams[0] (\"u\")", "max_in_flight"),
+        ("upstreams[0] (\"u\")", "max_wait"),
+        ("upstreams[0] (\"u\")", "scope"),
+        ("upstreams[1]", "id"),
+        ("upstreams[1]", "max_in_flight"),
+    ] {
+        assert!(fields.contains(&(Some(rule.into()), field.into())), "{rule} {field} in {fields:?}");
+    }
+    let text = errors_of(json).join("\n");
     for want in [
         "upstream upstreams[0] (\"u\"): field \"extra\": unknown field",
         "upstream upstreams[0] (\"u\"): field \"max_in_flight\": must be a whole number of requests from 1",
@@ -467,7 +494,7 @@ fn the_capabilities_path_is_configurable_or_off() {
     let moved = RuleSet::from_json(r#"{"rules":[],"capabilities":{"path":"/limits"}}"#).unwrap();
     assert_eq!(moved.capabilities_path(), Some("/limits"));
     assert_eq!(RuleSet::from_json(r#"{"rules":[],"capabilities":false}"#).unwrap().capabilities_path(), None);
-    assert!(errors_of(r#"{"rules":[],"capabilities":{"path":"limits"}}"#)[0].contains("field \"capabilities.path\""));
+    assert_eq!(fields_of(r#"{"rules":[],"capabilities":{"path":"limits"}}"#), [(None, "capabilities.path".into())]);
 }
 
 #[test]
@@ -603,11 +630,13 @@ fn pre_read_checks_are_validated_and_name_their_field() {
         answer["pre_read"],
         serde_json::json!({"per_ip": {"rate_per_s": 2.0, "burst": 3}, "node": {"rate_per_s": 100.0, "burst": 200}, "source_bytes_per_second": 1000000})
     );
-    let errs = errors_of(
-        r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1,
-            "source_bytes_per_second":null}}"#,
-    )
-    .join("\n");
+    let json = r#"{"rules":[],"pre_read":{"per_ip":{"rate":0,"burst":3},"node":{"rate":1},"sources":[],"extra":1,
+            "source_bytes_per_second":null}}"#;
+    let fields = fields_of(json);
+    for field in ["pre_read.per_ip.rate", "pre_read.node", "pre_read.sources", "pre_read.extra"] {
+        assert!(fields.contains(&(None, field.into())), "{field} in {fields:?}");
+    }
+    let errs = errors_of(json).join("\n");
     for want in [
         "rules file: field \"pre_read.per_ip.rate\": must be a number of requests per second",
         "rules file: field \"pre_read.node\": must be {\"rate\": per second, \"burst\": n}",
@@ -616,10 +645,12 @@ fn pre_read_checks_are_validated_and_name_their_field() {
     ] {
         assert!(errs.contains(want), "expected {want:?} in:\n{errs}");
     }
-    let errs = errors_of(
-        r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[{"id":"a","match":{"path":{"starts_with":"x"}}}]}}"#,
+    assert_eq!(
+        fields_of(
+            r#"{"rules":[],"pre_read":{"source_bytes_per_second":10,"sources":[{"id":"a","match":{"path":{"starts_with":"x"}}}]}}"#,
+        ),
+        [(Some("pre_read.sources[0]".into()), "match.path.starts_with".into())]
     );
-    assert!(errs[0].starts_with("pre_read.sources[0]: field \"match.path.starts_with\""), "{errs:?}");
 }
 
 #[test]
@@ -635,17 +666,18 @@ fn tenants_are_validated_naming_the_field() {
     assert_eq!(t.identify, Identify::Key("x-api-key".into()));
     assert_eq!(t.tenant_of_hash(&hash.to_ascii_lowercase()), Some("acme"));
     assert_eq!((t.limits["acme"].burst, t.default.is_none(), t.scope), (2, true, TenantScope::Fleet));
-    let errs = errors_of(
+    let error = first_error(
         r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant","limits":{"a":{"rate":1,"burst":1,"max_body_bytes":5000}},"max_body_bytes":1000}}"#,
     );
-    assert!(errs[0].contains("field \"tenants.limits.a.max_body_bytes\": 5000 is above the instance's"), "{errs:?}");
-    let errs = errors_of(r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant"}}"#);
-    assert!(errs[0].contains("field \"tenants.default\": missing: with tenant_header"), "{errs:?}");
-    let errs =
-        errors_of(r#"{"rules":[],"tenants":{"match":{},"key_header":"k","tenant_header":"t","keys":{"nothex":"a"}}}"#);
-    let text = errs.join("\n");
-    assert!(text.contains("needs exactly one of key_header"), "{text}");
-    assert!(text.contains("field \"tenants.keys\""), "{text}");
+    assert_eq!(error.field, "tenants.limits.a.max_body_bytes");
+    assert!(error.message.starts_with("5000 is above the instance's"), "{error}");
+    let error = first_error(r#"{"rules":[],"tenants":{"match":{},"tenant_header":"x-tenant"}}"#);
+    assert_eq!(error.field, "tenants.default");
+    assert!(error.message.starts_with("missing: with tenant_header"), "{error}");
+    let json = r#"{"rules":[],"tenants":{"match":{},"key_header":"k","tenant_header":"t","keys":{"nothex":"a"}}}"#;
+    let errors = RuleSet::from_json(json).unwrap_err();
+    assert!(errors.iter().any(|e| e.message.contains("needs exactly one of key_header")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.field == "tenants.keys"), "{errors:?}");
 }
 
 #[test]
@@ -944,7 +976,7 @@ fn an_egress_section_reads_every_provider_field_with_the_seed_defaults() {
     assert_eq!((overpass.min_interval, overpass.weight, overpass.cache), (Span::ZERO, None, None));
     assert_eq!(overpass.retry_after_failure, Span::from_secs(60));
     assert_eq!((weather.weight, weather.weight_per_minute), (Some(crate::edge::egress::Weigh::OpenMeteo), Some(550)));
-    assert_eq!((weather.scope, weather.lease), (Scope::Fleet, Span::from_secs(90)));
+    assert_eq!((weather.scope, weather.lease), (BudgetScope::Fleet, Span::from_secs(90)));
     let cache = weather.cache.unwrap();
     assert_eq!((cache.ttl, cache.refresh_behind, cache.stale_if_error), (Span::from_secs(900), false, false));
     assert_eq!(nominatim.min_interval, Span::from_millis(3_500));
@@ -958,31 +990,43 @@ fn an_egress_section_reads_every_provider_field_with_the_seed_defaults() {
 
 #[test]
 fn egress_problems_name_the_provider_and_the_field() {
-    let cases: &[(&str, &str)] = &[
-        (r#"{"id":"a","max_in_flight":1}"#, "\"mirrors\""),
-        (r#"{"id":"a","mirrors":["ftp://x.example/"],"max_in_flight":1}"#, "mirrors[0]"),
-        (r#"{"id":"a","mirrors":["https://u@x.example/"],"max_in_flight":1}"#, "user name"),
-        (r#"{"id":"a","mirrors":["https://x.example/","https://X.example"],"max_in_flight":1}"#, "listed twice"),
-        (r#"{"id":"a","mirrors":["https://x.example/"]}"#, "\"max_in_flight\""),
-        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"open-meteo"}"#, "weight_per_minute"),
+    // (provider, the field named, what the message says where its wording is the point)
+    let cases: &[(&str, &str, &str)] = &[
+        (r#"{"id":"a","max_in_flight":1}"#, "mirrors", ""),
+        (r#"{"id":"a","mirrors":["ftp://x.example/"],"max_in_flight":1}"#, "mirrors[0]", ""),
+        (r#"{"id":"a","mirrors":["https://u@x.example/"],"max_in_flight":1}"#, "mirrors[0]", "user name"),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/","https://X.example"],"max_in_flight":1}"#,
+            "mirrors[1]",
+            "listed twice",
+        ),
+        (r#"{"id":"a","mirrors":["https://x.example/"]}"#, "max_in_flight", ""),
+        (
+            r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"open-meteo"}"#,
+            "weight_per_minute",
+            "",
+        ),
         (
             r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"weight":"bytes","weight_per_minute":5}"#,
-            "\"weight\"",
+            "weight",
+            "",
         ),
-        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"max_wait":301}"#, "\"max_wait\""),
-        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"user_agent":"bad\nua"}"#, "user_agent"),
-        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{}}"#, "cache.ttl_s"),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"max_wait":301}"#, "max_wait", ""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"user_agent":"bad\nua"}"#, "user_agent", ""),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{}}"#, "cache.ttl_s", ""),
         (
             r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"cache":{"ttl_s":1,"refresh":"now"}}"#,
             "cache.refresh",
+            "",
         ),
-        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"colour":1}"#, "\"colour\""),
-        (r#"{"id":"permit","mirrors":["https://x.example/"],"max_in_flight":1}"#, "permit route"),
+        (r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1,"colour":1}"#, "colour", ""),
+        (r#"{"id":"permit","mirrors":["https://x.example/"],"max_in_flight":1}"#, "id", "permit route"),
     ];
-    for (provider, expected) in cases {
-        let errors = errors_of(&egress_file(provider)).join("\n");
-        assert!(errors.contains("egress.providers[0]"), "{provider}: {errors}");
-        assert!(errors.contains(expected), "{provider}: expected {expected} in {errors}");
+    for (provider, field, says) in cases {
+        let error = first_error(&egress_file(provider));
+        assert!(error.rule.as_deref().is_some_and(|r| r.starts_with("egress.providers[0]")), "{provider}: {error}");
+        assert_eq!(error.field, *field, "{provider}: {error}");
+        assert!(error.message.contains(says), "{provider}: expected {says} in {error}");
     }
     let twice = errors_of(&egress_file(
         r#"{"id":"a","mirrors":["https://x.example/"],"max_in_flight":1},{"id":"A","mirrors":["https://y.example/"],"max_in_flight":1}"#,
