@@ -343,6 +343,47 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         Ok(decision)
     }
 
+    /// [`Keyed::check`] for keys whose state may be kept elsewhere: a key with no entry
+    /// starts from `start(prototype)` (say, a fresh copy with a count restored from storage)
+    /// instead of a fresh copy, and is stored, as in `check`, only if the request left a
+    /// trace in it; the ceiling on keys applies as in `check`.
+    ///
+    /// # Errors
+    /// As for `check`.
+    pub fn check_from<Q>(
+        &mut self,
+        key: &Q,
+        now: Instant,
+        cost: u32,
+        start: impl FnOnce(&L) -> L,
+    ) -> Result<Decision, CostTooHigh>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if self.map.contains_key(key) {
+            return self.check(key, now, cost);
+        }
+        let (decision, fresh) = first_check(&start(&self.prototype), now, cost)?;
+        let Some(fresh) = fresh else { return Ok(decision) };
+        let map = &mut self.map;
+        if let Err(retry_after) = self.ceiling.room(map.len(), now, |now| sweep_map(map, now)) {
+            return Ok(Decision::Deny { retry_after });
+        }
+        self.ceiling.note(fresh.full_at());
+        self.map.insert(key.to_owned(), fresh);
+        Ok(decision)
+    }
+
+    /// The limiter of `key`, when it holds state.
+    pub fn get<Q>(&self, key: &Q) -> Option<&L>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(key)
+    }
+
     /// What `check` would answer, changing nothing.
     ///
     /// # Errors
@@ -429,6 +470,21 @@ mod tests {
         let mut table: Keyed<u32, Gcra> = Keyed::new(one_per_second(), 10, 7);
         assert!(table.check(&1, Instant::from_secs(1), 0).unwrap().is_allowed());
         assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_new_key_may_start_from_state_kept_elsewhere() {
+        let mut table: Keyed<u32, Gcra> = Keyed::new(Gcra::new(2, Span::from_secs(1), 2).unwrap(), 10, 7);
+        let t = Instant::from_secs(10);
+        // Restored with one of its two spent: one more passes, then it is refused.
+        let restored = |p: &Gcra| {
+            let mut g = p.clone();
+            g.check(t, 1).unwrap();
+            g
+        };
+        assert!(table.check_from(&1, t, 1, restored).unwrap().is_allowed());
+        assert!(!table.check_from(&1, t, 1, |_| unreachable!("1 holds state")).unwrap().is_allowed());
+        assert!(table.get(&1).is_some() && table.get(&2).is_none());
     }
 
     #[test]

@@ -303,7 +303,7 @@ impl Counter {
         let now = crate::clock::counter_now(asked_ms);
         let setup = self.config.as_ref().as_ref().map_err(|e| JsError::new(&format!("invalid configuration: {e}")))?;
         let rule = setup.rules.get(rule_id).ok_or_else(|| JsError::new(&format!("unknown rule \"{rule_id}\"")))?;
-        let stored = if self.limiters.is_new(key) {
+        let stored = if self.limiters.is_new(rule, key) {
             Stored {
                 block: self.stored_block(key),
                 count: if rule.keeps_state() { self.stored_count(key) } else { None },

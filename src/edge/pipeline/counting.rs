@@ -4,9 +4,11 @@
 //!
 //! A key is counted by a fresh copy of its rule's limiter the first time it is asked (or by
 //! what was stored for it, restored: a block still in force, a long rule's count), starts
-//! afresh when its rule changed, and is forgotten once idle when the table is full.
+//! afresh when its rule changed, and is forgotten once idle when the table is full (the
+//! core's [`Keyed`] table).
 
-use crate::core::limit::{Blocking, CostTooHigh, Decision, Limiter as _};
+use crate::core::keyed::Keyed;
+use crate::core::limit::{Blocking, CostTooHigh, Decision};
 use crate::core::time::Instant;
 use crate::edge::rules::{restore_counter, save_counter, AnyLimiter, Rule};
 use alloc::string::String;
@@ -38,9 +40,11 @@ pub struct Counted {
     pub count: Option<Vec<u8>>,
 }
 
-/// Counters by key.
+/// Counters by key: one [`Keyed`] table per rule (its limiter the prototype), so idle keys
+/// are forgotten and a full table of busy keys refuses a new one, as the core's keyed
+/// limits do.
 pub struct Counts {
-    keys: HashMap<String, (Rule, Blocking<AnyLimiter>), FixedState>,
+    rules: HashMap<String, (Rule, Keyed<String, Blocking<AnyLimiter>>), FixedState>,
     max: usize,
 }
 
@@ -51,54 +55,61 @@ impl Default for Counts {
 }
 
 impl Counts {
-    /// An empty table that forgets idle keys past `max` (keys still counting are kept).
+    /// An empty set of tables of at most `max` keys each.
     pub fn new(max: usize) -> Self {
-        Counts { keys: HashMap::with_hasher(FixedState::with_seed(0xc0_0a75)), max }
+        Counts { rules: HashMap::with_hasher(FixedState::with_seed(0xc0_0a75)), max }
     }
 
-    /// Whether `key` has no counter here yet: the caller reads what was stored for it and
-    /// passes it to [`Counts::check`].
-    pub fn is_new(&self, key: &str) -> bool {
-        !self.keys.contains_key(key)
+    /// Whether `key` of `rule` has no counter here yet: the caller reads what was stored for
+    /// it and passes it to [`Counts::check`].
+    pub fn is_new(&self, rule: &Rule, key: &str) -> bool {
+        self.rules.get(&rule.id).is_none_or(|(r, table)| r != rule || table.get(key).is_none())
     }
 
     /// Count one request of `key` under `rule` at `now`. `stored` is read for a new key
-    /// ([`Counts::is_new`]) and ignored otherwise.
+    /// ([`Counts::is_new`]) and ignored otherwise. A rule that changed since its keys were
+    /// counted starts them afresh.
     ///
     /// # Errors
     /// A request the rule's limiter can never admit (not for a cost of 1 and a valid rule).
     pub fn check(&mut self, rule: &Rule, key: &str, now: Instant, stored: Stored) -> Result<Counted, CostTooHigh> {
-        if self.keys.len() >= self.max && !self.keys.contains_key(key) {
-            self.keys.retain(|_, (_, l)| !l.is_idle(now));
-        }
-        let fresh = !self.keys.contains_key(key);
-        let entry = self.keys.entry_ref(key).or_insert_with(|| (rule.clone(), rule.limiter()));
+        let max = self.max;
+        let entry = self
+            .rules
+            .entry_ref(rule.id.as_str())
+            .or_insert_with(|| (rule.clone(), Keyed::new(rule.limiter(), max, 0x6b65_7973)));
         if entry.0 != *rule {
-            // The rule changed since this key was counted: start it fresh under the new one.
-            *entry = (rule.clone(), rule.limiter());
+            *entry = (rule.clone(), Keyed::new(rule.limiter(), max, 0x6b65_7973));
         }
-        if fresh {
+        let table = &mut entry.1;
+        let blocked_before = match table.get(key) {
+            Some(counter) => counter.blocked_until(now),
+            // a new key's block restored from storage was started before, not by this check
+            None => stored.block.filter(|until| *until > now),
+        };
+        let decision = table.check_from(key, now, 1, |fresh| {
+            let mut start = fresh.clone();
             if let Some(bytes) = stored.count.filter(|_| rule.keeps_state()) {
-                restore_counter(&mut entry.1, &bytes);
+                restore_counter(&mut start, &bytes);
             }
             if let Some(until) = stored.block {
-                entry.1.impose_block(until);
+                start.impose_block(until);
             }
-        }
-        let blocked_before = entry.1.blocked_until(now);
-        let decision = entry.1.check(now, 1)?;
-        let block_started = entry.1.blocked_until(now).filter(|_| blocked_before.is_none());
-        let count = rule.keeps_state().then(|| save_counter(&entry.1));
+            start
+        })?;
+        let counter = table.get(key);
+        let block_started = counter.and_then(|l| l.blocked_until(now)).filter(|_| blocked_before.is_none());
+        let count = rule.keeps_state().then(|| counter.map_or_else(|| save_counter(&rule.limiter()), save_counter));
         Ok(Counted { decision, block_started, count })
     }
 
-    /// The keys held.
+    /// The keys held, over every rule.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.rules.values().map(|(_, table)| table.len()).sum()
     }
 
     /// Whether it holds no key.
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.len() == 0
     }
 }

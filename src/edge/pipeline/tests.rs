@@ -239,7 +239,7 @@ fn a_stored_block_outlives_a_restart_and_a_changed_rule_starts_afresh() {
     let mut counts = Counts::default();
     let t = Instant::from_secs(50);
     let stored = Stored { block: Some(t + Span::from_secs(4)), count: None };
-    assert!(counts.is_new("api|k"));
+    assert!(counts.is_new(api, "api|k"));
     let counted = counts.check(api, "api|k", t, stored).unwrap();
     assert_eq!(counted.decision, Decision::Deny { retry_after: Span::from_secs(4) });
     assert_eq!(counted.block_started, None, "the block was restored, not started");
