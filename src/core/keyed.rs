@@ -478,7 +478,7 @@ mod tests {
         let t = Instant::from_secs(10);
         // Restored with one of its two spent: one more passes, then it is refused.
         let restored = |p: &Gcra| {
-            let mut g = p.clone();
+            let mut g = *p;
             g.check(t, 1).unwrap();
             g
         };

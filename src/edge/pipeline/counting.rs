@@ -40,11 +40,14 @@ pub struct Counted {
     pub count: Option<Vec<u8>>,
 }
 
+/// One rule's counters, by key.
+type KeyTable = Keyed<String, Blocking<AnyLimiter>>;
+
 /// Counters by key: one [`Keyed`] table per rule (its limiter the prototype), so idle keys
 /// are forgotten and a full table of busy keys refuses a new one, as the core's keyed
 /// limits do.
 pub struct Counts {
-    rules: HashMap<String, (Rule, Keyed<String, Blocking<AnyLimiter>>), FixedState>,
+    rules: HashMap<String, (Rule, KeyTable), FixedState>,
     max: usize,
 }
 
