@@ -3,15 +3,20 @@
 // blocks, two colos, IPv4 clients and IPv6 ones of which two share a /64, and requests to a
 // path no rule counts.
 
-/** The trace as CSV text: `count` requests over `durationS` seconds. */
-export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
+/** A seeded xorshift32: numbers in [0, 1). */
+function xorshift(seed) {
   let state = seed >>> 0 || 1;
-  const random = () => {
+  return () => {
     state ^= state << 13;
     state ^= state >>> 17;
     state ^= state << 5;
     return (state >>> 0) / 2 ** 32;
   };
+}
+
+/** The trace as CSV text: `count` requests over `durationS` seconds. */
+export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
+  const random = xorshift(seed);
   // rps: a steady client's mean rate; burst: a bursty one's burst size (at 10–20 per second).
   const clients = [
     { ip: "198.51.100.7", colo: "AMS", rps: 1.2, path: "/api/orders" },
@@ -51,13 +56,7 @@ export function replayTrace({ count = 5_000, durationS = 600, seed = 7 } = {}) {
  * (for a rule that counts by it). `count` requests over `durationS` seconds.
  */
 export function appTrace({ count = 2_000, durationS = 120, seed = 11 } = {}) {
-  let state = seed >>> 0 || 1;
-  const random = () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 2 ** 32;
-  };
+  const random = xorshift(seed);
   const routes = [
     ["GET", "/api/geocode"],
     ["GET", "/api/wildfires"],

@@ -332,15 +332,8 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
             self.ceiling.note(limiter.full_at());
             return decision;
         }
-        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
-        let Some(fresh) = fresh else { return Ok(decision) };
-        let map = &mut self.map;
-        if let Err(retry_after) = self.ceiling.room(map.len(), now, |now| sweep_map(map, now)) {
-            return Ok(Decision::Deny { retry_after });
-        }
-        self.ceiling.note(fresh.full_at());
-        self.map.insert(key.to_owned(), fresh);
-        Ok(decision)
+        let first = first_check(&self.prototype, now, cost)?;
+        Ok(self.keep_new(key, now, first))
     }
 
     /// [`Keyed::check`] for keys whose state may be kept elsewhere: a key with no entry
@@ -364,15 +357,24 @@ impl<K: Hash + Eq, L: Limiter + Clone> Keyed<K, L> {
         if self.map.contains_key(key) {
             return self.check(key, now, cost);
         }
-        let (decision, fresh) = first_check(&start(&self.prototype), now, cost)?;
-        let Some(fresh) = fresh else { return Ok(decision) };
+        let first = first_check(&start(&self.prototype), now, cost)?;
+        Ok(self.keep_new(key, now, first))
+    }
+
+    /// A new key's first decision, its limiter kept when it left a trace and the table has
+    /// room (a full table of busy keys refuses the key until one frees up).
+    fn keep_new<Q>(&mut self, key: &Q, now: Instant, (decision, fresh): (Decision, Option<L>)) -> Decision
+    where
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
+        let Some(fresh) = fresh else { return decision };
         let map = &mut self.map;
         if let Err(retry_after) = self.ceiling.room(map.len(), now, |now| sweep_map(map, now)) {
-            return Ok(Decision::Deny { retry_after });
+            return Decision::Deny { retry_after };
         }
         self.ceiling.note(fresh.full_at());
         self.map.insert(key.to_owned(), fresh);
-        Ok(decision)
+        decision
     }
 
     /// The limiter of `key`, when it holds state.

@@ -673,7 +673,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             };
             check.answer(isolate, answer);
         }
-        let Verdict::Refused { rule, refusal, .. } = check.finish() else { return Ok(None) };
+        let (Verdict::Refused { rule, refusal, .. }, _) = check.finish() else { return Ok(None) };
         let j = policy_of(rule);
         let key = self.pair_keys[p * n + j];
         // (counters in memory are always there to ask: a refusal is the counter's, or a block

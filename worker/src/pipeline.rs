@@ -307,9 +307,8 @@ pub(crate) async fn check_rules(
         isolate::with(|isolate| check.answer(isolate, answer));
         log_notes(setup, facts, check.take_notes());
     }
-    // (a block the isolate remembered is decided without a question)
-    log_notes(setup, facts, check.take_notes());
-    let verdict = check.finish();
+    let (verdict, notes) = check.finish();
+    log_notes(setup, facts, notes);
     let Some((reply, omitted)) = verdict.reply() else {
         let Verdict::Admitted(checked) = verdict else { unreachable!("a refusal has its reply") };
         let (headers, omitted) = checked.headers();

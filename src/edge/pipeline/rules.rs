@@ -308,16 +308,18 @@ impl<'s> RulesCheck<'s> {
         core::mem::take(&mut self.notes)
     }
 
-    /// The verdict, once [`RulesCheck::next`] said [`Step::Done`]; the notes not yet
-    /// taken are dropped (take them first).
+    /// The verdict, once [`RulesCheck::next`] said [`Step::Done`], and the notes not yet
+    /// taken (a block the isolate remembered is decided without a question: its note comes
+    /// here).
     ///
     /// # Panics
     /// When a question is still unanswered.
-    pub fn finish(self) -> Verdict<'s> {
+    pub fn finish(self) -> (Verdict<'s>, Vec<Note<'s>>) {
         assert!(self.pending.is_none(), "RulesCheck::finish before the counter's answer");
-        match self.refused {
+        let verdict = match self.refused {
             Some((rule, refusal)) => Verdict::Refused { rule, refusal, checked: self.checked },
             None => Verdict::Admitted(self.checked),
-        }
+        };
+        (verdict, self.notes)
     }
 }

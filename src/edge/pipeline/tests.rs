@@ -69,8 +69,8 @@ fn drive(
         check.answer(isolate, answer);
         notes += check.take_notes().len();
     }
-    notes += check.take_notes().len();
-    let verdict = check.finish();
+    let (verdict, last) = check.finish();
+    notes += last.len();
     if let Some((reply, _)) = verdict.reply() {
         return (Some(reply.status), asked, reply.headers, notes);
     }
