@@ -37,32 +37,18 @@ pub(crate) fn client_gone(request: &Request) -> Response {
     problem(499, &headers::problem(499, "Client Closed Request", "", None, None), None)
 }
 
-/// The shed of a request that found no slot of `upstream` within its `max_wait`: `503`
-/// with a problem+json body and `Retry-After`, never a 500. A request whose `Accept` lists
-/// `text/event-stream` (an `EventSource`) gets the same problem as one `event: error` of a
-/// `200` event stream instead: an `EventSource` dispatches no events from any other status,
-/// only a bare error with nothing in it. Both name the upstream in `Sluicegate-Shed`.
+/// The shed of a request that found no slot of `upstream` within its `max_wait`, as the
+/// pipeline answers it ([`sluicegate::pipeline::upstream::busy`]), logged.
 pub(crate) fn busy(request: &Request, upstream: &Upstream) -> Result<Response, JsValue> {
-    let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
     let accept = request.headers().get("accept").ok().flatten();
-    let event_stream = accept.as_deref().is_some_and(headers::accepts_event_stream);
+    let shed = sluicegate::pipeline::upstream::busy(upstream, accept.as_deref());
     log(&format!(
-        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"event_stream\":{event_stream},\"url\":{}}}",
+        "{{\"sluicegate\":\"upstream-busy\",\"upstream\":{},\"event_stream\":{},\"url\":{}}}",
         json_string(&upstream.id),
+        shed.status == 200,
         json_string(&logged_url(request))
     ));
-    let body = headers::upstream_busy(&upstream.id, upstream.max_wait, retry);
-    let response = if event_stream {
-        let stream = headers::event_stream_error(&body, retry);
-        let retry_after = headers::retry_after(retry);
-        let extra = [("retry-after", retry_after.as_str()), ("sluicegate-shed", upstream.id.as_str())];
-        answer(200, headers::EVENT_STREAM, "no-store", Some(&stream), &extra)?
-    } else {
-        let response = problem(503, &body, Some(retry));
-        response.headers().set("sluicegate-shed", &upstream.id)?;
-        response
-    };
-    Ok(response)
+    reply(&shed)
 }
 
 /// One of the edge's own answers as the pipeline wrote it.

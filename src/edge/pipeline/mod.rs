@@ -7,6 +7,7 @@
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
 //! - [`preread`]: the checks made before a body is read (the isolate's own counts).
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
+//! - [`upstream`]: the answer to a request shed by its upstream budget.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
 //! - [`reply`]: the edge's own answers, as data.
 
@@ -15,6 +16,7 @@ pub mod preread;
 pub mod reply;
 pub mod rules;
 pub mod tenant;
+pub mod upstream;
 
 pub use reply::Reply;
 pub use rules::{Answer, Checked, Note, Refusal, RulesCheck, Step, Verdict, Via};

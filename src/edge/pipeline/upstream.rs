@@ -1,0 +1,51 @@
+//! The upstream stage's answers: a request that found no slot of its upstream budget within
+//! its `max_wait` is shed.
+
+use super::reply::Reply;
+use crate::core::time::Span;
+use crate::edge::headers;
+use crate::edge::rules::Upstream;
+
+/// The shed of a request that found no slot of `upstream` within its `max_wait`: `503` with a
+/// problem+json body and `Retry-After` (whole seconds, at least 1), never a 500. A request
+/// whose `Accept` (`accept`) lists `text/event-stream` (an `EventSource`) gets the same
+/// problem as one `event: error` of a `200` event stream instead: an `EventSource` dispatches
+/// no events from any other status, only a bare error with nothing in it. Both name the
+/// upstream in `Sluicegate-Shed`.
+pub fn busy(upstream: &Upstream, accept: Option<&str>) -> Reply {
+    let retry = Span::from_secs(upstream.max_wait.as_secs_ceil().max(1));
+    let body = headers::upstream_busy(&upstream.id, upstream.max_wait, retry);
+    let mut reply = if accept.is_some_and(headers::accepts_event_stream) {
+        let mut reply = Reply::new(200, headers::EVENT_STREAM.into(), headers::event_stream_error(&body, retry));
+        reply.set("cache-control", "no-store".into());
+        reply.set("retry-after", headers::retry_after(retry));
+        reply
+    } else {
+        Reply::problem(503, body, Some(retry))
+    };
+    reply.set("sluicegate-shed", upstream.id.clone());
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edge::rules::RuleSet;
+
+    #[test]
+    fn a_shed_request_is_a_503_or_an_event_stream_s_error_naming_its_upstream() {
+        let rules = RuleSet::from_json(
+            r#"{"rules": [], "upstreams": [{"id": "nominatim", "match": {}, "max_in_flight": 1, "max_wait": 0.2}]}"#,
+        )
+        .unwrap();
+        let upstream = &rules.upstreams()[0];
+        let plain = busy(upstream, Some("application/json"));
+        assert_eq!(
+            (plain.status, plain.header("retry-after"), plain.header("sluicegate-shed")),
+            (503, Some("1"), Some("nominatim"))
+        );
+        let stream = busy(upstream, Some("text/event-stream"));
+        assert_eq!((stream.status, stream.header("content-type")), (200, Some(headers::EVENT_STREAM)));
+        assert!(stream.body.contains("\nevent: error\n"), "{}", stream.body);
+    }
+}
