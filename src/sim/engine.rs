@@ -646,17 +646,19 @@ impl<'c, 'o> Engine<'c, 'o> {
         };
         let header = |name: &str| facts.header(name);
         let request = facts.facts();
-        let mut check = RulesCheck::new(edge.set, SIM_HASH);
+        let mut check = RulesCheck::new(edge.set, SIM_HASH).without_log_keys();
         let policy_of = |rule| {
             let r = edge.set.rules().iter().position(|x| core::ptr::eq(x, rule)).expect("a rule of the set");
             edge.policy_of[r] as usize
         };
         let mut started = false;
+        let mut last_asked = None;
         loop {
             let answer = match check.next(isolate, &request, &header, now) {
                 Step::Done => break,
                 Step::Ask { rule, .. } => {
                     let j = policy_of(rule);
+                    last_asked = Some(j);
                     let key = self.pair_keys[p * n + j] as usize;
                     self.out.policies[j].checks += 1;
                     let State::Core { keys, .. } = &mut self.states[j] else {
@@ -675,6 +677,10 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         let (Verdict::Refused { rule, refusal, .. }, _) = check.finish() else { return Ok(None) };
         let j = policy_of(rule);
+        if last_asked != Some(j) {
+            // refused by a block the isolate remembered: checked all the same
+            self.out.policies[j].checks += 1;
+        }
         let key = self.pair_keys[p * n + j];
         // (counters in memory are always there to ask: a refusal is the counter's, or a block
         // the isolate remembered, which ends when the counter's does)

@@ -217,6 +217,8 @@ pub struct RulesCheck<'s> {
     checked: Checked<'s>,
     refused: Option<(&'s Rule, Refusal)>,
     notes: Vec<Note<'s>>,
+    /// Whether notes carry the key as logs show it (a second string per rule).
+    log_keys: bool,
 }
 
 impl<'s> RulesCheck<'s> {
@@ -231,7 +233,15 @@ impl<'s> RulesCheck<'s> {
             checked: Checked::default(),
             refused: None,
             notes: Vec::new(),
+            log_keys: true,
         }
+    }
+
+    /// The same check, its notes without the keys as logs show them (their `logged` is
+    /// empty): for a caller that writes no log lines, such as the simulator.
+    pub fn without_log_keys(mut self) -> Self {
+        self.log_keys = false;
+        self
     }
 
     /// What the stage needs next, at `now` (the clock as this rule is checked: an earlier
@@ -256,7 +266,11 @@ impl<'s> RulesCheck<'s> {
             if !rule.matches(facts) {
                 continue;
             }
-            let key = rule.counting_key_and_log(facts, header, &self.hash);
+            let key = if self.log_keys {
+                rule.counting_key_and_log(facts, header, &self.hash)
+            } else {
+                CountingKey { key: rule.counting_key(facts, header), logged: String::new() }
+            };
             let digest = self.hash.digest(key.key.as_bytes());
             if let Some(wait) = isolate.blocks.blocked_for(digest, now) {
                 self.decided(rule, key.logged, Decision::Deny { retry_after: wait }, Via::IsolateCache, now);
