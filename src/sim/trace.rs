@@ -441,7 +441,18 @@ impl<R: std::io::Read> TraceReader<R> {
         }
         let client = super::edge::client_name(who, colo, &headers);
         let method = text(cell(method_col), not_utf8)?;
-        let endpoint = super::edge::endpoint_name(method, text(Some(endpoint), not_utf8)?.unwrap_or("/"));
+        // What the edge reads must be what it could be sent: a method is a token, a path
+        // starts with `/`.
+        if let Some(m) = method.filter(|m| !m.is_empty() && !m.bytes().all(|b| b.is_ascii_alphabetic())) {
+            return Err(SimError::Input(format!("{label} line {n}: method must be an HTTP method, got {m:?}")));
+        }
+        let path = text(Some(endpoint), not_utf8)?.unwrap_or("/");
+        if !path.starts_with('/') {
+            return Err(SimError::Input(format!(
+                "{label} line {n}: endpoint must be a path starting with /, got {path:?}"
+            )));
+        }
+        let endpoint = super::edge::endpoint_name(method, path);
         let client = clients.intern(&client);
         let endpoint = endpoints.intern(&endpoint);
         Ok(Some(Request { t, client, endpoint, cost }))
@@ -521,6 +532,26 @@ mod tests {
         assert_eq!(
             rows(TraceReader::new("trace.csv", Trickle(bad.as_bytes())))[1],
             "error: trace.csv line 3: need t,client[,endpoint][,cost]"
+        );
+    }
+
+    #[test]
+    fn a_row_of_edge_columns_names_what_the_edge_reads_or_what_is_wrong() {
+        let text = "t,ip.src,cf.colo.id,method,endpoint,header:X-Key\n1,198.51.100.1,AMS,post,/api/x,k 1\n2,198.51.100.2,,,/y,\n";
+        assert_eq!(
+            rows(TraceReader::new("t", text.as_bytes())),
+            ["1|198.51.100.1 @ AMS x-key=k%201|POST /api/x|1", "2|198.51.100.2 @ SIM|/y|1"]
+        );
+        let bad = |row: &str| {
+            rows(TraceReader::new("trace.csv", format!("t,ip.src,method,endpoint\n{row}\n").as_bytes())).pop()
+        };
+        assert_eq!(
+            bad("1,198.51.100.1,G ET,/x").as_deref(),
+            Some("error: trace.csv line 2: method must be an HTTP method, got \"G ET\"")
+        );
+        assert_eq!(
+            bad("1,198.51.100.1,GET,api").as_deref(),
+            Some("error: trace.csv line 2: endpoint must be a path starting with /, got \"api\"")
         );
     }
 
