@@ -196,7 +196,7 @@ impl Counter {
     #[wasm_bindgen(js_name = renewSlot)]
     pub fn renew_slot(&self, upstream: &str, lease: f64) -> Result<bool, JsError> {
         let budget = self.fleet_budget(upstream)?;
-        Ok(fleet::renew(&self.fleet, &budget.id, budget.max_in_flight, lease as u64, budget.lease))
+        Ok(fleet::renew(&self.fleet, &budget.id, budget.max_in_flight, lease as u64))
     }
 
     /// Give `lease` of `upstream` back.

@@ -1,9 +1,11 @@
 //! Fleet-wide upstream budgets (`scope: "fleet"`), kept by one Durable Object per upstream:
-//! the core's [`InFlight`], and a lease per held slot that the holder renews while it streams.
-//! A lease not renewed in time (its isolate died holding it) gives its slot back.
+//! a lease per held slot that the holder renews while it streams; a lease not renewed in
+//! time (its isolate died holding it) gives its slot back. The slots, the queue and the
+//! leases are the egress gate's ([`Gate`]: one mirror, no spacing, no weight), the one lease
+//! machine of the edge; this module keeps the waiters' promises and wakes them.
 
 use crate::js;
-use sluicegate::budget::{Acquire, InFlight, Ticket};
+use sluicegate::egress::gate::{Ask, Gate, Limits, Ticket};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,52 +21,43 @@ pub struct Fleet {
     budgets: HashMap<(String, u32), FleetBudget>,
 }
 
-/// An upstream's slots across the fleet, in its Durable Object: what an isolate keeps for its
-/// own budget (`isolate::Budget`), and a lease per held slot.
+/// An upstream's slots across the fleet, in its Durable Object: the gate that holds its
+/// leases and queue, and the promises of the calls waiting in it.
 struct FleetBudget {
-    slots: InFlight,
-    /// When each held lease ends unless renewed.
-    leases: HashMap<u64, Instant>,
+    gate: Gate,
     /// The `resolve` of each waiter's promise, by ticket.
     waiters: HashMap<Ticket, js_sys::Function>,
-    next_lease: u64,
+    /// Leases handed to waiters and not yet collected, by ticket.
+    granted: HashMap<Ticket, u64>,
 }
 
 impl FleetBudget {
     fn new(max_in_flight: u32) -> Self {
-        FleetBudget {
-            slots: InFlight::new(max_in_flight, MAX_QUEUE),
-            leases: HashMap::new(),
-            waiters: HashMap::new(),
-            next_lease: 1,
+        let limits = Limits {
+            mirrors: 1,
+            max_in_flight,
+            min_interval: Span::ZERO,
+            weight_milli_per_minute: None,
+            retry_after_failure: Span::ZERO,
+            max_queue: MAX_QUEUE,
+        };
+        FleetBudget { gate: Gate::new(limits, 1), waiters: HashMap::new(), granted: HashMap::new() }
+    }
+
+    /// Hand freed slots (given back, or of leases that ended by `now`) to the waiters in
+    /// order, waking each; a slot whose waiter is gone is given back at once.
+    fn pump(&mut self, now: Instant) {
+        while let Some((ticket, grant)) = self.gate.pump(now) {
+            match self.waiters.remove(&ticket) {
+                Some(resolve) => {
+                    self.granted.insert(ticket, grant.permit);
+                    let _ = resolve.call1(&JsValue::NULL, &JsValue::TRUE);
+                }
+                None => {
+                    self.gate.finish(grant.permit, false, now);
+                }
+            }
         }
-    }
-
-    fn lease(&mut self, until: Instant) -> u64 {
-        let id = self.next_lease;
-        self.next_lease += 1;
-        self.leases.insert(id, until);
-        id
-    }
-
-    /// Hand a freed slot on; the waiter it goes to, if any, is woken.
-    fn release_slot(&mut self) {
-        if let Some(resolve) = self.slots.release().and_then(|ticket| self.waiters.remove(&ticket)) {
-            let _ = resolve.call1(&JsValue::NULL, &JsValue::TRUE);
-        }
-    }
-
-    /// Give back the slots of leases that ended before `now`.
-    fn expire(&mut self, now: Instant) {
-        let ended: Vec<u64> = self.leases.iter().filter(|(_, until)| **until <= now).map(|(id, _)| *id).collect();
-        for id in ended {
-            self.leases.remove(&id);
-            self.release_slot();
-        }
-    }
-
-    fn first_expiry(&self) -> Option<Instant> {
-        self.leases.values().min().copied()
     }
 }
 
@@ -88,17 +81,10 @@ pub async fn acquire(
     lease: Span,
 ) -> Result<JsValue, JsValue> {
     let now = crate::clock::now();
-    let granted = with_budget(&fleet, &upstream, max_in_flight, |b| {
-        b.expire(now);
-        match b.slots.acquire() {
-            Acquire::Granted => Ok(b.lease(now + lease)),
-            other => Err(other),
-        }
-    });
-    let ticket = match granted {
-        Ok(id) => return Ok(JsValue::from_f64(id as f64)),
-        Err(Acquire::Queued(ticket)) => ticket,
-        Err(_) => return Ok(JsValue::from_f64(0.0)),
+    let ticket = match with_budget(&fleet, &upstream, max_in_flight, |b| b.gate.ask(now, 0, 0, Some(lease))) {
+        Ask::Granted(grant) => return Ok(JsValue::from_f64(grant.permit as f64)),
+        Ask::Refused(_) => return Ok(JsValue::from_f64(0.0)),
+        Ask::Queued(ticket) => ticket,
     };
     let woken = js_sys::Promise::new(&mut |resolve, _reject| {
         with_budget(&fleet, &upstream, max_in_flight, |b| b.waiters.insert(ticket, resolve));
@@ -108,38 +94,38 @@ pub async fn acquire(
     loop {
         // Wake at the deadline, or when a lease may have run out (its holder gone).
         let now = crate::clock::now();
-        let wake =
-            with_budget(&fleet, &upstream, max_in_flight, |b| b.first_expiry()).map_or(deadline, |e| e.min(deadline));
+        let wake = with_budget(&fleet, &upstream, max_in_flight, |b| b.gate.wake_at(now))
+            .map_or(deadline, |at| at.min(deadline));
         let wait_ms = (wake - now).as_millis_ceil().max(1) as f64;
-        let outcome = JsFuture::from(js::within(&woken, wait_ms, &JsValue::FALSE)?).await?;
+        JsFuture::from(js::within(&woken, wait_ms, &JsValue::FALSE)?).await?;
         let now = crate::clock::now();
-        let id = with_budget(&fleet, &upstream, max_in_flight, |b| {
-            if outcome.is_truthy() {
-                return Some(b.lease(now + lease));
-            }
-            b.expire(now);
-            None
+        let granted = with_budget(&fleet, &upstream, max_in_flight, |b| {
+            b.pump(now);
+            b.granted.remove(&ticket)
         });
-        if let Some(id) = id {
+        if let Some(permit) = granted {
             place.ticket = None;
-            return Ok(JsValue::from_f64(id as f64));
+            return Ok(JsValue::from_f64(permit as f64));
         }
         if now >= deadline {
             place.ticket = None;
-            let left = with_budget(&fleet, &upstream, max_in_flight, |b| {
+            let permit = with_budget(&fleet, &upstream, max_in_flight, |b| {
                 b.waiters.remove(&ticket);
-                b.slots.leave(ticket)
+                // Not in the queue any more: a slot was handed over in the same instant.
+                if b.gate.leave(ticket) {
+                    0
+                } else {
+                    b.granted.remove(&ticket).unwrap_or(0)
+                }
             });
-            // Not in the queue any more: a slot was handed over in the same instant.
-            let id = if left { 0 } else { with_budget(&fleet, &upstream, max_in_flight, |b| b.lease(now + lease)) };
-            return Ok(JsValue::from_f64(id as f64));
+            return Ok(JsValue::from_f64(permit as f64));
         }
     }
 }
 
 /// A place in a fleet budget's queue. Dropped while it still has its ticket (an error on the
 /// way out), it leaves the queue, and gives back a slot that was handed to it meanwhile:
-/// a slot handed to a waiter that never took it would be lost for good (no lease ends it).
+/// a slot handed to a waiter that never took it would be held until its lease ran out.
 struct Queued<'a> {
     fleet: &'a Shared,
     upstream: &'a str,
@@ -150,33 +136,33 @@ struct Queued<'a> {
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
+            let now = crate::clock::now();
             with_budget(self.fleet, self.upstream, self.max_in_flight, |b| {
                 b.waiters.remove(&ticket);
-                if !b.slots.leave(ticket) {
-                    b.release_slot();
+                if !b.gate.leave(ticket) {
+                    if let Some(permit) = b.granted.remove(&ticket) {
+                        b.gate.finish(permit, false, now);
+                        b.pump(now);
+                    }
                 }
             });
         }
     }
 }
 
-/// Keep `lease` for another `lease_length`; `false` when it has already ended.
-pub fn renew(fleet: &Shared, upstream: &str, max_in_flight: u32, lease: u64, lease_length: Span) -> bool {
+/// Keep `lease` for another lease length (the budget's, given when it was granted); `false`
+/// when it has already ended.
+pub fn renew(fleet: &Shared, upstream: &str, max_in_flight: u32, lease: u64) -> bool {
     let now = crate::clock::now();
-    with_budget(fleet, upstream, max_in_flight, |b| match b.leases.get_mut(&lease) {
-        Some(until) if *until > now => {
-            *until = now + lease_length;
-            true
-        }
-        _ => false,
-    })
+    with_budget(fleet, upstream, max_in_flight, |b| b.gate.renew(lease, now))
 }
 
 /// Give `lease`'s slot back (nothing if it already ended).
 pub fn release(fleet: &Shared, upstream: &str, max_in_flight: u32, lease: u64) {
+    let now = crate::clock::now();
     with_budget(fleet, upstream, max_in_flight, |b| {
-        if b.leases.remove(&lease).is_some() {
-            b.release_slot();
+        if b.gate.finish(lease, false, now) {
+            b.pump(now);
         }
     });
 }
