@@ -14,9 +14,9 @@ import { clientIdentity, validateRules } from "./edge-node.js";
 import { progressMeter, replayProgressText } from "./progress.mjs";
 import { SimulationError } from "./sim.js";
 import "./sim-node.js"; // instantiates the simulator's build
-import { simCsvRecords, simEdgeDecisions, simParseReplayArgs } from "../pkg-sim/sluicegate.js";
+import { simCsvRecords, simEdgeDecisions, simParseReplayArgs, simReplayUsage } from "../pkg-sim/sluicegate.js";
 
-export const REPLAY_USAGE = `usage: sluicegate replay --rules RULES --trace TRACE [--speed K] [--edge URL] [--tolerance-ms N] [--json]`;
+export const REPLAY_USAGE = simReplayUsage();
 
 /** The edge's clock at the trace's t = 0: a multiple of every period that divides a day. */
 const VIRTUAL_START_MS = 864_000_000_000;

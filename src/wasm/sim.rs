@@ -576,6 +576,12 @@ pub fn sim_usage() -> String {
     sim::args::USAGE.into()
 }
 
+/// The usage line of `sluicegate replay`.
+#[wasm_bindgen(js_name = simReplayUsage)]
+pub fn sim_replay_usage() -> String {
+    sim::args::REPLAY_USAGE.into()
+}
+
 /// `sim`'s lines in the command line's help: what each option does.
 #[wasm_bindgen(js_name = simHelp)]
 pub fn sim_help() -> String {

@@ -87,7 +87,7 @@ pub(crate) async fn serve(
     // Before anything reads the body or asks a Durable Object: the address, the isolate,
     // the source's declared bytes.
     let source = setup.rules.pre_read().source_of(&facts);
-    if let Err((scope, wait)) = preread::check(&setup.rules, identity, source, declared, now) {
+    if let Err((scope, wait)) = isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now)) {
         return Ok(pre_read_refusal(request, scope, wait, identity));
     }
     // The admin API of tenant limits (only when its token is set).

@@ -5,26 +5,11 @@
 use crate::config::Config;
 use crate::{isolate, js, tenancy};
 use sluicegate::admission::LengthError;
-use sluicegate::identity::Identity;
-use sluicegate::rules::RuleSet;
-use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 pub use sluicegate::pipeline::preread::Check;
-
-/// Check a request before its body is read, as the pipeline says
-/// ([`sluicegate::pipeline::Isolate::check_pre_read`]), against this isolate's counts.
-pub fn check(
-    rules: &RuleSet,
-    identity: Option<Identity>,
-    source: &str,
-    declared: Option<u64>,
-    now: Instant,
-) -> Result<(), (Check, Span)> {
-    isolate::with(|i| i.check_pre_read(rules, identity, source, declared, now))
-}
 
 /// Why an upload was cut as it streamed.
 #[derive(Clone, Debug, PartialEq, Eq)]
