@@ -112,13 +112,14 @@ pub async fn admit(
     let tenants = setup.rules.tenants();
     let mut check = TenantCheck::new(tenants, &setup.tenant_keys, facts, declared, has_body);
     loop {
-        let answer = match isolate::with(|i| step(check.next(i, &header, now))) {
-            Ask::Done => break,
-            Ask::Hash(key) => {
-                TenantAnswer::Hashed(JsFuture::from(js::sha256_hex(&key)?).await?.as_string().unwrap_or_default())
+        // The step borrows the check, not the isolate: it is carried out outside `with`.
+        let answer = match isolate::with(|i| check.next(i, &header, now)) {
+            TenantStep::Done => break,
+            TenantStep::Hash { key } => {
+                TenantAnswer::Hashed(JsFuture::from(js::sha256_hex(key)?).await?.as_string().unwrap_or_default())
             }
-            Ask::Overrides => TenantAnswer::Overrides(read_overrides(env).await.map_err(|e| describe(&e))),
-            Ask::Charge(store, what) => TenantAnswer::Charged(charge_in_store(env, &store, &what).await),
+            TenantStep::ReadOverrides => TenantAnswer::Overrides(read_overrides(env).await.map_err(|e| describe(&e))),
+            TenantStep::Charge(ask) => TenantAnswer::Charged(charge_in_store(env, &ask).await),
         };
         isolate::with(|i| check.answer(i, answer, now));
         log_notes(check.take_notes());
@@ -155,45 +156,10 @@ pub async fn admit(
     Ok(Ok(Admitted { share, counts_bytes: admitted.counts_bytes, streamed }))
 }
 
-/// A step of the tenant stage, owned (so the isolate is not borrowed while it is carried out).
-enum Ask {
-    Hash(String),
-    Overrides,
-    Charge(String, OwnedCharge),
-    Done,
-}
-
-struct OwnedCharge {
-    tenant: String,
-    limit: String,
-    generation: u64,
-    requests: u32,
-    bytes: u64,
-}
-
-fn step(step: TenantStep<'_>) -> Ask {
-    match step {
-        TenantStep::Hash { key } => Ask::Hash(key.to_owned()),
-        TenantStep::ReadOverrides => Ask::Overrides,
-        TenantStep::Charge(ask) => Ask::Charge(ask.store.to_owned(), owned(&ask)),
-        TenantStep::Done => Ask::Done,
-    }
-}
-
-fn owned(ask: &StoreCharge<'_>) -> OwnedCharge {
-    OwnedCharge {
-        tenant: ask.tenant.to_owned(),
-        limit: ask.limit.to_json(),
-        generation: ask.generation,
-        requests: ask.requests,
-        bytes: ask.bytes,
-    }
-}
-
 /// A charge of a tenant's buckets carried out: each store it names, then the isolate's table.
 async fn charge(env: &Env, mut walk: ChargeWalk, now: Instant) -> Decision {
-    while let Some((store, what)) = walk.next().map(|ask| (ask.store.to_owned(), owned(&ask))) {
-        let answer = charge_in_store(env, &store, &what).await;
+    while let Some(ask) = walk.next() {
+        let answer = charge_in_store(env, &ask).await;
         walk.answer(answer);
     }
     let (decision, notes) = isolate::with(|i| walk.finish(&mut i.tenants, now));
@@ -201,13 +167,13 @@ async fn charge(env: &Env, mut walk: ChargeWalk, now: Instant) -> Decision {
     decision
 }
 
-async fn charge_in_store(env: &Env, name: &str, what: &OwnedCharge) -> Result<Decision, String> {
+async fn charge_in_store(env: &Env, what: &StoreCharge<'_>) -> Result<Decision, String> {
     let ask = async {
         let namespace = crate::config::rate_limiter(env)?;
-        let stub = namespace.get(&namespace.id_from_name(name)?)?;
+        let stub = namespace.get(&namespace.id_from_name(what.store)?)?;
         let call = stub.charge_tenant(
-            &what.tenant,
-            &what.limit,
+            what.tenant,
+            &what.limit.to_json(),
             what.generation as f64,
             what.bytes as f64,
             f64::from(what.requests),
