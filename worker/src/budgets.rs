@@ -8,13 +8,11 @@ use crate::guard::{Guard, Scope};
 use crate::isolate::Budget;
 use crate::js::{self, Env};
 use sluicegate::budget::{Acquire, InFlight, Ticket};
-use sluicegate::rules::{BudgetScope, Upstream};
+use sluicegate::pipeline::upstream::{SlotStore, MAX_QUEUE};
+use sluicegate::rules::Upstream;
 use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-
-/// Waiters one upstream may queue in an isolate before new arrivals are refused at once.
-const MAX_QUEUE: usize = 10_000;
 
 fn with_budget<T>(upstream: &Upstream, f: impl FnOnce(&mut Budget) -> T) -> T {
     crate::isolate::runtime(|rt| {
@@ -69,26 +67,31 @@ fn leave(upstream: &Upstream, ticket: Ticket) {
 }
 
 /// A slot of `upstream`, waiting up to its `max_wait` (first come first served); `None`
-/// when none freed in time, too many already wait, or the client went away meanwhile. A
-/// fleet budget whose Durable Object cannot be reached falls back to this isolate's count,
-/// logged.
+/// when none freed in time, too many already wait, or the client went away meanwhile. The
+/// stores are asked as [`SlotStore`] says: a fleet budget whose Durable Object cannot be
+/// reached falls back to this isolate's count, logged.
 pub async fn acquire(
     upstream: &Upstream,
     env: &Env,
     ctx: &JsValue,
     scope: &Scope<'_>,
 ) -> Result<Option<Slot>, JsValue> {
-    if upstream.scope == BudgetScope::Fleet {
-        match acquire_fleet(upstream, env, ctx, scope).await {
-            Ok(slot) => return Ok(slot),
-            Err(error) => crate::log::log_error(&format!(
-                "{{\"sluicegate\":\"store-failure\",\"upstream\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
-                crate::log::json_string(&upstream.id),
-                crate::log::json_string(&crate::log::describe(&error))
-            )),
-        }
+    let mut store = SlotStore::first(upstream.scope);
+    loop {
+        let error = match store {
+            SlotStore::Isolate => return acquire_here(upstream, scope).await,
+            SlotStore::Fleet => match acquire_fleet(upstream, env, ctx, scope).await {
+                Ok(slot) => return Ok(slot),
+                Err(error) => error,
+            },
+        };
+        crate::log::log_error(&format!(
+            "{{\"sluicegate\":\"store-failure\",\"upstream\":{},\"fails\":\"to the isolate's count\",\"error\":{}}}",
+            crate::log::json_string(&upstream.id),
+            crate::log::json_string(&crate::log::describe(&error))
+        ));
+        store = store.on_failure().ok_or(error)?;
     }
-    acquire_here(upstream, scope).await
 }
 
 async fn acquire_here(upstream: &Upstream, scope: &Scope<'_>) -> Result<Option<Slot>, JsValue> {

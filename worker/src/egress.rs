@@ -16,10 +16,10 @@
 //! counted per client (`crate::auth`). Without the secret the routes do not exist and those
 //! paths go to the origin like any other.
 //!
-//! What is decided lives in `sluicegate::egress` and is only carried out here: the call's
-//! weight (`weigh`), who starts and where (`gate`), failover and deadlines (`call`), what
-//! may be kept and under which key (`cache`), bodies counted as they stream
-//! (`sluicegate::edge::body`), permit ids (`permit`).
+//! What is decided lives in `sluicegate::pipeline::egress` (the order of a call's steps, its
+//! failover and the fleet → isolate fallback, what it carries and is cached as, every answer
+//! of the edge's own) and `sluicegate::egress` (weights, the gate, the cache, permit ids), and
+//! is only carried out here.
 //!
 //! A budget is kept in this isolate (`scope: "isolate"`, one per pod) or by the provider's
 //! Durable Object (`scope: "fleet"`, one for every isolate: [`Gates`] there too, each call
@@ -30,18 +30,19 @@ use crate::clock::{now, timer_ms};
 use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
 use crate::log::{describe, json_string, log, log_error};
-use crate::respond::{answer, problem};
-use sluicegate::edge::body::{ByteCap, Over};
+use crate::respond;
+use sluicegate::edge::body::ByteCap;
 use sluicegate::egress::cache::{call_key, storable, ByteSize, CachePolicy, CallParts, Lookup, ResponseCache};
-use sluicegate::egress::call::{Attempt, End, Failover, Next, NoStart};
-use sluicegate::egress::gate::{Ask, Gate, Grant, Limits, Refused, Ticket};
+use sluicegate::egress::call::{Attempt, NoStart};
+use sluicegate::egress::gate::{Ask, Gate, Grant, Refused, Ticket};
 use sluicegate::egress::permit::PermitId;
-use sluicegate::egress::weigh;
-use sluicegate::egress::{self as rules, PermitAsk, Provider, Route};
-use sluicegate::headers;
+use sluicegate::egress::{self as rules, Provider, Route};
 use sluicegate::identity::Identity;
-use sluicegate::milli::Milli;
-use sluicegate::rules::BudgetScope;
+use sluicegate::pipeline::egress::{
+    self as flow, after_failure, AfterFailure, Disposal, SendStep, Sending, Want, ANSWER_DROPS, MAX_PERMIT_BODY,
+};
+use sluicegate::pipeline::upstream::SlotStore;
+use sluicegate::pipeline::Reply;
 use sluicegate::time::{Instant, Span};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -50,39 +51,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit, Url};
 
-/// Callers one provider may queue before new ones are refused at once.
-const MAX_QUEUE: usize = 10_000;
-/// The largest request body a proxied call may carry (it is kept to fail over with).
-const MAX_REQUEST_BODY: u64 = 1024 * 1024;
-/// The largest permit request body.
-const MAX_PERMIT_BODY: u64 = 4096;
-/// Headers of a provider's answer that are not passed on: the body is re-framed here, and
-/// the provider's cookies are not the app's.
-const ANSWER_DROPS: &str =
-    "set-cookie\nset-cookie2\nconnection\nkeep-alive\ntransfer-encoding\ncontent-length\ncontent-encoding\n";
-/// Headers of the app's call that go on to the provider; every other one stays here (the
-/// edge's token above all).
-const CALL_HEADERS: &[&str] =
-    &["accept", "accept-language", "content-type", "user-agent", "if-none-match", "if-modified-since"];
-/// Of [`CALL_HEADERS`], those a cached call leaves out: the edge is the cache, and a
-/// provider's `304` is no answer to keep.
-const CONDITIONAL: &[&str] = &["if-none-match", "if-modified-since"];
-
 // ─── Budgets ────────────────────────────────────────────────────────────────────────────
 
 pub use crate::isolate::Shared;
 use crate::isolate::{Cache, Kept, Local};
-
-fn limits_of(p: &Provider) -> Limits {
-    Limits {
-        mirrors: p.mirrors.len(),
-        max_in_flight: p.max_in_flight,
-        min_interval: p.min_interval,
-        weight_milli_per_minute: weigh::budget_milli(p),
-        retry_after_failure: p.retry_after_failure,
-        max_queue: MAX_QUEUE,
-    }
-}
 
 fn with_gate<T>(gates: &Shared, p: &Provider, f: impl FnOnce(&mut Local) -> T) -> T {
     f(&mut local(gates, p))
@@ -90,7 +62,7 @@ fn with_gate<T>(gates: &Shared, p: &Provider, f: impl FnOnce(&mut Local) -> T) -
 
 /// The gate of `p` (made on first use, and anew when the rules changed its limits).
 fn local<'a>(gates: &'a Shared, p: &Provider) -> std::cell::RefMut<'a, Local> {
-    let limits = limits_of(p);
+    let limits = flow::limits(p);
     std::cell::RefMut::map(gates.borrow_mut(), |gates| {
         let fresh = || Local {
             limits,
@@ -260,35 +232,33 @@ enum Taken {
     Late,
 }
 
-/// What a call asks of a provider: its weight, the mirrors it has already tried (a bit
-/// each), and by when it must start.
-#[derive(Clone, Copy)]
-struct Want {
-    weight: u64,
-    avoid: u32,
-    deadline: Instant,
-}
-
-/// A start of `p` as `want` says, from this isolate's budget or the fleet's; the permit
-/// is a hold of `scope` (given back if the client leaves) or, without one, a plain guard.
-async fn start(
+/// A start of `p` as `want` says, from the fleet's budget (an error: its Durable Object
+/// failed); the permit is a hold of `scope` (given back if the client leaves) or, without
+/// one, a plain guard.
+async fn start_fleet(
     p: &Provider,
     env: &Env,
     ctx: &JsValue,
     want: Want,
     scope: Option<&Scope<'_>>,
 ) -> Result<Taken, JsValue> {
+    let stub = stub_of(p, env)?;
+    let Some(Grant { permit, mirror }) = ask_fleet(&stub, p, want, "").await? else {
+        return Ok(Taken::Late);
+    };
+    let lease_ms = p.lease.as_millis_ceil() as f64;
+    let give_back = js::keep_permit(&stub, &p.id, permit as f64, lease_ms, ctx)?;
+    let failed = Rc::new(Cell::new(false));
+    let seen = failed.clone();
+    let action = move || {
+        let _ = give_back.call1(&JsValue::NULL, &JsValue::from_bool(seen.get()));
+    };
+    Ok(Taken::Permit(Permit { grant: Grant { permit, mirror }, failed, guard: hold_in(scope, action) }))
+}
+
+/// A start of `p` as `want` says, from this isolate's budget (waiting for it on timers).
+async fn start_here(p: &Provider, want: Want, scope: Option<&Scope<'_>>) -> Result<Taken, JsValue> {
     let Want { weight, avoid, deadline } = want;
-    if p.scope == BudgetScope::Fleet {
-        let fleet = match stub_of(p, env) {
-            Ok(stub) => start_fleet(p, &stub, ctx, want, scope).await,
-            Err(error) => Err(error),
-        };
-        match fleet {
-            Ok(taken) => return Ok(taken),
-            Err(error) => store_failure(p, &error),
-        }
-    }
     let gates = here();
     let failed = Rc::new(Cell::new(false));
     let hold = |action: Box<dyn FnOnce()>| hold_in(scope, action);
@@ -336,28 +306,6 @@ fn stub_of(p: &Provider, env: &Env) -> Result<js::Stub, JsValue> {
     namespace.get(&namespace.id_from_name(&format!("egress\u{1f}{}", p.id))?)
 }
 
-/// A fleet permit (`[permit, mirror]` from the provider's object, `stub`, or 0), leased
-/// and renewed until given back.
-async fn start_fleet(
-    p: &Provider,
-    stub: &js::Stub,
-    ctx: &JsValue,
-    want: Want,
-    scope: Option<&Scope<'_>>,
-) -> Result<Taken, JsValue> {
-    let Some(Grant { permit, mirror }) = ask_fleet(stub, p, want, "").await? else {
-        return Ok(Taken::Late);
-    };
-    let lease_ms = p.lease.as_millis_ceil() as f64;
-    let give_back = js::keep_permit(stub, &p.id, permit as f64, lease_ms, ctx)?;
-    let failed = Rc::new(Cell::new(false));
-    let seen = failed.clone();
-    let action = move || {
-        let _ = give_back.call1(&JsValue::NULL, &JsValue::from_bool(seen.get()));
-    };
-    Ok(Taken::Permit(Permit { grant: Grant { permit, mirror }, failed, guard: hold_in(scope, action) }))
-}
-
 /// A hold of `scope` (given back if its client leaves) or, for work that outlives any
 /// request, a guard of its own.
 fn hold_in(scope: Option<&Scope<'_>>, action: impl FnOnce() + 'static) -> Guard {
@@ -396,99 +344,59 @@ pub async fn serve(
         (Route::Permit { .. }, Some(p)) => permit(request, env, p).await?,
         (Route::GiveBack { permit, .. }, Some(p)) => give_back(request, env, p, permit).await?,
         (Route::Proxy { rest, .. }, Some(p)) => proxy(request, env, ctx, p, rest, url).await?,
-        _ => {
-            let body = headers::problem(404, "Not Found", "No egress provider has this name.", None, None);
-            problem(404, &body, None)
-        }
+        _ => out(&flow::no_provider()),
     }))
 }
 
-fn bad_request(detail: &str) -> Response {
-    problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
+/// One of the edge's own answers, as the pipeline wrote it.
+fn out(reply: &Reply) -> Response {
+    respond::reply(reply).unwrap_or_else(|_| Response::error())
 }
 
-fn too_large(over: Over) -> Response {
-    problem(413, &headers::problem(413, "Content Too Large", &over.to_string(), None, None), None)
-}
-
-/// `503` for a provider that could not start a call within its `max_wait`.
+/// [`flow::shed`], logged with its provider.
 fn shed(p: &Provider) -> Response {
-    let retry = Span::from_secs(p.max_wait.as_secs_ceil().max(1));
     log(&format!("{{\"sluicegate\":\"egress-busy\",\"provider\":{}}}", json_string(&p.id)));
-    let detail = format!(
-        "No call to the provider \"{}\" could start within {} s (its budget is in use); retry after {} s.",
-        p.id,
-        p.max_wait.as_secs_ceil(),
-        retry.as_secs_ceil()
-    );
-    problem(503, &headers::problem(503, "Service Unavailable", &detail, Some(&p.id), Some(retry)), Some(retry))
+    out(&flow::shed(p))
 }
 
-/// The answer to a call that can never start.
+/// [`flow::refused`] (a shed logged as one).
 fn refused(p: &Provider, why: Refused) -> Response {
     match why {
-        Refused::TooHeavy { weight, budget } => {
-            let detail = format!(
-                "The call weighs {} weighted calls, more than the provider \"{}\" allows in a whole minute ({}); split it.",
-                Milli(weight),
-                p.id,
-                budget / 1000
-            );
-            problem(413, &headers::problem(413, "Content Too Large", &detail, Some(&p.id), None), None)
-        }
+        Refused::TooHeavy { .. } => out(&flow::refused(p, why)),
         Refused::QueueFull | Refused::NoMirror => shed(p),
     }
-}
-
-fn unreachable_provider(p: &Provider) -> Response {
-    let detail = format!("No mirror of the provider \"{}\" could be reached.", p.id);
-    problem(502, &headers::problem(502, "Bad Gateway", &detail, Some(&p.id), None), None)
 }
 
 /// `POST …/permit`: wait for a start, then hand it to the app.
 async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, JsValue> {
     let text = match request_text(request, MAX_PERMIT_BODY).await? {
         Ok(text) => text,
-        Err(over) => return Ok(too_large(over)),
+        Err(over) => return Ok(out(&flow::too_large(over))),
     };
-    let asked = match PermitAsk::from_json(&text) {
-        Ok(asked) => asked,
-        Err(why) => return Ok(bad_request(&why)),
-    };
-    let weight = match weigh::permit_weight(p, &asked) {
+    let weight = match flow::open_permit(p, &text) {
         Ok(weight) => weight,
-        Err(why) => return Ok(bad_request(&why)),
+        Err(reply) => return Ok(out(&reply)),
     };
-    if let Some(why) = weigh::too_heavy(p, weight) {
-        return Ok(refused(p, why));
-    }
     let scope = Scope::of(request);
     let deadline = now() + p.max_wait;
-    let taken = if p.scope == BudgetScope::Fleet {
-        match permit_fleet(p, env, weight, deadline).await {
-            Ok(got) => Ok(got),
-            Err(error) => {
-                store_failure(p, &error);
-                permit_here(p, weight, deadline, &scope).await
-            }
+    let mut store = SlotStore::first(p.scope);
+    let taken = loop {
+        match store {
+            SlotStore::Isolate => break permit_here(p, weight, deadline, &scope).await?,
+            SlotStore::Fleet => match permit_fleet(p, env, weight, deadline).await {
+                Ok(taken) => break taken,
+                Err(error) => {
+                    store_failure(p, &error);
+                    store = store.on_failure().unwrap_or(SlotStore::Isolate);
+                }
+            },
         }
-    } else {
-        permit_here(p, weight, deadline, &scope).await
     };
-    let (id, mirror) = match taken? {
-        Ok(held) => held,
-        Err(Some(why)) => return Ok(refused(p, why)),
-        Err(None) => return Ok(shed(p)),
-    };
-    let body = format!(
-        "{{\"id\":{},\"provider\":{},\"mirror\":{},\"lease_ms\":{},\"weight\":{}}}",
-        json_string(&id.to_string()),
-        json_string(&p.id),
-        json_string(&p.mirrors[mirror].url()),
-        p.lease.as_millis_ceil(),
-        Milli(weight)
-    );
-    answer(200, "application/json", "no-store", Some(&body), &[])
+    match taken {
+        Ok((id, mirror)) => Ok(out(&flow::permit_granted(p, &id, mirror, weight))),
+        Err(Some(why)) => Ok(refused(p, why)),
+        Err(None) => Ok(shed(p)),
+    }
 }
 
 /// What asking for a permit came to: its id and mirror, or why not (`None`: nothing started
@@ -560,37 +468,25 @@ async fn ask_fleet(stub: &js::Stub, p: &Provider, want: Want, secret: &str) -> R
 async fn give_back(request: &Request, env: &Env, p: &Provider, id: &str) -> Result<Response, JsValue> {
     let text = match request_text(request, MAX_PERMIT_BODY).await? {
         Ok(text) => text,
-        Err(over) => return Ok(too_large(over)),
+        Err(over) => return Ok(out(&flow::too_large(over))),
     };
     let failed = match rules::failed_from_json(&text) {
         Ok(failed) => failed,
-        Err(why) => return Ok(bad_request(&why)),
+        Err(why) => return Ok(out(&flow::bad_request(&why))),
     };
     let Some(id) = PermitId::parse(id) else {
-        return Ok(bad_request("Not a permit id: give back the \"id\" that POST …/permit answered with."));
+        return Ok(out(&flow::bad_request("Not a permit id: give back the \"id\" that POST …/permit answered with.")));
     };
-    // Only a fleet provider's object holds `f` permits: asking another provider's (which it
-    // does not keep) would fail.
-    let released = if id.fleet && p.scope != BudgetScope::Fleet {
-        false
-    } else if id.fleet {
-        let stub = stub_of(p, env)?;
-        let call = stub.release_sealed(&p.id, &id.secret_hex(), failed)?;
-        JsFuture::from(js_sys::Promise::resolve(&call)).await?.is_truthy()
-    } else {
-        finish_sealed(&here(), p, id.secret, failed)
+    let released = match flow::give_back_to(p, &id) {
+        None => false,
+        Some(SlotStore::Fleet) => {
+            let stub = stub_of(p, env)?;
+            let call = stub.release_sealed(&p.id, &id.secret_hex(), failed)?;
+            JsFuture::from(js_sys::Promise::resolve(&call)).await?.is_truthy()
+        }
+        Some(SlotStore::Isolate) => finish_sealed(&here(), p, id.secret, failed),
     };
-    if released {
-        return answer(204, "text/plain", "no-store", None, &[]);
-    }
-    let body = headers::problem(
-        404,
-        "Not Found",
-        "No such permit is held: it was given back already, its lease ended, or another isolate holds it.",
-        None,
-        None,
-    );
-    Ok(problem(404, &body, None))
+    Ok(out(&if released { flow::given_back() } else { flow::no_permit() }))
 }
 
 // ─── The proxy ──────────────────────────────────────────────────────────────────────────
@@ -649,43 +545,30 @@ async fn proxy(
     rest: &str,
     url: &Url,
 ) -> Result<Response, JsValue> {
-    let method = request.method().to_ascii_uppercase();
-    if !matches!(method.as_str(), "GET" | "HEAD" | "POST") {
-        let body = headers::problem(405, "Method Not Allowed", "A proxied call is GET, HEAD or POST.", None, None);
-        let response = problem(405, &body, None);
-        response.headers().set("allow", "GET, HEAD, POST")?;
-        return Ok(response);
-    }
     let query = url.search().trim_start_matches('?').to_owned();
-    if let Err(why) = rules::target(&p.mirrors[0], rest, &query) {
-        return Ok(bad_request(&format!("{why}.")));
-    }
-    let weight = match weigh::call_weight(p, &query) {
-        Ok(w) => w,
-        Err(why) => return Ok(bad_request(&why)),
+    let opened = match flow::open_proxy(p, &request.method(), rest, &query) {
+        Ok(opened) => opened,
+        Err(reply) => return Ok(out(&reply)),
     };
-    if let Some(why) = weigh::too_heavy(p, weight) {
-        return Ok(refused(p, why));
-    }
-    let body = if method == "POST" {
-        match request_body(request, MAX_REQUEST_BODY).await? {
+    let body = match opened.body_cap() {
+        Some(cap) => match request_body(request, cap).await? {
             Ok(body) => body,
-            Err(over) => return Ok(too_large(over)),
-        }
-    } else {
-        None
+            Err(over) => return Ok(out(&flow::too_large(over))),
+        },
+        None => None,
     };
-    // A POST is cached where the provider's cache says so, keyed by its body (never one
-    // larger than an entry may be).
-    let cached = p.cache.filter(|rule| {
-        method != "POST" || (rule.post && body.as_ref().is_some_and(|b| u64::from(b.length()) <= rule.max_entry_bytes))
-    });
-    // A cached HEAD is answered from what a GET keeps.
-    let method = if method == "HEAD" && cached.is_some() { "GET".to_owned() } else { method };
-    let (headers, carried) = call_headers(request, p, cached.is_some())?;
+    let plan = opened.plan(p, body.as_ref().map(|b| u64::from(b.length())));
+    let received = request.headers();
+    let carried = plan.carried(p, |name| received.get(name).ok().flatten());
+    let headers = Headers::new()?;
+    for (name, value) in &carried {
+        headers.set(name, value)?;
+    }
     let content_type = carried.iter().find(|(n, _)| *n == "content-type").map(|(_, v)| v.clone()).unwrap_or_default();
-    let call = Call { method, rest: rest.to_owned(), query, headers, carried, body, content_type, weight };
-    if let Some((rule, key)) = cached.and_then(|rule| Some((rule, call.key()?))) {
+    let method = plan.method.name().to_owned();
+    let call =
+        Call { method, rest: rest.to_owned(), query, headers, carried, body, content_type, weight: opened.weight };
+    if let Some((rule, key)) = plan.cache.and_then(|rule| Some((rule, call.key()?))) {
         return cached_call(request, env, ctx, p, rule, call, &key).await;
     }
     let deadline = now() + p.max_wait;
@@ -693,32 +576,10 @@ async fn proxy(
     match send(p, env, ctx, &call, deadline, Some(&scope), Some(request)).await? {
         Sent::Answer { response, mirror, permit } => pass_on_held(&response, p, mirror, "miss", permit, request),
         Sent::Failed { response: Some((response, mirror)) } => passed_on(&response, p, mirror, "miss"),
-        Sent::Failed { response: None } => Ok(unreachable_provider(p)),
+        Sent::Failed { response: None } => Ok(out(&flow::unreachable(p))),
         Sent::Late => Ok(shed(p)),
         Sent::Refused(why) => Ok(refused(p, why)),
     }
-}
-
-/// The headers a call carries to the provider: a few of the app's (without the conditional
-/// ones for a cached call), and the provider's `User-Agent`; with them as keyed.
-fn call_headers(request: &Request, p: &Provider, cached: bool) -> Result<(Headers, Carried), JsValue> {
-    let received = request.headers();
-    let out = Headers::new()?;
-    let mut carried = Vec::new();
-    for &name in CALL_HEADERS {
-        if cached && CONDITIONAL.contains(&name) {
-            continue;
-        }
-        let value = match (name, &p.user_agent) {
-            ("user-agent", Some(agent)) => Some(agent.clone()),
-            _ => received.get(name)?,
-        };
-        if let Some(value) = value {
-            out.set(name, &value)?;
-            carried.push((name, value));
-        }
-    }
-    Ok((out, carried))
 }
 
 enum Sent {
@@ -736,10 +597,11 @@ enum Sent {
     Refused(Refused),
 }
 
-/// Make `call` of the first free mirror, failing over as [`Failover`] says: on a connection
-/// error, a 5xx, a 429, or no answer within the provider's `timeout` (each failed mirror's
-/// slot given back before the next is tried). `cancel_with`: the request whose client's
-/// leaving cancels the call.
+/// Make `call` as [`Sending`] says: a start from the provider's budget (its Durable Object
+/// falling back to this isolate's), the mirror called until the attempt's deadline, failed
+/// over on a connection error, a 5xx, a 429 or no answer in time (each failed mirror's slot
+/// given back before the next is tried). `cancel_with`: the request whose client's leaving
+/// cancels the call.
 async fn send(
     p: &Provider,
     env: &Env,
@@ -749,56 +611,60 @@ async fn send(
     scope: Option<&Scope<'_>>,
     cancel_with: Option<&Request>,
 ) -> Result<Sent, JsValue> {
-    let mut failover = Failover::default();
+    let mut sending = Sending::new(p, call.weight, deadline);
     let mut last: Option<(Response, usize)> = None;
+    let mut held: Option<Permit> = None;
     let signal = cancel_with.map_or(JsValue::UNDEFINED, crate::runtime::signal);
     loop {
-        let want = Want { weight: call.weight, avoid: failover.avoid(), deadline };
-        let permit = match start(p, env, ctx, want, scope).await? {
-            Taken::Permit(permit) => permit,
-            Taken::Refused(why) => return Ok(ended(failover.no_start(NoStart::Refused(why)), last)),
-            Taken::Late => return Ok(ended(failover.no_start(NoStart::Late), last)),
-        };
-        let mirror = permit.grant.mirror.min(p.mirrors.len() - 1);
-        failover.started(mirror);
-        let target = rules::target(&p.mirrors[mirror], &call.rest, &call.query)
-            .map_err(|e| JsValue::from_str(&e.to_string()))?;
-        let init = RequestInit::new();
-        init.set_method(&call.method);
-        init.set_headers(call.headers.as_ref());
-        init.set_redirect(RequestRedirect::Manual);
-        if let Some(body) = &call.body {
-            init.set_body(body);
-        }
-        let outgoing = Request::new_with_str_and_init(&target, &init)?;
-        let answered = match js::fetch_within(&outgoing, timer_ms(p.timeout), &signal) {
-            Ok(promise) => JsFuture::from(promise).await,
-            Err(error) => Err(error),
-        };
-        let (attempt, response) = match answered {
-            Ok(answer) if answer.is_null() => (Attempt::TimedOut, None),
-            Ok(answer) => match answer.dyn_into::<Response>() {
-                Ok(response) => (Attempt::Answered(response.status()), Some(response)),
-                Err(_) => (Attempt::Unreachable, None),
-            },
-            // The app went away and its call was cancelled with it: not the mirror's fault.
-            Err(_) if scope.is_some_and(Scope::gone) => (Attempt::Left, None),
-            Err(error) => {
-                failover_line(p, mirror, &format!("\"error\":{}", json_string(&describe(&error))));
-                (Attempt::Unreachable, None)
+        let (mirror, timeout) = match sending.next() {
+            SendStep::Start { store, want } => {
+                let taken = match store {
+                    SlotStore::Isolate => start_here(p, want, scope).await?,
+                    SlotStore::Fleet => match start_fleet(p, env, ctx, want, scope).await {
+                        Ok(taken) => taken,
+                        Err(error) => {
+                            store_failure(p, &error);
+                            sending.store_failed();
+                            continue;
+                        }
+                    },
+                };
+                sending.started(match taken {
+                    Taken::Permit(permit) => Ok(held.insert(permit).grant.mirror),
+                    Taken::Refused(why) => Err(NoStart::Refused(why)),
+                    Taken::Late => Err(NoStart::Late),
+                });
+                continue;
+            }
+            SendStep::Call { mirror, timeout } => (mirror, timeout),
+            SendStep::Done(flow::Sent::Failed { .. }) => return Ok(Sent::Failed { response: last }),
+            SendStep::Done(done) => {
+                if let Some((old, _)) = last.take() {
+                    cancel(&old);
+                }
+                return Ok(match done {
+                    flow::Sent::Refused(why) => Sent::Refused(why),
+                    _ => Sent::Late,
+                });
             }
         };
-        match (failover.after(attempt), response) {
-            (Next::PassOn, Some(response)) => return Ok(Sent::Answer { response, mirror, permit }),
-            (Next::TryNext { keep }, response) => {
-                match (attempt, &response) {
-                    (Attempt::Answered(status), _) => failover_line(p, mirror, &format!("\"status\":{status}")),
-                    (Attempt::TimedOut, _) => {
-                        failover_line(p, mirror, &format!("\"timeout_ms\":{}", p.timeout.as_millis_ceil()))
+        let (attempt, response) = attempt(p, call, mirror, timeout, &signal, scope).await?;
+        match (sending.attempted(attempt), response) {
+            (Disposal::PassOn, Some(response)) => {
+                let permit = held.take().ok_or_else(|| JsValue::from_str("an answer without its permit"))?;
+                return Ok(Sent::Answer { response, mirror, permit });
+            }
+            (Disposal::Failed { keep }, response) => {
+                match attempt {
+                    Attempt::Answered(status) => failover_line(p, mirror, &format!("\"status\":{status}")),
+                    Attempt::TimedOut => {
+                        failover_line(p, mirror, &format!("\"timeout_ms\":{}", timeout.as_millis_ceil()))
                     }
                     _ => {}
                 }
-                permit.fail();
+                if let Some(permit) = held.take() {
+                    permit.fail();
+                }
                 match response {
                     Some(response) if keep => {
                         if let Some((old, _)) = last.replace((response, mirror)) {
@@ -809,25 +675,53 @@ async fn send(
                     None => {}
                 }
             }
-            (Next::End(end), _) => return Ok(ended(end, last)),
-            // Not reached: an answer to pass on always has a response.
-            (Next::PassOn, None) => return Ok(ended(End::Failed, last)),
+            (_, response) => {
+                held = None;
+                if let Some(response) = response {
+                    cancel(&response);
+                }
+            }
         }
     }
 }
 
-/// How a call that passes nothing on ends: with the last failure kept, or without it.
-fn ended(end: End, last: Option<(Response, usize)>) -> Sent {
-    if end == End::Failed {
-        return Sent::Failed { response: last };
+/// One attempt of `call` at `mirror`: what it came to, with the mirror's answer if there was
+/// one.
+async fn attempt(
+    p: &Provider,
+    call: &Call,
+    mirror: usize,
+    timeout: Span,
+    signal: &JsValue,
+    scope: Option<&Scope<'_>>,
+) -> Result<(Attempt, Option<Response>), JsValue> {
+    let target =
+        rules::target(&p.mirrors[mirror], &call.rest, &call.query).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let init = RequestInit::new();
+    init.set_method(&call.method);
+    init.set_headers(call.headers.as_ref());
+    init.set_redirect(RequestRedirect::Manual);
+    if let Some(body) = &call.body {
+        init.set_body(body);
     }
-    if let Some((old, _)) = last {
-        cancel(&old);
-    }
-    match end {
-        End::Refused(why) => Sent::Refused(why),
-        _ => Sent::Late,
-    }
+    let outgoing = Request::new_with_str_and_init(&target, &init)?;
+    let answered = match js::fetch_within(&outgoing, timer_ms(timeout), signal) {
+        Ok(promise) => JsFuture::from(promise).await,
+        Err(error) => Err(error),
+    };
+    Ok(match answered {
+        Ok(answer) if answer.is_null() => (Attempt::TimedOut, None),
+        Ok(answer) => match answer.dyn_into::<Response>() {
+            Ok(response) => (Attempt::Answered(response.status()), Some(response)),
+            Err(_) => (Attempt::Unreachable, None),
+        },
+        // The app went away and its call was cancelled with it: not the mirror's fault.
+        Err(_) if scope.is_some_and(Scope::gone) => (Attempt::Left, None),
+        Err(error) => {
+            failover_line(p, mirror, &format!("\"error\":{}", json_string(&describe(&error))));
+            (Attempt::Unreachable, None)
+        }
+    })
 }
 
 fn failover_line(p: &Provider, mirror: usize, what: &str) {
@@ -1048,16 +942,7 @@ async fn cached_call(
                 }
                 return from_kept(&kept, p, "stale", head);
             }
-            Found::Failing(retry_at) => {
-                let retry = Span::from_secs((retry_at - now()).as_secs_ceil().max(1));
-                let detail = format!(
-                    "The provider \"{}\" failed and has no answer kept for this call; the next attempt is in {} s.",
-                    p.id,
-                    retry.as_secs_ceil()
-                );
-                let body = headers::problem(503, "Service Unavailable", &detail, Some(&p.id), Some(retry));
-                return Ok(problem(503, &body, Some(retry)));
-            }
+            Found::Failing(retry_at) => return Ok(out(&flow::failing(p, retry_at, now()))),
             Found::Follow(promise) => {
                 let left = deadline.saturating_since(now()).as_millis_ceil() as f64;
                 if left <= 0.0 {
@@ -1088,7 +973,7 @@ async fn cached_call(
                     Filled::Passed(response, mirror, None) => passed_on(&response, p, mirror, "miss"),
                     Filled::Shed => Ok(shed(p)),
                     Filled::Refused(why) => Ok(refused(p, why)),
-                    Filled::Unreachable => Ok(unreachable_provider(p)),
+                    Filled::Unreachable => Ok(out(&flow::unreachable(p))),
                 };
             }
         }
@@ -1141,14 +1026,16 @@ async fn fill(
     let (response, mirror, permit) = match send(p, env, ctx, call, deadline, scope, cancel_with).await? {
         Sent::Answer { response, mirror, permit } => (response, mirror, permit),
         Sent::Failed { response } => {
-            return Ok(match (lead.fail(), response) {
-                (Some(stale), Some((response, _))) => {
-                    cancel(&response);
+            let stale = lead.fail();
+            return Ok(match (after_failure(stale.is_some(), response.is_some()), stale, response) {
+                (AfterFailure::Stale, Some(stale), response) => {
+                    if let Some((response, _)) = response {
+                        cancel(&response);
+                    }
                     Filled::Stale(stale)
                 }
-                (Some(stale), None) => Filled::Stale(stale),
-                (None, Some((response, mirror))) => Filled::Passed(response, mirror, None),
-                (None, None) => Filled::Unreachable,
+                (AfterFailure::PassKept, _, Some((response, mirror))) => Filled::Passed(response, mirror, None),
+                _ => Filled::Unreachable,
             });
         }
         // Not a failure of the provider: nothing is recorded against it.

@@ -7,11 +7,13 @@
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
 //! - [`preread`]: the checks made before a body is read (the isolate's own counts).
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
-//! - [`upstream`]: the answer to a request shed by its upstream budget.
+//! - [`upstream`]: where a budget is counted, and the answer to a request it sheds.
+//! - [`egress`]: the egress routes: a proxied call through its budget and mirrors, permits.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
 //! - [`reply`]: the edge's own answers, as data.
 
 pub mod counting;
+pub mod egress;
 pub mod preread;
 pub mod reply;
 pub mod rules;

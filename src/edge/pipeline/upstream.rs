@@ -1,10 +1,46 @@
-//! The upstream stage's answers: a request that found no slot of its upstream budget within
-//! its `max_wait` is shed.
+//! The upstream stage: where a budget's slots are counted ([`SlotStore`]: a fleet budget in
+//! its Durable Object, falling back to the isolate's count when that cannot be asked), and
+//! the answer to a request that found no slot within its `max_wait` ([`busy`]). The egress
+//! routes' budgets are taken from the same stores.
 
 use super::reply::Reply;
 use crate::core::time::Span;
 use crate::edge::headers;
 use crate::edge::rules::Upstream;
+use crate::edge::scope::BudgetScope;
+
+/// Waiters one upstream budget may queue in an isolate before new arrivals are refused at
+/// once (and shed).
+pub const MAX_QUEUE: usize = 10_000;
+
+/// Where a budget's slots (or an egress provider's permits) are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotStore {
+    /// The budget's Durable Object: one count for every isolate.
+    Fleet,
+    /// This isolate's own count.
+    Isolate,
+}
+
+impl SlotStore {
+    /// The store a budget of `scope` is asked first.
+    pub const fn first(scope: BudgetScope) -> SlotStore {
+        match scope {
+            BudgetScope::Fleet => SlotStore::Fleet,
+            BudgetScope::Isolate => SlotStore::Isolate,
+        }
+    }
+
+    /// The store asked when this one could not be (the failure logged as a store failure):
+    /// a fleet budget falls back to this isolate's count; the isolate's own has nothing
+    /// behind it (and cannot fail).
+    pub const fn on_failure(self) -> Option<SlotStore> {
+        match self {
+            SlotStore::Fleet => Some(SlotStore::Isolate),
+            SlotStore::Isolate => None,
+        }
+    }
+}
 
 /// The shed of a request that found no slot of `upstream` within its `max_wait`: `503` with a
 /// problem+json body and `Retry-After` (whole seconds, at least 1), never a 500. A request
