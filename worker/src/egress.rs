@@ -42,7 +42,6 @@ use sluicegate::pipeline::egress::{
     self as flow, after_failure, AfterFailure, Disposal, SendStep, Sending, Want, ANSWER_DROPS, MAX_PERMIT_BODY,
 };
 use sluicegate::pipeline::upstream::SlotStore;
-use sluicegate::pipeline::Reply;
 use sluicegate::time::{Instant, Span};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -348,10 +347,7 @@ pub async fn serve(
     }))
 }
 
-/// One of the edge's own answers, as the pipeline wrote it.
-fn out(reply: &Reply) -> Response {
-    respond::reply(reply).unwrap_or_else(|_| Response::error())
-}
+use respond::own as out;
 
 /// [`flow::shed`], logged with its provider.
 fn shed(p: &Provider) -> Response {

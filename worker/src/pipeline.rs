@@ -13,14 +13,13 @@ use crate::log::{
     describe, describe_kind, identity_fields, json_string, log, log_decision, log_error, log_hash, log_omitted,
     log_store_failure, logged_url,
 };
-use crate::respond::{self, answer, bad_request, busy, client_gone, interim_refusal, problem};
+use crate::respond::{self, bad_request, busy, client_gone, interim_refusal};
 use crate::{admin, budgets, egress, isolate, preread, proxy, tenancy};
-use sluicegate::admission::declared_length;
-use sluicegate::headers;
 use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
-use sluicegate::pipeline::{Answer, Note, RulesCheck, Step, Verdict};
-use sluicegate::rules::{normalise_path, RequestFacts, Rule};
+use sluicegate::pipeline::serve::{self, Routes, Stage, Way};
+use sluicegate::pipeline::{Answer, Note, Reply, RulesCheck, Step, Verdict};
+use sluicegate::rules::{RequestFacts, Rule};
 use sluicegate::time::{Instant, Span};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -52,20 +51,23 @@ pub(crate) async fn serve(
         Ok(setup) => setup,
         Err(problems) => {
             log_error(&format!("sluicegate: 503 for {}: invalid configuration: {problems}", logged_url(request)));
-            return Ok(problem(503, &headers::unavailable(), None));
+            return Ok(respond::reply(&serve::unavailable())?);
         }
     };
     let url = Url::new(&request.url())?;
     let raw_path = url.pathname();
-    // Rules match the normalised path; the origin gets the path as it was sent.
-    let path = match normalise_path(&raw_path) {
-        Ok(path) => path,
-        Err(why) => return Ok(bad_request(request, &format!("The request path is malformed: {why}."))),
+    let req_headers = request.headers();
+    let header = |name: &str| req_headers.get(name).ok().flatten();
+    // Rules match the normalised path; the origin gets the path as it was sent. How the body
+    // is framed is read before anything is charged for it.
+    let read =
+        serve::read_request(&raw_path, header("content-length").as_deref(), header("transfer-encoding").as_deref());
+    let (path, declared) = match read {
+        Ok(read) => read,
+        Err(reply) => return Ok(logged(request, &reply)?),
     };
     let host = url.hostname();
     let method = request.method();
-    let req_headers = request.headers();
-    let header = |name: &str| req_headers.get(name).ok().flatten();
     let cf_connecting_ip = header("cf-connecting-ip");
     let x_forwarded_for = header("x-forwarded-for");
     let colo = crate::runtime::colo(request);
@@ -78,37 +80,47 @@ pub(crate) async fn serve(
     };
     let identity = client_identity_behind(&sources, setup.rules.trusted_proxies());
     let facts = RequestFacts { method: &method, host: &host, path: &path, colo: colo.as_deref(), identity };
-
-    // How the body is framed, before anything is charged for it.
-    let declared = match declared_length(header("content-length").as_deref(), header("transfer-encoding").as_deref()) {
-        Ok(declared) => declared,
-        Err(why) => return Ok(bad_request(request, &format!("The body's framing cannot be trusted: {why}."))),
-    };
-    // Before anything reads the body or asks a Durable Object: the address, the isolate,
-    // the source's declared bytes.
     let source = setup.rules.pre_read().source_of(&facts);
-    if let Err((scope, wait)) = isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now)) {
-        return Ok(pre_read_refusal(request, scope, wait, identity));
-    }
-    // The admin API of tenant limits (only when its token is set).
-    if let Some(answer) = admin::serve(request, env, setup, &path, identity).await? {
-        return Ok(answer);
-    }
-    // The app's calls to its providers (only when the egress token is set).
-    if let Some(answer) = egress::serve(request, env, ctx, setup, &path, &url, identity).await? {
-        return Ok(answer);
-    }
-    // The edge's own answer, cheap and cacheable: not counted, so reading the limits never
-    // spends them.
-    if let Some(answer) = capabilities(setup, &facts)? {
-        return Ok(answer);
+    let routes = Routes {
+        admin: env.admin_token().as_string().is_some_and(|t| !t.is_empty()),
+        egress: env.egress_token().as_string().is_some_and(|t| !t.is_empty()),
+    };
+    let mut way = Way::new(&setup.rules, routes);
+    // The stages before the rules: each may answer, and that ends the way.
+    for stage in way.by_ref() {
+        let answered = match stage {
+            // Before anything reads the body or asks a Durable Object: the address, the
+            // isolate, the source's declared bytes.
+            Stage::PreRead => isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now))
+                .err()
+                .map(|(scope, wait)| pre_read_refusal(request, scope, wait, identity)),
+            Stage::Admin => admin::serve(request, env, setup, &path, identity).await?,
+            Stage::Egress => egress::serve(request, env, ctx, setup, &path, &url, identity).await?,
+            Stage::Capabilities => {
+                let reply = isolate::with(|i| serve::capabilities(&setup.rules, &facts, |id| i.degraded(id)));
+                reply.as_ref().map(respond::reply).transpose()?
+            }
+            Stage::Rules => break,
+            Stage::Tenant | Stage::Upstream | Stage::Origin => {
+                return Err(JsValue::from_str("the rules stage comes before the tenant's").into())
+            }
+        };
+        if let Some(answer) = answered {
+            return Ok(answer);
+        }
     }
     let checked = match check_rules(request, env, setup, &facts, &header).await? {
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
     let admitted = Admitted { request, env, ctx, config: &config, setup, url: &url, facts: &facts, source, declared };
-    admitted.forward(checked, &header, handler, now).await
+    admitted.forward(way, checked, &header, handler, now).await
+}
+
+/// One of the edge's own answers, logged with its detail and the URL it answers.
+fn logged(request: &Request, reply: &Reply) -> Result<Response, JsValue> {
+    log(&format!("sluicegate: {} for {}: {}", reply.status, logged_url(request), reply.body));
+    respond::reply(reply)
 }
 
 /// A request the rules admitted, on its way to the origin: what is needed to charge its
@@ -129,10 +141,11 @@ pub(crate) struct Admitted<'a> {
 }
 
 impl Admitted<'_> {
-    /// Charge the tenant, take the upstream slot and send the request on; everything it
-    /// holds is a hold of its [`Scope`], given back however this ends.
+    /// The rest of the `way`: charge the tenant, take the upstream slot and send the request
+    /// on; everything it holds is a hold of its [`Scope`], given back however this ends.
     async fn forward(
         &self,
+        way: Way,
         checked: Checked,
         header: &impl Fn(&str) -> Option<String>,
         handler: Option<&js_sys::Function>,
@@ -140,27 +153,52 @@ impl Admitted<'_> {
     ) -> Result<Response, Failure> {
         let (request, setup) = (self.request, self.setup);
         let scope = Scope::of(request);
-        // The tenant is charged after the rules: a request they refuse spends none of its
-        // quota. Its place in flight is held until the origin has answered.
         let has_body = request.body().is_some();
-        let tenant = tenancy::admit(setup, self.env, self.facts, header, self.declared, has_body, now, &scope);
-        let mut tenant = match tenant.await? {
-            Ok(admitted) => admitted,
-            Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
-        };
-        // The budget is charged only once the rules have admitted the request.
-        let slot = match setup.rules.upstream_for(self.facts) {
-            None => None,
-            Some(upstream) => match budgets::acquire(upstream, self.env, self.ctx, &scope).await? {
-                Some(slot) => Some(slot),
-                None if scope.gone() => return Ok(client_gone(request)),
-                None => return Ok(checked.finish(busy(request, upstream)?)?),
-            },
-        };
-        // A client that left while it waited is not forwarded.
-        if scope.gone() {
-            return Ok(client_gone(request));
+        let mut tenant = None;
+        let mut slot = None;
+        for stage in way {
+            match stage {
+                // Its place in flight is held until the origin has answered.
+                Stage::Tenant => {
+                    let admitted =
+                        tenancy::admit(setup, self.env, self.facts, header, self.declared, has_body, now, &scope);
+                    match admitted.await? {
+                        Ok(admitted) => tenant = Some(admitted),
+                        Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
+                    }
+                }
+                Stage::Upstream => {
+                    let Some(upstream) = setup.rules.upstream_for(self.facts) else { continue };
+                    match budgets::acquire(upstream, self.env, self.ctx, &scope).await? {
+                        Some(held) => slot = Some(held),
+                        None if scope.gone() => return Ok(client_gone(request)),
+                        None => return Ok(checked.finish(busy(request, upstream)?)?),
+                    }
+                }
+                // A client that left while it waited is not forwarded.
+                Stage::Origin if scope.gone() => return Ok(client_gone(request)),
+                Stage::Origin => {
+                    let tenant = tenant.ok_or_else(|| JsValue::from_str("the origin before the tenant stage"))?;
+                    return self.origin(checked, tenant, slot, has_body, handler, &scope).await;
+                }
+                _ => return Err(JsValue::from_str("a stage before the rules after them").into()),
+            }
         }
+        Err(JsValue::from_str("the way ended before the origin").into())
+    }
+
+    /// Send the request to the origin (its tenant admitted, its slot held) and pass its answer
+    /// on with the rules' headers.
+    async fn origin(
+        &self,
+        checked: Checked,
+        mut tenant: tenancy::Admitted,
+        slot: Option<budgets::Slot>,
+        has_body: bool,
+        handler: Option<&js_sys::Function>,
+        scope: &Scope<'_>,
+    ) -> Result<Response, Failure> {
+        let (request, setup) = (self.request, self.setup);
         #[cfg(feature = "dev-origin")]
         crate::panic::on_purpose(self.env, self.facts.path);
         let counts_bytes = tenant.counts_bytes || setup.rules.pre_read().source_bytes_per_second.is_some();
@@ -170,7 +208,7 @@ impl Admitted<'_> {
         // streams, as is one of no declared length (charged to its source and its tenant
         // chunk by chunk).
         let framed = handler.is_none() && self.declared.is_some();
-        let check = (has_body && counts_bytes && !framed && !is_bodiless(&request.method())).then(|| {
+        let check = serve::counts_as_it_streams(&request.method(), has_body, counts_bytes, framed).then(|| {
             preread::BodyCheck::new(self.config, self.source.to_owned(), self.declared, tenant.streamed.take())
         });
         let response = self.send(check.as_ref(), handler).await;
@@ -189,8 +227,7 @@ impl Admitted<'_> {
                     logged_url(request),
                     describe(&error)
                 ));
-                let body = headers::problem(502, "Bad Gateway", "The origin could not be reached.", None, None);
-                return Ok(problem(502, &body, None));
+                return Ok(respond::reply(&serve::origin_failed())?);
             }
         };
         if sluicegate::forward::is_interim(response.status()) {
@@ -339,18 +376,6 @@ fn log_notes(setup: &Setup, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
     }
 }
 
-/// The capabilities answer, when this is a `GET` or `HEAD` of its path.
-pub(crate) fn capabilities(setup: &Setup, facts: &RequestFacts<'_>) -> Result<Option<Response>, JsValue> {
-    let asked = setup.rules.is_capabilities_path(facts.path)
-        && (facts.method.eq_ignore_ascii_case("GET") || facts.method.eq_ignore_ascii_case("HEAD"));
-    if !asked {
-        return Ok(None);
-    }
-    let body = isolate::with(|isolate| setup.rules.capabilities_json(|id| isolate.degraded(id)));
-    let body = (!facts.method.eq_ignore_ascii_case("HEAD")).then_some(body);
-    answer(200, "application/json", "public, max-age=60", body.as_deref(), &[]).map(Some)
-}
-
 /// The Worker's handler's answer to `request`. With a `check`, the body reaches it checked
 /// as it streams (cut when the check fails).
 pub(crate) async fn to_handler(
@@ -374,10 +399,6 @@ pub(crate) async fn to_handler(
         ));
         Failure::Handler(error.into())
     })
-}
-
-pub(crate) fn is_bodiless(method: &str) -> bool {
-    method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
 }
 
 /// Ask the key's Durable Object. Its answer is `[allowed, remaining, wait_ms, at_ms]`: the

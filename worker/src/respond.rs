@@ -3,7 +3,7 @@
 
 use crate::log::{json_string, log, log_error, logged_url};
 use sluicegate::headers;
-use sluicegate::pipeline::Reply;
+use sluicegate::pipeline::{serve, Reply};
 use sluicegate::rules::Upstream;
 use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
@@ -20,21 +20,20 @@ pub(crate) fn interim_refusal(request: &Request, response: &Response) -> Respons
         "{{\"sluicegate\":\"origin-interim\",\"status\":{status},\"url\":{}}}",
         json_string(&logged_url(request))
     ));
-    let detail = format!("The origin answered with an interim {status} response where a final one was due.");
-    problem(502, &headers::problem(502, "Bad Gateway", &detail, None, None), None)
+    own(&serve::interim(status))
 }
 
 /// `400` with `detail`, logged.
 pub(crate) fn bad_request(request: &Request, detail: &str) -> Response {
     log(&format!("sluicegate: 400 for {}: {detail}", logged_url(request)));
-    problem(400, &headers::problem(400, "Bad Request", detail, None, None), None)
+    own(&serve::bad_request(detail))
 }
 
 /// The answer to a request whose client went away before it was forwarded: nobody reads it
 /// (`499`, as proxies log a client that closed first), and nothing was sent to the origin.
 pub(crate) fn client_gone(request: &Request) -> Response {
     log(&format!("{{\"sluicegate\":\"client-gone\",\"url\":{}}}", json_string(&logged_url(request))));
-    problem(499, &headers::problem(499, "Client Closed Request", "", None, None), None)
+    own(&serve::client_gone())
 }
 
 /// The shed of a request that found no slot of `upstream` within its `max_wait`, as the
@@ -49,6 +48,11 @@ pub(crate) fn busy(request: &Request, upstream: &Upstream) -> Result<Response, J
         json_string(&logged_url(request))
     ));
     reply(&shed)
+}
+
+/// [`reply`], or a network error where the runtime cannot make the response.
+pub(crate) fn own(answer: &Reply) -> Response {
+    reply(answer).unwrap_or_else(|_| Response::error())
 }
 
 /// One of the edge's own answers as the pipeline wrote it.

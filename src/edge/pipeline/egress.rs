@@ -19,6 +19,7 @@
 //! answer from a script.
 
 use super::reply::Reply;
+pub use super::serve::bad_request;
 use super::upstream::{SlotStore, MAX_QUEUE};
 use crate::core::milli::Milli;
 use crate::core::time::{Instant, Span};
@@ -108,11 +109,6 @@ pub fn failing(p: &Provider, retry_at: Instant, now: Instant) -> Reply {
         retry.as_secs_ceil()
     );
     Reply::problem(503, headers::problem(503, "Service Unavailable", &detail, Some(&p.id), Some(retry)), Some(retry))
-}
-
-/// `400` with `detail`.
-pub fn bad_request(detail: &str) -> Reply {
-    Reply::problem(400, headers::problem(400, "Bad Request", detail, None, None), None)
 }
 
 /// `413` for a body over its cap.

@@ -4,6 +4,7 @@
 //! counters in memory; tests answer from a script. So what the edge decides, the simulator
 //! replays with the same code.
 //!
+//! - [`serve`]: the stages in the order a request meets them, and the answers between them.
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
 //! - [`preread`]: the checks made before a body is read (the isolate's own counts).
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
@@ -17,6 +18,7 @@ pub mod egress;
 pub mod preread;
 pub mod reply;
 pub mod rules;
+pub mod serve;
 pub mod tenant;
 pub mod upstream;
 
