@@ -10,9 +10,12 @@
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
 //! - [`upstream`]: where a budget is counted, and the answer to a request it sheds.
 //! - [`egress`]: the egress routes: a proxied call through its budget and mirrors, permits.
+//! - [`admin`]: the admin API of tenant limits: its routes and answers.
+//! - [`token`]: the bearer tokens of the edge's own routes, and guessing them.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
 //! - [`reply`]: the edge's own answers, as data.
 
+pub mod admin;
 pub mod counting;
 pub mod egress;
 pub mod preread;
@@ -20,6 +23,7 @@ pub mod reply;
 pub mod rules;
 pub mod serve;
 pub mod tenant;
+pub mod token;
 pub mod upstream;
 
 pub use reply::Reply;
