@@ -13,10 +13,11 @@ use crate::log::{
     describe, describe_kind, identity_fields, json_string, log, log_decision, log_error, log_hash, log_omitted,
     log_store_failure, logged_url,
 };
-use crate::respond::{self, bad_request, busy, client_gone, interim_refusal};
+use crate::respond::{self, busy, client_gone, interim_refusal};
 use crate::{admin, budgets, egress, isolate, preread, proxy, tenancy};
 use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
+use sluicegate::pipeline::preread::SOURCE_CUT_WAIT;
 use sluicegate::pipeline::serve::{self, Routes, Stage, Way};
 use sluicegate::pipeline::{Answer, Note, Reply, RulesCheck, Step, Verdict};
 use sluicegate::rules::{RequestFacts, Rule};
@@ -437,9 +438,9 @@ pub(crate) async fn ask_counter(
 /// its length gets: `413` past the biggest body, `429` past its bytes or its share in flight.
 fn cut_refusal(request: &Request, why: preread::Cut, identity: Option<Identity>) -> Response {
     match why {
-        preread::Cut::Source => pre_read_refusal(request, preread::Check::Source, Span::from_secs(1), identity),
-        preread::Cut::Length(error) => bad_request(request, &format!("The body was cut: {error}.")),
+        preread::Cut::Source => pre_read_refusal(request, preread::Check::Source, SOURCE_CUT_WAIT, identity),
         preread::Cut::Tenant(refusal) => tenant_refusal(request, refusal),
+        preread::Cut::Length(_) => logged(request, &why.reply()).unwrap_or_else(|_| Response::error()),
     }
 }
 

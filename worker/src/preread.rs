@@ -5,29 +5,18 @@
 use crate::config::Config;
 use crate::{isolate, js, tenancy};
 use sluicegate::admission::LengthError;
+use sluicegate::pipeline::preread::check_chunk;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
-pub use sluicegate::pipeline::preread::Check;
-
-/// Why an upload was cut as it streamed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Cut {
-    /// Its source went over its body bytes per second (429).
-    Source,
-    /// It contradicted its `Content-Length` (400).
-    Length(LengthError),
-    /// Its tenant's cap, byte budget or share in flight refused it (413 or 429).
-    Tenant(tenancy::Refusal),
-}
+pub use sluicegate::pipeline::preread::{Check, Cut};
 
 /// How a request body is checked as it streams, once its bytes are counted: a body that
 /// declared its length was charged that length before it was read, so it may bring exactly
 /// that many bytes; one that did not is charged as it streams, chunk by chunk, before each
-/// chunk is passed on: to its tenant (the biggest body it may send, its share in flight),
-/// to its source's bytes, then to its tenant's byte bucket. Either way a body that fails its
-/// check is cut: the upload made of it is aborted.
+/// chunk is passed on, as [`check_chunk`] orders it. Either way a body that fails its check
+/// is cut: the upload made of it is aborted.
 pub enum BodyCheck {
     /// Exactly `length` bytes; the stream that checks them, once the body is under way.
     Exact { length: u64, checked: RefCell<Option<js::ExactLength>> },
@@ -49,11 +38,9 @@ impl BodyCheck {
                 return JsValue::FALSE;
             }
             let bytes = bytes.max(0.0) as u64;
-            let checked = match tenant.as_mut().map_or(Ok(()), |t| t.take(bytes)) {
-                Err(refusal) => Err(Cut::Tenant(refusal)),
-                Ok(()) if !source_admits(&config, &source, bytes) => Err(Cut::Source),
-                Ok(()) => Ok(tenant.as_ref().and_then(|t| t.charge(bytes))),
-            };
+            let checked =
+                check_chunk(|| tenant.as_mut().map(|t| t.take(bytes)), || source_admits(&config, &source, bytes))
+                    .map(|charges| if charges { tenant.as_ref().and_then(|t| t.charge(bytes)) } else { None });
             match checked {
                 Err(why) => {
                     *refused.borrow_mut() = Some(why);

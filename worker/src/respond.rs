@@ -23,12 +23,6 @@ pub(crate) fn interim_refusal(request: &Request, response: &Response) -> Respons
     own(&serve::interim(status))
 }
 
-/// `400` with `detail`, logged.
-pub(crate) fn bad_request(request: &Request, detail: &str) -> Response {
-    log(&format!("sluicegate: 400 for {}: {detail}", logged_url(request)));
-    own(&serve::bad_request(detail))
-}
-
 /// The answer to a request whose client went away before it was forwarded: nobody reads it
 /// (`499`, as proxies log a client that closed first), and nothing was sent to the origin.
 pub(crate) fn client_gone(request: &Request) -> Response {

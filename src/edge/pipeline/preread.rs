@@ -3,14 +3,16 @@
 //! are counted in it ([`super::Isolate`]), never in a store: no question, only a verdict.
 
 use super::reply::Reply;
+use super::tenant::TenantRefusal;
 use super::Isolate;
 use crate::core::limit::{Decision, Gcra, Limiter};
 use crate::core::time::{Instant, Span};
-use crate::edge::admission::{ByteBucket, IpTable};
+use crate::edge::admission::{ByteBucket, IpTable, LengthError};
 use crate::edge::headers;
 use crate::edge::identity::{ClientIp, Identity};
 use crate::edge::rules::{PreRead, RuleSet};
 use alloc::borrow::ToOwned;
+use alloc::format;
 use alloc::string::String;
 use core::net::Ipv4Addr;
 use foldhash::fast::FixedState;
@@ -145,6 +147,53 @@ fn source_bucket<'s>(state: &'s mut PreReadState, source: &str, rate: u64, now: 
     sources.entry(key.to_owned()).or_insert_with(|| ByteBucket::new(rate, rate).expect("a validated rate"))
 }
 
+/// How long an upload cut for its source's bytes is told to wait.
+pub const SOURCE_CUT_WAIT: Span = Span::from_secs(1);
+
+/// Why an upload was cut as it streamed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Its source went over its body bytes per second.
+    Source,
+    /// It contradicted its `Content-Length`.
+    Length(LengthError),
+    /// Its tenant's cap, byte budget or share in flight refused it.
+    Tenant(TenantRefusal),
+}
+
+impl Cut {
+    /// The answer, whatever the origin said meanwhile: `429` for its source's bytes (retry
+    /// after [`SOURCE_CUT_WAIT`], `Sluicegate-Scope: source`), `400` for a body that contradicted its
+    /// `Content-Length`, and for its tenant what a body that declared its length gets
+    /// ([`TenantRefusal::reply`]: `413` past the biggest body, `429` past its bytes or its
+    /// share in flight).
+    pub fn reply(&self) -> Reply {
+        match self {
+            Cut::Source => Check::Source.reply(SOURCE_CUT_WAIT),
+            Cut::Length(error) => super::serve::bad_request(&format!("The body was cut: {error}.")),
+            Cut::Tenant(refusal) => refusal.reply(),
+        }
+    }
+}
+
+/// One chunk of a body of no declared length, charged in the edge's order: its tenant's
+/// biggest body and share in flight (`tenant_takes`: `None` without a tenant), then its
+/// source's bytes (`source_admits`), then its tenant's byte bucket. `Ok(true)`: pass it on
+/// once the tenant's bucket is charged (it has a tenant); `Ok(false)`: pass it on.
+///
+/// # Errors
+/// Why the body is cut; what comes after the check that cut it is not charged.
+pub fn check_chunk(
+    tenant_takes: impl FnOnce() -> Option<Result<(), TenantRefusal>>,
+    source_admits: impl FnOnce() -> bool,
+) -> Result<bool, Cut> {
+    let tenant = tenant_takes().transpose().map_err(Cut::Tenant)?.is_some();
+    if !source_admits() {
+        return Err(Cut::Source);
+    }
+    Ok(tenant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +227,34 @@ mod tests {
             (reply.status, reply.header("retry-after"), reply.header("sluicegate-scope")),
             (429, Some("1"), Some("node"))
         );
+    }
+
+    #[test]
+    fn a_chunk_is_charged_tenant_first_then_source_and_what_cut_it_is_answered() {
+        use core::cell::Cell;
+        let asked = Cell::new(0);
+        let source = |admits: bool| {
+            let asked = &asked;
+            move || {
+                asked.set(asked.get() + 1);
+                admits
+            }
+        };
+        assert_eq!(check_chunk(|| None, source(true)), Ok(false), "no tenant: nothing more to charge");
+        assert_eq!(check_chunk(|| Some(Ok(())), source(true)), Ok(true), "then the tenant's byte bucket");
+        assert_eq!(check_chunk(|| Some(Ok(())), source(false)), Err(Cut::Source));
+        let over = TenantRefusal::TooLarge { max: 10 };
+        asked.set(0);
+        assert_eq!(check_chunk(|| Some(Err(over.clone())), source(true)), Err(Cut::Tenant(over.clone())));
+        assert_eq!(asked.get(), 0, "the source is not charged for a chunk the tenant refused");
+        let source_cut = Cut::Source.reply();
+        assert_eq!(
+            (source_cut.status, source_cut.header("retry-after"), source_cut.header("sluicegate-scope")),
+            (429, Some("1"), Some("source"))
+        );
+        let length = Cut::Length(LengthError::Longer { declared: 5 }).reply();
+        assert_eq!(length.status, 400);
+        assert!(length.body.contains("cut"), "{}", length.body);
+        assert_eq!(Cut::Tenant(over.clone()).reply(), over.reply());
     }
 }
