@@ -50,8 +50,8 @@ use config::config;
 use js::Env;
 use log::{describe, log_error};
 use pipeline::{serve, Failure};
-use respond::problem;
 use sluicegate::headers;
+use sluicegate::pipeline::Reply;
 use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use web_sys::{Request, Response};
@@ -116,7 +116,7 @@ pub async fn handle(
         Err(Failure::Handler(error)) => Err(error),
         Err(Failure::Edge(error)) => {
             log_error(&format!("sluicegate: refusing with 503: {}", describe(&error)));
-            Ok(problem(503, &headers::unavailable(), None))
+            Ok(respond::own(&sluicegate::pipeline::serve::unavailable()))
         }
     }
 }
@@ -136,5 +136,5 @@ pub fn renew() {}
 /// The edge's `503` for a request it cannot serve (e.g. one in flight when the module panicked).
 #[wasm_bindgen]
 pub fn unavailable() -> Response {
-    problem(503, &headers::unavailable(), Some(Span::from_secs(1)))
+    respond::own(&Reply::problem(503, headers::unavailable(), Some(Span::from_secs(1))))
 }

@@ -2,10 +2,8 @@
 //! 499, 502 and 503 a request can get before it reaches the origin.
 
 use crate::log::{json_string, log, log_error, logged_url};
-use sluicegate::headers;
 use sluicegate::pipeline::{serve, Reply};
 use sluicegate::rules::Upstream;
-use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use web_sys::{Headers, Request, Response, ResponseInit};
 
@@ -59,34 +57,4 @@ pub(crate) fn reply(reply: &Reply) -> Result<Response, JsValue> {
     init.set_status(reply.status);
     init.set_headers(&headers);
     Response::new_with_opt_str_and_init(Some(&reply.body), &init)
-}
-
-pub(crate) fn problem(status: u16, body: &str, retry_after: Option<Span>) -> Response {
-    let retry = retry_after.map(headers::retry_after);
-    let extra: &[(&str, &str)] = match &retry {
-        Some(wait) => &[("retry-after", wait)],
-        None => &[],
-    };
-    answer(status, headers::PROBLEM_JSON, "no-store", Some(body), extra).unwrap_or_else(|_| Response::error())
-}
-
-/// One of the edge's own answers: `status`, `content_type`, `cache_control` and any
-/// `extra` headers, with `body` (none for a `HEAD`).
-pub(crate) fn answer(
-    status: u16,
-    content_type: &str,
-    cache_control: &str,
-    body: Option<&str>,
-    extra: &[(&str, &str)],
-) -> Result<Response, JsValue> {
-    let headers = Headers::new()?;
-    headers.set("content-type", content_type)?;
-    headers.set("cache-control", cache_control)?;
-    for (name, value) in extra {
-        headers.set(name, value)?;
-    }
-    let init = ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(&headers);
-    Response::new_with_opt_str_and_init(body, &init)
 }

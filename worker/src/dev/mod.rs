@@ -30,8 +30,9 @@ fn state<T>(f: impl FnOnce(&DevState) -> T) -> T {
 
 use crate::js::{Env, Fetcher};
 use crate::log::json_string;
-use crate::respond::problem;
+use crate::respond::own;
 use sluicegate::headers;
+use sluicegate::pipeline::Reply;
 use sluicegate::rules::RequestFacts;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -48,7 +49,11 @@ pub async fn serve(request: &Request, env: &Env, url: &Url, facts: &RequestFacts
     }
     let assets = env.assets();
     if assets.is_undefined() {
-        return Ok(problem(404, &headers::problem(404, "Not Found", "No origin is configured.", None, None), None));
+        return Ok(own(&Reply::problem(
+            404,
+            headers::problem(404, "Not Found", "No origin is configured.", None, None),
+            None,
+        )));
     }
     let assets: Fetcher = assets.unchecked_into();
     JsFuture::from(assets.fetch(request)?).await?.dyn_into()
@@ -62,5 +67,5 @@ fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
         json_string(facts.colo.unwrap_or("unknown")),
         json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
     );
-    crate::respond::answer(200, "application/json", "no-store", Some(&body), &[])
+    Ok(own(&sluicegate::pipeline::admin::json(200, body)))
 }
