@@ -6,13 +6,14 @@ use crate::config::{config, Config};
 use crate::fleet;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error};
-use sluicegate::limit::{Decision, SaveState};
+use sluicegate::limit::Decision;
 use sluicegate::pipeline::counting::{Counts, Stored};
 use sluicegate::rules::{BudgetScope, Characteristic, Rule, Upstream};
 
-use sluicegate::tenants::{Overrides, TenantBuckets, TenantLimit};
+use sluicegate::pipeline::tenant::Charge;
+use sluicegate::pipeline::tenant_store::{record_key, TenantStore};
+use sluicegate::tenants::{Overrides, TenantLimit};
 use sluicegate::time::{Instant, Span};
-use std::collections::HashMap;
 use wasm_bindgen::prelude::*;
 
 /// The state behind one Durable Object: exact counts for the keys routed to it (one, as
@@ -38,7 +39,7 @@ pub struct Counter {
     /// they are of, and whether that limit's buckets are written down (see
     /// [`TenantLimit::keeps_state`]): an evicted object then goes on where it was, so a
     /// tenant's debt is never forgotten with the object's memory.
-    tenants: HashMap<String, (String, TenantBuckets, bool)>,
+    tenants: TenantStore,
     /// The runtime overrides of tenant limits (kept by the one object named
     /// [`OVERRIDES_OBJECT`]), read from storage on first use.
     overrides: Option<Overrides>,
@@ -75,7 +76,7 @@ impl Counter {
             kv,
             fleet: fleet::Shared::default(),
             egress: crate::egress::Shared::default(),
-            tenants: HashMap::new(),
+            tenants: TenantStore::default(),
             overrides: None,
             env,
         }
@@ -148,30 +149,20 @@ impl Counter {
         bytes: f64,
         requests: f64,
     ) -> Result<f64, JsError> {
-        let now = now();
-        let seen = format!("{}\u{1f}{limit}", generation as u64);
-        if self.tenants.get(tenant).is_none_or(|(was, _, _)| *was != seen) {
-            let parsed = TenantLimit::from_json_text(limit, None)
-                .map_err(|e| JsError::new(&format!("{}: {}", e.field, e.message)))?;
-            let mut buckets = parsed.buckets();
-            let keeps = parsed.keeps_state();
-            // First charge since this object started: take back what it wrote down, when the
-            // buckets are of this very limit and generation.
-            if keeps && !self.tenants.contains_key(tenant) {
-                self.stored_tenant(tenant, &seen, &mut buckets);
-            }
-            self.tenants.insert(tenant.to_owned(), (seen, buckets, keeps));
-        }
-        let (seen, buckets, keeps) = self.tenants.get_mut(tenant).expect("just inserted");
         let bytes = bytes.max(0.0) as u64;
-        let decision = if requests > 0.0 { buckets.charge(now, bytes) } else { buckets.charge_more(now, bytes) };
-        if decision.is_allowed() && *keeps {
-            let record = tenant_record(seen, buckets);
-            self.store_tenant(tenant, &record);
+        let what = if requests > 0.0 { Charge::Request(bytes) } else { Charge::More(bytes) };
+        let kv = &self.kv;
+        let stored = || kv.as_ref()?.get_value(&record_key(tenant)).ok()?.as_string();
+        let charged = self
+            .tenants
+            .charge(tenant, limit, generation.max(0.0) as u64, what, now(), stored)
+            .map_err(|why| JsError::new(&why))?;
+        if let Some(record) = &charged.record {
+            self.store_tenant(tenant, record);
         }
-        Ok(match decision {
+        Ok(match charged.decision {
             Decision::Allow { .. } => 0.0,
-            Decision::Deny { retry_after } => retry_after.as_millis_ceil().max(1) as f64,
+            Decision::Deny { retry_after } => retry_after.as_millis_ceil() as f64,
         })
     }
 
@@ -384,27 +375,10 @@ impl Counter {
             .ok_or_else(|| JsError::new(&format!("no fleet egress provider \"{provider}\"")))
     }
 
-    /// Restore `tenant`'s buckets from storage when what is stored is of `seen` (the same
-    /// limit and generation); otherwise they stay fresh.
-    fn stored_tenant(&self, tenant: &str, seen: &str, buckets: &mut TenantBuckets) {
-        let Some(kv) = &self.kv else { return };
-        let Some(record) = kv.get_value(&tenant_key(tenant)).ok().and_then(|v| v.as_string()) else { return };
-        let Some((of, words)) = record.rsplit_once('\u{1e}') else { return };
-        if of != seen {
-            return;
-        }
-        let words: Option<Vec<u64>> = words.split(',').map(|w| w.parse().ok()).collect();
-        let mut trial = buckets.clone();
-        let mut words = words.unwrap_or_default().into_iter();
-        if trial.restore(&mut words).is_some() && words.next().is_none() {
-            *buckets = trial;
-        }
-    }
-
     /// Write `tenant`'s buckets down; a failed write keeps them in memory and is logged.
     fn store_tenant(&self, tenant: &str, record: &str) {
         if let Some(kv) = &self.kv {
-            if let Err(e) = kv.put(&tenant_key(tenant), &JsValue::from_str(record)) {
+            if let Err(e) = kv.put(&record_key(tenant), &JsValue::from_str(record)) {
                 log_error(&format!(
                     "{{\"sluicegate\":\"store-failure\",\"tenant\":{},\"error\":{}}}",
                     crate::log::json_string(tenant),
@@ -461,20 +435,6 @@ impl Counter {
             key.to_owned()
         }
     }
-}
-
-/// Where a tenant's buckets are written down.
-fn tenant_key(tenant: &str) -> String {
-    format!("tenant-buckets\u{1f}{tenant}")
-}
-
-/// A tenant's buckets as written down: the limit and generation they are of (`seen`), then
-/// their state as words.
-fn tenant_record(seen: &str, buckets: &TenantBuckets) -> String {
-    let mut words = Vec::new();
-    buckets.save(&mut words);
-    let words: Vec<String> = words.iter().map(u64::to_string).collect();
-    format!("{seen}\u{1e}{}", words.join(","))
 }
 
 /// Where a key's count is stored, beside its block (stored under the key itself).

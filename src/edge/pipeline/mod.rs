@@ -8,6 +8,7 @@
 //! - [`rules`]: the rules file's rules, in order, until one refuses.
 //! - [`preread`]: the checks made before a body is read (the isolate's own counts).
 //! - [`tenant`]: the request's tenant, its limit, its buckets and its share in flight.
+//! - [`tenant_store`]: a tenant's buckets as its store keeps them.
 //! - [`upstream`]: where a budget is counted, and the answer to a request it sheds.
 //! - [`egress`]: the egress routes: a proxied call through its budget and mirrors, permits.
 //! - [`admin`]: the admin API of tenant limits: its routes and answers.
@@ -23,6 +24,7 @@ pub mod reply;
 pub mod rules;
 pub mod serve;
 pub mod tenant;
+pub mod tenant_store;
 pub mod token;
 pub mod upstream;
 
