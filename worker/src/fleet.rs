@@ -5,16 +5,13 @@
 //! machine of the edge; this module keeps the waiters' promises and wakes them.
 
 use crate::js;
-use sluicegate::egress::gate::{Ask, Gate, Limits, Ticket};
+use sluicegate::egress::gate::{Ask, Gate, Ticket};
 use sluicegate::time::{Instant, Span};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-
-/// Waiters one upstream may queue across the fleet before new arrivals are refused.
-const MAX_QUEUE: usize = 10_000;
 
 #[derive(Default)]
 pub struct Fleet {
@@ -33,14 +30,7 @@ struct FleetBudget {
 
 impl FleetBudget {
     fn new(max_in_flight: u32) -> Self {
-        let limits = Limits {
-            mirrors: 1,
-            max_in_flight,
-            min_interval: Span::ZERO,
-            weight_milli_per_minute: None,
-            retry_after_failure: Span::ZERO,
-            max_queue: MAX_QUEUE,
-        };
+        let limits = sluicegate::pipeline::upstream::fleet_limits(max_in_flight);
         FleetBudget { gate: Gate::new(limits, 1), waiters: HashMap::new(), granted: HashMap::new() }
     }
 

@@ -9,10 +9,10 @@ use crate::isolate;
 use crate::js::{self, Env};
 use crate::log::{describe, json_string, log_error};
 use sluicegate::limit::Decision;
-use sluicegate::pipeline::tenant::{Applied, Charge, ChargeWalk, StoreCharge, MAX_LOCAL_TENANTS};
+use sluicegate::pipeline::tenant::{ChargeWalk, StoreCharge, StreamedTenant, MAX_LOCAL_TENANTS};
 use sluicegate::pipeline::{TenantAnswer, TenantCheck, TenantNote, TenantStep, TenantVerdict};
 use sluicegate::rules::RequestFacts;
-use sluicegate::tenants::{Overrides, StreamedBody, TenantScope};
+use sluicegate::tenants::{Overrides, TenantScope};
 use sluicegate::time::{Instant, Span};
 use std::cell::Cell;
 use std::future::Future;
@@ -39,58 +39,40 @@ pub struct Admitted {
     pub streamed: Option<Streamed>,
 }
 
-/// A tenant's body of no declared length, charged as it streams: each chunk counted against
-/// the biggest body the tenant may send, its share in flight and its byte bucket before it
-/// is passed on. The first refusal cuts the body (the upload made of it is aborted).
+/// A tenant's body of no declared length, charged as it streams, as the pipeline's
+/// [`StreamedTenant`] decides: the first refusal cuts the body (the upload made of it is
+/// aborted).
 pub struct Streamed {
-    body: StreamedBody,
-    tenant: Rc<str>,
-    /// The limit it was admitted under; none: only the instance's cap binds.
-    limit: Option<Applied>,
+    check: StreamedTenant,
     /// Where its buckets are counted.
     env: Env,
-    scope: TenantScope,
-    colo: Option<Rc<str>>,
     /// Its place in flight and the bytes it holds there, when the limit caps bytes in flight.
     share: Option<(Hold, Rc<Cell<u64>>)>,
 }
 
 impl Streamed {
-    /// Count `bytes` more against what this isolate holds: the biggest body the tenant may
-    /// send (413), then its share of bytes in flight (429 `tenant_overload`).
+    /// Count `bytes` more against what this isolate holds ([`StreamedTenant::take`]); a
+    /// share given back (the origin answered first) is not grown again.
     ///
     /// # Errors
     /// The refusal, when these bytes are not to be passed on.
     pub fn take(&mut self, bytes: u64) -> Result<(), Refusal> {
-        self.body.take(bytes).map_err(|max| Refusal::TooLarge { max })?;
-        let (Some(limit), Some((hold, held))) = (&self.limit, &self.share) else { return Ok(()) };
-        // A share given back (the origin answered first) is not grown again.
-        if !hold.is_held() {
-            return Ok(());
+        let share = self.share.as_ref().filter(|(hold, _)| hold.is_held()).map(|(_, held)| held);
+        let mut held = share.map(|h| h.get());
+        let taken = isolate::with(|i| self.check.take(&mut i.tenants, held.as_mut(), bytes));
+        if let (Some(cell), Some(held)) = (share, held) {
+            cell.set(held);
         }
-        if !isolate::with(|i| i.tenants.grow(&self.tenant, &limit.0, held.get(), bytes)) {
-            return Err(Refusal::Overloaded { tenant: self.tenant.to_string() });
-        }
-        held.set(held.get() + bytes);
-        Ok(())
+        taken
     }
 
     /// The charge of `bytes` more to the tenant's byte bucket (in its store, as its request
     /// was charged), when its limit counts bytes: to be awaited before they are passed on.
     pub fn charge(&self, bytes: u64) -> Option<impl Future<Output = Result<(), Refusal>> + 'static> {
-        let limit = Rc::clone(self.limit.as_ref().filter(|l| l.0.bytes_per_second.is_some() && bytes > 0)?);
+        let walk = self.check.charge(bytes)?;
         let env: Env = JsValue::clone(&self.env).unchecked_into();
-        let walk =
-            ChargeWalk::new(self.scope, Rc::clone(&self.tenant), self.colo.as_deref(), limit, Charge::More(bytes));
-        let tenant = Rc::clone(&self.tenant);
-        Some(async move {
-            match charge(&env, walk, crate::clock::now()).await {
-                Decision::Deny { retry_after } => {
-                    Err(Refusal::Limited { tenant: tenant.to_string(), wait: retry_after })
-                }
-                Decision::Allow { .. } => Ok(()),
-            }
-        })
+        let check = self.check.clone();
+        Some(async move { check.charged(charge(&env, walk, crate::clock::now()).await) })
     }
 }
 
@@ -131,13 +113,9 @@ pub async fn admit(
         TenantVerdict::Admitted(admitted) => admitted,
     };
     let tenant_scope = tenants.map_or(TenantScope::Colo, |t| t.scope);
-    let mut streamed = admitted.streams.then(|| Streamed {
-        body: StreamedBody::new(admitted.max_body),
-        tenant: Rc::clone(&admitted.tenant),
-        limit: admitted.limit.clone(),
+    let mut streamed = StreamedTenant::of(&admitted, tenant_scope, facts.colo).map(|check| Streamed {
+        check,
         env: JsValue::clone(env).unchecked_into(),
-        scope: tenant_scope,
-        colo: facts.colo.map(Rc::from),
         share: None,
     });
     let share = admitted.share.map(|bytes| {
@@ -147,8 +125,7 @@ pub async fn admit(
             let (tenant, held) = (Rc::clone(&admitted.tenant), Rc::clone(&held));
             scope.hold(move || isolate::with(|i| i.tenants.release(&tenant, held.get())))
         };
-        let caps_bytes = admitted.limit.as_ref().is_some_and(|l| l.0.max_queue_bytes.is_some());
-        if let Some(streamed) = streamed.as_mut().filter(|_| caps_bytes) {
+        if let Some(streamed) = streamed.as_mut().filter(|s| s.check.holds_bytes()) {
             streamed.share = Some((guard.hold().clone(), held));
         }
         guard

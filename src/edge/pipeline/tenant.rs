@@ -17,8 +17,8 @@ use crate::core::time::{Instant, Span};
 use crate::edge::headers;
 use crate::edge::rules::RequestFacts;
 use crate::edge::tenants::{
-    body_cap, effective, is_tenant_name, Clamped, Identify, LimitSource, Overrides, Placement, QueueShare, TenantLimit,
-    TenantScope, TenantTable, Tenants,
+    body_cap, effective, is_tenant_name, Clamped, Identify, LimitSource, Overrides, Placement, QueueShare,
+    StreamedBody, TenantLimit, TenantScope, TenantTable, Tenants,
 };
 use alloc::borrow::ToOwned;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -304,6 +304,75 @@ pub struct TenantAdmitted {
     /// [`TenantState::release`] when the origin has answered), when its limit caps what is in
     /// flight.
     pub share: Option<u64>,
+}
+
+/// A tenant's body of no declared length, as it streams (its request was charged, with no
+/// bytes, when admitted): each chunk is counted against the biggest body the tenant may send
+/// (`413`), then its share of bytes in flight (`429 tenant_overload`), then charged to its byte
+/// bucket in its stores ([`StreamedTenant::charge`]) before it is passed on.
+#[derive(Clone, Debug)]
+pub struct StreamedTenant {
+    body: StreamedBody,
+    tenant: Rc<str>,
+    limit: Option<Applied>,
+    scope: TenantScope,
+    colo: Option<Rc<str>>,
+}
+
+impl StreamedTenant {
+    /// The body check of a request `admitted` (when its body streams), whose tenant's stores
+    /// are of `scope`, in `colo`.
+    pub fn of(admitted: &TenantAdmitted, scope: TenantScope, colo: Option<&str>) -> Option<StreamedTenant> {
+        admitted.streams.then(|| StreamedTenant {
+            body: StreamedBody::new(admitted.max_body),
+            tenant: Rc::clone(&admitted.tenant),
+            limit: admitted.limit.clone(),
+            scope,
+            colo: colo.map(Rc::from),
+        })
+    }
+
+    /// Whether the bytes it holds in flight grow with its body (its limit caps bytes in
+    /// flight): then [`StreamedTenant::take`] is handed the count.
+    pub fn holds_bytes(&self) -> bool {
+        self.limit.as_ref().is_some_and(|l| l.0.max_queue_bytes.is_some())
+    }
+
+    /// Count `bytes` more: against the biggest body, then against the tenant's share in flight
+    /// in `state`, when it still holds one (`held`: the bytes it holds there, grown here).
+    ///
+    /// # Errors
+    /// The refusal, when these bytes are not to be passed on.
+    pub fn take(&mut self, state: &mut TenantState, held: Option<&mut u64>, bytes: u64) -> Result<(), TenantRefusal> {
+        self.body.take(bytes).map_err(|max| TenantRefusal::TooLarge { max })?;
+        let (Some(limit), Some(held)) = (&self.limit, held) else { return Ok(()) };
+        if !state.grow(&self.tenant, &limit.0, *held, bytes) {
+            return Err(TenantRefusal::Overloaded { tenant: self.tenant.to_string() });
+        }
+        *held += bytes;
+        Ok(())
+    }
+
+    /// The charge of `bytes` more to the tenant's byte bucket, when its limit counts bytes:
+    /// to be carried out (and [`StreamedTenant::charged`]) before they are passed on.
+    pub fn charge(&self, bytes: u64) -> Option<ChargeWalk> {
+        let limit = self.limit.as_ref().filter(|l| l.0.bytes_per_second.is_some() && bytes > 0)?;
+        let colo = self.colo.as_deref();
+        Some(ChargeWalk::new(self.scope, Rc::clone(&self.tenant), colo, Rc::clone(limit), Charge::More(bytes)))
+    }
+
+    /// What the charge came to.
+    ///
+    /// # Errors
+    /// `429 tenant_rate_limited` when its bytes are over its byte bucket.
+    pub fn charged(&self, decision: Decision) -> Result<(), TenantRefusal> {
+        match decision {
+            Decision::Allow { .. } => Ok(()),
+            Decision::Deny { retry_after } => {
+                Err(TenantRefusal::Limited { tenant: self.tenant.to_string(), wait: retry_after })
+            }
+        }
+    }
 }
 
 /// The stage's verdict.

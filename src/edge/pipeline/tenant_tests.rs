@@ -199,3 +199,61 @@ fn overrides_that_cannot_be_read_leave_the_copy_in_hand_and_an_override_s_body_i
     assert_eq!(admitted.limit.unwrap().2, 7, "the override in hand still applies");
     assert!(matches!(&r.notes[..], [TenantNote::OverridesUnreadable(_)]));
 }
+
+#[test]
+fn a_streamed_body_is_cut_at_its_cap_or_its_share_and_its_bytes_charged_to_its_bucket() {
+    let text = r#"{"rules": [], "tenants": {"match": {"path": {"starts_with": "/hooks/"}}, "tenant_header": "x-tenant",
+        "limits": {"acme": {"rate": 1, "burst": 2, "bytes_per_second": 100, "max_body_bytes": 1000, "max_queue_bytes": 600}},
+        "default": {"rate": 1, "burst": 1}, "max_body_bytes": 5000}}"#;
+    let set = RuleSet::from_json(text).unwrap();
+    let mut isolate = Isolate::default();
+    let facts = RequestFacts { method: "POST", host: "h", path: "/hooks/a", colo: Some("AMS"), identity: None };
+    let header = |name: &str| (name == "x-tenant").then(|| String::from("acme"));
+    let extra = BTreeMap::new();
+    let now = Instant::from_secs(50);
+    // Bodies of no declared length: each request charged with no bytes, then its chunks.
+    let admit = |isolate: &mut Isolate| {
+        let mut check = TenantCheck::new(set.tenants(), &extra, &facts, None, true);
+        loop {
+            let answer = match check.next(isolate, &header, now) {
+                TenantStep::Done => break,
+                TenantStep::ReadOverrides => TenantAnswer::Overrides(none()),
+                TenantStep::Charge(ask) => {
+                    assert_eq!((ask.requests, ask.bytes), (1, 0), "the request is charged before its bytes stream");
+                    TenantAnswer::Charged(allow(ask.store))
+                }
+                TenantStep::Hash { .. } => unreachable!("a named tenant"),
+            };
+            check.answer(isolate, answer, now);
+        }
+        let TenantVerdict::Admitted(admitted) = check.finish() else { panic!("admitted") };
+        admitted
+    };
+    // Another request of the tenant in flight: a request alone is never refused its share.
+    let _other = admit(&mut isolate);
+    let admitted = admit(&mut isolate);
+    let mut streamed = StreamedTenant::of(&admitted, set.tenants().unwrap().scope, Some("AMS")).expect("it streams");
+    assert!(streamed.holds_bytes());
+    let mut held = admitted.share.unwrap();
+    assert_eq!(streamed.take(&mut isolate.tenants, Some(&mut held), 500), Ok(()));
+    assert_eq!(held, 500);
+    assert_eq!(
+        streamed.take(&mut isolate.tenants, Some(&mut held), 200),
+        Err(TenantRefusal::Overloaded { tenant: "acme".into() }),
+        "past max_queue_bytes in flight"
+    );
+    assert_eq!(held, 500, "bytes refused are not held");
+    // Once the origin answered, its share is given back and no longer grows; the cap stays
+    // (every byte that came counts toward it: 500 + 200 + 200 = 900, then 1,100).
+    assert_eq!(streamed.take(&mut isolate.tenants, None, 200), Ok(()));
+    assert_eq!(streamed.take(&mut isolate.tenants, None, 200), Err(TenantRefusal::TooLarge { max: 1000 }));
+    let walk = streamed.charge(64).expect("its limit counts bytes");
+    let ask = walk.next().expect("a store to charge");
+    assert_eq!((ask.requests, ask.bytes), (0, 64), "more bytes of a request already charged");
+    assert!(streamed.charge(0).is_none(), "nothing to charge");
+    let wait = Span::from_millis(640);
+    assert_eq!(
+        streamed.charged(Decision::Deny { retry_after: wait }),
+        Err(TenantRefusal::Limited { tenant: "acme".into(), wait })
+    );
+}

@@ -13,6 +13,19 @@ use crate::edge::scope::BudgetScope;
 /// once (and shed).
 pub const MAX_QUEUE: usize = 10_000;
 
+/// The numbers a fleet budget of `max_in_flight` is held to in its Durable Object: a lease
+/// machine of one "mirror" (the egress gate's), no spacing, no weight, [`MAX_QUEUE`] waiting.
+pub fn fleet_limits(max_in_flight: u32) -> crate::edge::egress::gate::Limits {
+    crate::edge::egress::gate::Limits {
+        mirrors: 1,
+        max_in_flight,
+        min_interval: Span::ZERO,
+        weight_milli_per_minute: None,
+        retry_after_failure: Span::ZERO,
+        max_queue: MAX_QUEUE,
+    }
+}
+
 /// Where a budget's slots (or an egress provider's permits) are counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotStore {
