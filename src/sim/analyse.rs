@@ -9,6 +9,8 @@ use super::py::{round, PyValue};
 use super::stats::{ClientStats, Outcome, PolicyStats, Sample};
 use super::traffic::Traffic;
 use super::SimError;
+use crate::edge::rules::RuleSet;
+use crate::edge::tenants::{body_cap, effective, LimitSource, TenantLimit, Tenants};
 
 /// One client's row.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +115,33 @@ pub struct Report {
     pub sample_429: Option<Sample>,
     /// Whether any policy is a client-side pacer (the report then shows pacing).
     pub pacers: bool,
+    /// What the edge's tenant stage did per tenant, when the rules have `tenants`.
+    pub tenants: Option<Vec<TenantRow>>,
+}
+
+/// What the edge's tenant stage did to one tenant's attempts (those the rules admitted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantRow {
+    /// The tenant; `None` for the attempts that named no known tenant (refused with 401).
+    pub tenant: Option<String>,
+    /// The limit it is under (`None`: unlimited).
+    pub limit: Option<TenantLimit>,
+    /// Where that limit comes from: `config` (its entry in `limits`) or `default`.
+    pub source: Option<&'static str>,
+    /// The biggest body it may send (its limit's, or the file's), if capped.
+    pub max_body_bytes: Option<u64>,
+    /// Attempts that reached the stage.
+    pub checks: u64,
+    /// Admitted.
+    pub admitted: u64,
+    /// Refused with 401: no known tenant.
+    pub unauthorized: u64,
+    /// Refused with 413: a body over its cap.
+    pub too_large: u64,
+    /// Refused with 429 `tenant_rate_limited`.
+    pub rate_limited: u64,
+    /// Refused with 429 `tenant_overload`.
+    pub overloaded: u64,
 }
 
 impl Report {
@@ -155,9 +184,53 @@ pub fn report(cfg: &Config, out: Outcome) -> Result<Report, SimError> {
         clients: order.iter().map(|&i| client_row(&out.clients[i], &kinds)).collect(),
         policies: cfg.policies.iter().zip(&out.policies).map(|(p, ps)| policy_row(p, ps)).collect(),
         findings,
-        sample_429: out.sample,
         pacers: cfg.policies.iter().any(|p| p.algorithm.is_pacer()),
+        tenants: cfg.edge_rules.as_ref().and_then(RuleSet::tenants).map(|t| tenant_rows(t, &out)),
+        sample_429: out.sample,
     })
+}
+
+/// The tenant stage's rows: each tenant that reached it, in the order first seen, then the
+/// attempts that named none (when there were any).
+fn tenant_rows(tenants: &Tenants, out: &Outcome) -> Vec<TenantRow> {
+    let mut rows: Vec<TenantRow> = out
+        .tenants
+        .iter()
+        .map(|(name, s)| {
+            let found = effective(None, tenants.limits.get(name), tenants.default.as_ref());
+            TenantRow {
+                tenant: Some(name.clone()),
+                limit: found.map(|(limit, _)| limit.clone()),
+                source: found.map(|(_, source)| match source {
+                    LimitSource::Override => "override",
+                    LimitSource::Config => "config",
+                    LimitSource::Default => "default",
+                }),
+                max_body_bytes: body_cap(found.map(|(limit, _)| limit), tenants.max_body_bytes),
+                checks: s.checks,
+                admitted: s.admitted,
+                unauthorized: 0,
+                too_large: s.too_large,
+                rate_limited: s.rate_limited,
+                overloaded: s.overloaded,
+            }
+        })
+        .collect();
+    if out.no_tenant > 0 {
+        rows.push(TenantRow {
+            tenant: None,
+            limit: None,
+            source: None,
+            max_body_bytes: None,
+            checks: out.no_tenant,
+            admitted: 0,
+            unauthorized: out.no_tenant,
+            too_large: 0,
+            rate_limited: 0,
+            overloaded: 0,
+        });
+    }
+    rows
 }
 
 /// Indexes into `out.clients`, most logical requests first, then by name: the order of the

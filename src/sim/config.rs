@@ -63,6 +63,16 @@ pub enum PolicyAlgorithm {
         /// Bucket size.
         burst: f64,
     },
+    /// `tenant_quota`: the edge's tenant stage (the rules file's `tenants`), decided by the
+    /// edge's own pipeline, each tenant under its own limit. Its figures are those of the
+    /// most generous limit in the file (the most one tenant may send in a second); 0 when no
+    /// tenant has a limit.
+    TenantQuota {
+        /// That limit's requests per second.
+        rate: f64,
+        /// That limit's burst.
+        burst: u32,
+    },
 }
 
 /// Seconds as a [`Span`], to the nanosecond.
@@ -102,6 +112,7 @@ impl PolicyAlgorithm {
             PolicyAlgorithm::Gcra { .. } => "gcra",
             PolicyAlgorithm::CountThenBlock { .. } => "count_then_block",
             PolicyAlgorithm::SmartFlow { .. } => "smartflow",
+            PolicyAlgorithm::TenantQuota { .. } => "tenant_quota",
         }
     }
 
@@ -127,6 +138,11 @@ pub enum KeyBy {
     ClientEndpoint,
     /// One counter for everything.
     Global,
+    /// One count per tenant (the tenant stage's `fleet` scope); not a configuration's key.
+    Tenant,
+    /// One count per tenant and colo (the tenant stage's `colo` scope); not a
+    /// configuration's key.
+    TenantColo,
 }
 
 impl KeyBy {
@@ -139,7 +155,11 @@ impl KeyBy {
 
     /// The name used in configs and reports.
     pub fn name(self) -> &'static str {
-        KeyBy::ALL.iter().find(|(_, k)| *k == self).map_or("", |(n, _)| n)
+        match self {
+            KeyBy::Tenant => "tenant",
+            KeyBy::TenantColo => "tenant+colo",
+            _ => KeyBy::ALL.iter().find(|(_, k)| *k == self).map_or("", |(n, _)| n),
+        }
     }
 }
 
@@ -175,7 +195,9 @@ impl Policy {
             PolicyAlgorithm::FixedWindow { limit }
             | PolicyAlgorithm::SlidingLog { limit }
             | PolicyAlgorithm::SlidingCounter { limit } => limit / self.window_s,
-            PolicyAlgorithm::Gcra { rate, .. } | PolicyAlgorithm::SmartFlow { rate, .. } => rate,
+            PolicyAlgorithm::Gcra { rate, .. }
+            | PolicyAlgorithm::SmartFlow { rate, .. }
+            | PolicyAlgorithm::TenantQuota { rate, .. } => rate,
             PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, .. } => 1.0 / secs(interval),
                 rules::Algorithm::SlidingLog { requests_per_period, period }
@@ -193,7 +215,9 @@ impl Policy {
             PolicyAlgorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
             PolicyAlgorithm::FixedWindow { limit } => 2.0 * limit,
             PolicyAlgorithm::SlidingLog { limit } | PolicyAlgorithm::SlidingCounter { limit } => limit,
-            PolicyAlgorithm::Gcra { rate, burst, .. } => f64::from(burst) + rate * self.window_s,
+            PolicyAlgorithm::Gcra { rate, burst, .. } | PolicyAlgorithm::TenantQuota { rate, burst } => {
+                f64::from(burst) + rate * self.window_s
+            }
             PolicyAlgorithm::SmartFlow { rate, burst } => burst + rate * self.window_s,
             PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, burst } => f64::from(burst) + self.window_s / secs(interval),
@@ -230,9 +254,9 @@ impl Policy {
     }
 
     /// The policy's key for a request, or `None` when it does not apply (nor for a rule from
-    /// `edge_rules`: the edge's pipeline finds its keys).
+    /// `edge_rules` or its tenant stage: the edge's pipeline finds their keys).
     pub fn key_for(&self, client: &str, endpoint: &str) -> Option<String> {
-        if self.edge_rule.is_some() {
+        if self.edge_rule.is_some() || self.is_tenant_stage() {
             return None;
         }
         if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
@@ -248,7 +272,13 @@ impl Policy {
             KeyBy::Endpoint => endpoint.into(),
             KeyBy::ClientEndpoint => format!("{client} {endpoint}"),
             KeyBy::Global => "*".into(),
+            KeyBy::Tenant | KeyBy::TenantColo => return None,
         })
+    }
+
+    /// Whether this is the edge's tenant stage (`tenants` in `edge_rules`).
+    pub fn is_tenant_stage(&self) -> bool {
+        matches!(self.algorithm, PolicyAlgorithm::TenantQuota { .. })
     }
 }
 
@@ -760,7 +790,9 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         (algorithm, window_s)
     };
     let quota = match (algorithm, raw_limit) {
-        (PolicyAlgorithm::Gcra { burst, .. }, _) => PyValue::Int(burst.into()),
+        (PolicyAlgorithm::Gcra { burst, .. } | PolicyAlgorithm::TenantQuota { burst, .. }, _) => {
+            PyValue::Int(burst.into())
+        }
         (PolicyAlgorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
         (PolicyAlgorithm::CountThenBlock { counting, .. }, _) => counting_quota(counting),
         (PolicyAlgorithm::TokenBucket { .. }, Some(raw)) => raw,
@@ -886,7 +918,9 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, place: &Place<'_>) -> Resu
 /// The rules of a rules file in the edge worker's format (`{"rules": [...]}`), and a
 /// `count_then_block` policy named by each rule's id, for the report: the edge's pipeline
 /// decides them ([`super::edge`]), each request with the method, colo, address and headers
-/// its trace gives (a configuration's clients send GETs from one colo).
+/// its trace gives (a configuration's clients send GETs from one colo). With a `tenants`
+/// section, a last policy, `tenants`, stands for the edge's tenant stage
+/// ([`super::tenants`]).
 pub fn edge_rule_policies(rules: &Value) -> Result<(RuleSet, Vec<Policy>), SimError> {
     let set = RuleSet::from_json(&rules.to_string()).map_err(|errors| {
         let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -933,8 +967,41 @@ pub fn edge_rule_policies(rules: &Value) -> Result<(RuleSet, Vec<Policy>), SimEr
                 edge_rule: Some(i),
             }
         })
+        .chain(set.tenants().map(tenant_stage_policy))
         .collect();
     Ok((set, policies))
+}
+
+/// The policy that stands for the edge's tenant stage in the report: its figures are those
+/// of the most generous limit (the most one tenant may send in a second).
+fn tenant_stage_policy(tenants: &crate::edge::tenants::Tenants) -> Policy {
+    let most = tenants.limits.values().chain(&tenants.default).map(|l| (l.rate, l.burst)).fold(
+        None,
+        |most: Option<(f64, u32)>, (rate, burst)| match most {
+            Some((r, b)) if r + f64::from(b) >= rate + f64::from(burst) => most,
+            _ => Some((rate, burst)),
+        },
+    );
+    let (rate, burst) = most.unwrap_or((0.0, 0));
+    Policy {
+        name: "tenants".into(),
+        algorithm: PolicyAlgorithm::TenantQuota { rate, burst },
+        key: match tenants.scope {
+            crate::edge::tenants::TenantScope::Colo => KeyBy::TenantColo,
+            crate::edge::tenants::TenantScope::Fleet => KeyBy::Tenant,
+        },
+        window_s: 1.0,
+        endpoints: tenants
+            .matcher
+            .paths
+            .iter()
+            .map(|(PathMatch::StartsWith(path) | PathMatch::Equals(path))| path.clone())
+            .collect(),
+        clients: Vec::new(),
+        exclude_clients: Vec::new(),
+        quota: PyValue::Int(burst.into()),
+        edge_rule: None,
+    }
 }
 
 fn client(i: usize, c: &Value, duration_s: f64) -> Result<Client, SimError> {

@@ -1,7 +1,7 @@
 //! Every decided attempt of a replay, in time order: what `sluicegate replay` compares with
 //! the real edge's answers, request by request.
 
-use super::{simulate_trace, Config, Event, Observer, SimError};
+use super::{simulate_trace, Config, Event, Observer, SimError, TenantRefused};
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
@@ -19,6 +19,41 @@ pub struct Decided {
     pub endpoint: String,
     /// Whether every policy admitted it.
     pub admitted: bool,
+    /// When the edge's tenant stage refused it: how (its status and name).
+    pub tenant_refusal: Option<TenantRefused>,
+}
+
+/// What the edge answers one request, as the simulator decides it ([`edge_decisions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeDecision {
+    /// Its rules (and its tenant, if any) admitted it: it goes on to the origin.
+    Admitted,
+    /// A rule refused it: the answer names the rule in `Sluicegate-Rule`.
+    Rule,
+    /// The tenant stage refused it: 401 (no known tenant), 413 (a body over the tenant's
+    /// cap) or 429 with `Sluicegate-Scope: tenant` (`tenant_rate_limited`, `tenant_overload`).
+    Tenant(TenantRefused),
+}
+
+impl EdgeDecision {
+    /// Whether it goes on to the origin.
+    pub fn admitted(self) -> bool {
+        self == EdgeDecision::Admitted
+    }
+
+    /// As one number: 1 admitted, 0 refused by a rule; refused by the tenant stage, 2 with
+    /// 401 (`unknown`), 3 with 413 (`too_large`), 4 with 429 `tenant_rate_limited`, 5 with
+    /// 429 `tenant_overload`.
+    pub fn code(self) -> u8 {
+        match self {
+            EdgeDecision::Admitted => 1,
+            EdgeDecision::Rule => 0,
+            EdgeDecision::Tenant(TenantRefused { status: 401, .. }) => 2,
+            EdgeDecision::Tenant(TenantRefused { status: 413, .. }) => 3,
+            EdgeDecision::Tenant(TenantRefused { name: "tenant_overload", .. }) => 5,
+            EdgeDecision::Tenant(_) => 4,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -31,6 +66,7 @@ impl Observer for Record {
             client: event.name.into(),
             endpoint: event.endpoint.into(),
             admitted: event.admitted,
+            tenant_refusal: event.tenant_refusal,
         });
     }
 
@@ -51,15 +87,18 @@ pub fn decisions(config_json: &str, label: &str, trace: &str) -> Result<Vec<Deci
     Ok(record.0)
 }
 
-/// The edge's rules' decision on each row of the CSV `trace` (named `label` in errors), in
-/// the trace's order: whether the rules of `rules_json` (a rules file, `{"rules": [...]}`)
-/// admit it, each row through the edge's own pipeline ([`super::edge`]). The trace names
-/// what the edge reads: `t`, `ip.src` (or `client`), and optionally `cf.colo.id`, `method`,
-/// `endpoint` and `header:<name>` columns. What `sluicegate replay` compares with the edge.
+/// The edge's decision on each row of the CSV `trace` (named `label` in errors), in the
+/// trace's order: whether the rules of `rules_json` (a rules file, `{"rules": [...]}`)
+/// admit it, and then its tenant when the file has `tenants` (rules first: a request they
+/// refuse spends none of its tenant's quota), each row through the edge's own pipeline
+/// ([`super::edge`]); a refusal says which stage answered, as the edge's answer does. The
+/// trace names what the edge reads: `t`, `ip.src` (or `client`), and optionally
+/// `cf.colo.id`, `method`, `endpoint` and `header:<name>` columns (`header:content-length`
+/// a body's declared length). What `sluicegate replay` compares with the edge.
 ///
 /// # Errors
 /// Rules that do not validate, or a trace the simulator cannot read.
-pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<bool>, SimError> {
+pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<EdgeDecision>, SimError> {
     let rules: serde_json::Value =
         serde_json::from_str(rules_json).map_err(|e| SimError::Input(format!("rules: invalid JSON: {e}")))?;
     let mut config = serde_json::Map::new();
@@ -70,9 +109,14 @@ pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<
     simulate_trace(&cfg, label, || Ok(trace.as_bytes()), Some(&mut record))?;
     // Each decided attempt back to its row: rows of one instant, client and endpoint are
     // alike to the rules, so they take their decisions in order.
-    let mut decided: HashMap<(u64, String, String), VecDeque<bool>> = HashMap::new();
+    let mut decided: HashMap<(u64, String, String), VecDeque<EdgeDecision>> = HashMap::new();
     for d in record.0.drain(..) {
-        decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(d.admitted);
+        let decision = match (d.admitted, d.tenant_refusal) {
+            (true, _) => EdgeDecision::Admitted,
+            (false, Some(refused)) => EdgeDecision::Tenant(refused),
+            (false, None) => EdgeDecision::Rule,
+        };
+        decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(decision);
     }
     let (mut clients, mut endpoints) = (super::Names::default(), super::Names::default());
     let mut reader = super::TraceReader::new(label, trace.as_bytes());
@@ -133,7 +177,8 @@ mod tests {
             0.3,198.51.100.1,AMS,POST,/api/orders,k1\n\
             0.4,198.51.100.2,AMS,POST,/api/orders,k1\n\
             0.5,198.51.100.1,AMS,get,/api/x,\n";
-        let decided = edge_decisions(rules, "trace", trace).unwrap();
+        let decided: Vec<bool> =
+            edge_decisions(rules, "trace", trace).unwrap().into_iter().map(|d| d.admitted()).collect();
         assert_eq!(
             decided,
             [

@@ -14,9 +14,16 @@
 //!   `POST /api/orders`.
 //!
 //! A client named without ` @ ` (every client of a configuration's `clients`) is from the
-//! colo `SIM`, and is what each header a rule counts by holds; one whose name is not an
-//! address is counted as an address of its own (in 240.0.0.0/4, by its number).
+//! colo `SIM`, and is what each header a rule counts by (or the tenants section names its
+//! tenant by) holds, and sends no body; one whose name is not an address is counted as an
+//! address of its own (in 240.0.0.0/4, by its number).
+//!
+//! A trace's `header:content-length` column is the body's declared length, which the
+//! tenant stage charges and checks against the tenant's cap ([`super::tenants`]); a length
+//! the edge cannot trust (not a number, or beside `transfer-encoding`) is answered `400`
+//! before any rule, so no rule counts that request.
 
+use crate::edge::admission::declared_length;
 use crate::edge::identity::{client_identity, Identity, Sources};
 use crate::edge::rules::{normalise_path, RequestFacts, RuleSet};
 use alloc::borrow::ToOwned;
@@ -46,8 +53,8 @@ pub struct EdgeFacts {
 
 impl EdgeFacts {
     /// The facts of a request of `client` (number `n`) to `endpoint`, both named as the module
-    /// says, to `host`; `None` for a path the edge cannot normalise (it answers 400 before any
-    /// rule: no rule counts it).
+    /// says, to `host`; `None` for a path the edge cannot normalise or a body whose framing it
+    /// cannot trust (it answers 400 before any rule: no rule counts it).
     pub fn of(client: &str, n: u32, endpoint: &str, host: &str) -> Option<EdgeFacts> {
         let (method, path) = match endpoint.split_once(' ') {
             Some((method, path)) if !endpoint.starts_with('/') => (method.to_owned(), path),
@@ -72,7 +79,28 @@ impl EdgeFacts {
                 let own = format!("{a}.{b}.{c}.{d}");
                 client_identity(&Sources { cf_connecting_ip: Some(&own), x_forwarded_for: None, peer: None })
             });
-        Some(EdgeFacts { method, path, host: host.to_owned(), colo, identity, headers, who })
+        let facts = EdgeFacts { method, path, host: host.to_owned(), colo, identity, headers, who };
+        facts.framing().ok()?;
+        Some(facts)
+    }
+
+    /// The body's declared length and whether it has one of no declared length
+    /// (`transfer-encoding`), as the edge reads them; an error for framing it refuses.
+    fn framing(&self) -> Result<(Option<u64>, bool), crate::edge::admission::FramingError> {
+        let Some(headers) = &self.headers else { return Ok((None, false)) };
+        let get = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let encoded = get("transfer-encoding");
+        Ok((declared_length(get("content-length"), encoded)?, encoded.is_some()))
+    }
+
+    /// The body's declared length (`Content-Length`), if any.
+    pub fn declared(&self) -> Option<u64> {
+        self.framing().ok().and_then(|(declared, _)| declared)
+    }
+
+    /// Whether the request has a body: one of a declared length above 0, or of none.
+    pub fn has_body(&self) -> bool {
+        self.framing().is_ok_and(|(declared, encoded)| declared.is_some_and(|n| n > 0) || encoded)
     }
 
     /// The facts as the rules read them.
@@ -100,9 +128,12 @@ impl EdgeFacts {
     }
 }
 
-/// The host simulated requests go to: the first a rule names, so host conditions hold.
+/// The host simulated requests go to: the first a rule names (else the tenants section), so
+/// host conditions hold.
 pub fn host_of(set: &RuleSet) -> String {
-    set.rules().iter().find_map(|r| r.matcher.hosts.first().cloned()).unwrap_or_else(|| DEFAULT_HOST.to_owned())
+    let tenants = set.tenants().into_iter().map(|t| &t.matcher);
+    let mut matchers = set.rules().iter().map(|r| &r.matcher).chain(tenants);
+    matchers.find_map(|m| m.hosts.first().cloned()).unwrap_or_else(|| DEFAULT_HOST.to_owned())
 }
 
 /// A client's name from a trace row's columns ([module docs](self)).

@@ -8,20 +8,23 @@
 //! Its parts: [`super::names`] (interning), [`super::traffic`] (the requests, generated or
 //! read), [`super::queue`] (pending retries) and [`super::stats`] (what is counted).
 
-use super::config::{nanos, secs, Config, Pattern, PolicyAlgorithm, Retry};
+use super::config::{nanos, secs, Config, Pattern, Policy, PolicyAlgorithm, Retry};
 use super::edge::{host_of, EdgeFacts};
 use super::limiters::ReferenceLimiter;
 use super::names::{Names, Pairs};
-use super::py::round;
+use super::py::{round, PyValue};
 use super::queue::{Attempt, Queue};
 use super::random::PyRandom;
-use super::stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample, PROGRESS_EVERY};
+use super::stats::{
+    ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample, TenantRefused, PROGRESS_EVERY,
+};
+use super::tenants::{self, TenantStage};
 use super::traffic::{merge, seeded, sort_instant, Order, Overlapping, Request, Source, Traffic};
 use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
-use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, Verdict};
+use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
 use crate::edge::redact::KeyedHash;
 use crate::edge::rules::{AnyLimiter, RuleSet};
 use core::cmp::Ordering;
@@ -35,6 +38,8 @@ enum State {
     Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
     /// The Smart Flow bucket as a client-side pacer.
     Pacer { prototype: SmartFlowBucket, keys: Vec<SmartFlowBucket> },
+    /// The edge's tenant stage: its buckets are in its stores ([`TenantStage`]).
+    Tenants,
 }
 
 impl State {
@@ -43,6 +48,7 @@ impl State {
             State::Reference(l) => l.add_key(),
             State::Core { prototype, keys } => keys.push(prototype.clone()),
             State::Pacer { prototype, keys } => keys.push(*prototype),
+            State::Tenants => {}
         }
     }
 
@@ -55,7 +61,7 @@ impl State {
                 // peeked as allowed above with the same now and cost: this charges it
                 let _ = keys[key].check(Instant::from_nanos(nanos(t)), cost as u32);
             }
-            State::Pacer { .. } => {}
+            State::Pacer { .. } | State::Tenants => {}
         }
     }
 
@@ -192,6 +198,9 @@ pub struct Engine<'c, 'o> {
     out: Outcome,
     /// The edge's rules, when the config has them: decided by the edge's own pipeline.
     edge: Option<EdgeRun<'c>>,
+    /// How the edge's tenant stage refused the attempt being recorded, and the burst of the
+    /// tenant's limit (the sample 429's quota).
+    tenant_refusal: Option<(TenantRefused, Option<u32>)>,
 }
 
 /// What the edge's pipeline needs in the replay: the rules, each pair's request facts, and
@@ -207,6 +216,19 @@ struct EdgeRun<'c> {
     isolates: Vec<(String, Isolate)>,
     /// Whether the refusal being recorded started its rule's block.
     block_started: bool,
+    /// The tenant stage, when the rules have `tenants`, and the policy that stands for it.
+    tenants: Option<(usize, TenantStage<'c>)>,
+}
+
+/// The isolate of `colo` among `isolates` (made on first use).
+fn isolate_of<'i>(isolates: &'i mut Vec<(String, Isolate)>, colo: &str) -> &'i mut Isolate {
+    match isolates.iter().position(|(c, _)| c == colo) {
+        Some(i) => &mut isolates[i].1,
+        None => {
+            isolates.push((colo.to_owned(), Isolate::default()));
+            &mut isolates.last_mut().expect("just pushed").1
+        }
+    }
 }
 
 /// The keyed hash of the simulated isolates' block caches (any key does).
@@ -255,6 +277,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     prototype: SmartFlowBucket::new(rate, burst).expect("rate and burst checked with the config"),
                     keys: Vec::new(),
                 },
+                PolicyAlgorithm::TenantQuota { .. } => State::Tenants,
             })
             .collect();
         let n = cfg.policies.len();
@@ -308,7 +331,12 @@ impl<'c, 'o> Engine<'c, 'o> {
                 facts: Vec::new(),
                 isolates: Vec::new(),
                 block_started: false,
+                tenants: set.tenants().map(|t| {
+                    let policy = cfg.policies.iter().position(Policy::is_tenant_stage).expect("a policy for tenants");
+                    (policy, TenantStage::new(t))
+                }),
             }),
+            tenant_refusal: None,
         }
     }
 
@@ -397,6 +425,10 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         if let Some(cur) = self.current.take() {
             self.close_second(cur);
+        }
+        if let Some((_, stage)) = self.edge.as_mut().and_then(|e| e.tenants.as_mut()) {
+            self.out.tenants = stage.take_stats();
+            self.out.no_tenant = stage.unknown;
         }
         for (p, &checked) in self.pair_checks.iter().enumerate() {
             let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
@@ -529,8 +561,13 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
-        // The edge is in front: its rules first, through its own pipeline.
+        // The edge is in front: its rules first, through its own pipeline, then the tenant
+        // stage (a request the rules refuse spends none of its tenant's quota).
         if let Some(wait) = self.edge_rules(a)? {
+            self.record_refusal(a, wait);
+            return self.schedule_retry(a, wait);
+        }
+        if let Some(wait) = self.edge_tenants(a)? {
             self.record_refusal(a, wait);
             return self.schedule_retry(a, wait);
         }
@@ -614,7 +651,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     let checked = check_core(&mut keys[key as usize], a.t, a.cost);
                     checked.map_err(|msg| self.cannot_take(j as usize, a, &msg))?
                 }
-                State::Pacer { .. } => unreachable!("pacers are not servers"),
+                State::Pacer { .. } | State::Tenants => unreachable!("pacers and the edge's stages are not servers"),
             };
             if !allowed {
                 self.rejecting.push((j, key));
@@ -637,13 +674,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let Some(facts) = &edge.facts[p] else { return Ok(None) };
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
         let n = self.cfg.policies.len();
-        let isolate = match edge.isolates.iter().position(|(colo, _)| colo == facts.colo()) {
-            Some(i) => &mut edge.isolates[i].1,
-            None => {
-                edge.isolates.push((facts.colo().to_owned(), Isolate::default()));
-                &mut edge.isolates.last_mut().expect("just pushed").1
-            }
-        };
+        let isolate = isolate_of(&mut edge.isolates, facts.colo());
         let header = |name: &str| facts.header(name);
         let request = facts.facts();
         let mut check = RulesCheck::new(edge.set, SIM_HASH).without_log_keys();
@@ -691,6 +722,53 @@ impl<'c, 'o> Engine<'c, 'o> {
         edge.block_started = started;
         self.rejecting.clear();
         self.rejecting.push((j as u32, key));
+        Ok(Some(wait))
+    }
+
+    /// Takes an attempt the rules admitted through the edge's tenant stage ([`TenantStage`]),
+    /// in its colo's isolate. `Some(wait)` when it refused the attempt (the stage's policy is
+    /// left in `rejecting`, and how it refused in `tenant_refusal`): the wait of its
+    /// `Retry-After` for a 429, 0 for a 401 or 413. `None` when it admitted it, or the rules
+    /// have no `tenants` or the section does not match it.
+    #[inline(never)]
+    fn edge_tenants(&mut self, a: Attempt) -> Result<Option<f64>, SimError> {
+        let Some(edge) = &mut self.edge else { return Ok(None) };
+        let Some((j, stage)) = &mut edge.tenants else { return Ok(None) };
+        let j = *j;
+        let p = a.pair as usize;
+        let Some(facts) = &edge.facts[p] else { return Ok(None) };
+        let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
+        let isolate = isolate_of(&mut edge.isolates, facts.colo());
+        let (tenant, refused) = match stage.decide(isolate, facts, now) {
+            tenants::Decided::NoTenant => return Ok(None),
+            tenants::Decided::Admitted(tenant) => (Some(tenant), None),
+            tenants::Decided::Refused { refusal, tenant, burst } => (tenant, Some((refusal, burst))),
+        };
+        self.out.policies[j].checks += 1;
+        // The pair's key: its tenant (and colo), the same for every attempt of the pair.
+        let n = self.cfg.policies.len();
+        let slot = &mut self.pair_keys[p * n + j];
+        if let (Some(tenant), NO_KEY) = (tenant, *slot) {
+            let key = match stage.tenants().scope {
+                crate::edge::tenants::TenantScope::Colo => format!("{tenant} @ {}", facts.colo()),
+                crate::edge::tenants::TenantScope::Fleet => tenant,
+            };
+            let names = &mut self.key_names[j];
+            let before = names.len();
+            *slot = names.intern(&key);
+            if names.len() > before {
+                self.windows[j].push(VecDeque::new());
+            }
+        }
+        let Some((refusal, burst)) = refused else { return Ok(None) };
+        let wait = match &refusal {
+            TenantRefusal::Limited { wait, .. } => secs(*wait),
+            TenantRefusal::Overloaded { .. } => 1.0,
+            TenantRefusal::Unknown | TenantRefusal::TooLarge { .. } => 0.0,
+        };
+        self.tenant_refusal = Some((tenants::refused(&refusal), burst));
+        self.rejecting.clear();
+        self.rejecting.push((j as u32, *slot));
         Ok(Some(wait))
     }
 
@@ -818,16 +896,23 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.out.policies[j as usize].rejects += 1;
             self.rejected_clients[j as usize][ci] = true;
         }
-        if self.out.sample.is_none() {
+        // (the sample is a 429: a tenant's 401 or 413 is not one)
+        if self.out.sample.is_none() && self.tenant_refusal.is_none_or(|(r, _)| r.status == 429) {
             self.sample(a, first, wait);
         }
         self.observe(a, false);
+        self.tenant_refusal = None;
     }
 
-    /// Keeps the first refusal, by policy `first` with `wait`, as the sample 429.
+    /// Keeps the first refusal, by policy `first` with `wait`, as the sample 429 (a tenant's
+    /// with its own limit's burst as the quota).
     #[cold]
     fn sample(&mut self, a: Attempt, first: usize, wait: f64) {
         let first = &self.cfg.policies[first];
+        let quota = match self.tenant_refusal {
+            Some((_, Some(burst))) => PyValue::Int(burst.into()),
+            _ => first.quota.clone(),
+        };
         let (client, endpoint) = self.pair_names[a.pair as usize];
         self.out.sample = Some(Sample {
             t: round(a.t, 3),
@@ -835,7 +920,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             endpoint: self.endpoints.name(endpoint).into(),
             policy: first.name.clone(),
             retry_after: (wait.ceil() as i128).max(1),
-            quota: first.quota.clone(),
+            quota,
             window_s: first.window_s,
         });
     }
@@ -886,6 +971,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 cost: a.cost,
                 attempt: a.attempt,
                 admitted,
+                tenant_refusal: self.tenant_refusal.map(|(r, _)| r),
             });
         }
     }

@@ -54,16 +54,17 @@ pub mod review;
 mod selftest;
 mod size;
 mod stats;
+mod tenants;
 mod timeline;
 mod trace;
 mod traffic;
 
-pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity};
+pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity, TenantRow};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{
     edge_rule_policies, Client, Config, FieldError, FieldProblem, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry,
 };
-pub use decisions::{decisions, edge_decisions, Decided};
+pub use decisions::{decisions, edge_decisions, Decided, EdgeDecision};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};
 pub use names::Names;
@@ -71,7 +72,10 @@ pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;
 pub use selftest::self_test;
 pub use size::{estimate_requests, grouped, DEFAULT_MAX_REQUESTS};
-pub use stats::{ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Progress, Sample, PROGRESS_EVERY};
+pub use stats::{
+    ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Progress, Sample, TenantRefused, TenantStats,
+    PROGRESS_EVERY,
+};
 pub use timeline::{Timeline, TimelineClient};
 pub use trace::{parse_trace, read_trace, records, TraceReader};
 pub use traffic::{generate, Request, Traffic};

@@ -1,10 +1,11 @@
 //! The two outputs: the `--json` document and the Markdown report, laid out exactly as the
 //! reference prints them.
 
-use super::analyse::{ClientRow, Finding, PolicyRow, Report};
+use super::analyse::{ClientRow, Finding, PolicyRow, Report, TenantRow};
 use super::py::{float_repr, format_f, format_g, PyValue};
 use super::stats::Sample;
 use super::SimError;
+use crate::edge::tenants::TenantLimit;
 use core::fmt::Write;
 
 fn strings(v: &[String]) -> PyValue {
@@ -22,7 +23,7 @@ impl Report {
         let clients = self.clients.iter().map(|c| client_py(c, self.pacers)).collect();
         let policies = self.policies.iter().map(policy_py).collect();
         let findings = self.findings.iter().map(finding_py).collect();
-        dict(vec![
+        let mut items = vec![
             ("service", self.service.clone()),
             ("duration_s", self.duration_s.into()),
             ("requests", self.requests.into()),
@@ -34,7 +35,11 @@ impl Report {
             ("policies", PyValue::List(policies)),
             ("findings", PyValue::List(findings)),
             ("sample_429", self.sample_429.as_ref().map_or(PyValue::None, sample_py)),
-        ])
+        ];
+        if let Some(tenants) = &self.tenants {
+            items.push(("tenants", PyValue::List(tenants.iter().map(tenant_py).collect())));
+        }
+        dict(items)
     }
 
     /// What `--json` prints: `json.dumps(report, indent=2)` and a newline.
@@ -55,6 +60,9 @@ impl Report {
             self.pacing_md(&mut out);
         }
         self.blocks_md(&mut out);
+        if let Some(tenants) = &self.tenants {
+            tenants_md(&mut out, tenants);
+        }
         self.findings_md(&mut out);
         if let Some(s) = &self.sample_429 {
             sample_md(&mut out, s)?;
@@ -251,6 +259,91 @@ fn policy_py(p: &PolicyRow) -> PyValue {
         ]);
     }
     dict(row)
+}
+
+/// The tenants table (when the edge's rules have `tenants`): each tenant that reached the
+/// tenant stage (in the order first seen), its limit and what the stage answered it, then
+/// the attempts that named no known tenant.
+fn tenants_md(o: &mut String, rows: &[TenantRow]) {
+    o.push_str(
+        "\n## Tenants\n\n| Tenant | Limit | Checks | Admitted | 401 | 413 | 429 rate | 429 overload |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for t in rows {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            t.tenant.as_deref().unwrap_or("(no known tenant)"),
+            tenant_limit_md(t),
+            t.checks,
+            t.admitted,
+            t.unauthorized,
+            t.too_large,
+            t.rate_limited,
+            t.overloaded
+        );
+    }
+    if rows.is_empty() {
+        o.push_str("| - | - | 0 | 0 | 0 | 0 | 0 | 0 |\n");
+    }
+}
+
+/// A tenant's limit in words: `0.5 req/s, burst 2, 1000 B/s (burst 1000 B), body up to
+/// 5000 B, 4 in flight, 4000000 B in flight (config)`; `unlimited` without one.
+fn tenant_limit_md(t: &TenantRow) -> String {
+    if t.tenant.is_none() {
+        return "-".into();
+    }
+    let mut out = match &t.limit {
+        Some(l) => format!("{} req/s, burst {}", format_g(l.rate), l.burst),
+        None => "unlimited".into(),
+    };
+    if let Some((bps, burst)) = t.limit.as_ref().and_then(|l| Some((l.bytes_per_second?, l.burst_bytes))) {
+        let _ = write!(out, ", {bps} B/s (burst {} B)", burst.unwrap_or(bps));
+    }
+    if let Some(max) = t.max_body_bytes {
+        let _ = write!(out, ", body up to {max} B");
+    }
+    if let Some(n) = t.limit.as_ref().and_then(|l| l.max_queue) {
+        let _ = write!(out, ", {n} in flight");
+    }
+    if let Some(n) = t.limit.as_ref().and_then(|l| l.max_queue_bytes) {
+        let _ = write!(out, ", {n} B in flight");
+    }
+    if let Some(source) = t.source {
+        let _ = write!(out, " ({source})");
+    }
+    out
+}
+
+/// A tenant's limit as a dict, as a rules file writes it.
+fn limit_py(l: &TenantLimit) -> PyValue {
+    let mut items = vec![("rate", l.rate.into()), ("burst", u64::from(l.burst).into())];
+    let optional = [
+        ("bytes_per_second", l.bytes_per_second),
+        ("burst_bytes", l.burst_bytes),
+        ("max_body_bytes", l.max_body_bytes),
+        ("max_queue", l.max_queue.map(u64::from)),
+        ("max_queue_bytes", l.max_queue_bytes),
+    ];
+    items.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?.into()))));
+    dict(items)
+}
+
+/// One tenant's row as a dict.
+fn tenant_py(t: &TenantRow) -> PyValue {
+    dict(vec![
+        ("tenant", t.tenant.as_deref().into()),
+        ("limit", t.limit.as_ref().map_or(PyValue::None, limit_py)),
+        ("source", t.source.into()),
+        ("max_body_bytes", t.max_body_bytes.into()),
+        ("checks", t.checks.into()),
+        ("admitted", t.admitted.into()),
+        ("unauthorized", t.unauthorized.into()),
+        ("too_large", t.too_large.into()),
+        ("rate_limited", t.rate_limited.into()),
+        ("overloaded", t.overloaded.into()),
+    ])
 }
 
 fn finding_py(f: &Finding) -> PyValue {

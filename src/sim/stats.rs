@@ -105,6 +105,36 @@ pub struct Outcome {
     pub peak: Option<Peak>,
     /// The first rejection.
     pub sample: Option<Sample>,
+    /// What the edge's tenant stage did, per tenant in the order first seen (when the rules
+    /// have `tenants`).
+    pub tenants: Vec<(String, TenantStats)>,
+    /// Attempts the tenant stage refused for naming no tenant (401).
+    pub no_tenant: u64,
+}
+
+/// What the edge's tenant stage did to one tenant's attempts (those the rules admitted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TenantStats {
+    /// Attempts that reached the stage as this tenant.
+    pub checks: u64,
+    /// Admitted by it.
+    pub admitted: u64,
+    /// Refused with 413: a body bigger than the tenant may send.
+    pub too_large: u64,
+    /// Refused with 429 `tenant_rate_limited`: over its rate or bytes.
+    pub rate_limited: u64,
+    /// Refused with 429 `tenant_overload`: over its share in flight.
+    pub overloaded: u64,
+}
+
+/// How the edge's tenant stage refused an attempt: what the edge answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TenantRefused {
+    /// The status: 401 (no known tenant), 413 (a body over the tenant's cap) or 429.
+    pub status: u16,
+    /// The refusal's name in the edge's log line: `unknown`, `too_large`,
+    /// `tenant_rate_limited` or `tenant_overload`.
+    pub name: &'static str,
 }
 
 /// One decided attempt, as handed to an observer.
@@ -124,6 +154,8 @@ pub struct Event<'a> {
     pub attempt: u32,
     /// Whether every policy admitted it.
     pub admitted: bool,
+    /// When the edge's tenant stage refused it: how.
+    pub tenant_refusal: Option<TenantRefused>,
 }
 
 /// How often a replay reports how far it has got ([`Observer::progress`]): every this many

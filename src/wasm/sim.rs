@@ -307,6 +307,30 @@ export interface SimReport {
   /** Most severe first. */
   findings: SimFinding[];
   sample_429: SimSample429 | null;
+  /** What the edge's tenant stage did, per tenant in the order first seen, then the attempts that named no known tenant. Present only when `edge_rules` has a `tenants` section. */
+  tenants?: SimTenantRow[];
+}
+/** What the edge's tenant stage did to one tenant's attempts (those its rules admitted): `SimReport.tenants`. */
+export interface SimTenantRow {
+  /** `null` for the attempts that named no known tenant (refused with 401). */
+  tenant: string | null;
+  /** The limit it is under, as a rules file writes one; `null`: unlimited. */
+  limit: SimJsonValue;
+  /** `config` (its entry in `limits`) or `default`; `null` without a limit. */
+  source: "config" | "default" | null;
+  /** The biggest body it may send (its limit's, or the file's); `null`: no cap. */
+  max_body_bytes: number | null;
+  /** Attempts that reached the stage. */
+  checks: number;
+  admitted: number;
+  /** Refused with 401: no known tenant. */
+  unauthorized: number;
+  /** Refused with 413: a body over its cap. */
+  too_large: number;
+  /** Refused with 429 `tenant_rate_limited`. */
+  rate_limited: number;
+  /** Refused with 429 `tenant_overload`. */
+  overloaded: number;
 }
 /** One client's attempts per second (index 0 is the timeline's `first_second`). */
 export interface SimTimelineClient {
@@ -642,16 +666,20 @@ pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> R
     Ok(out)
 }
 
-/// The edge's rules' decision on each row of the CSV `trace`, in the trace's order: 1 when
-/// the rules of `rules` (a rules file's JSON) admit it, 0 when one refuses it, each row
-/// through the edge's own pipeline (what `sluicegate replay` compares with the edge). Throws
-/// as `simRun` does.
+/// The edge's decision on each row of the CSV `trace`, in the trace's order, each row
+/// through the edge's own pipeline (what `sluicegate replay` compares with the edge): 1 when
+/// the rules of `rules` (a rules file's JSON), and its tenant when the file has `tenants`,
+/// admit it; 0 when a rule refuses it (the edge's answer names the rule in
+/// `Sluicegate-Rule`); when the tenant stage refuses it, 2 for its `401` (no known tenant),
+/// 3 for its `413` (a body over the tenant's cap), 4 for its `429` `tenant_rate_limited` and
+/// 5 for its `429` `tenant_overload` (both with `Sluicegate-Scope: tenant`). Throws as
+/// `simRun` does.
 #[wasm_bindgen(js_name = simEdgeDecisions)]
 pub fn sim_edge_decisions(rules: &str, trace: &str, trace_name: Option<String>) -> Result<js_sys::Uint8Array, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
     let decided = sim::edge_decisions(rules, &name, trace).map_err(|e| failure(&e))?;
-    let admitted: alloc::vec::Vec<u8> = decided.into_iter().map(u8::from).collect();
-    Ok(js_sys::Uint8Array::from(&admitted[..]))
+    let codes: alloc::vec::Vec<u8> = decided.into_iter().map(sim::EdgeDecision::code).collect();
+    Ok(js_sys::Uint8Array::from(&codes[..]))
 }
 
 /// The records of a CSV text, read as the simulator reads a trace (Python's `csv` reader:
