@@ -24,6 +24,7 @@ use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
+use crate::edge::pipeline::serve::{Stage, Way};
 use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
 use crate::edge::redact::KeyedHash;
 use crate::edge::rules::{AnyLimiter, RuleSet};
@@ -561,15 +562,21 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
-        // The edge is in front: its rules first, through its own pipeline, then the tenant
-        // stage (a request the rules refuse spends none of its tenant's quota).
-        if let Some(wait) = self.edge_rules(a)? {
-            self.record_refusal(a, wait);
-            return self.schedule_retry(a, wait);
-        }
-        if let Some(wait) = self.edge_tenants(a)? {
-            self.record_refusal(a, wait);
-            return self.schedule_retry(a, wait);
+        // The edge is in front, its stages in its own order (`Way`: the rules, then the
+        // tenant, so a request the rules refuse spends none of its tenant's quota); the
+        // configuration's policies stand behind it, where the origin is.
+        for stage in Way::from_rules() {
+            let refused = match stage {
+                Stage::Rules => self.edge_rules(a)?,
+                Stage::Tenant => self.edge_tenants(a)?,
+                // Upstream budgets hold a request for a slot; the simulator's requests take
+                // no time, so no slot is ever held (the policies model the origin's limits).
+                _ => None,
+            };
+            if let Some(wait) = refused {
+                self.record_refusal(a, wait);
+                return self.schedule_retry(a, wait);
+            }
         }
         let wait = self.check_policies(a)?;
         if self.rejecting.is_empty() {

@@ -17,15 +17,16 @@ use super::edge::EdgeFacts;
 use super::names::Names;
 use super::stats::{TenantRefused, TenantStats};
 use crate::core::limit::Decision;
-use crate::core::time::{Instant, Span};
-use crate::edge::pipeline::tenant::StoreCharge;
+use crate::core::time::Instant;
+use crate::edge::pipeline::tenant::{Charge, StoreCharge};
+use crate::edge::pipeline::tenant_store::TenantStore;
 use crate::edge::pipeline::{Isolate, TenantAnswer, TenantCheck, TenantRefusal, TenantStep, TenantVerdict};
-use crate::edge::tenants::{effective, is_tenant_name, Identify, Overrides, TenantBuckets, TenantLimit, Tenants};
+use crate::edge::tenants::{effective, is_tenant_name, Identify, Overrides, TenantLimit, Tenants};
 use alloc::borrow::ToOwned;
-use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use std::collections::HashMap;
 
 /// The SHA-256 of `key` in lower-case hex: what the Worker answers a `Hash` step with.
 pub(super) fn sha256_hex(key: &str) -> String {
@@ -40,63 +41,24 @@ pub(super) fn sha256_hex(key: &str) -> String {
     out
 }
 
-/// One tenant's buckets in a store, with the limit and generation they are of.
-struct Held {
-    tenant: Box<str>,
-    of: (u64, TenantLimit),
-    buckets: TenantBuckets,
-}
-
 /// The stores of tenant buckets, in memory: one per store name the stage asks (a Durable
-/// Object each at the edge), each holding its tenants' buckets as the object does
-/// (`Counter::charge_tenant`): fresh buckets when the limit or its generation changes, the
-/// request charged (or more bytes of its body), and the answer as the Worker reads the
-/// object's: admitted, or the wait in whole milliseconds (at least 1).
+/// Object each at the edge), each deciding as the object does ([`TenantStore`]), so a store
+/// always answers.
 #[derive(Default)]
 pub(super) struct Stores {
-    names: Names,
-    /// Per store (by its name's number): its tenants' buckets (one tenant: the stage names a
-    /// store after its tenant).
-    held: Vec<Vec<Held>>,
+    by_name: HashMap<String, TenantStore>,
 }
 
 impl Stores {
     /// The decision of the store `ask` names, at `now`.
-    pub(super) fn charge(&mut self, ask: &StoreCharge<'_>, now: Instant) -> Decision {
-        let id = self.names.intern(ask.store) as usize;
-        if id == self.held.len() {
-            self.held.push(Vec::new());
-        }
-        let store = &mut self.held[id];
-        let fresh = || Held {
-            tenant: ask.tenant.into(),
-            of: (ask.generation, ask.limit.clone()),
-            buckets: ask.limit.buckets(),
+    pub(super) fn charge(&mut self, ask: &StoreCharge<'_>, now: Instant) -> Result<Decision, String> {
+        let store = match self.by_name.get_mut(ask.store) {
+            Some(store) => store,
+            None => self.by_name.entry(ask.store.to_owned()).or_default(),
         };
-        let i = match store.iter().position(|h| *h.tenant == *ask.tenant) {
-            Some(i) => {
-                if store[i].of.0 != ask.generation || store[i].of.1 != *ask.limit {
-                    store[i] = fresh();
-                }
-                i
-            }
-            None => {
-                store.push(fresh());
-                store.len() - 1
-            }
-        };
-        let held = &mut store[i];
-        let decision = if ask.requests > 0 {
-            held.buckets.charge(now, ask.bytes)
-        } else {
-            held.buckets.charge_more(now, ask.bytes)
-        };
-        match decision {
-            Decision::Allow { .. } => Decision::Allow { remaining: 0, reset: Span::ZERO },
-            Decision::Deny { retry_after } => {
-                Decision::Deny { retry_after: Span::from_millis(retry_after.as_millis_ceil().max(1)) }
-            }
-        }
+        let what = if ask.requests > 0 { Charge::Request(ask.bytes) } else { Charge::More(ask.bytes) };
+        let charged = store.charge(ask.tenant, &ask.limit.to_json(), ask.generation, what, now, || None)?;
+        Ok(charged.decision)
     }
 }
 
@@ -172,7 +134,7 @@ impl<'c> TenantStage<'c> {
                     TenantAnswer::Hashed(hash)
                 }
                 TenantStep::ReadOverrides => TenantAnswer::Overrides(Ok(Overrides::default())),
-                TenantStep::Charge(ask) => TenantAnswer::Charged(Ok(self.stores.charge(&ask, now))),
+                TenantStep::Charge(ask) => TenantAnswer::Charged(self.stores.charge(&ask, now)),
             };
             check.answer(isolate, answer, now);
         }
@@ -249,6 +211,7 @@ pub(super) fn refused(refusal: &TenantRefusal) -> TenantRefused {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::time::Span;
 
     #[test]
     fn a_refusal_s_status_is_its_reply_s() {
@@ -277,12 +240,12 @@ mod tests {
         let ask =
             |limit, generation| StoreCharge { store: "s", tenant: "acme", limit, generation, requests: 1, bytes: 0 };
         let t = Instant::from_secs(5);
-        assert!(stores.charge(&ask(&one, 0), t).is_allowed());
+        assert!(stores.charge(&ask(&one, 0), t).unwrap().is_allowed());
         // 1/3 s to the next token: 333,333,334 ns, answered as 334 ms
-        assert_eq!(stores.charge(&ask(&one, 0), t), Decision::Deny { retry_after: Span::from_millis(334) });
-        assert!(stores.charge(&ask(&two, 0), t).is_allowed(), "another limit: fresh buckets");
-        assert!(stores.charge(&ask(&two, 0), t).is_allowed());
-        assert!(!stores.charge(&ask(&two, 0), t).is_allowed());
-        assert!(stores.charge(&ask(&two, 7), t).is_allowed(), "another generation: fresh buckets");
+        assert_eq!(stores.charge(&ask(&one, 0), t).unwrap(), Decision::Deny { retry_after: Span::from_millis(334) });
+        assert!(stores.charge(&ask(&two, 0), t).unwrap().is_allowed(), "another limit: fresh buckets");
+        assert!(stores.charge(&ask(&two, 0), t).unwrap().is_allowed());
+        assert!(!stores.charge(&ask(&two, 0), t).unwrap().is_allowed());
+        assert!(stores.charge(&ask(&two, 7), t).unwrap().is_allowed(), "another generation: fresh buckets");
     }
 }
