@@ -69,8 +69,12 @@ export function readTrace(text) {
 
 const csvCell = (value) => `"${String(value).replaceAll('"', '""')}"`;
 
-/** The simulator's decision for each request of `requests` (true: the rules admit it), in their order: the edge's pipeline over `rulesText`. */
-function simulated(rulesText, requests) {
+/**
+ * The simulator's decision on each request of `requests`, in their order (the edge's pipeline
+ * over `rulesText`): `{ outcome, timingLimited }`, the outcome as `outcomeOf` names the edge's,
+ * timing-limited when within `toleranceS` seconds of an instant where timing alone decides.
+ */
+function simulated(rulesText, requests, toleranceS) {
   const names = [...new Set(requests.flatMap((r) => r.headers.map(([name]) => name)))];
   const head = ["t", "ip.src", "cf.colo.id", "method", "endpoint", ...names.map((n) => `header:${n}`)].join(",");
   const rows = requests.map((r) => {
@@ -78,42 +82,24 @@ function simulated(rulesText, requests) {
     return [r.t, r.ip, r.colo, r.method, r.path, ...names.map((n) => sent.get(n) ?? "")].map(csvCell).join(",");
   });
   try {
-    return Array.from(simEdgeDecisions(rulesText, [head, ...rows].join("\n"), "trace"), (admitted) => admitted === 1);
+    return Array.from(simEdgeDecisions(rulesText, [head, ...rows].join("\n"), "trace", toleranceS), (code) => ({
+      outcome: SIM_OUTCOMES[code & 127],
+      timingLimited: code >= 128,
+    }));
   } catch (error) {
     if (error?.name === "SimulationError") throw new ReplayInputError(`simulator: ${error.message}`);
     throw error;
   }
 }
 
-/** The instants near which timing decides, per client address (every key it is counted under): an admitted request's time plus each period (when it leaves a window), a refusal's plus each block. */
-function boundaries(rules, requests, sim) {
-  const list = rules.rules ?? [];
-  const periods = [...new Set(list.map((r) => r.period).filter((p) => p > 0))];
-  const blocks = [...new Set(list.map((r) => r.mitigation_timeout).filter((p) => p > 0))];
-  const byKey = new Map();
-  requests.forEach((r, i) => {
-    const key = r.identity;
-    if (!byKey.has(key)) byKey.set(key, []);
-    for (const p of sim[i] ? periods : blocks) byKey.get(key).push(r.t + p);
-  });
-  for (const times of byKey.values()) times.sort((a, b) => a - b);
-  return { byKey, periods };
-}
+/** `simEdgeDecisions`' codes as outcomes: admitted, refused by a rule, refused by the tenant stage with its status. */
+const SIM_OUTCOMES = ["rule", "admitted", "tenant 401", "tenant 413", "tenant 429", "tenant 429"];
 
-function nearBoundary(r, key, { byKey, periods }, toleranceS) {
-  for (const p of periods) {
-    const phase = r.t % p;
-    if (phase <= toleranceS || p - phase <= toleranceS) return true;
-  }
-  const list = byKey.get(key) ?? [];
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (list[mid] < r.t - toleranceS) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < list.length && list[lo] <= r.t + toleranceS;
+/** The edge's answer as an outcome: refused by a rule (its answer names it, whatever status it answers with), by the tenant stage (`Sluicegate-Scope: tenant`, with its status), before the rules (another scope: null, neither), else admitted. */
+function outcomeOf({ status, rule, scope }) {
+  if (rule) return "rule";
+  if (scope === "tenant") return `tenant ${status}`;
+  return scope ? null : "admitted";
 }
 
 /**
@@ -162,9 +148,17 @@ async function send(requests, { fetchOne, speed, startRealMs, onProgress }) {
   return results;
 }
 
-/** A trace request's headers: its address and the headers it names. */
+/** A trace request's headers: its address and the headers it names (a `content-length` only with the body it declares: see `requestBody`). */
 function requestHeaders(r) {
-  return { ...Object.fromEntries(r.headers), "cf-connecting-ip": r.ip };
+  const named = requestBody(r) === undefined ? r.headers.filter(([name]) => name !== "content-length") : r.headers;
+  return { ...Object.fromEntries(named), "cf-connecting-ip": r.ip };
+}
+
+/** The body a trace request sends: as many bytes as its `content-length` says (a method that carries one), else none. */
+function requestBody(r) {
+  const length = Number(r.headers.find(([name]) => name === "content-length")?.[1] ?? Number.NaN);
+  if (!Number.isSafeInteger(length) || length < 0 || r.method === "GET" || r.method === "HEAD") return undefined;
+  return new Uint8Array(length).fill(0x61);
 }
 
 /** Replays `traceText` against the edge and the simulator; the comparison. */
@@ -178,7 +172,6 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     }
   })();
   if (problems) throw new ReplayInputError(`rules: ${problems}`);
-  const rules = JSON.parse(rulesText);
   const requests = readTrace(traceText);
   simulated(rulesText, requests); // the simulator's objections to the trace come before any request is sent
 
@@ -197,7 +190,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     }
     started = { edge: edgeStarted, startRealMs };
     fetchOne = async (r) => {
-      const res = await started.edge.fetch(r.path, { method: r.method, headers: requestHeaders(r), cf: { colo: r.colo } });
+      const res = await started.edge.fetch(r.path, { method: r.method, headers: requestHeaders(r), body: requestBody(r), cf: { colo: r.colo } });
       await res.arrayBuffer();
       return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: edgeClock(res) };
     };
@@ -205,7 +198,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     if (new Set(requests.map((r) => r.colo)).size > 1) throw new ReplayInputError("a running edge (--edge) decides the colo itself: its trace must have one colo");
     const base = new URL(edge);
     fetchOne = async (r) => {
-      const res = await fetch(new URL(r.path, base), { method: r.method, headers: requestHeaders(r) });
+      const res = await fetch(new URL(r.path, base), { method: r.method, headers: requestHeaders(r), body: requestBody(r) });
       await res.arrayBuffer();
       return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: null };
     };
@@ -227,9 +220,8 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     const ms = clockMs === null ? (sentAtMs - startRealMs) * speed : clockMs - VIRTUAL_START_MS;
     return [{ ...r, index: i, t: Math.max(0, ms) / 1000 }];
   });
-  const sim = simulated(rulesText, sent);
   const toleranceS = (toleranceMs * speed) / 1000;
-  const near = boundaries(rules, sent, sim);
+  const sim = simulated(rulesText, sent, toleranceS);
   const lateness = results.map((x) => x.lateMs).sort((x, y) => x - y);
   const report = {
     requests: requests.length,
@@ -249,15 +241,13 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     if (x.error) report.errors.push({ line: requests[i].line, error: x.error });
   });
   sent.forEach((r, i) => {
-    const { status, rule, scope } = results[r.index];
-    // Refused by a rule (its answer names it, whatever status the rule answers with);
-    // admitted by the rules whatever came after them; a refusal before the rules (the checks
-    // made before the body is read, named in Sluicegate-Scope) is neither.
-    const edgeAdmitted = rule ? false : scope ? null : true;
-    report.edge[edgeAdmitted === null ? "other" : edgeAdmitted ? "admitted" : "refused"]++;
-    report.simulator[sim[i] ? "admitted" : "refused"]++;
-    const same = edgeAdmitted === sim[i];
-    if (nearBoundary(r, r.identity, near, toleranceS)) {
+    const { status } = results[r.index];
+    const edge = outcomeOf(results[r.index]);
+    const { outcome, timingLimited } = sim[i];
+    report.edge[edge === null ? "other" : edge === "admitted" ? "admitted" : "refused"]++;
+    report.simulator[outcome === "admitted" ? "admitted" : "refused"]++;
+    const same = edge === outcome;
+    if (timingLimited) {
       report.timingLimited++;
       if (same) report.timingLimitedAgree++;
       return;
@@ -273,7 +263,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
         method: r.method,
         path: r.path,
         edge: status,
-        simulator: sim[i] ? "admitted" : "refused",
+        simulator: outcome,
       });
   });
   report.share = report.compared ? report.agree / report.compared : 1;
@@ -286,7 +276,7 @@ export function describe(report) {
   const pct = (x) => `${(100 * x).toFixed(2)} %`;
   const lines = [
     `replay: ${report.requests} requests at ${report.speed}× speed, sent ${report.lateMs.p50} ms late at the median (at most ${report.lateMs.max} ms); the simulator replays each at the instant the edge decided it`,
-    `  timing-limited: within ${report.toleranceMs} ms (real time; ${(report.toleranceMs * report.speed) / 1000} s of trace time) of a window or block boundary`,
+    `  timing-limited: within ${report.toleranceMs} ms (real time; ${(report.toleranceMs * report.speed) / 1000} s of trace time) of a window or block boundary, or a tenant's refill`,
     `  edge:       ${report.edge.admitted} admitted, ${report.edge.refused} refused${report.edge.other ? `, ${report.edge.other} failed` : ""}`,
     `  simulator:  ${report.simulator.admitted} admitted, ${report.simulator.refused} refused`,
     `  agreement:  ${report.agree} of ${report.compared} (${pct(report.share)}) outside the timing-limited; ${report.timingLimitedAgree} of ${report.timingLimited} timing-limited agree`,

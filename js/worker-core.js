@@ -108,8 +108,8 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
      * RPC from the Worker: charge `tenant` one request of `bytes` (`requests` 1), or `bytes`
      * more of a body streaming without a declared length (`requests` 0); 0 admits, else ms to wait.
      */
-    chargeTenant(tenant, limit, generation, bytes, requests) {
-      return this.counter.chargeTenant(tenant, limit, generation, bytes, requests);
+    chargeTenant(tenant, limit, generation, bytes, requests, atMs) {
+      return this.counter.chargeTenant(tenant, limit, generation, bytes, requests, atMs);
     }
 
     /** RPC (the overrides object): every runtime override, as stored JSON. */

@@ -22,7 +22,12 @@ export const BUDGETS = [
   { label: "sluicegate/edge", wasm: "pkg-edge/sluicegate_bg.wasm", budget: 121_700, why: "115,913 bytes + 5 %" },
   { label: "sluicegate/limit", wasm: "pkg-limit/sluicegate_bg.wasm", budget: 30_000, why: "the keyed limits alone: at most 30 KB" },
   { label: "sluicegate/smartflow", wasm: "pkg-smartflow/sluicegate_bg.wasm", budget: 80_000, why: "at most 80 KB" },
-  { label: "sluicegate/sim", wasm: "pkg-sim/sluicegate_bg.wasm", budget: 282_300, why: "the edge's own pipeline in the replay, its rules and tenant stage (276,768 bytes) + 2 %" },
+  {
+    label: "sluicegate/sim",
+    wasm: "pkg-sim/sluicegate_bg.wasm",
+    budget: 287_300,
+    why: "the edge's own pipeline in the replay: its rules and tenant stages, and which requests are timing-limited (281,630 bytes) + 2 %",
+  },
 ];
 
 /** Bytes after `gzip -9`, as scripts/build.sh reports them (zlib's level 9 packs a little worse). */

@@ -35,16 +35,16 @@ function withFaults(env) {
       // biome-ignore lint/suspicious/noControlCharactersInRegex: the unit separator is how the edge names a tenant's object
       const fleetTenant = /^tenant\u001f[^\u001f]*$/.test(names.get(id) ?? "");
       return {
-        check(rule, key) {
+        check(rule, key, atMs) {
           if (store === "unavailable") return Promise.reject(new Error("the store is unavailable (injected fault)"));
-          if (store === "slow") return new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key));
-          return stub.check(rule, key);
+          if (store === "slow") return new Promise((resolve) => setTimeout(resolve, 5_000)).then(() => stub.check(rule, key, atMs));
+          return stub.check(rule, key, atMs);
         },
-        chargeTenant(tenant, limit, generation, bytes, requests) {
+        chargeTenant(tenant, limit, generation, bytes, requests, atMs) {
           if (store === "unavailable" || (store === "fleet-tenants" && fleetTenant)) {
             return Promise.reject(new Error("the store is unavailable (injected fault)"));
           }
-          return stub.chargeTenant(tenant, limit, generation, bytes, requests);
+          return stub.chargeTenant(tenant, limit, generation, bytes, requests, atMs);
         },
         acquireSlot: (upstream) => stub.acquireSlot(upstream),
         getOverrides: () => (store === "unavailable" ? unavailable() : stub.getOverrides()),

@@ -37,6 +37,7 @@
 
 mod analyse;
 pub mod args;
+mod boundaries;
 mod compare;
 mod config;
 mod decisions;
@@ -60,6 +61,7 @@ mod trace;
 mod traffic;
 
 pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity, TenantRow};
+pub use boundaries::{replay_decisions, timing_limited, REFILLS_WATCHED};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{
     edge_rule_policies, Client, Config, FieldError, FieldProblem, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry,

@@ -674,11 +674,29 @@ pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> R
 /// 3 for its `413` (a body over the tenant's cap), 4 for its `429` `tenant_rate_limited` and
 /// 5 for its `429` `tenant_overload` (both with `Sluicegate-Scope: tenant`). Throws as
 /// `simRun` does.
+/// With `tolerance_s` (seconds), a row within it of an instant where timing alone decides
+/// (a window's edge, an earlier request of its address leaving a period or ending a block, a
+/// token of its tenant coming back: `sim::timing_limited`) has 128 added to its code.
 #[wasm_bindgen(js_name = simEdgeDecisions)]
-pub fn sim_edge_decisions(rules: &str, trace: &str, trace_name: Option<String>) -> Result<js_sys::Uint8Array, JsValue> {
+pub fn sim_edge_decisions(
+    rules: &str,
+    trace: &str,
+    trace_name: Option<String>,
+    tolerance_s: Option<f64>,
+) -> Result<js_sys::Uint8Array, JsValue> {
     let name = trace_name.unwrap_or_else(|| String::from("trace"));
-    let decided = sim::edge_decisions(rules, &name, trace).map_err(|e| failure(&e))?;
-    let codes: alloc::vec::Vec<u8> = decided.into_iter().map(sim::EdgeDecision::code).collect();
+    let codes: alloc::vec::Vec<u8> = match tolerance_s {
+        None => sim::edge_decisions(rules, &name, trace)
+            .map_err(|e| failure(&e))?
+            .into_iter()
+            .map(sim::EdgeDecision::code)
+            .collect(),
+        Some(tolerance) => sim::replay_decisions(rules, &name, trace, tolerance.max(0.0))
+            .map_err(|e| failure(&e))?
+            .into_iter()
+            .map(|(decision, limited)| decision.code() | if limited { 128 } else { 0 })
+            .collect(),
+    };
     Ok(js_sys::Uint8Array::from(&codes[..]))
 }
 

@@ -36,6 +36,23 @@ pub(crate) fn counter_now(asked_ms: f64) -> Instant {
     now()
 }
 
+/// A request's turn at the edge's decisions under a development clock (`sluicegate replay`):
+/// held from its rules through its tenant, so that no other request's decisions come between
+/// them and each request is decided at its instant, in the order the simulator replays.
+/// Nothing to hold with the real clock.
+pub(crate) struct Turn {
+    #[cfg(feature = "dev-origin")]
+    _held: Option<dev_clock::Turn>,
+}
+
+/// Wait for this request's [`Turn`].
+pub(crate) async fn turn() -> Turn {
+    Turn {
+        #[cfg(feature = "dev-origin")]
+        _held: dev_clock::take_turn().await,
+    }
+}
+
 /// The real milliseconds of a timer that is to last `span` of the edge's clock (a
 /// development clock that runs K times as fast: K times fewer).
 pub(crate) fn timer_ms(span: Span) -> f64 {

@@ -148,6 +148,7 @@ impl Counter {
         generation: f64,
         bytes: f64,
         requests: f64,
+        asked_ms: f64,
     ) -> Result<f64, JsError> {
         let bytes = bytes.max(0.0) as u64;
         let what = if requests > 0.0 { Charge::Request(bytes) } else { Charge::More(bytes) };
@@ -155,10 +156,10 @@ impl Counter {
         let stored = || kv.as_ref()?.get_value(&record_key(tenant)).ok()?.as_string();
         let charged = self
             .tenants
-            .charge(tenant, limit, generation.max(0.0) as u64, what, now(), stored)
+            .charge(tenant, limit, generation.max(0.0) as u64, what, crate::clock::counter_now(asked_ms), stored)
             .map_err(|why| JsError::new(&why))?;
-        if let Some(record) = &charged.record {
-            self.store_tenant(tenant, record);
+        if let Some(record) = charged.write.then(|| self.tenants.record(tenant)).flatten() {
+            self.store_tenant(tenant, &record);
         }
         Ok(match charged.decision {
             Decision::Allow { .. } => 0.0,

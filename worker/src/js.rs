@@ -59,6 +59,7 @@ extern "C" {
         generation: f64,
         bytes: f64,
         requests: f64,
+        at_ms: f64,
     ) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getOverrides)]
     pub fn get_overrides(this: &Stub) -> Result<JsValue, JsValue>;

@@ -110,12 +110,16 @@ pub(crate) async fn serve(
             return Ok(answer);
         }
     }
-    let checked = match check_rules(request, env, setup, &facts, &header).await? {
+    // The rules and the tenant are decided from this instant (under a development clock, at
+    // it: see `crate::clock::rules_now`), after the requests before this one.
+    let turn = crate::clock::turn().await;
+    let decided = crate::clock::now();
+    let checked = match check_rules(request, env, setup, &facts, &header, decided).await? {
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
     let admitted = Admitted { request, env, ctx, config: &config, setup, url: &url, facts: &facts, source, declared };
-    admitted.forward(way, checked, &header, handler, now).await
+    admitted.forward(way, turn, checked, &header, handler, decided).await
 }
 
 /// One of the edge's own answers, logged with its detail and the URL it answers.
@@ -147,6 +151,7 @@ impl Admitted<'_> {
     async fn forward(
         &self,
         way: Way,
+        turn: crate::clock::Turn,
         checked: Checked,
         header: &impl Fn(&str) -> Option<String>,
         handler: Option<&js_sys::Function>,
@@ -157,7 +162,12 @@ impl Admitted<'_> {
         let has_body = request.body().is_some();
         let mut tenant = None;
         let mut slot = None;
+        let mut turn = Some(turn);
         for stage in way {
+            // The turn ends with the tenant stage: waiting for a slot is not a decision.
+            if stage != Stage::Tenant {
+                let _ = turn.take();
+            }
             match stage {
                 // Its place in flight is held until the origin has answered.
                 Stage::Tenant => {
@@ -319,18 +329,16 @@ impl Checked {
 
 /// Count the request under every rule that matches it, as the rules stage of the pipeline
 /// says ([`RulesCheck`]): each rule's counter is its key's Durable Object. The checked
-/// request, or the answer of the rule that refused it.
+/// request, or the answer of the rule that refused it; `started`: when its turn came.
 pub(crate) async fn check_rules(
     request: &Request,
     env: &Env,
     setup: &Setup,
     facts: &RequestFacts<'_>,
     header: &impl Fn(&str) -> Option<String>,
+    started: Instant,
 ) -> Result<Result<Checked, Response>, JsValue> {
     let mut check = RulesCheck::new(&setup.rules, log_hash(env));
-    #[cfg(feature = "dev-origin")]
-    let _turn = dev::clock::take_turn().await;
-    let started = now();
     loop {
         // The clock as each rule is checked: an earlier rule's counter may have taken a while.
         let now = crate::clock::rules_now(started);

@@ -101,7 +101,7 @@ pub async fn admit(
                 TenantAnswer::Hashed(JsFuture::from(js::sha256_hex(key)?).await?.as_string().unwrap_or_default())
             }
             TenantStep::ReadOverrides => TenantAnswer::Overrides(read_overrides(env).await.map_err(|e| describe(&e))),
-            TenantStep::Charge(ask) => TenantAnswer::Charged(charge_in_store(env, &ask).await),
+            TenantStep::Charge(ask) => TenantAnswer::Charged(charge_in_store(env, &ask, now).await),
         };
         isolate::with(|i| check.answer(i, answer, now));
         log_notes(check.take_notes());
@@ -136,7 +136,7 @@ pub async fn admit(
 /// A charge of a tenant's buckets carried out: each store it names, then the isolate's table.
 async fn charge(env: &Env, mut walk: ChargeWalk, now: Instant) -> Decision {
     while let Some(ask) = walk.next() {
-        let answer = charge_in_store(env, &ask).await;
+        let answer = charge_in_store(env, &ask, now).await;
         walk.answer(answer);
     }
     let (decision, notes) = isolate::with(|i| walk.finish(&mut i.tenants, now));
@@ -144,7 +144,9 @@ async fn charge(env: &Env, mut walk: ChargeWalk, now: Instant) -> Decision {
     decision
 }
 
-async fn charge_in_store(env: &Env, what: &StoreCharge<'_>) -> Result<Decision, String> {
+/// `what` charged in its store, asked at `at` (the store keeps its own time, except under a
+/// development clock: see `crate::clock::counter_now`).
+async fn charge_in_store(env: &Env, what: &StoreCharge<'_>, at: Instant) -> Result<Decision, String> {
     let ask = async {
         let namespace = crate::config::rate_limiter(env)?;
         let stub = namespace.get(&namespace.id_from_name(what.store)?)?;
@@ -154,6 +156,7 @@ async fn charge_in_store(env: &Env, what: &StoreCharge<'_>) -> Result<Decision, 
             what.generation as f64,
             what.bytes as f64,
             f64::from(what.requests),
+            at.as_millis() as f64,
         )?;
         let call = js_sys::Promise::resolve(&call);
         JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await

@@ -1,6 +1,7 @@
 // `sluicegate replay`: the simulator's answers against the real worker's, request by request.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -74,6 +75,41 @@ test("two overlapping rules (20 per 10 s per address and colo over a 0.5/s bucke
   assert.ok(report.edge.refused > 50, `the rules refuse (${report.edge.refused})`);
   assert.deepEqual(report.disagreements, []);
   assert.equal(report.agree, report.compared);
+});
+
+test("a tenants section behind a rule (a key's tenant, an unknown key, bodies over the cap, a tenant over its rate) from two colos: each request decided alike", {
+  timeout: 90_000,
+}, async () => {
+  const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+  const rules = {
+    rules: [{ id: "hooks", match: { path: { starts_with: "/hooks/" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 40, mitigation_timeout: 5 }],
+    tenants: {
+      match: { path: { starts_with: "/hooks/" } },
+      key_header: "x-api-key",
+      keys: { [sha256("k-alpha")]: "alpha", [sha256("k-beta")]: "beta" },
+      limits: { alpha: { rate: 2, burst: 4, max_body_bytes: 2000 }, beta: { rate: 0.5, burst: 2 } },
+      max_body_bytes: 4000,
+    },
+  };
+  const clients = [
+    ["198.51.100.7", "AMS", "k-alpha"],
+    ["198.51.100.8", "FRA", "k-alpha"],
+    ["203.0.113.9", "AMS", "k-beta"],
+    ["203.0.113.10", "FRA", "k-nobody"],
+  ];
+  const rows = [];
+  for (let i = 0; i < 500; i++) {
+    const [ip, colo, key] = clients[i % 7 === 6 ? 3 : i % 3];
+    const bytes = i % 11 === 5 ? 3000 : 200; // over alpha's cap of 2,000 now and then
+    rows.push(`${(i * 0.07).toFixed(3)},${ip},${colo},POST,/hooks/in,${key},${bytes}`);
+  }
+  const traceText = `t,ip.src,cf.colo.id,method,endpoint,header:x-api-key,header:content-length\n${rows.join("\n")}\n`;
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.equal(report.edge.other, 0, "no refusal before the rules");
+  assert.ok(report.edge.refused > 100 && report.edge.admitted > 100, `both answers are common: ${JSON.stringify(report.edge)}`);
+  assert.deepEqual(report.disagreements, [], "every request outside the timing-limited decided alike");
+  assert.equal(report.timingLimitedAgree, report.timingLimited, "and those too");
 });
 
 test("a running edge with other rules than the simulator's disagrees, and replay says where (exit 1)", { timeout: 60_000 }, async () => {

@@ -259,8 +259,10 @@ impl TenantRefusal {
         }
     }
 
-    /// The answer: 401 (no hint of why), 413, or 429 with `Retry-After` in whole seconds (at
-    /// least 1) and `Sluicegate-Scope: tenant`.
+    /// The answer: 401 (no hint of why, beyond the body's "a valid API key is required"), 413,
+    /// or 429 with `Retry-After` in whole seconds (at least 1); each with
+    /// `Sluicegate-Scope: tenant`, so a client (and `sluicegate replay`) can tell the tenant
+    /// stage's refusals from the origin's own 401 and 413.
     pub fn reply(&self) -> Reply {
         let (status, body, wait) = match self {
             TenantRefusal::Unknown => {
@@ -279,10 +281,9 @@ impl TenantRefusal {
                 (429, headers::tenant_limited(tenant, "tenant_overload", wait), Some(wait))
             }
         };
+        // Every refusal of the stage names it, as a rule's names the rule.
         let mut reply = Reply::problem(status, body, wait);
-        if status == 429 {
-            reply.set("sluicegate-scope", "tenant".into());
-        }
+        reply.set("sluicegate-scope", "tenant".into());
         reply
     }
 }

@@ -5,9 +5,10 @@
 //! debt.
 //!
 //! A store that writes its buckets down (a Durable Object) hands [`TenantStore::charge`] what
-//! it wrote for a tenant it has not charged since it started, and writes down the record it
-//! is handed back ([`Charged::record`]) under [`record_key`]: a record of another limit or
-//! generation, or one that does not read, is ignored (the buckets start afresh).
+//! it wrote for a tenant it has not charged since it started, and after a charge that says so
+//! ([`Charged::write`]) writes down [`TenantStore::record`] under [`record_key`]: a record of
+//! another limit or generation, or one that does not read, is ignored (the buckets start
+//! afresh).
 
 use crate::core::limit::{Decision, SaveState};
 use crate::core::time::{Instant, Span};
@@ -16,8 +17,6 @@ use crate::edge::tenants::{TenantBuckets, TenantLimit};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use foldhash::fast::FixedState;
-use hashbrown::HashMap;
 
 /// Where a tenant's buckets are written down in its store.
 pub fn record_key(tenant: &str) -> String {
@@ -25,6 +24,7 @@ pub fn record_key(tenant: &str) -> String {
 }
 
 struct Held {
+    tenant: String,
     /// The limit (as JSON) and generation the buckets are of.
     seen: String,
     buckets: TenantBuckets,
@@ -38,16 +38,16 @@ struct Held {
 pub struct Charged {
     /// Admitted, or the wait in whole milliseconds (at least 1).
     pub decision: Decision,
-    /// The buckets' record to write down under [`record_key`] (when admitted and the limit's
-    /// state is kept).
-    pub record: Option<String>,
+    /// Whether the buckets changed and their state is kept: write down
+    /// [`TenantStore::record`].
+    pub write: bool,
 }
 
-/// The buckets of the tenants one store has charged (at the edge, one: a Durable Object is
-/// named by its tenant).
+/// The buckets of the tenants one store has charged: one, as a store is named by its tenant
+/// (and colo), so they are looked up in turn.
 #[derive(Default)]
 pub struct TenantStore {
-    held: HashMap<String, Held, FixedState>,
+    held: Vec<Held>,
 }
 
 impl TenantStore {
@@ -68,44 +68,60 @@ impl TenantStore {
         stored: impl FnOnce() -> Option<String>,
     ) -> Result<Charged, String> {
         let seen = format!("{generation}\u{1f}{limit}");
-        let known = self.held.get(tenant).map(|held| held.seen == seen);
-        if known != Some(true) {
-            let parsed = TenantLimit::from_json_text(limit, None).map_err(|e| format!("{}: {}", e.field, e.message))?;
-            let mut buckets = parsed.buckets();
-            let keeps = parsed.keeps_state();
-            if keeps && known.is_none() {
-                restore(&mut buckets, &seen, stored());
+        let at = self.held.iter().position(|held| held.tenant == tenant);
+        let at = match at {
+            Some(at) if self.held[at].seen == seen => at,
+            known => {
+                let parsed =
+                    TenantLimit::from_json_text(limit, None).map_err(|e| format!("{}: {}", e.field, e.message))?;
+                let mut buckets = parsed.buckets();
+                let keeps = parsed.keeps_state();
+                if keeps && known.is_none() {
+                    restore(&mut buckets, &seen, stored());
+                }
+                let fresh = Held { tenant: tenant.to_string(), seen, buckets, keeps };
+                match known {
+                    Some(at) => {
+                        self.held[at] = fresh;
+                        at
+                    }
+                    None => {
+                        self.held.push(fresh);
+                        self.held.len() - 1
+                    }
+                }
             }
-            self.held.insert(tenant.to_string(), Held { seen, buckets, keeps });
-        }
-        let Some(held) = self.held.get_mut(tenant) else { unreachable!("charged just above") };
+        };
+        let held = &mut self.held[at];
         let decision = match what {
             Charge::Request(bytes) => held.buckets.charge(now, bytes),
             Charge::More(bytes) => held.buckets.charge_more(now, bytes),
         };
         Ok(match decision {
-            Decision::Allow { .. } => Charged {
-                decision: Decision::Allow { remaining: 0, reset: Span::ZERO },
-                record: held.keeps.then(|| record(&held.seen, &held.buckets)),
-            },
+            Decision::Allow { .. } => {
+                Charged { decision: Decision::Allow { remaining: 0, reset: Span::ZERO }, write: held.keeps }
+            }
             Decision::Deny { retry_after } => Charged {
                 decision: Decision::Deny { retry_after: Span::from_millis(retry_after.as_millis_ceil().max(1)) },
-                record: None,
+                write: false,
             },
         })
     }
+
+    /// `tenant`'s buckets as written down: the limit and generation they are of, then their
+    /// state as words.
+    pub fn record(&self, tenant: &str) -> Option<String> {
+        let held = self.held.iter().find(|held| held.tenant == tenant)?;
+        let mut words = Vec::new();
+        held.buckets.save(&mut words);
+        let words: Vec<String> = words.iter().map(u64::to_string).collect();
+        Some(format!("{}\u{1e}{}", held.seen, words.join(",")))
+    }
 }
 
-/// The buckets as written down: the limit and generation they are of, then their state as
-/// words.
-fn record(seen: &str, buckets: &TenantBuckets) -> String {
-    let mut words = Vec::new();
-    buckets.save(&mut words);
-    let words: Vec<String> = words.iter().map(u64::to_string).collect();
-    format!("{seen}\u{1e}{}", words.join(","))
-}
-
-/// `buckets` as `written` says, when it is a record of `seen` that reads whole.
+/// `buckets` as `written` says, when it is a record of `seen` that reads whole (inlined: a
+/// store that writes nothing down hands none, and none of this is left).
+#[inline(always)]
 fn restore(buckets: &mut TenantBuckets, seen: &str, written: Option<String>) {
     let Some(written) = written else { return };
     let Some((of, words)) = written.rsplit_once('\u{1e}') else { return };
@@ -141,7 +157,7 @@ mod tests {
         let refused = charge(Charge::Request(0));
         let Decision::Deny { retry_after } = refused.decision else { panic!("{refused:?}") };
         assert_eq!(retry_after, Span::from_secs(100), "one request every 100 s");
-        assert_eq!(refused.record, None, "nothing to write down for a refusal");
+        assert!(!refused.write, "nothing to write down for a refusal");
     }
 
     #[test]
@@ -163,10 +179,13 @@ mod tests {
     #[test]
     fn a_store_that_restarts_takes_back_what_it_wrote_down_of_the_same_limit_only() {
         let mut store = TenantStore::default();
-        let first = store.charge("acme", SLOW, 0, Charge::Request(0), T, || None).unwrap();
+        assert!(store.charge("acme", SLOW, 0, Charge::Request(0), T, || None).unwrap().write);
+        let first = store.record("acme").unwrap();
         let second = store.charge("acme", SLOW, 0, Charge::Request(0), T, || None).unwrap();
-        let written = second.record.clone().expect("a slow limit keeps its state");
-        assert_ne!(first.record, second.record);
+        assert!(second.write, "a slow limit keeps its state");
+        let written = store.record("acme").unwrap();
+        assert_ne!(first, written);
+        assert_eq!(store.record("nobody"), None);
         let mut restarted = TenantStore::default();
         let asked = core::cell::Cell::new(0);
         let after = restarted
