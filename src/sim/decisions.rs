@@ -194,4 +194,23 @@ mod tests {
         let bad = edge_decisions(r#"{"rules": [{"id": "x"}]}"#, "trace", trace).unwrap_err();
         assert!(bad.to_string().starts_with("edge_rules: "), "{bad}");
     }
+
+    #[test]
+    fn the_capabilities_answer_is_the_edge_s_own_and_counted_by_no_rule() {
+        let rules = r#"{"rules": [{"id": "api", "match": {"path": {"starts_with": "/api/"}},
+            "characteristics": ["ip.src"], "period": 10, "requests_per_period": 2, "mitigation_timeout": 10}]}"#;
+        let mut trace = String::from("t,ip.src,method,endpoint\n");
+        for i in 0..5 {
+            trace += &format!("0.{i},198.51.100.7,GET,/api/capabilities\n");
+        }
+        trace += "1.0,198.51.100.7,HEAD,/API/Capabilities/\n1.1,198.51.100.7,POST,/api/capabilities\n";
+        trace += "1.2,198.51.100.7,GET,/api/x\n1.3,198.51.100.7,GET,/api/x\n";
+        let decided = edge_decisions(rules, "trace", &trace).unwrap();
+        let admitted: Vec<bool> = decided.iter().map(|d| d.admitted()).collect();
+        assert_eq!(
+            admitted,
+            [true, true, true, true, true, true, true, true, false],
+            "six reads of the limits spend none of them; a POST to the path is the app's and counted (1 of 2)"
+        );
+    }
 }

@@ -24,7 +24,7 @@ use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
-use crate::edge::pipeline::serve::{Stage, Way};
+use crate::edge::pipeline::serve::{self, Stage, Way};
 use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
 use crate::edge::redact::KeyedHash;
 use crate::edge::rules::{AnyLimiter, RuleSet};
@@ -214,6 +214,8 @@ struct EdgeRun<'c> {
     /// Per pair: what the edge reads of its requests (`None`: a path the edge refuses with
     /// 400 before any rule).
     facts: Vec<Option<EdgeFacts>>,
+    /// Per pair: whether its requests ask for the capabilities answer (the edge's own).
+    capabilities: Vec<bool>,
     isolates: Vec<(String, Isolate)>,
     /// Whether the refusal being recorded started its rule's block.
     block_started: bool,
@@ -330,6 +332,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     })
                     .collect(),
                 facts: Vec::new(),
+                capabilities: Vec::new(),
                 isolates: Vec::new(),
                 block_started: false,
                 tenants: set.tenants().map(|t| {
@@ -547,6 +550,8 @@ impl<'c, 'o> Engine<'c, 'o> {
         self.server_from.push(self.server_keys.len() as u32);
         self.pair_checks.push(0);
         if let Some(edge) = &mut self.edge {
+            let answered = facts.as_ref().is_some_and(|f| serve::asks_capabilities(edge.set, &f.facts()));
+            edge.capabilities.push(answered);
             edge.facts.push(facts);
         }
     }
@@ -562,15 +567,22 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
-        // The edge is in front, its stages in its own order (`Way`: the rules, then the
-        // tenant, so a request the rules refuse spends none of its tenant's quota); the
-        // configuration's policies stand behind it, where the origin is.
-        for stage in Way::from_rules() {
+        // The edge is in front, its stages in its own order (`Way`: the capabilities answer,
+        // counted by no rule; the rules, then the tenant, so a request the rules refuse spends
+        // none of its tenant's quota); the configuration's policies stand behind it, where
+        // the origin is.
+        for stage in Way::without_routes() {
             let refused = match stage {
+                Stage::Capabilities if self.asks_capabilities(a) => {
+                    self.count_admitted(a);
+                    return Ok(());
+                }
                 Stage::Rules => self.edge_rules(a)?,
                 Stage::Tenant => self.edge_tenants(a)?,
-                // Upstream budgets hold a request for a slot; the simulator's requests take
-                // no time, so no slot is ever held (the policies model the origin's limits).
+                // Not modelled: the checks before the body is read (the isolate's own counts;
+                // a trace that trips them disagrees with the edge), and upstream budgets,
+                // which hold a request for a slot while the simulator's requests take no time
+                // (the policies model the origin's limits).
                 _ => None,
             };
             if let Some(wait) = refused {
@@ -796,6 +808,18 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.states[j as usize].charge(key as usize, a.t, a.cost);
         }
         self.count_in_windows(a);
+        self.count_admitted(a);
+    }
+
+    /// Whether the edge answers `a` itself with its capabilities (counted by no rule, never
+    /// reaching the origin).
+    fn asks_capabilities(&self, a: Attempt) -> bool {
+        self.edge.as_ref().is_some_and(|edge| edge.capabilities[a.pair as usize])
+    }
+
+    /// Counts an admitted attempt for its client and the report (what the edge answered
+    /// itself included).
+    fn count_admitted(&mut self, a: Attempt) {
         let s = &mut self.out.clients[a.slot as usize].1;
         s.allowed += 1;
         if a.attempt != 0 {

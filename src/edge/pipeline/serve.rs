@@ -111,9 +111,10 @@ impl Way {
         Way { at: 0, admin: routes.admin, egress: routes.egress && rules.egress().is_some() }
     }
 
-    /// The way from the rules stage on (what the simulator models of a request to the app).
-    pub fn from_rules() -> Way {
-        Way { at: 4, admin: false, egress: false }
+    /// The way through an edge without the admin and egress routes (what the simulator
+    /// walks).
+    pub fn without_routes() -> Way {
+        Way { at: 0, admin: false, egress: false }
     }
 }
 
@@ -164,9 +165,15 @@ pub fn unavailable() -> Reply {
     Reply::problem(503, headers::unavailable(), None)
 }
 
-/// The capabilities answer, when `facts` is a `GET` or `HEAD` of its path: the rules' limits
-/// as JSON (`degraded`: how often each rule failed open in this isolate), cacheable for a
-/// minute, with no body for a `HEAD`.
+/// Whether `facts` asks for the capabilities answer: a `GET` or `HEAD` of its path.
+pub fn asks_capabilities(rules: &RuleSet, facts: &RequestFacts<'_>) -> bool {
+    let head = facts.method.eq_ignore_ascii_case("HEAD");
+    rules.is_capabilities_path(facts.path) && (head || facts.method.eq_ignore_ascii_case("GET"))
+}
+
+/// The capabilities answer, when `facts` asks for it ([`asks_capabilities`]): the rules'
+/// limits as JSON (`degraded`: how often each rule failed open in this isolate), cacheable
+/// for a minute, with no body for a `HEAD`.
 pub fn capabilities(rules: &RuleSet, facts: &RequestFacts<'_>, degraded: impl Fn(&str) -> u64) -> Option<Reply> {
     let head = facts.method.eq_ignore_ascii_case("HEAD");
     if !rules.is_capabilities_path(facts.path) || !(head || facts.method.eq_ignore_ascii_case("GET")) {
@@ -228,8 +235,8 @@ mod tests {
         let no_providers: alloc::vec::Vec<Stage> =
             Way::new(&rules(r#"{"rules": []}"#), Routes { admin: false, egress: true }).collect();
         assert!(!no_providers.contains(&Stage::Egress), "a token without providers makes no routes");
-        let rules_on: alloc::vec::Vec<Stage> = Way::from_rules().collect();
-        assert_eq!(rules_on, [Stage::Rules, Stage::Tenant, Stage::Upstream, Stage::Origin]);
+        let bare: alloc::vec::Vec<Stage> = Way::without_routes().collect();
+        assert_eq!(bare, Way::new(&rules(EGRESS), Routes::default()).collect::<alloc::vec::Vec<_>>());
         let position = |s| Stage::ORDER.iter().position(|&o| o == s).unwrap();
         assert!(position(Stage::Rules) < position(Stage::Tenant), "a refused request spends no tenant quota");
         assert!(position(Stage::Tenant) < position(Stage::Upstream), "nor an upstream slot");
