@@ -92,13 +92,17 @@ function simulated(rulesText, requests, toleranceS) {
   }
 }
 
-/** `simEdgeDecisions`' codes as outcomes: admitted, refused by a rule, refused by the tenant stage with its status. */
-const SIM_OUTCOMES = ["rule", "admitted", "tenant 401", "tenant 413", "tenant 429", "tenant 429"];
+/** `simEdgeDecisions`' codes as outcomes: admitted, refused by a rule, by the tenant stage with its status, by a check before the body is read. */
+const SIM_OUTCOMES = ["rule", "admitted", "tenant 401", "tenant 413", "tenant 429", "tenant 429", "pre-read"];
 
-/** The edge's answer as an outcome: refused by a rule (its answer names it, whatever status it answers with), by the tenant stage (`Sluicegate-Scope: tenant`, with its status), before the rules (another scope: null, neither), else admitted. */
+/** The checks before the body is read, as `Sluicegate-Scope` names them. */
+const PRE_READ_SCOPES = new Set(["ip", "node", "source"]);
+
+/** The edge's answer as an outcome: refused by a rule (its answer names it, whatever status it answers with), by the tenant stage (`Sluicegate-Scope: tenant`, with its status), by a check before the body is read (`Sluicegate-Scope: ip | node | source`), else admitted; another scope is none of them (null). */
 function outcomeOf({ status, rule, scope }) {
   if (rule) return "rule";
   if (scope === "tenant") return `tenant ${status}`;
+  if (PRE_READ_SCOPES.has(scope)) return "pre-read";
   return scope ? null : "admitted";
 }
 

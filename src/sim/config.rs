@@ -73,6 +73,16 @@ pub enum PolicyAlgorithm {
         /// That limit's burst.
         burst: u32,
     },
+    /// `pre_read`: the edge's checks before a body is read (the rules file's `pre_read`:
+    /// per address, per isolate — one per colo here — and each source's body bytes), decided
+    /// by the edge's own pipeline. Its figures are the per-address limit's (else the
+    /// isolate's).
+    PreRead {
+        /// That limit's requests per second.
+        rate: f64,
+        /// That limit's burst.
+        burst: u32,
+    },
 }
 
 /// Seconds as a [`Span`], to the nanosecond.
@@ -113,6 +123,7 @@ impl PolicyAlgorithm {
             PolicyAlgorithm::CountThenBlock { .. } => "count_then_block",
             PolicyAlgorithm::SmartFlow { .. } => "smartflow",
             PolicyAlgorithm::TenantQuota { .. } => "tenant_quota",
+            PolicyAlgorithm::PreRead { .. } => "pre_read",
         }
     }
 
@@ -143,6 +154,9 @@ pub enum KeyBy {
     /// One count per tenant and colo (the tenant stage's `colo` scope); not a
     /// configuration's key.
     TenantColo,
+    /// The check of the edge's `pre_read` that counted it: its address, its colo's isolate or
+    /// its source; not a configuration's key.
+    PreReadCheck,
 }
 
 impl KeyBy {
@@ -158,6 +172,7 @@ impl KeyBy {
         match self {
             KeyBy::Tenant => "tenant",
             KeyBy::TenantColo => "tenant+colo",
+            KeyBy::PreReadCheck => "ip/node/source",
             _ => KeyBy::ALL.iter().find(|(_, k)| *k == self).map_or("", |(n, _)| n),
         }
     }
@@ -197,7 +212,8 @@ impl Policy {
             | PolicyAlgorithm::SlidingCounter { limit } => limit / self.window_s,
             PolicyAlgorithm::Gcra { rate, .. }
             | PolicyAlgorithm::SmartFlow { rate, .. }
-            | PolicyAlgorithm::TenantQuota { rate, .. } => rate,
+            | PolicyAlgorithm::TenantQuota { rate, .. }
+            | PolicyAlgorithm::PreRead { rate, .. } => rate,
             PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, .. } => 1.0 / secs(interval),
                 rules::Algorithm::SlidingLog { requests_per_period, period }
@@ -215,9 +231,9 @@ impl Policy {
             PolicyAlgorithm::TokenBucket { rate, burst } => burst + rate * self.window_s,
             PolicyAlgorithm::FixedWindow { limit } => 2.0 * limit,
             PolicyAlgorithm::SlidingLog { limit } | PolicyAlgorithm::SlidingCounter { limit } => limit,
-            PolicyAlgorithm::Gcra { rate, burst, .. } | PolicyAlgorithm::TenantQuota { rate, burst } => {
-                f64::from(burst) + rate * self.window_s
-            }
+            PolicyAlgorithm::Gcra { rate, burst, .. }
+            | PolicyAlgorithm::TenantQuota { rate, burst }
+            | PolicyAlgorithm::PreRead { rate, burst } => f64::from(burst) + rate * self.window_s,
             PolicyAlgorithm::SmartFlow { rate, burst } => burst + rate * self.window_s,
             PolicyAlgorithm::CountThenBlock { counting, .. } => match counting {
                 rules::Algorithm::TokenBucket { interval, burst } => f64::from(burst) + self.window_s / secs(interval),
@@ -256,7 +272,7 @@ impl Policy {
     /// The policy's key for a request, or `None` when it does not apply (nor for a rule from
     /// `edge_rules` or its tenant stage: the edge's pipeline finds their keys).
     pub fn key_for(&self, client: &str, endpoint: &str) -> Option<String> {
-        if self.edge_rule.is_some() || self.is_tenant_stage() {
+        if self.edge_rule.is_some() || self.is_tenant_stage() || self.is_pre_read_stage() {
             return None;
         }
         if !self.endpoints.is_empty() && !self.endpoints.iter().any(|e| endpoint.starts_with(e.as_str())) {
@@ -272,13 +288,18 @@ impl Policy {
             KeyBy::Endpoint => endpoint.into(),
             KeyBy::ClientEndpoint => format!("{client} {endpoint}"),
             KeyBy::Global => "*".into(),
-            KeyBy::Tenant | KeyBy::TenantColo => return None,
+            KeyBy::Tenant | KeyBy::TenantColo | KeyBy::PreReadCheck => return None,
         })
     }
 
     /// Whether this is the edge's tenant stage (`tenants` in `edge_rules`).
     pub fn is_tenant_stage(&self) -> bool {
         matches!(self.algorithm, PolicyAlgorithm::TenantQuota { .. })
+    }
+
+    /// Whether this is the edge's checks before a body is read (`pre_read` in `edge_rules`).
+    pub fn is_pre_read_stage(&self) -> bool {
+        matches!(self.algorithm, PolicyAlgorithm::PreRead { .. })
     }
 }
 
@@ -790,9 +811,12 @@ fn policy(i: usize, p: &Value) -> Result<Policy, SimError> {
         (algorithm, window_s)
     };
     let quota = match (algorithm, raw_limit) {
-        (PolicyAlgorithm::Gcra { burst, .. } | PolicyAlgorithm::TenantQuota { burst, .. }, _) => {
-            PyValue::Int(burst.into())
-        }
+        (
+            PolicyAlgorithm::Gcra { burst, .. }
+            | PolicyAlgorithm::TenantQuota { burst, .. }
+            | PolicyAlgorithm::PreRead { burst, .. },
+            _,
+        ) => PyValue::Int(burst.into()),
         (PolicyAlgorithm::SmartFlow { burst, .. }, _) => PyValue::Float(burst),
         (PolicyAlgorithm::CountThenBlock { counting, .. }, _) => counting_quota(counting),
         (PolicyAlgorithm::TokenBucket { .. }, Some(raw)) => raw,
@@ -968,8 +992,29 @@ pub fn edge_rule_policies(rules: &Value) -> Result<(RuleSet, Vec<Policy>), SimEr
             }
         })
         .chain(set.tenants().map(tenant_stage_policy))
+        .chain(pre_read_policy(&set))
         .collect();
     Ok((set, policies))
+}
+
+/// The policy that stands for the edge's checks before a body is read, when the rules file
+/// sets a per-address or per-isolate limit (without one, only the default ceiling of body
+/// bytes per source applies, and it is not simulated).
+fn pre_read_policy(set: &RuleSet) -> Option<Policy> {
+    let pre = set.pre_read();
+    let limit = pre.per_ip.as_ref().or(pre.node.as_ref())?;
+    let burst = limit.burst();
+    Some(Policy {
+        name: "pre_read".into(),
+        algorithm: PolicyAlgorithm::PreRead { rate: 1e9 / limit.interval().as_nanos() as f64, burst },
+        key: KeyBy::PreReadCheck,
+        window_s: 1.0,
+        endpoints: Vec::new(),
+        clients: Vec::new(),
+        exclude_clients: Vec::new(),
+        quota: PyValue::Int(burst.into()),
+        edge_rule: None,
+    })
 }
 
 /// The policy that stands for the edge's tenant stage in the report: its figures are those

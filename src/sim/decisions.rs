@@ -21,6 +21,9 @@ pub struct Decided {
     pub admitted: bool,
     /// When the edge's tenant stage refused it: how (its status and name).
     pub tenant_refusal: Option<TenantRefused>,
+    /// When the edge's checks before the body is read refused it: which (`ip`, `node`,
+    /// `source`).
+    pub pre_read: Option<&'static str>,
 }
 
 /// What the edge answers one request, as the simulator decides it ([`edge_decisions`]).
@@ -33,6 +36,9 @@ pub enum EdgeDecision {
     /// The tenant stage refused it: 401 (no known tenant), 413 (a body over the tenant's
     /// cap) or 429 with `Sluicegate-Scope: tenant` (`tenant_rate_limited`, `tenant_overload`).
     Tenant(TenantRefused),
+    /// A check before its body was read refused it: 429 with `Sluicegate-Scope` naming the
+    /// check (`ip`, `node` or `source`).
+    PreRead(&'static str),
 }
 
 impl EdgeDecision {
@@ -43,7 +49,7 @@ impl EdgeDecision {
 
     /// As one number: 1 admitted, 0 refused by a rule; refused by the tenant stage, 2 with
     /// 401 (`unknown`), 3 with 413 (`too_large`), 4 with 429 `tenant_rate_limited`, 5 with
-    /// 429 `tenant_overload`.
+    /// 429 `tenant_overload`; 6 refused by a check before its body was read.
     pub fn code(self) -> u8 {
         match self {
             EdgeDecision::Admitted => 1,
@@ -52,6 +58,7 @@ impl EdgeDecision {
             EdgeDecision::Tenant(TenantRefused { status: 413, .. }) => 3,
             EdgeDecision::Tenant(TenantRefused { name: "tenant_overload", .. }) => 5,
             EdgeDecision::Tenant(_) => 4,
+            EdgeDecision::PreRead(_) => 6,
         }
     }
 }
@@ -67,6 +74,7 @@ impl Observer for Record {
             endpoint: event.endpoint.into(),
             admitted: event.admitted,
             tenant_refusal: event.tenant_refusal,
+            pre_read: event.pre_read,
         });
     }
 
@@ -111,10 +119,11 @@ pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<
     // alike to the rules, so they take their decisions in order.
     let mut decided: HashMap<(u64, String, String), VecDeque<EdgeDecision>> = HashMap::new();
     for d in record.0.drain(..) {
-        let decision = match (d.admitted, d.tenant_refusal) {
-            (true, _) => EdgeDecision::Admitted,
-            (false, Some(refused)) => EdgeDecision::Tenant(refused),
-            (false, None) => EdgeDecision::Rule,
+        let decision = match (d.admitted, d.tenant_refusal, d.pre_read) {
+            (true, _, _) => EdgeDecision::Admitted,
+            (false, _, Some(check)) => EdgeDecision::PreRead(check),
+            (false, Some(refused), None) => EdgeDecision::Tenant(refused),
+            (false, None, None) => EdgeDecision::Rule,
         };
         decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(decision);
     }
@@ -212,5 +221,35 @@ mod tests {
             [true, true, true, true, true, true, true, true, false],
             "six reads of the limits spend none of them; a POST to the path is the app's and counted (1 of 2)"
         );
+    }
+
+    #[test]
+    fn the_checks_before_the_body_is_read_refuse_first_in_each_colo_s_isolate() {
+        // 2 requests per address back to back, then one every second; the rule behind them
+        // would admit far more.
+        let rules = r#"{"pre_read": {"per_ip": {"rate": 1, "burst": 2}}, "rules": [{"id": "api",
+            "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src"], "period": 10,
+            "requests_per_period": 100}]}"#;
+        let mut trace = String::from("t,ip.src,cf.colo.id,endpoint\n");
+        for i in 0..4 {
+            trace += &format!("0.{i},198.51.100.7,AMS,/api/x\n");
+        }
+        trace += "0.5,198.51.100.7,FRA,/api/x\n0.6,203.0.113.9,AMS,/api/x\n1.5,198.51.100.7,AMS,/api/x\n";
+        let decided = edge_decisions(rules, "trace", &trace).unwrap();
+        use EdgeDecision::{Admitted, PreRead};
+        assert_eq!(
+            decided,
+            [Admitted, Admitted, PreRead("ip"), PreRead("ip"), Admitted, Admitted, Admitted],
+            "per address in each colo's isolate (FRA counts apart), a token back each second"
+        );
+        assert_eq!(PreRead("ip").code(), 6);
+        // In the report, the stage is a policy of its own, which the refusals are counted
+        // against.
+        let config = crate::sim::Config::from_json(&format!(r#"{{"edge_rules": {rules}}}"#)).unwrap();
+        let at = config.policies.iter().position(|p| p.name == "pre_read").expect("a pre_read policy");
+        let traffic = crate::sim::parse_trace("trace", &trace).unwrap();
+        let outcome = crate::sim::simulate_observed(&config, traffic, None).unwrap();
+        let stage = &outcome.policies[at];
+        assert_eq!((stage.checks, stage.rejects), (7, 2), "every request checked (a trace's are not retried)");
     }
 }

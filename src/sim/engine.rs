@@ -25,7 +25,7 @@ use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
 use crate::edge::pipeline::serve::{self, Stage, Way};
-use crate::edge::pipeline::{Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
+use crate::edge::pipeline::{preread, Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
 use crate::edge::redact::KeyedHash;
 use crate::edge::rules::{AnyLimiter, RuleSet};
 use core::cmp::Ordering;
@@ -39,8 +39,9 @@ enum State {
     Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
     /// The Smart Flow bucket as a client-side pacer.
     Pacer { prototype: SmartFlowBucket, keys: Vec<SmartFlowBucket> },
-    /// The edge's tenant stage: its buckets are in its stores ([`TenantStage`]).
-    Tenants,
+    /// A stage of the edge that keeps its own counts: the tenant stage (its buckets are in its
+    /// stores, [`TenantStage`]) or the checks before a body is read (in the colo's isolate).
+    EdgeStage,
 }
 
 impl State {
@@ -49,7 +50,7 @@ impl State {
             State::Reference(l) => l.add_key(),
             State::Core { prototype, keys } => keys.push(prototype.clone()),
             State::Pacer { prototype, keys } => keys.push(*prototype),
-            State::Tenants => {}
+            State::EdgeStage => {}
         }
     }
 
@@ -62,7 +63,7 @@ impl State {
                 // peeked as allowed above with the same now and cost: this charges it
                 let _ = keys[key].check(Instant::from_nanos(nanos(t)), cost as u32);
             }
-            State::Pacer { .. } | State::Tenants => {}
+            State::Pacer { .. } | State::EdgeStage => {}
         }
     }
 
@@ -202,6 +203,8 @@ pub struct Engine<'c, 'o> {
     /// How the edge's tenant stage refused the attempt being recorded, and the burst of the
     /// tenant's limit (the sample 429's quota).
     tenant_refusal: Option<(TenantRefused, Option<u32>)>,
+    /// Which of the edge's checks before the body is read refused the attempt being recorded.
+    pre_read_refusal: Option<&'static str>,
 }
 
 /// What the edge's pipeline needs in the replay: the rules, each pair's request facts, and
@@ -221,6 +224,9 @@ struct EdgeRun<'c> {
     block_started: bool,
     /// The tenant stage, when the rules have `tenants`, and the policy that stands for it.
     tenants: Option<(usize, TenantStage<'c>)>,
+    /// The policy that stands for the checks before a body is read, when the rules set
+    /// per-address or per-isolate limits.
+    pre_read: Option<usize>,
 }
 
 /// The isolate of `colo` among `isolates` (made on first use).
@@ -280,7 +286,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     prototype: SmartFlowBucket::new(rate, burst).expect("rate and burst checked with the config"),
                     keys: Vec::new(),
                 },
-                PolicyAlgorithm::TenantQuota { .. } => State::Tenants,
+                PolicyAlgorithm::TenantQuota { .. } | PolicyAlgorithm::PreRead { .. } => State::EdgeStage,
             })
             .collect();
         let n = cfg.policies.len();
@@ -339,8 +345,10 @@ impl<'c, 'o> Engine<'c, 'o> {
                     let policy = cfg.policies.iter().position(Policy::is_tenant_stage).expect("a policy for tenants");
                     (policy, TenantStage::new(t))
                 }),
+                pre_read: cfg.policies.iter().position(Policy::is_pre_read_stage),
             }),
             tenant_refusal: None,
+            pre_read_refusal: None,
         }
     }
 
@@ -577,12 +585,11 @@ impl<'c, 'o> Engine<'c, 'o> {
                     self.count_admitted(a);
                     return Ok(());
                 }
+                Stage::PreRead => self.edge_pre_read(a)?,
                 Stage::Rules => self.edge_rules(a)?,
                 Stage::Tenant => self.edge_tenants(a)?,
-                // Not modelled: the checks before the body is read (the isolate's own counts;
-                // a trace that trips them disagrees with the edge), and upstream budgets,
-                // which hold a request for a slot while the simulator's requests take no time
-                // (the policies model the origin's limits).
+                // Not modelled: upstream budgets, which hold a request for a slot while the
+                // simulator's requests take no time (the policies model the origin's limits).
                 _ => None,
             };
             if let Some(wait) = refused {
@@ -670,7 +677,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     let checked = check_core(&mut keys[key as usize], a.t, a.cost);
                     checked.map_err(|msg| self.cannot_take(j as usize, a, &msg))?
                 }
-                State::Pacer { .. } | State::Tenants => unreachable!("pacers and the edge's stages are not servers"),
+                State::Pacer { .. } | State::EdgeStage => unreachable!("pacers and the edge's stages are not servers"),
             };
             if !allowed {
                 self.rejecting.push((j, key));
@@ -742,6 +749,39 @@ impl<'c, 'o> Engine<'c, 'o> {
         self.rejecting.clear();
         self.rejecting.push((j as u32, key));
         Ok(Some(wait))
+    }
+
+    /// Takes an attempt through the edge's checks before its body is read, in its colo's
+    /// isolate ([`Isolate::check_pre_read`]), when the rules set per-address or per-isolate
+    /// limits. `Some(wait)` when one refused it (the stage's policy is left in `rejecting`,
+    /// keyed by the check: its address, its colo or its source).
+    fn edge_pre_read(&mut self, a: Attempt) -> Result<Option<f64>, SimError> {
+        let Some(edge) = &mut self.edge else { return Ok(None) };
+        let Some(j) = edge.pre_read else { return Ok(None) };
+        let p = a.pair as usize;
+        let Some(facts) = &edge.facts[p] else { return Ok(None) };
+        let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
+        let request = facts.facts();
+        let source = edge.set.pre_read().source_of(&request);
+        let isolate = isolate_of(&mut edge.isolates, facts.colo());
+        let checked = isolate.check_pre_read(edge.set, request.identity, source, facts.declared(), now);
+        self.out.policies[j].checks += 1;
+        let Err((check, wait)) = checked else { return Ok(None) };
+        let key = match check {
+            preread::Check::Ip => format!("ip {}", request.identity.map_or_else(String::new, |i| i.ip.to_string())),
+            preread::Check::Node => format!("node {}", facts.colo()),
+            preread::Check::Source => format!("source {source}"),
+        };
+        let names = &mut self.key_names[j];
+        let before = names.len();
+        let key = names.intern(&key);
+        if names.len() > before {
+            self.windows[j].push(VecDeque::new());
+        }
+        self.pre_read_refusal = Some(check.name());
+        self.rejecting.clear();
+        self.rejecting.push((j as u32, key));
+        Ok(Some(secs(wait)))
     }
 
     /// Takes an attempt the rules admitted through the edge's tenant stage ([`TenantStage`]),
@@ -933,6 +973,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
         self.observe(a, false);
         self.tenant_refusal = None;
+        self.pre_read_refusal = None;
     }
 
     /// Keeps the first refusal, by policy `first` with `wait`, as the sample 429 (a tenant's
@@ -1003,6 +1044,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 attempt: a.attempt,
                 admitted,
                 tenant_refusal: self.tenant_refusal.map(|(r, _)| r),
+                pre_read: self.pre_read_refusal,
             });
         }
     }

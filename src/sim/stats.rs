@@ -156,6 +156,9 @@ pub struct Event<'a> {
     pub admitted: bool,
     /// When the edge's tenant stage refused it: how.
     pub tenant_refusal: Option<TenantRefused>,
+    /// When the edge's checks before the body is read refused it: which (`ip`, `node` or
+    /// `source`, as `Sluicegate-Scope` names it).
+    pub pre_read: Option<&'static str>,
 }
 
 /// How often a replay reports how far it has got ([`Observer::progress`]): every this many

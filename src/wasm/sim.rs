@@ -672,7 +672,8 @@ pub fn sim_decisions(config: &str, trace: &str, trace_name: Option<String>) -> R
 /// admit it; 0 when a rule refuses it (the edge's answer names the rule in
 /// `Sluicegate-Rule`); when the tenant stage refuses it, 2 for its `401` (no known tenant),
 /// 3 for its `413` (a body over the tenant's cap), 4 for its `429` `tenant_rate_limited` and
-/// 5 for its `429` `tenant_overload` (both with `Sluicegate-Scope: tenant`). Throws as
+/// 5 for its `429` `tenant_overload` (both with `Sluicegate-Scope: tenant`); 6 when a check
+/// before its body was read refuses it (`Sluicegate-Scope: ip | node | source`). Throws as
 /// `simRun` does.
 /// With `tolerance_s` (seconds), a row within it of an instant where timing alone decides
 /// (a window's edge, an earlier request of its address leaving a period or ending a block, a

@@ -37,9 +37,9 @@ pub(crate) fn counter_now(asked_ms: f64) -> Instant {
 }
 
 /// A request's turn at the edge's decisions under a development clock (`sluicegate replay`):
-/// held from its rules through its tenant, so that no other request's decisions come between
-/// them and each request is decided at its instant, in the order the simulator replays.
-/// Nothing to hold with the real clock.
+/// held from its checks before the body is read through its tenant, so that no other
+/// request's decisions come between them and each request is decided at its instant, in the
+/// order the simulator replays. Nothing to hold with the real clock.
 pub(crate) struct Turn {
     #[cfg(feature = "dev-origin")]
     _held: Option<dev_clock::Turn>,

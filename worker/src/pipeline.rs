@@ -3,7 +3,6 @@
 //! the rules (each key's Durable Object), its tenant, its upstream slot, and the origin or
 //! the Worker's own handler.
 
-use crate::clock::now;
 use crate::config::{self, config, Origin, Setup, STORE_TIMEOUT_MS};
 #[cfg(feature = "dev-origin")]
 use crate::dev;
@@ -46,7 +45,6 @@ pub(crate) async fn serve(
     ctx: &JsValue,
     handler: Option<&js_sys::Function>,
 ) -> Result<Response, Failure> {
-    let now = now();
     let config = config(env);
     let setup = match config.as_ref() {
         Ok(setup) => setup,
@@ -87,6 +85,10 @@ pub(crate) async fn serve(
         egress: env.egress_token().as_string().is_some_and(|t| !t.is_empty()),
     };
     let mut way = Way::new(&setup.rules, routes);
+    // The request's stages are decided from this instant (under a development clock, at it,
+    // after the requests before this one: see `crate::clock::turn`).
+    let turn = crate::clock::turn().await;
+    let now = crate::clock::now();
     // The stages before the rules: each may answer, and that ends the way.
     for stage in way.by_ref() {
         let answered = match stage {
@@ -94,7 +96,7 @@ pub(crate) async fn serve(
             // isolate, the source's declared bytes.
             Stage::PreRead => isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now))
                 .err()
-                .map(|(scope, wait)| pre_read_refusal(request, scope, wait, identity)),
+                .map(|(scope, wait)| dev_clock(pre_read_refusal(request, scope, wait, identity), now)),
             Stage::Admin => admin::serve(request, env, setup, &path, identity).await?,
             Stage::Egress => egress::serve(request, env, ctx, setup, &path, &url, identity).await?,
             Stage::Capabilities => {
@@ -110,16 +112,12 @@ pub(crate) async fn serve(
             return Ok(answer);
         }
     }
-    // The rules and the tenant are decided from this instant (under a development clock, at
-    // it: see `crate::clock::rules_now`), after the requests before this one.
-    let turn = crate::clock::turn().await;
-    let decided = crate::clock::now();
-    let checked = match check_rules(request, env, setup, &facts, &header, decided).await? {
+    let checked = match check_rules(request, env, setup, &facts, &header, now).await? {
         Ok(checked) => checked,
         Err(refusal) => return Ok(refusal),
     };
     let admitted = Admitted { request, env, ctx, config: &config, setup, url: &url, facts: &facts, source, declared };
-    admitted.forward(way, turn, checked, &header, handler, decided).await
+    admitted.forward(way, turn, checked, &header, handler, now).await
 }
 
 /// One of the edge's own answers, logged with its detail and the URL it answers.
@@ -359,7 +357,9 @@ pub(crate) async fn check_rules(
         let Verdict::Admitted(checked) = verdict else { unreachable!("a refusal has its reply") };
         let (headers, omitted) = checked.headers();
         log_omitted(omitted, request);
-        return Ok(Ok(Checked { headers, decided_at: checked.decided_at() }));
+        // A request no rule decided was still decided at its instant (what a development
+        // clock reports for it).
+        return Ok(Ok(Checked { headers, decided_at: checked.decided_at().or(Some(started)) }));
     };
     log_omitted(omitted, request);
     #[cfg_attr(not(feature = "dev-origin"), allow(unused_mut))]
@@ -464,6 +464,17 @@ fn pre_read_refusal(request: &Request, scope: preread::Check, wait: Span, identi
         json_string(&logged_url(request))
     ));
     respond::reply(&scope.reply(wait)).unwrap_or_else(|_| Response::error())
+}
+
+/// `response` (one of the edge's own) with `Sluicegate-Clock` under a development clock: the
+/// instant the request was decided at, as every answer after the rules reports it.
+#[cfg_attr(not(feature = "dev-origin"), allow(unused_variables))]
+fn dev_clock(response: Response, at: Instant) -> Response {
+    #[cfg(feature = "dev-origin")]
+    if dev::clock::is_set() {
+        let _ = response.headers().set("sluicegate-clock", &at.as_millis().to_string());
+    }
+    response
 }
 
 /// The answer to a tenant request that is refused (the pipeline's [`tenancy::Refusal::reply`]), logged.

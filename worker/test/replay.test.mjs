@@ -112,6 +112,25 @@ test("a tenants section behind a rule (a key's tenant, an unknown key, bodies ov
   assert.equal(report.timingLimitedAgree, report.timingLimited, "and those too");
 });
 
+test("the checks before the body is read (per address, per isolate) in front of a rule: each request decided alike", { timeout: 60_000 }, async () => {
+  const rules = {
+    pre_read: { per_ip: { rate: 2, burst: 4 }, node: { rate: 20, burst: 30 } },
+    rules: [{ id: "api", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 15, mitigation_timeout: 5 }],
+  };
+  const rows = [];
+  for (let i = 0; i < 400; i++) {
+    // bursts from a few addresses: over 2 a second each now and then, and over 20 a second together
+    const t = (Math.floor(i / 8) * 0.4 + (i % 8) * 0.01).toFixed(3);
+    rows.push(`${t},198.51.100.${1 + (i % 5)},AMS,${i % 6 === 5 ? "/static" : "/api/x"}`);
+  }
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.equal(report.edge.other, 0, "every refusal is a rule's or a check's the simulator names");
+  assert.ok(report.edge.refused > 50, `the checks and the rule refuse (${report.edge.refused})`);
+  assert.deepEqual(report.disagreements, []);
+  assert.equal(report.timingLimitedAgree, report.timingLimited);
+});
+
 test("a running edge with other rules than the simulator's disagrees, and replay says where (exit 1)", { timeout: 60_000 }, async () => {
   const stricter = JSON.parse(RULES);
   stricter.rules[0].requests_per_period = 5;
