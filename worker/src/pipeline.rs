@@ -87,7 +87,7 @@ pub(crate) async fn serve(
     let mut way = Way::new(&setup.rules, routes);
     // The request's stages are decided from this instant (under a development clock, at it,
     // after the requests before this one: see `crate::clock::turn`).
-    let turn = crate::clock::turn().await;
+    let mut turn = Some(crate::clock::turn().await);
     let now = crate::clock::now();
     // The stages before the rules: each may answer, and that ends the way.
     for stage in way.by_ref() {
@@ -97,8 +97,20 @@ pub(crate) async fn serve(
             Stage::PreRead => isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now))
                 .err()
                 .map(|(scope, wait)| dev_clock(pre_read_refusal(request, scope, wait, identity), now)),
-            Stage::Admin => admin::serve(request, env, setup, &path, identity).await?,
-            Stage::Egress => egress::serve(request, env, ctx, setup, &path, &url, identity).await?,
+            // The admin and egress routes wait on stores and providers, never in a turn (a
+            // permit waiting in one would hold up the request that gives one back).
+            Stage::Admin => {
+                if sluicegate::pipeline::admin::route(&path).is_some() {
+                    turn = None;
+                }
+                admin::serve(request, env, setup, &path, identity).await?
+            }
+            Stage::Egress => {
+                if setup.rules.egress().is_some_and(|e| e.route(&method.to_ascii_uppercase(), &path).is_some()) {
+                    turn = None;
+                }
+                egress::serve(request, env, ctx, setup, &path, &url, identity).await?
+            }
             Stage::Capabilities => {
                 let reply = isolate::with(|i| serve::capabilities(&setup.rules, &facts, |id| i.degraded(id)));
                 reply.as_ref().map(respond::reply).transpose()?
@@ -149,7 +161,7 @@ impl Admitted<'_> {
     async fn forward(
         &self,
         way: Way,
-        turn: crate::clock::Turn,
+        turn: Option<crate::clock::Turn>,
         checked: Checked,
         header: &impl Fn(&str) -> Option<String>,
         handler: Option<&js_sys::Function>,
@@ -160,7 +172,7 @@ impl Admitted<'_> {
         let has_body = request.body().is_some();
         let mut tenant = None;
         let mut slot = None;
-        let mut turn = Some(turn);
+        let mut turn = turn;
         for stage in way {
             // The turn ends with the tenant stage: waiting for a slot is not a decision.
             if stage != Stage::Tenant {
