@@ -119,7 +119,7 @@ async fn put(
         tenancy::forget_overrides();
     }
     audit(("put", changed), tenant, &before, &limit.to_json(), caller, at);
-    Ok(admin::json(200, admin::entry_json(tenant, Some((&limit, LimitSource::Override)))))
+    Ok(Reply::json(200, admin::entry_json(tenant, Some((&limit, LimitSource::Override)))))
 }
 
 /// Remove `tenant`'s override (`404` when it has none).
@@ -134,7 +134,7 @@ async fn delete(env: &Env, tenants: &Tenants, tenant: &str, caller: Option<Ident
     tenancy::forget_overrides();
     audit(("delete", true), tenant, &before, "", caller, js_sys::Date::now());
     let found = effective(None, tenants.limits.get(tenant), tenants.default.as_ref());
-    Ok(admin::json(200, admin::entry_json(tenant, found)))
+    Ok(Reply::json(200, admin::entry_json(tenant, found)))
 }
 
 /// One log line per accepted change: who, what, before, after, when, and whether it

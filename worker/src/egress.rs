@@ -375,18 +375,14 @@ async fn permit(request: &Request, env: &Env, p: &Provider) -> Result<Response, 
     };
     let scope = Scope::of(request);
     let deadline = now() + p.max_wait;
-    let mut store = SlotStore::first(p.scope);
-    let taken = loop {
-        match store {
-            SlotStore::Isolate => break permit_here(p, weight, deadline, &scope).await?,
-            SlotStore::Fleet => match permit_fleet(p, env, weight, deadline).await {
-                Ok(taken) => break taken,
-                Err(error) => {
-                    store_failure(p, &error);
-                    store = store.on_failure().unwrap_or(SlotStore::Isolate);
-                }
-            },
-        }
+    // As `SlotStore` says: the fleet's object, and when it fails, this isolate's count.
+    let fleet = match SlotStore::first(p.scope) {
+        SlotStore::Fleet => permit_fleet(p, env, weight, deadline).await.map_err(|error| store_failure(p, &error)).ok(),
+        SlotStore::Isolate => None,
+    };
+    let taken = match fleet {
+        Some(taken) => taken,
+        None => permit_here(p, weight, deadline, &scope).await?,
     };
     match taken {
         Ok((id, mirror)) => Ok(out(&flow::permit_granted(p, &id, mirror, weight))),

@@ -10,7 +10,7 @@
 //! may, and every path under `/v1/tenants` is the API's (`404` when no route matches): no
 //! spelling of them reaches the origin while the API is on.
 
-use super::reply::Reply;
+use super::reply::{quoted, Reply};
 use crate::edge::headers;
 use crate::edge::tenants::{effective, LimitSource, Overrides, TenantLimit, Tenants};
 use alloc::borrow::ToOwned;
@@ -110,21 +110,17 @@ fn source_name(source: LimitSource) -> &'static str {
     }
 }
 
-fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
-}
-
 /// `{"tenant", "limit", "source"}` for the limit `found` for `tenant` (`"source": "none"`
 /// without one).
 pub fn entry_json(tenant: &str, found: Option<(&TenantLimit, LimitSource)>) -> String {
     match found {
         Some((limit, source)) => format!(
             "{{\"tenant\":{},\"limit\":{},\"source\":\"{}\"}}",
-            json_string(tenant),
+            quoted(tenant),
             limit.to_json(),
             source_name(source)
         ),
-        None => format!("{{\"tenant\":{},\"limit\":null,\"source\":\"none\"}}", json_string(tenant)),
+        None => format!("{{\"tenant\":{},\"limit\":null,\"source\":\"none\"}}", quoted(tenant)),
     }
 }
 
@@ -134,7 +130,7 @@ pub fn entry_json(tenant: &str, found: Option<(&TenantLimit, LimitSource)>) -> S
 pub fn entry(tenants: &Tenants, mut overrides: Overrides, tenant: &str) -> Reply {
     overrides.clamp_bodies(tenants.max_body_bytes);
     let overridden = overrides.get(tenant).map(|o| &o.limit);
-    json(200, entry_json(tenant, effective(overridden, tenants.limits.get(tenant), tenants.default.as_ref())))
+    Reply::json(200, entry_json(tenant, effective(overridden, tenants.limits.get(tenant), tenants.default.as_ref())))
 }
 
 /// `200`: every tenant with a limit of its own (configured or overridden), sorted, and the
@@ -149,7 +145,7 @@ pub fn list(tenants: &Tenants, mut overrides: Overrides) -> Reply {
         .map(|t| entry_json(t, effective(overrides.get(t).map(|o| &o.limit), tenants.limits.get(t), None)))
         .collect();
     let default = tenants.default.as_ref().map_or_else(|| "null".to_owned(), TenantLimit::to_json);
-    json(200, format!("{{\"default\":{default},\"tenants\":[{}]}}", entries.join(",")))
+    Reply::json(200, format!("{{\"default\":{default},\"tenants\":[{}]}}", entries.join(",")))
 }
 
 /// The limit document a PUT sent (`None`: larger than [`MAX_BODY`]), read against the
@@ -179,13 +175,6 @@ pub fn no_override(tenant: &str) -> Reply {
 pub fn store_unavailable(detail: &str) -> Reply {
     let mut reply = coded(503, detail, "store_unavailable");
     reply.set("retry-after", "1".into());
-    reply
-}
-
-/// A `status` JSON answer, not stored by caches.
-pub fn json(status: u16, body: String) -> Reply {
-    let mut reply = Reply::new(status, "application/json".into(), body);
-    reply.set("cache-control", "no-store".into());
     reply
 }
 

@@ -18,7 +18,7 @@
 //! The Worker carries each step out (fetches, timers, its Durable Objects, streams); tests
 //! answer from a script.
 
-use super::reply::Reply;
+use super::reply::{quoted, Reply};
 pub use super::serve::bad_request;
 use super::upstream::{SlotStore, MAX_QUEUE};
 use crate::core::milli::Milli;
@@ -138,18 +138,15 @@ pub fn given_back() -> Reply {
 /// `200`: the permit `id` of `p` at `mirror`, of `weight` (thousandths), for the app to call
 /// that mirror with and give back within `lease_ms`.
 pub fn permit_granted(p: &Provider, id: &PermitId, mirror: usize, weight: u64) -> Reply {
-    let json = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let body = format!(
         "{{\"id\":{},\"provider\":{},\"mirror\":{},\"lease_ms\":{},\"weight\":{}}}",
-        json(&id.to_string()),
-        json(&p.id),
-        json(&p.mirrors[mirror.min(p.mirrors.len() - 1)].url()),
+        quoted(&id.to_string()),
+        quoted(&p.id),
+        quoted(&p.mirrors[mirror.min(p.mirrors.len() - 1)].url()),
         p.lease.as_millis_ceil(),
         Milli(weight)
     );
-    let mut reply = Reply::new(200, "application/json".into(), body);
-    reply.set("cache-control", "no-store".into());
-    reply
+    Reply::json(200, body)
 }
 
 // ─── A proxied call ─────────────────────────────────────────────────────────────────────

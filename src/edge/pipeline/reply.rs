@@ -7,6 +7,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// One of the edge's own answers.
+/// `s` as a JSON string, quoted and escaped, for the answers' bodies.
+pub(crate) fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// One of the edge's own answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
     /// Its status.
@@ -26,6 +32,13 @@ impl Reply {
         if let Some(wait) = retry_after {
             reply.set("retry-after", headers::retry_after(wait));
         }
+        reply
+    }
+
+    /// A JSON answer (not stored by caches).
+    pub fn json(status: u16, body: String) -> Reply {
+        let mut reply = Reply::new(status, "application/json".into(), body);
+        reply.set("cache-control", "no-store".into());
         reply
     }
 

@@ -166,6 +166,7 @@ pub fn unavailable() -> Reply {
 }
 
 /// Whether `facts` asks for the capabilities answer: a `GET` or `HEAD` of its path.
+#[inline(always)]
 pub fn asks_capabilities(rules: &RuleSet, facts: &RequestFacts<'_>) -> bool {
     let head = facts.method.eq_ignore_ascii_case("HEAD");
     rules.is_capabilities_path(facts.path) && (head || facts.method.eq_ignore_ascii_case("GET"))
@@ -175,10 +176,10 @@ pub fn asks_capabilities(rules: &RuleSet, facts: &RequestFacts<'_>) -> bool {
 /// limits as JSON (`degraded`: how often each rule failed open in this isolate), cacheable
 /// for a minute, with no body for a `HEAD`.
 pub fn capabilities(rules: &RuleSet, facts: &RequestFacts<'_>, degraded: impl Fn(&str) -> u64) -> Option<Reply> {
-    let head = facts.method.eq_ignore_ascii_case("HEAD");
-    if !rules.is_capabilities_path(facts.path) || !(head || facts.method.eq_ignore_ascii_case("GET")) {
+    if !asks_capabilities(rules, facts) {
         return None;
     }
+    let head = facts.method.eq_ignore_ascii_case("HEAD");
     let body = if head { alloc::string::String::new() } else { rules.capabilities_json(degraded) };
     let mut reply = Reply::new(200, "application/json".into(), body);
     reply.set("cache-control", "public, max-age=60".into());

@@ -67,5 +67,5 @@ fn ping(facts: &RequestFacts<'_>) -> Result<Response, JsValue> {
         json_string(facts.colo.unwrap_or("unknown")),
         json_string(&facts.identity.map_or_else(|| "unknown".to_owned(), |id| id.ip.to_string()))
     );
-    Ok(own(&sluicegate::pipeline::admin::json(200, body)))
+    Ok(own(&Reply::json(200, body)))
 }
