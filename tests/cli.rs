@@ -533,7 +533,7 @@ fn sim_refuses_a_misspelt_config_field_naming_where_it_is_and_the_field_meant() 
             "typo-top",
             format!(r#"{{"durration_s": 20, {base}}}"#),
             "error: durration_s: unknown field in the config (did you mean \"duration_s\"?); the config has service, \
-             notes, duration_s, capacity_rps, seed, policies, clients, edge_rules\n",
+             notes, duration_s, capacity_rps, seed, policies, clients, edge_rules, edge_spread\n",
         ),
         (
             "typo-policy",

@@ -68,8 +68,19 @@ pub struct RateLimitFields {
 impl RateLimitFields {
     /// Add the entries of rule `name`; a refusal always gets in.
     pub fn push(&mut self, name: &str, quota: Quota, decision: &Decision) {
-        let entry = (ratelimit_policy(name, quota), ratelimit(name, decision));
-        let refusal = matches!(decision, Decision::Deny { .. });
+        self.push_entry(name, quota, Some(decision));
+    }
+
+    /// Add the entries of rule `name` whose state is known only when it refused (a rule on
+    /// the Cloudflare binding, which says whether a request is within the limit and nothing
+    /// more): its `RateLimit-Policy` entry, and a `RateLimit` entry for a refusal only.
+    pub fn push_without_remaining(&mut self, name: &str, quota: Quota, decision: &Decision) {
+        self.push_entry(name, quota, matches!(decision, Decision::Deny { .. }).then_some(decision));
+    }
+
+    fn push_entry(&mut self, name: &str, quota: Quota, decision: Option<&Decision>) {
+        let entry = (ratelimit_policy(name, quota), decision.map(|d| ratelimit(name, d)).unwrap_or_default());
+        let refusal = matches!(decision, Some(Decision::Deny { .. }));
         while refusal && !self.fits(&entry) && self.entries.pop().is_some() {
             self.omitted += 1;
         }
@@ -110,11 +121,11 @@ impl RateLimitFields {
 
     fn join(&self, pick: fn(&(String, String)) -> &String) -> String {
         let mut out = String::new();
-        for (i, entry) in self.entries.iter().enumerate() {
-            if i > 0 {
+        for entry in self.entries.iter().map(pick).filter(|e| !e.is_empty()) {
+            if !out.is_empty() {
                 out.push_str(", ");
             }
-            out.push_str(pick(entry));
+            out.push_str(entry);
         }
         out
     }

@@ -86,6 +86,22 @@ pub struct PolicyRow {
     pub blocks: Option<u64>,
     /// For a `count_then_block` policy: blocks started per client.
     pub blocked_clients: Vec<(String, u64)>,
+    /// For a rule of the edge's: where it counts, and how many counters that makes.
+    pub store: Option<StoreRow>,
+}
+
+/// Where an edge rule counts in the simulated spread ([`super::spread`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreRow {
+    /// Its `store`.
+    pub store: &'static str,
+    /// How many independent counters count one key: 1 for a Durable Object (exact), the
+    /// locations for the binding, isolates × locations for the isolate.
+    pub counters: usize,
+    /// Those counters in words: `exact`, `3 locations`, `8 isolates × 1 location`.
+    pub described: String,
+    /// The most one key can get through per window with one counter (the exact limit).
+    pub exact_per_window: f64,
 }
 
 /// The simulator's result: what `--json` prints and the Markdown report is made from.
@@ -115,6 +131,8 @@ pub struct Report {
     pub sample_429: Option<Sample>,
     /// Whether any policy is a client-side pacer (the report then shows pacing).
     pub pacers: bool,
+    /// Whether the edge's traffic is spread over several isolates or locations.
+    pub spread: bool,
     /// What the edge's tenant stage did per tenant, when the rules have `tenants`.
     pub tenants: Option<Vec<TenantRow>>,
 }
@@ -182,9 +200,10 @@ pub fn report(cfg: &Config, out: Outcome) -> Result<Report, SimError> {
         peak_second: peak.second,
         capacity_rps: cfg.capacity_rps,
         clients: order.iter().map(|&i| client_row(&out.clients[i], &kinds)).collect(),
-        policies: cfg.policies.iter().zip(&out.policies).map(|(p, ps)| policy_row(p, ps)).collect(),
+        policies: cfg.policies.iter().zip(&out.policies).map(|(p, ps)| policy_row(cfg, p, ps)).collect(),
         findings,
         pacers: cfg.policies.iter().any(|p| p.algorithm.is_pacer()),
+        spread: cfg.edge_spread.is_spread(),
         tenants: cfg.edge_rules.as_ref().and_then(RuleSet::tenants).map(|t| tenant_rows(t, &out)),
         sample_429: out.sample,
     })
@@ -272,8 +291,10 @@ fn client_row((name, s): &(String, ClientStats), kinds: &Kinds<'_>) -> ClientRow
 
 /// One policy's row: its configuration, what it did, and its worst case beside the busiest
 /// key's observed maximum.
-fn policy_row(p: &Policy, ps: &PolicyStats) -> PolicyRow {
+fn policy_row(cfg: &Config, p: &Policy, ps: &PolicyStats) -> PolicyRow {
     let timeout = mitigation_timeout_s(p);
+    let rule = p.edge_rule.and_then(|r| cfg.edge_rules.as_ref()?.rules().get(r));
+    let store = rule.map(|rule| store_row(&rule.store, &cfg.edge_spread, p.theoretical_max()));
     PolicyRow {
         name: p.name.clone(),
         algorithm: p.algorithm.name(),
@@ -285,11 +306,27 @@ fn policy_row(p: &Policy, ps: &PolicyStats) -> PolicyRow {
         rejects: ps.rejects,
         sustained_rps: round(p.sustained_rps(), 3),
         window_s: p.window_s,
-        worst_case_per_window: round(p.theoretical_max(), 1),
+        worst_case_per_window: round(p.theoretical_max() * store.as_ref().map_or(1.0, |s| s.counters as f64), 1),
         observed_max_per_window: ps.observed_max,
         delayed: p.algorithm.is_pacer().then_some(ps.delayed),
         mitigation_timeout_s: timeout,
         blocks: timeout.map(|_| ps.blocks),
         blocked_clients: ps.blocked_clients.clone(),
+        store,
     }
+}
+
+/// How many counters count one key of a rule in `store`, spread as `spread` says.
+fn store_row(store: &crate::edge::rules::Store, spread: &super::spread::Spread, exact: f64) -> StoreRow {
+    use crate::edge::rules::Store;
+    let (locations, isolates) = (spread.locations.len(), spread.isolates.len());
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let (counters, described) = match store {
+        Store::DurableObject => (1, "exact (one per key)".into()),
+        Store::Cloudflare { .. } => (locations, plural(locations, "location")),
+        Store::Isolate { .. } => {
+            (isolates * locations, format!("{} × {}", plural(isolates, "isolate"), plural(locations, "location")))
+        }
+    };
+    StoreRow { store: store.name(), counters, described, exact_per_window: round(exact, 1) }
 }

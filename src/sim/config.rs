@@ -390,6 +390,8 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// The rules of `edge_rules`, when given: the edge's pipeline decides them.
     pub edge_rules: Option<RuleSet>,
+    /// How the edge's traffic is spread over locations and isolates (`edge_spread`).
+    pub edge_spread: super::spread::Spread,
 }
 
 fn input(msg: String) -> SimError {
@@ -398,8 +400,8 @@ fn input(msg: String) -> SimError {
 
 /// The fields of a configuration's top level. Anything else is refused: a misspelt field
 /// would otherwise be ignored and its default used without a word.
-const CONFIG_FIELDS: [&str; 8] =
-    ["service", "notes", "duration_s", "capacity_rps", "seed", "policies", "clients", "edge_rules"];
+const CONFIG_FIELDS: [&str; 9] =
+    ["service", "notes", "duration_s", "capacity_rps", "seed", "policies", "clients", "edge_rules", "edge_spread"];
 /// The fields of a policy (every algorithm's: those another algorithm reads are not read).
 const POLICY_FIELDS: [&str; 15] = [
     "name",
@@ -748,6 +750,7 @@ impl Config {
             policies,
             clients,
             edge_rules,
+            edge_spread: super::spread::Spread::from_value(cfg.get("edge_spread"))?,
         })
     }
 }

@@ -15,6 +15,7 @@ use super::names::{Names, Pairs};
 use super::py::{round, PyValue};
 use super::queue::{Attempt, Queue};
 use super::random::PyRandom;
+use super::spread::Placer;
 use super::stats::{
     ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample, TenantRefused, PROGRESS_EVERY,
 };
@@ -25,9 +26,9 @@ use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
 use crate::core::time::Instant;
 use crate::edge::pipeline::serve::{self, Stage, Way};
-use crate::edge::pipeline::{preread, Answer, Isolate, Refusal, RulesCheck, Step, TenantRefusal, Verdict};
+use crate::edge::pipeline::{preread, Answer, Isolate, Note, Refusal, RulesCheck, Step, TenantRefusal, Verdict, Via};
 use crate::edge::redact::KeyedHash;
-use crate::edge::rules::{AnyLimiter, RuleSet};
+use crate::edge::rules::{AnyLimiter, RuleSet, Store};
 use core::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -219,7 +220,13 @@ struct EdgeRun<'c> {
     facts: Vec<Option<EdgeFacts>>,
     /// Per pair: whether its requests ask for the capabilities answer (the edge's own).
     capabilities: Vec<bool>,
-    isolates: Vec<(String, Isolate)>,
+    /// The isolates by colo and place (location, isolate: see [`super::spread`]).
+    isolates: Vec<((String, usize, usize), Isolate)>,
+    /// Where the attempt being decided landed: `(location, isolate)`.
+    place: (usize, usize),
+    placer: Placer,
+    /// The Workers Rate Limiting bindings' counts, by colo and location.
+    bindings: Vec<((String, usize), BindingCounts)>,
     /// Whether the refusal being recorded started its rule's block.
     block_started: bool,
     /// The tenant stage, when the rules have `tenants`, and the policy that stands for it.
@@ -229,13 +236,52 @@ struct EdgeRun<'c> {
     pre_read: Option<usize>,
 }
 
-/// The isolate of `colo` among `isolates` (made on first use).
-fn isolate_of<'i>(isolates: &'i mut Vec<(String, Isolate)>, colo: &str) -> &'i mut Isolate {
-    match isolates.iter().position(|(c, _)| c == colo) {
+/// The isolate of `colo` at `place` among `isolates` (made on first use).
+fn isolate_of<'i>(
+    isolates: &'i mut Vec<((String, usize, usize), Isolate)>,
+    colo: &str,
+    place: (usize, usize),
+) -> &'i mut Isolate {
+    match isolates.iter().position(|((c, l, i), _)| c == colo && (*l, *i) == place) {
         Some(i) => &mut isolates[i].1,
         None => {
-            isolates.push((colo.to_owned(), Isolate::default()));
+            isolates.push(((colo.to_owned(), place.0, place.1), Isolate::default()));
             &mut isolates.last_mut().expect("just pushed").1
+        }
+    }
+}
+
+/// A model of one location's Workers Rate Limiting binding: per key, `requests_per_period`
+/// in each window of the period (clock-aligned fixed windows, as Miniflare's binding counts;
+/// Cloudflare documents its own as approximate), with no block of its own.
+#[derive(Default)]
+struct BindingCounts {
+    keys: hashbrown::HashMap<String, crate::core::limit::FixedWindow, foldhash::fast::FixedState>,
+}
+
+impl BindingCounts {
+    /// Whether the binding admits one more request of `key` under `rule` at `now`.
+    fn limit(&mut self, rule: &crate::edge::rules::Rule, key: &str, now: Instant) -> bool {
+        let quota = rule.quota();
+        let window = self.keys.entry_ref(key).or_insert_with(|| {
+            crate::core::limit::FixedWindow::new(quota.limit, quota.window)
+                .expect("a valid rule's limit and period")
+        });
+        window.check(now, 1).is_ok_and(|d| matches!(d, Decision::Allow { .. }))
+    }
+}
+
+/// The binding counts of `colo`'s `location` among `bindings` (made on first use).
+fn binding_of<'b>(
+    bindings: &'b mut Vec<((String, usize), BindingCounts)>,
+    colo: &str,
+    location: usize,
+) -> &'b mut BindingCounts {
+    match bindings.iter().position(|((c, l), _)| c == colo && *l == location) {
+        Some(i) => &mut bindings[i].1,
+        None => {
+            bindings.push(((colo.to_owned(), location), BindingCounts::default()));
+            &mut bindings.last_mut().expect("just pushed").1
         }
     }
 }
@@ -340,6 +386,9 @@ impl<'c, 'o> Engine<'c, 'o> {
                 facts: Vec::new(),
                 capabilities: Vec::new(),
                 isolates: Vec::new(),
+                place: (0, 0),
+                placer: Placer::new(&cfg.edge_spread),
+                bindings: Vec::new(),
                 block_started: false,
                 tenants: set.tenants().map(|t| {
                     let policy = cfg.policies.iter().position(Policy::is_tenant_stage).expect("a policy for tenants");
@@ -575,6 +624,10 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
+        // Each attempt lands in one location and one isolate of it.
+        if let Some(edge) = &mut self.edge {
+            edge.place = edge.placer.place();
+        }
         // The edge is in front, its stages in its own order (`Way`: the capabilities answer,
         // counted by no rule; the rules, then the tenant, so a request the rules refuse spends
         // none of its tenant's quota); the configuration's policies stand behind it, where
@@ -700,7 +753,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let Some(facts) = &edge.facts[p] else { return Ok(None) };
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
         let n = self.cfg.policies.len();
-        let isolate = isolate_of(&mut edge.isolates, facts.colo());
+        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
         let header = |name: &str| facts.header(name);
         let request = facts.facts();
         let mut check = RulesCheck::new(edge.set, SIM_HASH).without_log_keys();
@@ -709,15 +762,16 @@ impl<'c, 'o> Engine<'c, 'o> {
             edge.policy_of[r] as usize
         };
         let mut started = false;
-        let mut last_asked = None;
         loop {
             let answer = match check.next(isolate, &request, &header, now) {
                 Step::Done => break,
+                Step::Ask { rule, key } if matches!(rule.store, Store::Cloudflare { .. }) => {
+                    let binding = binding_of(&mut edge.bindings, facts.colo(), edge.place.0);
+                    Answer::Outcome { admitted: binding.limit(rule, key, now), at: now }
+                }
                 Step::Ask { rule, .. } => {
                     let j = policy_of(rule);
-                    last_asked = Some(j);
                     let key = self.pair_keys[p * n + j] as usize;
-                    self.out.policies[j].checks += 1;
                     let State::Core { keys, .. } = &mut self.states[j] else {
                         unreachable!("edge rules count in the core")
                     };
@@ -732,11 +786,26 @@ impl<'c, 'o> Engine<'c, 'o> {
             };
             check.answer(isolate, answer);
         }
-        let (Verdict::Refused { rule, refusal, .. }, _) = check.finish() else { return Ok(None) };
+        let (verdict, notes) = check.finish();
+        // Every rule that decided (or whose store failed) checked the attempt, whatever its
+        // store: a block the isolate remembered, the isolate's count, the binding, the object.
+        let mut via = None;
+        for note in &notes {
+            let (Note::Decided { rule, .. } | Note::StoreFailed { rule, .. }) = note;
+            self.out.policies[policy_of(*rule)].checks += 1;
+            via = match note {
+                Note::Decided { via, .. } => Some(*via),
+                Note::StoreFailed { .. } => None,
+            };
+        }
+        let Verdict::Refused { rule, refusal, .. } = verdict else { return Ok(None) };
         let j = policy_of(rule);
-        if last_asked != Some(j) {
-            // refused by a block the isolate remembered: checked all the same
-            self.out.policies[j].checks += 1;
+        // A block starts with the refusal that starts it: its whole mitigation_timeout ahead
+        // (the Durable Object's counter says so itself; the isolate's count and the binding's
+        // block cache are read from the refusal).
+        if via == Some(Via::Isolate) || via == Some(Via::Binding) {
+            started =
+                !rule.mitigation_timeout.is_zero() && refusal == Refusal::Limited { wait: rule.mitigation_timeout };
         }
         let key = self.pair_keys[p * n + j];
         // (counters in memory are always there to ask: a refusal is the counter's, or a block
@@ -763,7 +832,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
         let request = facts.facts();
         let source = edge.set.pre_read().source_of(&request);
-        let isolate = isolate_of(&mut edge.isolates, facts.colo());
+        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
         let checked = isolate.check_pre_read(edge.set, request.identity, source, facts.declared(), now);
         self.out.policies[j].checks += 1;
         let Err((check, wait)) = checked else { return Ok(None) };
@@ -797,7 +866,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let p = a.pair as usize;
         let Some(facts) = &edge.facts[p] else { return Ok(None) };
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
-        let isolate = isolate_of(&mut edge.isolates, facts.colo());
+        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
         let (tenant, refused) = match stage.decide(isolate, facts, now) {
             tenants::Decided::NoTenant => return Ok(None),
             tenants::Decided::Admitted(tenant) => (Some(tenant), None),

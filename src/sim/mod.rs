@@ -54,6 +54,7 @@ mod report;
 pub mod review;
 mod selftest;
 mod size;
+pub mod spread;
 mod stats;
 mod tenants;
 mod timeline;

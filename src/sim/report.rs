@@ -60,6 +60,7 @@ impl Report {
             self.pacing_md(&mut out);
         }
         self.blocks_md(&mut out);
+        self.stores_md(&mut out);
         if let Some(tenants) = &self.tenants {
             tenants_md(&mut out, tenants);
         }
@@ -144,6 +145,33 @@ impl Report {
                 p.observed_max_per_window,
                 p.checks,
                 p.rejects
+            );
+        }
+    }
+
+    /// The stores table (when an edge rule counts anywhere but in a Durable Object, or the
+    /// traffic is spread over several isolates or locations): how far each rule's counters
+    /// can overshoot its limit, beside what the busiest key got on this traffic.
+    fn stores_md(&self, o: &mut String) {
+        let rows: Vec<_> = self.policies.iter().filter_map(|p| Some((p, p.store.as_ref()?))).collect();
+        if !rows.iter().any(|(_, s)| s.store != "durable_object" || s.counters > 1) && !self.spread {
+            return;
+        }
+        o.push_str(
+            "\n## Stores\n\n| Rule | Store | Counters | One counter: up to / window | All counters: up to / window | Busiest key / window |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for (p, s) in rows {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} per {}s | {} | {} |",
+                p.name,
+                s.store,
+                s.described,
+                format_g(s.exact_per_window),
+                format_g(p.window_s),
+                format_g(p.worst_case_per_window),
+                p.observed_max_per_window
             );
         }
     }
@@ -245,6 +273,9 @@ fn policy_py(p: &PolicyRow) -> PyValue {
     ];
     if let Some(delayed) = p.delayed {
         row.push(("delayed", delayed.into()));
+    }
+    if let Some(s) = &p.store {
+        row.extend([("store", s.store.into()), ("counters", (s.counters as u64).into())]);
     }
     if let (Some(timeout), Some(blocks)) = (p.mitigation_timeout_s, p.blocks) {
         let blocked = p

@@ -114,6 +114,14 @@ pub fn use_rules(rules: &JsValue, binding: &str, env: &Env) -> Result<(), String
 /// # Errors
 /// What is missing and how to add it.
 pub fn check_binding(setup: &Setup, env: &Env, binding: &str) -> Result<(), String> {
+    // Each Workers Rate Limiting binding a rule counts on: an object with a `limit` method.
+    let is_rate_limit = |name: &str| {
+        let found = js_sys::Reflect::get(env, &JsValue::from_str(name)).unwrap_or_default();
+        found.is_object() && js_sys::Reflect::get(&found, &"limit".into()).is_ok_and(|f| f.is_function())
+    };
+    if let Some(why) = setup.rules.missing_rate_limit_binding(is_rate_limit) {
+        return Err(why);
+    }
     if js_sys::Reflect::get(env, &JsValue::from_str(binding)).is_ok_and(|b| b.is_object()) {
         return Ok(());
     }
@@ -274,6 +282,6 @@ pub fn rate_limiter(env: &Env) -> Result<crate::js::Namespace, JsValue> {
     Ok(namespace.unchecked_into())
 }
 
-/// How long a rule's Durable Object may take to answer before the rule's store counts as
+/// How long a rule's store (its key's Durable Object, or its binding) may take to answer before it counts as
 /// failed (and the rule fails open or closed as it says).
 pub const STORE_TIMEOUT_MS: u32 = 1_000;

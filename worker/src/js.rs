@@ -68,6 +68,11 @@ extern "C" {
     #[wasm_bindgen(method, catch, js_name = deleteOverride)]
     pub fn delete_override(this: &Stub, tenant: &str) -> Result<JsValue, JsValue>;
 
+    /// A Workers Rate Limiting binding (`[[ratelimits]]`).
+    pub type RateLimit;
+    #[wasm_bindgen(method, catch)]
+    pub fn limit(this: &RateLimit, options: &JsValue) -> Result<JsValue, JsValue>;
+
     /// A Durable Object's `ctx.storage`.
     pub type Storage;
     #[wasm_bindgen(method, getter)]

@@ -89,6 +89,8 @@ pub(crate) fn log_decision(
     }
     let (ip, source) = identity_fields(identity);
     let outcome = match decision {
+        // (the Cloudflare binding says whether a request is within the limit, nothing more)
+        Decision::Allow { .. } if via == "cloudflare" => "\"allow\"".to_owned(),
         Decision::Allow { remaining, .. } => format!("\"allow\",\"remaining\":{remaining}"),
         Decision::Deny { retry_after } => format!("\"deny\",\"retry_after_ms\":{}", retry_after.as_millis_ceil()),
     };

@@ -19,7 +19,7 @@ use sluicegate::limit::Decision;
 use sluicegate::pipeline::preread::SOURCE_CUT_WAIT;
 use sluicegate::pipeline::serve::{self, Routes, Stage, Way};
 use sluicegate::pipeline::{Answer, Note, Reply, RulesCheck, Step, Verdict};
-use sluicegate::rules::{RequestFacts, Rule};
+use sluicegate::rules::{RequestFacts, Rule, Store};
 use sluicegate::time::{Instant, Span};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -355,9 +355,15 @@ pub(crate) async fn check_rules(
         let step = isolate::with(|isolate| check.next(isolate, facts, header, now));
         let answer = match step {
             Step::Done => break,
-            Step::Ask { rule, key } => match ask_counter(env, rule, key, now).await {
-                Ok((decision, at)) => Answer::Decided { decision, at },
-                Err(error) => Answer::Failed(describe(&error)),
+            Step::Ask { rule, key } => match &rule.store {
+                Store::Cloudflare { binding } => match ask_binding(env, binding, key).await {
+                    Ok(admitted) => Answer::Outcome { admitted, at: now },
+                    Err(error) => Answer::Failed(describe(&error)),
+                },
+                _ => match ask_counter(env, rule, key, now).await {
+                    Ok((decision, at)) => Answer::Decided { decision, at },
+                    Err(error) => Answer::Failed(describe(&error)),
+                },
             },
         };
         isolate::with(|isolate| check.answer(isolate, answer));
@@ -451,6 +457,21 @@ pub(crate) async fn ask_counter(
         }
         _ => Err(JsValue::from_str("the counter answered something other than [allowed, remaining, wait_ms, at_ms]")),
     }
+}
+
+/// Ask the Workers Rate Limiting binding `binding` to count `key`: its `success`.
+async fn ask_binding(env: &Env, binding: &str, key: &str) -> Result<bool, JsValue> {
+    let limiter: js::RateLimit = js_sys::Reflect::get(env, &JsValue::from_str(binding))?.unchecked_into();
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &"key".into(), &JsValue::from_str(key))?;
+    let call = js_sys::Promise::resolve(&limiter.limit(&options)?);
+    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    if answer.is_undefined() {
+        return Err(JsValue::from_str(&format!("the binding {binding} did not answer within {STORE_TIMEOUT_MS} ms")));
+    }
+    js_sys::Reflect::get(&answer, &"success".into())?
+        .as_bool()
+        .ok_or_else(|| JsValue::from_str(&format!("the binding {binding} answered something other than {{success}}")))
 }
 
 /// The answer to an upload cut as it streamed: `429` for its source's bytes, `400` for a

@@ -10,6 +10,7 @@
 use crate::core::keyed::Keyed;
 use crate::core::limit::{Blocking, CostTooHigh, Decision};
 use crate::core::time::Instant;
+use crate::edge::redact::Digest;
 use crate::edge::rules::{restore_counter, save_counter, AnyLimiter, Rule};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -104,6 +105,50 @@ impl Counts {
         let block_started = counter.and_then(|l| l.blocked_until(now)).filter(|_| blocked_before.is_none());
         let count = rule.keeps_state().then(|| counter.map_or_else(|| save_counter(&rule.limiter()), save_counter));
         Ok(Counted { decision, block_started, count })
+    }
+
+    /// The keys held, over every rule.
+    pub fn len(&self) -> usize {
+        self.rules.values().map(|(_, table)| table.len()).sum()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The counts of the rules kept in the isolate (`"store": "isolate"`): one [`Keyed`] table
+/// per rule, keyed by the counting key's 128-bit keyed digest (so a key of any length takes
+/// the same room), of at most the rule's `max_keys` entries. Idle keys are forgotten; a
+/// full table of keys still counting refuses a new one.
+#[derive(Default)]
+pub struct IsolateCounts {
+    rules: HashMap<String, (Rule, DigestTable), FixedState>,
+}
+
+/// One rule's counters in the isolate, by key digest.
+type DigestTable = Keyed<Digest, Blocking<AnyLimiter>>;
+
+impl IsolateCounts {
+    /// Count one request of the key whose digest is `key` under `rule` (at most `max_keys`
+    /// keys) at `now`: the decision, or `None` when the key is new and the table is full of
+    /// keys still counting. A rule that counts differently since its keys were counted
+    /// starts them afresh.
+    pub fn check(&mut self, rule: &Rule, max_keys: usize, key: Digest, now: Instant) -> Option<Decision> {
+        let table = || Keyed::new(rule.limiter(), max_keys, 0x6973_6f6c);
+        let entry = self.rules.entry_ref(rule.id.as_str()).or_insert_with(|| (rule.clone(), table()));
+        let same = |a: &Rule| {
+            a.algorithm == rule.algorithm && a.mitigation_timeout == rule.mitigation_timeout && a.store == rule.store
+        };
+        if !same(&entry.0) {
+            *entry = (rule.clone(), table());
+        }
+        let known = entry.1.get(&key).is_some();
+        // (a request of cost 1 is never too costly for a valid rule)
+        let decision = entry.1.check(&key, now, 1).ok()?;
+        // A fresh counter admits its first request: a new key refused was refused for room.
+        (known || matches!(decision, Decision::Allow { .. })).then_some(decision)
     }
 
     /// The keys held, over every rule.

@@ -13,7 +13,8 @@
 //! - [`egress`]: the egress routes: a proxied call through its budget and mirrors, permits.
 //! - [`admin`]: the admin API of tenant limits: its routes and answers.
 //! - [`token`]: the bearer tokens of the edge's own routes, and guessing them.
-//! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it.
+//! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it, and
+//!   the counts of the rules kept in the isolate.
 //! - [`reply`]: the edge's own answers, as data.
 
 pub mod admin;
@@ -45,6 +46,8 @@ pub const BLOCKS_KEPT: usize = 10_000;
 /// each rule failed open, and the tenants' state ([`tenant::TenantState`]).
 pub struct Isolate {
     pub(crate) blocks: BlockCache,
+    /// The counts of the rules kept in the isolate.
+    pub(crate) counts: counting::IsolateCounts,
     pub(crate) degraded: HashMap<String, u64, FixedState>,
     /// The tenants' state.
     pub tenants: tenant::TenantState,
@@ -70,6 +73,7 @@ impl Isolate {
     pub fn new(salt: (u64, u64)) -> Self {
         Isolate {
             blocks: BlockCache::new(BLOCKS_KEPT),
+            counts: counting::IsolateCounts::default(),
             degraded: HashMap::with_hasher(FixedState::with_seed(0xdec1)),
             tenants: tenant::TenantState::new(salt),
             pre_read: None,
@@ -82,6 +86,11 @@ impl Isolate {
     /// fails open) since this isolate started.
     pub fn degraded(&self, id: &str) -> u64 {
         self.degraded.get(id).copied().unwrap_or(0)
+    }
+
+    /// How many keys the rules counted in the isolate hold.
+    pub fn counted_keys(&self) -> usize {
+        self.counts.len()
     }
 
     /// The blocks it remembers.
@@ -101,3 +110,6 @@ mod tests;
 
 #[cfg(test)]
 mod tenant_tests;
+
+#[cfg(test)]
+mod store_tests;

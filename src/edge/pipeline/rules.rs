@@ -10,10 +10,12 @@
 //! earlier rules took, and a crash between the two would lose it.
 //!
 //! The stage owns no I/O. [`RulesCheck::next`] says what it needs ([`Step::Ask`]: counter
-//! `key` of `rule`), [`RulesCheck::answer`] takes the counter's answer back (its decision,
-//! or that it could not be asked), and [`RulesCheck::finish`] gives the verdict. The Worker
-//! asks each key's Durable Object; the simulator asks its counters in memory; tests answer
-//! from a script.
+//! `key` of `rule`, in the rule's [`Store`]), [`RulesCheck::answer`] takes the counter's
+//! answer back (its decision, the binding's outcome, or that it could not be asked), and
+//! [`RulesCheck::finish`] gives the verdict. The Worker asks each key's Durable Object or
+//! the rule's Workers Rate Limiting binding; the simulator asks its counters in memory; tests
+//! answer from a script. A rule counted in the isolate (`"store": "isolate"`) asks nothing:
+//! the stage counts it itself, in the [`Isolate`] it is handed.
 
 use super::reply::Reply;
 use super::Isolate;
@@ -21,7 +23,7 @@ use crate::core::limit::Decision;
 use crate::core::time::{Instant, Span};
 use crate::edge::headers::{self, RateLimitFields};
 use crate::edge::redact::{Digest, KeyedHash};
-use crate::edge::rules::{CountingKey, RequestFacts, Rule, RuleSet, StoreFailure};
+use crate::edge::rules::{CountingKey, RequestFacts, Rule, RuleSet, Store, StoreFailure};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -30,8 +32,13 @@ use alloc::vec::Vec;
 pub enum Via {
     /// A block the isolate remembered (the counter was not asked).
     IsolateCache,
-    /// The key's counter.
-    Counter,
+    /// The key's Durable Object.
+    DurableObject,
+    /// The rule's Workers Rate Limiting binding (its decision is whether the request is
+    /// within the limit: no `remaining` is known).
+    Binding,
+    /// The rule's count in this isolate.
+    Isolate,
 }
 
 impl Via {
@@ -39,7 +46,9 @@ impl Via {
     pub fn name(self) -> &'static str {
         match self {
             Via::IsolateCache => "isolate-cache",
-            Via::Counter => "durable-object",
+            Via::DurableObject => "durable-object",
+            Via::Binding => "cloudflare",
+            Via::Isolate => "isolate",
         }
     }
 }
@@ -80,6 +89,17 @@ pub enum Answer {
         /// When it decided.
         at: Instant,
     },
+    /// The Workers Rate Limiting binding's outcome (`{success}`): whether the request is
+    /// within the limit (charged when it is), asked at `at` by the asker's clock. A refusal
+    /// is answered with `Retry-After` of the rule's `mitigation_timeout` (held by the
+    /// isolate's block cache), or of its period when it has none: the binding's window
+    /// turns within one period.
+    Outcome {
+        /// `success`.
+        admitted: bool,
+        /// When it was asked.
+        at: Instant,
+    },
     /// It could not be asked, or answered nonsense: why.
     Failed(String),
 }
@@ -87,11 +107,13 @@ pub enum Answer {
 /// What the stage needs next.
 #[derive(Debug, PartialEq)]
 pub enum Step<'a, 's> {
-    /// Ask `rule`'s counter of `key` to count the request, then [`RulesCheck::answer`].
+    /// Ask `rule`'s counter of `key` to count the request, in the rule's store (its
+    /// `store`: the Durable Object named by `key`, or the binding asked with `key`), then
+    /// [`RulesCheck::answer`].
     Ask {
         /// The rule.
         rule: &'s Rule,
-        /// The counting key (the Worker's Durable Object is named by it).
+        /// The counting key.
         key: &'a str,
     },
     /// Nothing: [`RulesCheck::finish`].
@@ -115,12 +137,19 @@ impl Checked<'_> {
     pub fn headers(&self) -> (Vec<(&'static str, String)>, usize) {
         let mut fields = RateLimitFields::default();
         for (rule, decision) in &self.decided {
-            fields.push(&rule.id, rule.quota(), decision);
+            if let Store::Cloudflare { .. } = rule.store {
+                fields.push_without_remaining(&rule.id, rule.quota(), decision);
+            } else {
+                fields.push(&rule.id, rule.quota(), decision);
+            }
         }
         let mut out = Vec::new();
         if !fields.is_empty() {
             out.push(("ratelimit-policy", fields.policy()));
-            out.push(("ratelimit", fields.state()));
+            let state = fields.state();
+            if !state.is_empty() {
+                out.push(("ratelimit", state));
+            }
         }
         if !self.degraded.is_empty() {
             out.push(("sluicegate-degraded", self.degraded.join(", ")));
@@ -276,6 +305,21 @@ impl<'s> RulesCheck<'s> {
                 self.decided(rule, key.logged, Decision::Deny { retry_after: wait }, Via::IsolateCache, now);
                 return Step::Done;
             }
+            if let Store::Isolate { max_keys } = rule.store {
+                match isolate.counts.check(rule, max_keys, digest, now) {
+                    Some(decision) => self.decided(rule, key.logged, decision, Via::Isolate, now),
+                    None => {
+                        let error = alloc::format!(
+                            "this isolate's table of {max_keys} keys for the rule is full of keys still counting"
+                        );
+                        self.failed(isolate, rule, key.logged, error);
+                    }
+                }
+                if self.refused.is_some() {
+                    return Step::Done;
+                }
+                continue;
+            }
             let pending = self.pending.insert(Pending { rule, key, digest });
             return Step::Ask { rule: pending.rule, key: &pending.key.key };
         }
@@ -294,17 +338,34 @@ impl<'s> RulesCheck<'s> {
                     // Until the counter's block ends: counted from when it decided.
                     isolate.blocks.insert(digest, at + retry_after, at);
                 }
-                self.decided(rule, key.logged, decision, Via::Counter, at);
+                self.decided(rule, key.logged, decision, Via::DurableObject, at);
             }
-            Answer::Failed(error) => {
-                self.notes.push(Note::StoreFailed { rule, logged: key.logged, error });
-                if rule.on_store_failure == StoreFailure::Closed {
-                    self.refused = Some((rule, Refusal::Unavailable));
+            Answer::Outcome { admitted, at } => {
+                let quota = rule.quota();
+                let decision = if admitted {
+                    // (the binding says nothing more: the headers and logs show no remaining)
+                    Decision::Allow { remaining: 0, reset: quota.window }
+                } else if rule.mitigation_timeout.is_zero() {
+                    Decision::Deny { retry_after: quota.window }
                 } else {
-                    *isolate.degraded.entry_ref(rule.id.as_str()).or_insert(0) += 1;
-                    self.checked.degraded.push(&rule.id);
-                }
+                    // The binding has no block: this isolate holds it.
+                    isolate.blocks.insert(digest, at + rule.mitigation_timeout, at);
+                    Decision::Deny { retry_after: rule.mitigation_timeout }
+                };
+                self.decided(rule, key.logged, decision, Via::Binding, at);
             }
+            Answer::Failed(error) => self.failed(isolate, rule, key.logged, error),
+        }
+    }
+
+    /// `rule`'s count could not be had: it fails open or closed as it says.
+    fn failed(&mut self, isolate: &mut Isolate, rule: &'s Rule, logged: String, error: String) {
+        self.notes.push(Note::StoreFailed { rule, logged, error });
+        if rule.on_store_failure == StoreFailure::Closed {
+            self.refused = Some((rule, Refusal::Unavailable));
+        } else {
+            *isolate.degraded.entry_ref(rule.id.as_str()).or_insert(0) += 1;
+            self.checked.degraded.push(&rule.id);
         }
     }
 

@@ -30,26 +30,26 @@ fn rules() -> RuleSet {
     RuleSet::from_json(RULES).unwrap()
 }
 
-struct Request<'a> {
-    method: &'a str,
-    path: &'a str,
-    ip: &'a str,
-    colo: &'a str,
-    key: Option<&'a str>,
+pub(super) struct Request<'a> {
+    pub(super) method: &'a str,
+    pub(super) path: &'a str,
+    pub(super) ip: &'a str,
+    pub(super) colo: &'a str,
+    pub(super) key: Option<&'a str>,
 }
 
-fn get(path: &str) -> Request<'_> {
+pub(super) fn get(path: &str) -> Request<'_> {
     Request { method: "GET", path, ip: "198.51.100.7", colo: "AMS", key: None }
 }
 
 /// A request's way through the rules: the verdict's status (`None`: admitted), the rules
 /// asked, the answer's headers and how many notes the stage wrote.
-type Driven = (Option<u16>, Vec<String>, Vec<(&'static str, String)>, usize);
+pub(super) type Driven = (Option<u16>, Vec<String>, Vec<(&'static str, String)>, usize);
 
 /// One request through the rules, each counter answered by `counter` (called with the rule
 /// id and the counting key); the verdict's status (`None`: admitted), what was asked, the
 /// answer's headers and the notes.
-fn drive(
+pub(super) fn drive(
     set: &RuleSet,
     isolate: &mut Isolate,
     r: &Request<'_>,
@@ -91,7 +91,7 @@ fn deny(secs: u64) -> Answer {
     }
 }
 
-fn header<'h>(headers: &'h [(&'static str, String)], name: &str) -> Option<&'h str> {
+pub(super) fn header<'h>(headers: &'h [(&'static str, String)], name: &str) -> Option<&'h str> {
     headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
 }
 

@@ -4,7 +4,7 @@
 //! failed for a moment — unless every user of it is a rule that says
 //! `"on_store_failure": "open"` in the file, which then starts, said once.
 
-use super::RuleSet;
+use super::{RuleSet, Store};
 use crate::edge::scope::BudgetScope;
 use alloc::format;
 use alloc::string::String;
@@ -36,7 +36,7 @@ impl RuleSet {
     pub fn without_binding(&self, binding: &str) -> WithoutBinding {
         let mut needs: Vec<String> = Vec::new();
         let mut open: Vec<&str> = Vec::new();
-        for rule in &self.rules {
+        for rule in self.rules.iter().filter(|r| r.store == Store::DurableObject) {
             if self.open_by_choice.contains(&rule.id) {
                 open.push(&rule.id);
             } else {
@@ -74,6 +74,60 @@ impl RuleSet {
             if ids.len() == 1 { "it" } else { "they" },
         ))
     }
+}
+
+impl RuleSet {
+    /// The Workers Rate Limiting bindings the rules count on, each with its limit and period
+    /// (its wrangler.toml `simple`) and the rules on it, in file order.
+    pub fn rate_limit_bindings(&self) -> Vec<(&str, crate::core::limit::Quota, Vec<&str>)> {
+        let mut out: Vec<(&str, crate::core::limit::Quota, Vec<&str>)> = Vec::new();
+        for rule in &self.rules {
+            let Store::Cloudflare { binding } = &rule.store else { continue };
+            match out.iter_mut().find(|(b, ..)| b == binding) {
+                Some((.., rules)) => rules.push(&rule.id),
+                None => out.push((binding, rule.quota(), alloc::vec![rule.id.as_str()])),
+            }
+        }
+        out
+    }
+
+    /// Why a Worker cannot start when a binding the rules count on is not a Workers Rate
+    /// Limiting binding of its `env` (`is_binding` says whether a name is one): the first
+    /// such binding, the rules on it, and the wrangler.toml lines to add. `None` when every
+    /// one is there.
+    ///
+    /// # Examples
+    /// ```
+    /// use sluicegate::rules::RuleSet;
+    /// let rules = RuleSet::from_json(r#"{"rules": [{"id": "search", "match": {}, "characteristics": ["ip.src"],
+    ///     "store": "cloudflare", "binding": "SEARCH_LIMITER", "period": 10, "requests_per_period": 20}]}"#).unwrap();
+    /// let why = rules.missing_rate_limit_binding(|_| false).unwrap();
+    /// assert!(why.contains("[[ratelimits]] name = \"SEARCH_LIMITER\""));
+    /// assert_eq!(rules.missing_rate_limit_binding(|name| name == "SEARCH_LIMITER"), None);
+    /// ```
+    pub fn missing_rate_limit_binding(&self, is_binding: impl Fn(&str) -> bool) -> Option<String> {
+        let (binding, quota, rules) = self.rate_limit_bindings().into_iter().find(|(b, ..)| !is_binding(b))?;
+        let ids: Vec<String> = rules.iter().map(|id| format!("\"{id}\"")).collect();
+        Some(format!(
+            "env has no Workers Rate Limiting binding \"{binding}\", which rule{} {} count{} on. Add it to \
+             wrangler.toml: {}",
+            if ids.len() == 1 { "" } else { "s" },
+            join(&ids),
+            if ids.len() == 1 { "s" } else { "" },
+            ratelimits_toml(binding, quota)
+        ))
+    }
+}
+
+/// The wrangler.toml lines of a Workers Rate Limiting binding of `quota` (one line each):
+/// the namespace id is the account's to choose.
+pub fn ratelimits_toml(binding: &str, quota: crate::core::limit::Quota) -> String {
+    format!(
+        "[[ratelimits]] name = \"{binding}\" namespace_id = \"<a number unique in your account>\" \
+         simple = {{ limit = {}, period = {} }}",
+        quota.limit,
+        quota.window.as_secs_ceil()
+    )
 }
 
 /// `a`, `a and b`, `a, b and c`.

@@ -22,7 +22,7 @@ mod path;
 mod summary;
 
 pub use crate::edge::scope::BudgetScope;
-pub use binding::WithoutBinding;
+pub use binding::{ratelimits_toml, WithoutBinding};
 pub use log::{DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};
@@ -187,9 +187,80 @@ pub struct Rule {
     pub response: Response,
     /// What happens when its count cannot be read.
     pub on_store_failure: StoreFailure,
+    /// Where its counts are kept.
+    pub store: Store,
     /// Whether the capabilities answer lists it.
     pub public: bool,
 }
+
+/// Where a rule's counts are kept (`"store"`): the rules stage asks the key's Durable Object,
+/// asks a Workers Rate Limiting binding, or counts in the isolate itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Store {
+    /// `"durable_object"` (the default): one Durable Object per counting key. Exact across
+    /// every isolate and location; each counted request pays a round trip to the object.
+    DurableObject,
+    /// `"cloudflare"`: the Workers Rate Limiting binding `binding` of the Worker's `env`,
+    /// asked with the counting key. Decided in the request's location with no round trip
+    /// beyond it, approximately (Cloudflare counts per location, eventually consistent); it
+    /// answers only whether the request is within the limit, so no `remaining` is known.
+    /// Its period is 10 or 60 s; a `mitigation_timeout` is held by each isolate's block
+    /// cache, since the binding has no block.
+    Cloudflare {
+        /// The binding's name in `env` (`[[ratelimits]] name` in wrangler.toml).
+        binding: String,
+    },
+    /// `"isolate"`: the core's keyed limiter in this isolate's memory. No round trip; each
+    /// isolate counts alone, so N isolates admit up to N × the limit. Its table holds at
+    /// most `max_keys` keys, its share of [`ISOLATE_STORE_BYTES`]: a flood of invented keys
+    /// cannot grow it (a new key finds it full of busy keys only while they are counting,
+    /// and is then answered as the rule's `on_store_failure` says).
+    Isolate {
+        /// The most keys its table holds.
+        max_keys: usize,
+    },
+}
+
+impl Store {
+    /// Its name in the rules file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Store::DurableObject => "durable_object",
+            Store::Cloudflare { .. } => "cloudflare",
+            Store::Isolate { .. } => "isolate",
+        }
+    }
+
+    /// Where a key's count holds: `fleet` (every isolate and location), `location` (one
+    /// Cloudflare location) or `isolate`.
+    pub fn scope(&self) -> &'static str {
+        match self {
+            Store::DurableObject => "fleet",
+            Store::Cloudflare { .. } => "location",
+            Store::Isolate { .. } => "isolate",
+        }
+    }
+}
+
+/// The most memory one key of a rule counted in the isolate may take: its table entry (the
+/// key's 128-bit digest and its counter, at a hash table's worst load) and, for an exact
+/// rolling count, its log of requests at full capacity.
+pub fn isolate_key_bytes(algorithm: &Algorithm) -> usize {
+    let entry = 2 * (core::mem::size_of::<(crate::edge::redact::Digest, Blocking<AnyLimiter>)>() + 1);
+    let log = match algorithm {
+        Algorithm::SlidingLog { requests_per_period, .. } => {
+            (*requests_per_period as usize).next_power_of_two() * core::mem::size_of::<(Instant, u32)>()
+        }
+        _ => 0,
+    };
+    entry + log
+}
+
+/// The memory the isolate store's tables may take in one isolate, shared evenly by the
+/// rules counted there (an isolate has 128 MB in all).
+pub const ISOLATE_STORE_BYTES: usize = 16 << 20;
+/// The most keys one rule's isolate table holds, however small its counters.
+pub const MAX_ISOLATE_KEYS: usize = 100_000;
 
 /// A counting dimension.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -675,8 +746,10 @@ mod capabilities {
         burst: Option<u32>,
         block_s: u64,
         counted_by: Vec<String>,
-        /// Rules are counted exactly per key across every isolate (a Durable Object per key).
+        /// Where a key's count holds: `fleet` (a Durable Object per key, exact), `location`
+        /// (the Cloudflare binding) or `isolate`.
         scope: &'static str,
+        store: &'static str,
         on_store_failure: &'static str,
     }
 
@@ -813,7 +886,8 @@ mod capabilities {
                         burst,
                         block_s: r.mitigation_timeout.as_secs_ceil(),
                         counted_by: r.characteristics.iter().map(|c| c.name().into_owned()).collect(),
-                        scope: "fleet",
+                        scope: r.store.scope(),
+                        store: r.store.name(),
                         on_store_failure: r.on_store_failure.name(),
                     }
                 })

@@ -6,7 +6,7 @@ pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
 
 use super::{
     normalise_path, Algorithm, BudgetScope, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch, PreRead,
-    Response, Rule, RuleSet, Source, StoreFailure, Upstream,
+    Response, Rule, RuleSet, Source, Store, StoreFailure, Upstream,
 };
 use crate::core::limit::Gcra;
 use crate::core::time::Span;
@@ -41,6 +41,8 @@ const RULE_FIELDS: &[&str] = &[
     "burst",
     "response",
     "on_store_failure",
+    "store",
+    "binding",
     "public",
 ];
 const UPSTREAM_FIELDS: &[&str] =
@@ -150,6 +152,8 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
             }
         }
     }
+    same_limit_per_binding(&rules, &mut errors);
+    share_isolate_memory(&mut rules);
     if errors.list.is_empty() {
         let headers_read = super::headers_read(&rules, tenants.as_ref());
         let open_by_choice = list
@@ -692,7 +696,11 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
         }
         Some(c) => characteristics(c, errors),
     };
-    let algorithm = algorithm(obj, errors);
+    let store = store(obj, errors);
+    let algorithm = match &store {
+        Some(Store::Cloudflare { .. }) => binding_algorithm(obj, errors),
+        _ => algorithm(obj, "sliding_log", errors),
+    };
     let mitigation_timeout = match obj.get("mitigation_timeout") {
         None => Some(Span::ZERO),
         Some(v) => {
@@ -728,8 +736,150 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
         mitigation_timeout: mitigation_timeout?,
         response: response?,
         on_store_failure: on_store_failure?,
+        store: store?,
         public,
     })
+}
+
+/// A Workers Rate Limiting binding has one limit and one period (wrangler.toml's `simple`),
+/// so every rule counted on it must say the same ones (their keys differ: each starts with
+/// its rule's id).
+fn same_limit_per_binding(rules: &[Rule], errors: &mut Errors) {
+    for (i, rule) in rules.iter().enumerate() {
+        let Store::Cloudflare { binding } = &rule.store else { continue };
+        let first = rules[..i].iter().find(|r| matches!(&r.store, Store::Cloudflare { binding: b } if b == binding));
+        let Some(first) = first.filter(|f| f.algorithm != rule.algorithm) else { continue };
+        let quota = |r: &Rule| {
+            let q = r.quota();
+            format!("{} per {} s", q.limit, q.window.as_secs_ceil())
+        };
+        errors.rule = Some(format!("rules[{i}] (\"{}\")", rule.id));
+        errors.push(
+            "binding",
+            format!(
+                "\"{binding}\" counts rule \"{}\" at {}; a binding has one limit and period (its [[ratelimits]] \
+                 simple), so this rule's {} needs a binding of its own",
+                first.id,
+                quota(first),
+                quota(rule)
+            ),
+        );
+    }
+}
+
+/// Each rule counted in the isolate gets an even share of [`super::ISOLATE_STORE_BYTES`],
+/// as keys of its worst-case size ([`super::isolate_key_bytes`]).
+fn share_isolate_memory(rules: &mut [Rule]) {
+    let n = rules.iter().filter(|r| matches!(r.store, Store::Isolate { .. })).count().max(1);
+    for rule in rules.iter_mut() {
+        let bytes = super::isolate_key_bytes(&rule.algorithm);
+        if let Store::Isolate { max_keys } = &mut rule.store {
+            *max_keys = (super::ISOLATE_STORE_BYTES / n / bytes).clamp(1, super::MAX_ISOLATE_KEYS);
+        }
+    }
+}
+
+const STORES: &str = "\"durable_object\" (the default: exact everywhere, a round trip to the key's object), \
+                      \"cloudflare\" (a Workers Rate Limiting binding: no round trip, approximate, per location) \
+                      or \"isolate\" (this isolate's memory: no round trip, each isolate counts alone)";
+
+/// `"store"` and, for `"cloudflare"`, `"binding"`. An isolate rule's table size is set once
+/// the whole file is read ([`share_isolate_memory`]).
+fn store(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Store> {
+    let store = match obj.get("store").map(|v| (v, v.as_str())) {
+        None | Some((_, Some("durable_object"))) => Store::DurableObject,
+        Some((_, Some("isolate"))) => Store::Isolate { max_keys: 0 },
+        Some((_, Some("cloudflare"))) => Store::Cloudflare { binding: String::new() },
+        Some((v, _)) => {
+            errors.push("store", format!("must be {STORES}, got {}", brief(&v.to_string())));
+            return None;
+        }
+    };
+    match (store, obj.get("binding")) {
+        (Store::Cloudflare { .. }, None) => {
+            errors.push(
+                "binding",
+                "missing; a rule with \"store\": \"cloudflare\" names the Workers Rate Limiting binding that \
+                 counts it, e.g. \"API_LIMITER\" ([[ratelimits]] name = \"API_LIMITER\" in wrangler.toml)",
+            );
+            None
+        }
+        (Store::Cloudflare { .. }, Some(v)) => match v.as_str() {
+            Some("RATE_LIMITER") => {
+                errors.push("binding", "\"RATE_LIMITER\" is the Durable Object binding's name; choose another");
+                None
+            }
+            Some(name) if is_binding_name(name) => Some(Store::Cloudflare { binding: name.into() }),
+            _ => {
+                errors.push(
+                    "binding",
+                    format!(
+                        "must be the binding's name in env: 1–64 letters, digits or '_', not starting with a digit \
+                         (e.g. \"API_LIMITER\"), got {}",
+                        brief(&v.to_string())
+                    ),
+                );
+                None
+            }
+        },
+        (store, Some(_)) => {
+            errors.push(
+                "binding",
+                format!(
+                    "only a rule with \"store\": \"cloudflare\" names a binding (this one's store is \"{}\"); \
+                     remove \"binding\" or set \"store\": \"cloudflare\"",
+                    store.name()
+                ),
+            );
+            None
+        }
+        (store, None) => Some(store),
+    }
+}
+
+fn is_binding_name(s: &str) -> bool {
+    s.len() <= 64
+        && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// How a rule on the Cloudflare binding counts: as the binding does, `requests_per_period`
+/// in each `period` of 10 or 60 s, per location (modelled as fixed windows, which is what
+/// the simulator and Miniflare's binding count). Any other algorithm is refused.
+fn binding_algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm> {
+    match obj.get("algorithm") {
+        None => {}
+        Some(v) if v.as_str() == Some("fixed_window") => {}
+        Some(v) => {
+            errors.push(
+                "algorithm",
+                format!(
+                    "a rule with \"store\": \"cloudflare\" counts as the binding does (requests_per_period in each \
+                     period of 10 or 60 s, per Cloudflare location); remove \"algorithm\" (or write \"fixed_window\"), \
+                     or keep {} with \"store\": \"durable_object\" or \"isolate\"",
+                    brief(&v.to_string())
+                ),
+            );
+            return None;
+        }
+    }
+    let algorithm = algorithm(obj, "fixed_window", errors)?;
+    match algorithm {
+        Algorithm::FixedWindow { period, .. } if period == Span::from_secs(10) || period == Span::from_secs(60) => {
+            Some(algorithm)
+        }
+        _ => {
+            errors.push(
+                "period",
+                format!(
+                    "the Cloudflare binding counts over 10 or 60 s only, got {}; use 10 or 60, or \
+                     \"store\": \"durable_object\" or \"isolate\" for another period",
+                    brief(&obj["period"].to_string())
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// How problems name the item `list[index]`: with its id when it has one (cut short when
@@ -977,9 +1127,9 @@ fn characteristics(v: &Value, errors: &mut Errors) -> Option<Vec<Characteristic>
     (errors.list.len() == before).then_some(out)
 }
 
-fn algorithm(obj: &Map<String, Value>, errors: &mut Errors) -> Option<Algorithm> {
+fn algorithm(obj: &Map<String, Value>, default: &'static str, errors: &mut Errors) -> Option<Algorithm> {
     let name = match obj.get("algorithm") {
-        None => "sliding_log",
+        None => default,
         Some(Value::String(s)) => s.as_str(),
         Some(other) => {
             errors.push("algorithm", format!("must be {ALGORITHMS}, got {other}"));

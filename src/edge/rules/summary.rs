@@ -2,7 +2,10 @@
 //! after "N rule(s) valid", from the native command line and from the package's (through
 //! the edge's wasm build) alike.
 
-use super::{Algorithm, DecisionLog, LoggedDecisions, PreRead, Rule, RuleSet, DEFAULT_SOURCE_BYTES_PER_SECOND};
+use super::{
+    Algorithm, DecisionLog, LoggedDecisions, PreRead, Rule, RuleSet, Store, StoreFailure,
+    DEFAULT_SOURCE_BYTES_PER_SECOND,
+};
 use crate::edge::egress::Provider;
 use crate::edge::identity::{TrustedProxies, MAX_FORWARDED_HOPS};
 use alloc::format;
@@ -22,11 +25,16 @@ impl RuleSet {
     ///     "match": { "path": { "starts_with": "/api/" } }, "characteristics": ["ip.src", "cf.colo.id"],
     ///     "period": 10, "requests_per_period": 20, "mitigation_timeout": 10 } ] }"#).unwrap();
     /// let lines = set.summary_lines();
-    /// assert_eq!(lines[0], "api: 20 per 10 s (exact rolling count) per ip.src + cf.colo.id, then block 10 s, answering 429");
+    /// assert_eq!(lines[0], "api: 20 per 10 s (exact rolling count) per ip.src + cf.colo.id, then block 10 s, answering 429; \
+    ///     store durable_object: exact in every isolate and location, one round trip to the \
+    ///     key's Durable Object per request");
     /// ```
     pub fn summary_lines(&self) -> Vec<String> {
         let mut lines: Vec<String> =
-            self.rules().iter().map(|rule| format!("{}: {}", rule.id, rule_line(rule))).collect();
+            self.rules().iter().map(|rule| format!("{}: {}; {}", rule.id, rule_line(rule), store_part(rule))).collect();
+        for (binding, quota, _) in self.rate_limit_bindings() {
+            lines.push(format!("wrangler.toml for {binding}: {}", super::ratelimits_toml(binding, quota)));
+        }
         for upstream in self.upstreams() {
             lines.push(format!(
                 "upstream {}: at most {} in flight per {}, waiting up to {} ms for a slot",
@@ -149,6 +157,38 @@ fn identity_line(trusted: &TrustedProxies) -> String {
          hops), when CF-Connecting-IP (else the peer) is one of them",
         ranges.join(", ")
     )
+}
+
+/// Where a rule counts, and what that costs: the round trip and how exact it is.
+fn store_part(rule: &Rule) -> String {
+    let quota = rule.quota();
+    let limit = format!("{} per {} s", quota.limit, quota.window.as_secs_ceil());
+    match &rule.store {
+        Store::DurableObject => "store durable_object: exact in every isolate and location, one round trip to the \
+                                 key's Durable Object per request"
+            .into(),
+        Store::Cloudflare { binding } => {
+            let block = if rule.mitigation_timeout.is_zero() {
+                String::new()
+            } else {
+                "; the block is held by each isolate's cache (the binding has none)".into()
+            };
+            format!(
+                "store cloudflare (binding {binding}): no round trip beyond the location, approximate: each \
+                 Cloudflare location counts its own {limit}, so N locations admit up to N × that{block}"
+            )
+        }
+        Store::Isolate { max_keys } => {
+            let full = match rule.on_store_failure {
+                StoreFailure::Open => "admitted uncounted (on_store_failure open)",
+                StoreFailure::Closed => "refused with 503 (on_store_failure closed)",
+            };
+            format!(
+                "store isolate: no round trip, each isolate counts its own {limit}, so N isolates admit up to N × \
+                 that; up to {max_keys} keys per isolate (a new key past them while all are counting is {full})"
+            )
+        }
+    }
 }
 
 /// How a rule counts, by what, what it blocks and answers.

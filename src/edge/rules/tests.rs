@@ -1350,3 +1350,113 @@ fn caches_that_would_not_fit_in_one_isolate_are_refused_naming_what_to_lower() {
     let unknown = egress_file(&cached("a", r#","methods":["POST"]"#));
     assert_eq!(fields_of(&unknown), [(Some("egress.providers[0] (\"a\")".into()), "cache.methods".into())]);
 }
+
+#[test]
+fn a_rule_counts_in_a_durable_object_unless_it_names_another_store() {
+    let set = RuleSet::from_json(REFERENCE).unwrap();
+    assert_eq!(set.rules()[0].store, Store::DurableObject);
+    let set = RuleSet::from_json(&one_rule(r#""period": 10, "requests_per_period": 20, "store": "isolate""#)).unwrap();
+    assert!(matches!(set.rules()[0].store, Store::Isolate { max_keys } if max_keys > 1_000));
+    let set = RuleSet::from_json(&one_rule(
+        r#""period": 60, "requests_per_period": 100, "store": "cloudflare", "binding": "API_LIMITER""#,
+    ))
+    .unwrap();
+    assert_eq!(set.rules()[0].store, Store::Cloudflare { binding: "API_LIMITER".into() });
+    // the binding's own way of counting: windows of its period
+    assert_eq!(
+        set.rules()[0].algorithm,
+        Algorithm::FixedWindow { requests_per_period: 100, period: Span::from_secs(60) }
+    );
+    let e = first_error(&one_rule(r#""period": 10, "requests_per_period": 20, "store": "redis""#));
+    assert_eq!(e.field, "store");
+    assert!(e.message.contains("\"durable_object\" (the default"), "{e}");
+}
+
+#[test]
+fn what_the_cloudflare_binding_cannot_do_is_refused_naming_the_field() {
+    let cf = |fields: &str| {
+        first_error(&one_rule(&alloc::format!(r#""store": "cloudflare", "binding": "LIMITER", {fields}"#)))
+    };
+    let e = cf(r#""period": 30, "requests_per_period": 20"#);
+    assert_eq!((e.rule.as_deref(), e.field.as_str()), (rule0("api").as_deref(), "period"));
+    assert!(e.message.contains("10 or 60 s only, got 30"), "{e}");
+    let e = cf(r#""algorithm": "sliding_log", "period": 10, "requests_per_period": 20"#);
+    assert_eq!(e.field, "algorithm");
+    assert!(e.message.contains("counts as the binding does"), "{e}");
+    let e = cf(r#""algorithm": "token_bucket", "rate": 2, "burst": 4"#);
+    assert_eq!(e.field, "algorithm");
+    // no binding, or a binding on another store, or a name env cannot have
+    let e = first_error(&one_rule(r#""store": "cloudflare", "period": 10, "requests_per_period": 20"#));
+    assert_eq!(e.field, "binding");
+    assert!(e.message.contains("[[ratelimits]]"), "{e}");
+    let e = first_error(&one_rule(r#""binding": "LIMITER", "period": 10, "requests_per_period": 20"#));
+    assert_eq!(e.field, "binding");
+    assert!(e.message.contains("this one's store is \"durable_object\""), "{e}");
+    assert_eq!(cf(r#""binding": "9x", "period": 10, "requests_per_period": 1"#).field, "binding");
+    let e = first_error(&one_rule(
+        r#""store": "cloudflare", "binding": "RATE_LIMITER", "period": 10, "requests_per_period": 20"#,
+    ));
+    assert!(e.message.contains("Durable Object binding"), "{e}");
+    // a mitigation_timeout is held by the isolate's block cache, and said so
+    let set = RuleSet::from_json(&one_rule(
+        r#""store": "cloudflare", "binding": "LIMITER", "period": 10, "requests_per_period": 20, "mitigation_timeout": 30"#,
+    ))
+    .unwrap();
+    assert!(set.summary_lines()[0].contains("the block is held by each isolate's cache"), "{:?}", set.summary_lines());
+}
+
+#[test]
+fn two_rules_on_one_binding_must_count_alike() {
+    let rule = |id: &str, n: u32| {
+        alloc::format!(
+            r#"{{"id": "{id}", "match": {{}}, "characteristics": ["ip.src"], "store": "cloudflare",
+                "binding": "LIMITER", "period": 10, "requests_per_period": {n}}}"#
+        )
+    };
+    let same = alloc::format!(r#"{{"rules": [{}, {}]}}"#, rule("a", 20), rule("b", 20));
+    let set = RuleSet::from_json(&same).unwrap();
+    assert_eq!(set.rate_limit_bindings().len(), 1);
+    assert_eq!(set.rate_limit_bindings()[0].2, ["a", "b"]);
+    let differ = alloc::format!(r#"{{"rules": [{}, {}]}}"#, rule("a", 20), rule("b", 30));
+    let e = first_error(&differ);
+    assert_eq!((e.rule.as_deref(), e.field.as_str()), (Some("rules[1] (\"b\")"), "binding"));
+    assert!(e.message.contains("counts rule \"a\" at 20 per 10 s"), "{e}");
+}
+
+#[test]
+fn isolate_tables_share_a_fixed_amount_of_memory() {
+    let two = r#"{"rules": [
+        {"id": "a", "match": {}, "characteristics": ["ip.src"], "store": "isolate", "period": 10, "requests_per_period": 20},
+        {"id": "b", "match": {}, "characteristics": ["ip.src"], "store": "isolate", "period": 10, "requests_per_period": 10000}]}"#;
+    let set = RuleSet::from_json(two).unwrap();
+    let bytes: usize = set
+        .rules()
+        .iter()
+        .map(|r| match r.store {
+            Store::Isolate { max_keys } => max_keys * isolate_key_bytes(&r.algorithm),
+            _ => 0,
+        })
+        .sum();
+    assert!(bytes <= ISOLATE_STORE_BYTES, "{bytes}");
+    let Store::Isolate { max_keys: big_logs } = set.rules()[1].store else { panic!() };
+    assert!((1..100).contains(&big_logs), "a 10000-request log per key leaves room for few keys: {big_logs}");
+    // and the JSON answer says where each rule counts
+    let json = set.capabilities_json(|_| 0);
+    assert!(json.contains("\"scope\":\"isolate\",\"store\":\"isolate\""), "{json}");
+}
+
+#[test]
+fn a_missing_rate_limit_binding_is_named_with_the_lines_to_add() {
+    let set = RuleSet::from_json(&one_rule(
+        r#""store": "cloudflare", "binding": "SEARCH", "period": 60, "requests_per_period": 100"#,
+    ))
+    .unwrap();
+    let why = set.missing_rate_limit_binding(|_| false).unwrap();
+    assert!(
+        why.starts_with("env has no Workers Rate Limiting binding \"SEARCH\", which rule \"api\" counts on."),
+        "{why}"
+    );
+    assert!(why.contains("simple = { limit = 100, period = 60 }"), "{why}");
+    // the Durable Object binding is then needed by nothing
+    assert_eq!(set.without_binding("RATE_LIMITER"), WithoutBinding::Unused);
+}
