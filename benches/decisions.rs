@@ -1,4 +1,5 @@
-//! Nanoseconds per decision: the reference edge rule end to end (minus I/O), keyed GCRA
+//! Nanoseconds per decision: the reference edge rule end to end (minus I/O), the same rule
+//! counted in the isolate (`"store": "isolate"`) through the edge's rules stage, keyed GCRA
 //! checks against governor's keyed limiter at 1, 1,000 and 1,000,000 keys, and the path
 //! normalisation and rule matching every request pays (20 typical paths).
 //!
@@ -20,6 +21,8 @@ use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
 use sluicegate::openmeteo::free_tier_windows;
 use sluicegate::pacer::PacerCore;
+use sluicegate::pipeline::{Isolate, RulesCheck, Step, Verdict};
+use sluicegate::redact::KeyedHash;
 use sluicegate::rules::{normalise_path, AnyLimiter, RequestFacts, RuleSet};
 use sluicegate::{Decision, Instant, Span};
 use std::hint::black_box;
@@ -70,6 +73,48 @@ impl Edge {
             decision = Some(self.table.check(key.as_str(), self.now, 1).expect("cost 1 fits"));
         }
         decision
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The reference rule counted in the isolate, through the edge's own rules stage
+// ---------------------------------------------------------------------------------------
+
+/// What the Worker does per request for a rule with `"store": "isolate"`: the whole rules
+/// stage (the counting key, its digest, the block cache, the isolate's keyed count, the
+/// verdict and its RateLimit headers), with nothing asked of a store.
+struct IsolateStage {
+    rules: RuleSet,
+    isolate: Isolate,
+    ips: Vec<String>,
+    now: Instant,
+    i: usize,
+}
+
+impl IsolateStage {
+    fn new() -> Self {
+        let rules = RuleSet::from_json(
+            &REFERENCE_RULES.replace("\"mitigation_timeout\"", "\"store\":\"isolate\",\"mitigation_timeout\""),
+        )
+        .expect("the reference rule on the isolate parses");
+        let ips = (0..64).map(|i| format!("198.51.100.{}", i + 1)).collect();
+        IsolateStage { rules, isolate: Isolate::default(), ips, now: Instant::from_secs(1_000), i: 0 }
+    }
+
+    fn decide(&mut self) -> bool {
+        let ip = self.ips[self.i % self.ips.len()].as_str();
+        self.i = self.i.wrapping_add(1);
+        self.now = self.now + Span::from_millis(10);
+        let identity = client_identity(&Sources { cf_connecting_ip: Some(ip), ..Sources::default() });
+        let facts = RequestFacts { method: "GET", host: "example.com", path: "/api/ping", colo: Some("AMS"), identity };
+        let mut check = RulesCheck::new(&self.rules, KeyedHash::new(7, 11));
+        let none = |_: &str| None;
+        assert!(matches!(check.next(&mut self.isolate, &facts, &none, self.now), Step::Done), "nothing is asked");
+        let (verdict, _) = check.finish();
+        match verdict {
+            Verdict::Admitted(checked) => !checked.headers().0.is_empty(),
+            Verdict::Refused { .. } => false,
+        }
     }
 }
 
@@ -316,6 +361,7 @@ fn ns_per_decision(id: &str, since: SystemTime, f: impl FnMut()) -> (f64, &'stat
 /// What the benchmarks decided on, kept for the summary's own timings.
 struct Subjects {
     edge: Edge,
+    isolate: IsolateStage,
     app_rules: RuleSet,
     /// Per-address tables by number of addresses.
     floods: Vec<(u64, IpFlood)>,
@@ -345,6 +391,13 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
     {
         let mut group = c.benchmark_group("reference_rule");
         group.bench_function("evaluate", |b| b.iter(|| black_box(edge.decide())));
+        group.finish();
+    }
+    let mut isolate = IsolateStage::new();
+    assert!(isolate.decide(), "the isolate store admits the reference traffic");
+    {
+        let mut group = c.benchmark_group("rules_stage");
+        group.bench_function("isolate_store", |b| b.iter(|| black_box(isolate.decide())));
         group.finish();
     }
 
@@ -397,19 +450,25 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
         }
         group.finish();
     }
-    Subjects { edge, app_rules, floods, sides }
+    Subjects { edge, isolate, app_rules, floods, sides }
 }
 
 /// ns per decision of each benchmark (criterion's estimates where it wrote them), with
 /// governor's fake clock on its own and the pacer's reserve alone.
 fn print_summary(subjects: &mut Subjects, started: SystemTime) {
-    let Subjects { edge, app_rules, floods, sides } = subjects;
+    let Subjects { edge, isolate, app_rules, floods, sides } = subjects;
     println!();
     println!("summary (ns per decision):");
     let (ns, source) = ns_per_decision("reference_rule/evaluate", started, || {
         black_box(edge.decide());
     });
     println!("reference rule evaluation: {ns:.1} ns/decision ({source})");
+    let (ns, source) = ns_per_decision("rules_stage/isolate_store", started, || {
+        black_box(isolate.decide());
+    });
+    println!(
+        "the rules stage, the reference rule on the isolate store (key, digest, count, headers): {ns:.1} ns/request ({source})"
+    );
     let (ns, source) = ns_per_decision("paths/normalise_and_match_20", started, || {
         black_box(normalise_and_match(app_rules));
     });

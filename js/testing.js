@@ -49,6 +49,11 @@ export const COMPATIBILITY_FLAGS = Object.freeze(["enable_request_signal"]);
  * export the `RateLimiter` class. `build` is then `"deploy"` (no `faults`).
  * @property {Record<string, string>} [vars] More bindings (name → string).
  * @property {string} [binding] The Durable Object binding's name (default `RATE_LIMITER`).
+ * @property {Record<string, { limit: number, period: 10 | 60 }> | false} [ratelimits] Workers Rate
+ * Limiting bindings (Miniflare's own implementation of them), name → its `simple` limit and period.
+ * Default: one per binding that a rule with `"store": "cloudflare"` names, with that rule's
+ * `requests_per_period` and `period`, as its wrangler.toml `[[ratelimits]]` would say; `false`:
+ * none (a Worker whose rules name one then refuses to start, naming it).
  * @property {{ store?: "unavailable" | "slow" | "fleet-tenants", lease?: "leak", client?: "leaves" }} [faults]
  * The development build only: every Durable Object call fails, answers after 5 s (past the
  * edge's 1 s timeout), or fails for the fleet-wide tenant objects only; budget leases are
@@ -220,6 +225,7 @@ export async function startEdge({
   main,
   vars,
   binding = "RATE_LIMITER",
+  ratelimits,
 } = {}) {
   checkNode();
   if (main !== undefined) build = "deploy";
@@ -288,6 +294,7 @@ export async function startEdge({
           ],
         }),
     durableObjects: { [binding]: { className: "RateLimiter", useSQLite: true } },
+    ratelimits: rateLimitBindings(ratelimits ?? bindingsOfRules(rules)),
     ...(persist ? { durableObjectsPersist: persist } : {}),
     // The development origin serves the www/ pages through ASSETS (in a checkout).
     ...(build === "dev" && existsSync(paths.www)
@@ -351,4 +358,39 @@ export async function startEdge({
       await mf.dispose();
     },
   };
+}
+
+/**
+ * The Workers Rate Limiting bindings the rules' `"store": "cloudflare"` rules name, each with
+ * its rule's limit and period (rules that are not valid JSON name none: the Worker says why).
+ * @param {string | object | undefined | null} rules
+ * @returns {Record<string, { limit: number, period: number }>}
+ */
+function bindingsOfRules(rules) {
+  let parsed = rules;
+  if (typeof rules === "string") {
+    try {
+      parsed = JSON.parse(rules);
+    } catch {
+      return {};
+    }
+  }
+  /** @type {Record<string, { limit: number, period: number }>} */
+  const out = {};
+  const list = parsed && typeof parsed === "object" && Array.isArray(parsed.rules) ? parsed.rules : [];
+  for (const rule of list) {
+    if (rule?.store === "cloudflare" && typeof rule.binding === "string" && !(rule.binding in out)) {
+      out[rule.binding] = { limit: rule.requests_per_period, period: rule.period };
+    }
+  }
+  return out;
+}
+
+/**
+ * Miniflare's `ratelimits` option: each binding in its own namespace.
+ * @param {Record<string, { limit: number, period: number }> | false} given
+ */
+function rateLimitBindings(given) {
+  if (!given) return {};
+  return Object.fromEntries(Object.entries(given).map(([name, { limit, period }], i) => [name, { namespace_id: String(1001 + i), simple: { limit, period } }]));
 }

@@ -6,7 +6,10 @@
 // (Content-Length) and streamed (chunked, no declared length), each beside the same body
 // under a plain rule (one route bucket) with the same source count: the difference is the
 // tenant path (key hash, limit lookup, both buckets; a streamed body's bytes charged as it
-// comes); and a plain rule with its decision lines on and off (the rules file's `log`).
+// comes); and a plain rule with its decision lines on and off (the rules file's `log`);
+// then each rule store (a Durable Object per key, the Workers Rate Limiting binding as
+// Miniflare implements it, the isolate's own count), with a key that has quota left and with
+// a blocked key, against the same pass-through Worker.
 // Run with Node 22 after `npm run build`. (`scripts/bench-edge-ab.mjs` compares this
 // checkout's edge with another's, request by request.)
 import { createHash } from "node:crypto";
@@ -195,6 +198,45 @@ console.log(
   `a decision's log line, p50: ${ms(p50s["plain rule, every decision logged (default)"] - p50s["plain rule, no decision lines (log none)"])} ` +
     "(workerd's console under Miniflare, which hands each line to Node)",
 );
+
+// Each store: a key with quota left, and a key blocked by its mitigation_timeout.
+console.log();
+console.log(`${"store".padEnd(46)} ${"p50/p99".padEnd(22)} added p50/p99`);
+const plainGet = await timings(plainUrl, "GET", "/s/x", N);
+const storeRule = (id, store, fields) => ({
+  id,
+  match: { path: { starts_with: `/${id}/` } },
+  characteristics: ["ip.src"],
+  store,
+  // one algorithm for every store: the binding's own (fixed windows of 10 or 60 s)
+  algorithm: "fixed_window",
+  period: 60,
+  ...fields,
+  ...(store === "cloudflare" ? { binding: `${id.toUpperCase()}_LIMITER` } : {}),
+});
+for (const store of ["durable_object", "cloudflare", "isolate"]) {
+  const rules = {
+    rules: [storeRule("free", store, { requests_per_period: 1_000_000 }), storeRule("blocked", store, { requests_per_period: 1, mitigation_timeout: 3600 })],
+  };
+  const stores = await startEdge({ build: "deploy", rules, origin: originUrl });
+  try {
+    for (const [key, path, expect] of [
+      ...(store === "durable_object" ? [["no rule matches (the edge alone)", "/none/x", 200]] : []),
+      ["a key with quota left", "/free/x", 200],
+      ["a blocked key", "/blocked/x", 429],
+    ]) {
+      if (expect === 429) await fetch(`${stores.url}${path}`, { headers: { "cf-connecting-ip": "198.51.100.200" } });
+      await timings(stores.url, "GET", path, WARMUP, { expect });
+      const ours = await timings(stores.url, "GET", path, N, { expect });
+      const [a50, a99, b50, b99] = [pct(ours, 50), pct(ours, 99), pct(plainGet, 50), pct(plainGet, 99)];
+      const label = path === "/none/x" ? key : `${store}, ${key}`;
+      console.log(`${label.padEnd(46)} ${`${ms(a50)} / ${ms(a99)}`.padEnd(22)} ${ms(a50 - b50)} / ${ms(a99 - b99)}`);
+    }
+  } finally {
+    await stores.close();
+  }
+}
+console.log("(a blocked key is answered from the isolate's block cache for the Durable Object and the binding, and by the isolate's own count for the isolate store)");
 
 await edge.close();
 await plain.dispose();

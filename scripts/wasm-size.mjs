@@ -17,16 +17,21 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /** Each package's wasm and its budget (gzip -9 bytes), and why that number. */
 export const BUDGETS = [
-  { label: "worker (deploy)", wasm: "worker/pkg/sluicegate_worker_bg.wasm", budget: 215_000, why: "what a deploy uploads: at most 215 KB" },
+  {
+    label: "worker (deploy)",
+    wasm: "worker/pkg/sluicegate_worker_bg.wasm",
+    budget: 219_500,
+    why: "what a deploy uploads: 215 KB, and 4.5 KB for the stores a rule may pick (the Cloudflare binding, the isolate)",
+  },
   { label: "sluicegate", wasm: "pkg/sluicegate_bg.wasm", budget: 55_000, why: "a page's pacer and Open-Meteo's query reader: at most 55 KB" },
-  { label: "sluicegate/edge", wasm: "pkg-edge/sluicegate_bg.wasm", budget: 121_700, why: "115,913 bytes + 5 %" },
+  { label: "sluicegate/edge", wasm: "pkg-edge/sluicegate_bg.wasm", budget: 124_200, why: "121,808 bytes (the rules' stores: their validation and check-rules lines) + 2 %" },
   { label: "sluicegate/limit", wasm: "pkg-limit/sluicegate_bg.wasm", budget: 30_000, why: "the keyed limits alone: at most 30 KB" },
   { label: "sluicegate/smartflow", wasm: "pkg-smartflow/sluicegate_bg.wasm", budget: 80_000, why: "at most 80 KB" },
   {
     label: "sluicegate/sim",
     wasm: "pkg-sim/sluicegate_bg.wasm",
-    budget: 291_600,
-    why: "the edge's own pipeline in the replay: its pre-read, rules and tenant stages, and which requests are timing-limited (285,890 bytes) + 2 %",
+    budget: 302_700,
+    why: "the edge's own pipeline in the replay: its pre-read, rules and tenant stages, which requests are timing-limited, and each rule's store over locations and isolates (296,729 bytes) + 2 %",
   },
 ];
 

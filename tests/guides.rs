@@ -164,3 +164,21 @@ fn the_readme_links_both_guides() {
         assert!(readme.contains(&format!("({guide})")), "README.md does not link {guide}");
     }
 }
+
+#[test]
+fn every_rules_file_the_readme_shows_is_valid() {
+    let readme = read("README.md");
+    let mut shown = 0;
+    for block in readme.split("```json\n").skip(1) {
+        let text = block.split("\n```").next().unwrap_or_default();
+        if !text.trim_start().starts_with("{ \"rules\"") && !text.trim_start().starts_with("{\"rules\"") {
+            continue;
+        }
+        shown += 1;
+        if let Err(problems) = sluicegate::rules::RuleSet::from_json(text) {
+            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            panic!("README.md shows a rules file that does not validate:\n{text}\n{problems:#?}");
+        }
+    }
+    assert!(shown >= 2, "README.md shows {shown} rules files");
+}

@@ -9,10 +9,15 @@
 //! - the instant a token of its tenant's bucket comes back after one of the tenant's
 //!   admissions (every `1 / rate` seconds, as many as the burst holds, at most
 //!   [`REFILLS_WATCHED`]).
+//!
+//! A request that a rule on the Cloudflare binding counts (`"store": "cloudflare"`) is
+//! reported apart whenever it comes: the binding's windows follow its own clock (the wall
+//! clock, in Miniflare), never the replay's, so the simulator cannot say which window it
+//! lands in.
 
 use super::edge::{host_of, EdgeFacts};
 use super::{EdgeDecision, Names, SimError, TraceReader};
-use crate::edge::rules::{Algorithm, RuleSet};
+use crate::edge::rules::{Algorithm, RuleSet, Store};
 use crate::edge::tenants::{effective, Identify};
 use alloc::format;
 use alloc::string::ToString;
@@ -51,6 +56,8 @@ struct Row {
     address: Option<u32>,
     tenant: Option<u32>,
     refill: Option<(f64, u32)>,
+    /// Whether a rule on the Cloudflare binding counts it.
+    binding: bool,
 }
 
 /// Whether each row of `trace` (decided as `decided` says, in the trace's order) is within
@@ -107,7 +114,7 @@ pub fn timing_limited(
                 let phase = row.t - (row.t / p).floor() * p;
                 phase <= tolerance_s || p - phase <= tolerance_s
             });
-            on_window || near(row.address, row.t) || near(row.tenant, row.t)
+            row.binding || on_window || near(row.address, row.t) || near(row.tenant, row.t)
         })
         .collect())
 }
@@ -133,7 +140,12 @@ fn rows(rules: &RuleSet, label: &str, trace: &str) -> Result<Vec<Row>, SimError>
         let address = facts.as_ref().and_then(|f| f.facts().identity).map(|i| i.ip.to_string());
         let tenant = facts.as_ref().zip(header.as_deref()).and_then(|(f, name)| f.header(name));
         let refill = tenant.as_deref().and_then(|t| refill(rules, t));
+        let binding = facts.as_ref().is_some_and(|f| {
+            let request = f.facts();
+            rules.rules().iter().any(|r| matches!(r.store, Store::Cloudflare { .. }) && r.matches(&request))
+        });
         out.push(Row {
+            binding,
             t: r.t,
             address: address.map(|a| groups.intern(&a)),
             tenant: tenant.map(|t| groups.intern(&format!("\u{1f}{t}"))),
@@ -166,6 +178,15 @@ mod tests {
             [false, false, true, false, true, true],
             "9.998: a window's edge; 12.0: the request at 2.0 leaves its period; 17.002: the block at 12.0 ends"
         );
+    }
+
+    #[test]
+    fn every_request_a_binding_rule_counts_is_reported_apart() {
+        let rules = r#"{"rules": [{"id": "api", "match": {"path": {"starts_with": "/api/"}}, "store": "cloudflare",
+            "binding": "API_LIMITER", "characteristics": ["ip.src"], "period": 60, "requests_per_period": 2}]}"#;
+        let trace = "t,ip.src,endpoint\n1.0,198.51.100.7,/api/x\n30.0,198.51.100.7,/index.html\n";
+        use EdgeDecision::Admitted;
+        assert_eq!(limited(rules, trace, &[Admitted, Admitted]), [true, false]);
     }
 
     #[test]

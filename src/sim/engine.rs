@@ -264,8 +264,7 @@ impl BindingCounts {
     fn limit(&mut self, rule: &crate::edge::rules::Rule, key: &str, now: Instant) -> bool {
         let quota = rule.quota();
         let window = self.keys.entry_ref(key).or_insert_with(|| {
-            crate::core::limit::FixedWindow::new(quota.limit, quota.window)
-                .expect("a valid rule's limit and period")
+            crate::core::limit::FixedWindow::new(quota.limit, quota.window).expect("a valid rule's limit and period")
         });
         window.check(now, 1).is_ok_and(|d| matches!(d, Decision::Allow { .. }))
     }

@@ -77,6 +77,30 @@ test("two overlapping rules (20 per 10 s per address and colo over a 0.5/s bucke
   assert.equal(report.agree, report.compared);
 });
 
+test("a rule per store (a Durable Object, the isolate, the Cloudflare binding): the first two replay request for request, the binding's requests are reported apart", {
+  timeout: 60_000,
+}, async () => {
+  const rule = (id, store) => ({
+    id,
+    match: { path: { starts_with: `/${id}/` } },
+    characteristics: ["ip.src"],
+    store,
+    period: 10,
+    requests_per_period: 8,
+    ...(store === "cloudflare" ? { binding: "C_LIMITER" } : { mitigation_timeout: 5 }),
+  });
+  const rules = { rules: [rule("a", "durable_object"), rule("b", "isolate"), rule("c", "cloudflare")] };
+  const rows = [];
+  for (let i = 0; i < 300; i++) rows.push(`${(i * 0.1 + 0.013 * (i % 7)).toFixed(3)},198.51.100.${1 + (i % 2)},AMS,/${"abc"[i % 3]}/x`);
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.ok(report.edge.refused > 60, `the rules refuse (${report.edge.refused})`);
+  assert.ok(report.timingLimited >= 100, `every request on the binding is reported apart (${report.timingLimited})`);
+  assert.ok(report.compared >= 100, `the object's and the isolate's requests are compared (${report.compared})`);
+  assert.deepEqual(report.disagreements, []);
+  assert.equal(report.agree, report.compared);
+});
+
 test("a tenants section behind a rule (a key's tenant, an unknown key, bodies over the cap, a tenant over its rate) from two colos: each request decided alike", {
   timeout: 90_000,
 }, async () => {

@@ -41,8 +41,13 @@ pub struct Counted {
     pub count: Option<Vec<u8>>,
 }
 
-/// One rule's counters, by key.
-type KeyTable = Keyed<String, Blocking<AnyLimiter>>;
+/// One rule's counters, by the key's digest (a key of any length takes the same room; the
+/// isolate's tables are of the same kind).
+type KeyTable = Keyed<Digest, Blocking<AnyLimiter>>;
+
+/// The digest a [`Counts`] table knows a key by. A Durable Object is named by its key, so it
+/// holds one: the hash needs no secret.
+const KEY_DIGEST: crate::edge::redact::KeyedHash = crate::edge::redact::KeyedHash::new(0x636f_756e, 0x7473);
 
 /// Counters by key: one [`Keyed`] table per rule (its limiter the prototype), so idle keys
 /// are forgotten and a full table of busy keys refuses a new one, as the core's keyed
@@ -67,7 +72,8 @@ impl Counts {
     /// Whether `key` of `rule` has no counter here yet: the caller reads what was stored for
     /// it and passes it to [`Counts::check`].
     pub fn is_new(&self, rule: &Rule, key: &str) -> bool {
-        self.rules.get(&rule.id).is_none_or(|(r, table)| r != rule || table.get(key).is_none())
+        let key = KEY_DIGEST.digest(key.as_bytes());
+        self.rules.get(&rule.id).is_none_or(|(r, table)| r != rule || table.get(&key).is_none())
     }
 
     /// Count one request of `key` under `rule` at `now`. `stored` is read for a new key
@@ -86,6 +92,7 @@ impl Counts {
             *entry = (rule.clone(), Keyed::new(rule.limiter(), max, 0x6b65_7973));
         }
         let table = &mut entry.1;
+        let key = &KEY_DIGEST.digest(key.as_bytes());
         let blocked_before = match table.get(key) {
             Some(counter) => counter.blocked_until(now),
             // a new key's block restored from storage was started before, not by this check
@@ -124,11 +131,8 @@ impl Counts {
 /// full table of keys still counting refuses a new one.
 #[derive(Default)]
 pub struct IsolateCounts {
-    rules: HashMap<String, (Rule, DigestTable), FixedState>,
+    rules: HashMap<String, (Rule, KeyTable), FixedState>,
 }
-
-/// One rule's counters in the isolate, by key digest.
-type DigestTable = Keyed<Digest, Blocking<AnyLimiter>>;
 
 impl IsolateCounts {
     /// Count one request of the key whose digest is `key` under `rule` (at most `max_keys`

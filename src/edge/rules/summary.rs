@@ -180,8 +180,8 @@ fn store_part(rule: &Rule) -> String {
         }
         Store::Isolate { max_keys } => {
             let full = match rule.on_store_failure {
-                StoreFailure::Open => "admitted uncounted (on_store_failure open)",
-                StoreFailure::Closed => "refused with 503 (on_store_failure closed)",
+                StoreFailure::Open => "admitted uncounted, as on_store_failure \"open\" says",
+                StoreFailure::Closed => "refused with 503, as on_store_failure \"closed\" says",
             };
             format!(
                 "store isolate: no round trip, each isolate counts its own {limit}, so N isolates admit up to N × \
