@@ -299,6 +299,20 @@ test("an edge_rules path that cannot be fetched shows the error box naming the p
   assert.deepEqual(pageErrors, [], "no script errors on the page");
 });
 
+test("a rule's store spread over isolates: the Stores table says how far it can overshoot", async () => {
+  const rules = JSON.parse(readFileSync(path.join(root, "worker/rules.json"), "utf8"));
+  rules.rules[0].store = "isolate";
+  const config = JSON.parse(readFileSync(path.join(root, "examples/edge-api.json"), "utf8"));
+  config.edge_rules = rules;
+  config.edge_spread = { isolates: 8 };
+  await page.fill("[data-testid=config]", JSON.stringify(config, null, 2));
+  assert.equal(await run(), "done");
+  const markdown = await page.textContent("[data-testid=markdown]");
+  assert.match(markdown, /\n## Stores\n/);
+  assert.match(markdown, /\| api \| isolate \| 8 isolates × 1 location \| 20 per 10s \| 160 \| 50 \|/);
+  assert.deepEqual(pageErrors, [], "no script errors on the page");
+});
+
 test("orders-api-tuned: no high findings", async () => {
   await page.selectOption("[data-testid=example]", "orders-api-tuned");
   assert.equal(await run(), "done");

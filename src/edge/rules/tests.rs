@@ -1392,7 +1392,9 @@ fn what_the_cloudflare_binding_cannot_do_is_refused_naming_the_field() {
     let e = first_error(&one_rule(r#""binding": "LIMITER", "period": 10, "requests_per_period": 20"#));
     assert_eq!(e.field, "binding");
     assert!(e.message.contains("this one's store is \"durable_object\""), "{e}");
-    assert_eq!(cf(r#""binding": "9x", "period": 10, "requests_per_period": 1"#).field, "binding");
+    let e = first_error(&one_rule(r#""store": "cloudflare", "binding": "9x", "period": 10, "requests_per_period": 1"#));
+    assert_eq!(e.field, "binding");
+    assert!(e.message.contains("not starting with a digit") && e.message.contains("got \"9x\""), "{e}");
     let e = first_error(&one_rule(
         r#""store": "cloudflare", "binding": "RATE_LIMITER", "period": 10, "requests_per_period": 20"#,
     ));
