@@ -644,6 +644,9 @@ pub enum TenantScope {
     /// One count per tenant across the fleet (each data centre's own count answers when
     /// the fleet's store cannot).
     Fleet,
+    /// One count per tenant in each isolate, in its own table: no store is asked (no round
+    /// trip), and N isolates admit up to N × a tenant's limit.
+    Isolate,
 }
 
 impl TenantScope {
@@ -652,6 +655,7 @@ impl TenantScope {
         match self {
             TenantScope::Colo => "colo",
             TenantScope::Fleet => "fleet",
+            TenantScope::Isolate => "isolate",
         }
     }
 }

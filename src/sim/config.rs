@@ -1035,7 +1035,7 @@ fn tenant_stage_policy(tenants: &crate::edge::tenants::Tenants) -> Policy {
         name: "tenants".into(),
         algorithm: PolicyAlgorithm::TenantQuota { rate, burst },
         key: match tenants.scope {
-            crate::edge::tenants::TenantScope::Colo => KeyBy::TenantColo,
+            crate::edge::tenants::TenantScope::Colo | crate::edge::tenants::TenantScope::Isolate => KeyBy::TenantColo,
             crate::edge::tenants::TenantScope::Fleet => KeyBy::Tenant,
         },
         window_s: 1.0,

@@ -877,7 +877,9 @@ impl<'c, 'o> Engine<'c, 'o> {
         let slot = &mut self.pair_keys[p * n + j];
         if let (Some(tenant), NO_KEY) = (tenant, *slot) {
             let key = match stage.tenants().scope {
-                crate::edge::tenants::TenantScope::Colo => format!("{tenant} @ {}", facts.colo()),
+                crate::edge::tenants::TenantScope::Colo | crate::edge::tenants::TenantScope::Isolate => {
+                    format!("{tenant} @ {}", facts.colo())
+                }
                 crate::edge::tenants::TenantScope::Fleet => tenant,
             };
             let names = &mut self.key_names[j];

@@ -323,3 +323,20 @@ describe("a Durable Object's tenant buckets", () => {
     }
   });
 });
+
+describe("isolate scope", () => {
+  test("one count per tenant in the isolate, whatever the colo, and no store is asked", async () => {
+    const origin = await server();
+    // every Durable Object call fails: a charge in a store would log a store-failure
+    const edge = await startEdge({ rules: tenantsConfig({ scope: "isolate" }), origin: origin.url, faults: { store: "unavailable" } });
+    try {
+      const statuses = [];
+      for (const colo of ["AMS", "DFW", "SIN", "LHR"]) statuses.push((await post(edge, "acme", { colo })).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429], "one burst of 3 in this isolate, across colos");
+      assert.ok(!edge.logLines().some((line) => line.includes('"store-failure","tenant":"acme"')), edge.logLines().join("\n"));
+    } finally {
+      await edge.close();
+      await origin.close();
+    }
+  });
+});

@@ -158,12 +158,15 @@ impl ChargeWalk {
     /// A charge of `tenant` under `limit` (its buckets counted per `scope`, from `colo`).
     pub fn new(scope: TenantScope, tenant: Rc<str>, colo: Option<&str>, limit: Applied, what: Charge) -> Self {
         // Fleet scope asks the tenant's one object; when it cannot answer, the colo's own
-        // buckets (colo scope's object) do; when no store answers, the isolate's.
+        // buckets (colo scope's object) do; when no store answers, the isolate's, which
+        // isolate scope charges straight away.
         let mut stores = Vec::with_capacity(2);
         if scope == TenantScope::Fleet {
             stores.push(format!("tenant\u{1f}{tenant}"));
         }
-        stores.push(format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown")));
+        if scope != TenantScope::Isolate {
+            stores.push(format!("tenant\u{1f}{tenant}\u{1f}{}", colo.unwrap_or("unknown")));
+        }
         ChargeWalk { stores, next: 0, tenant, limit, what, decision: None, notes: Vec::new() }
     }
 

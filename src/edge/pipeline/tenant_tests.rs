@@ -13,14 +13,13 @@ use alloc::vec::Vec;
 
 const KEY_HASH: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"; // sha256("foo")
 
-fn rules(scope: &str) -> RuleSet {
-    let text = r#"{"rules": [], "tenants": {"match": {"path": {"starts_with": "/hooks/"}}, "key_header": "x-api-key",
+const RULES_TEXT: &str = r#"{"rules": [], "tenants": {"match": {"path": {"starts_with": "/hooks/"}}, "key_header": "x-api-key",
         "keys": {"KEY": "acme"},
         "limits": {"acme": {"rate": 1, "burst": 2, "max_body_bytes": 1000, "max_queue": 1}},
-        "max_body_bytes": 5000, "scope": "SCOPE"}}"#
-        .replace("KEY", KEY_HASH)
-        .replace("SCOPE", scope);
-    RuleSet::from_json(&text).unwrap()
+        "max_body_bytes": 5000, "scope": "SCOPE"}}"#;
+
+fn rules(scope: &str) -> RuleSet {
+    RuleSet::from_json(&RULES_TEXT.replace("KEY", KEY_HASH).replace("SCOPE", scope)).unwrap()
 }
 
 /// What the Worker would see: the steps asked, in order, and the verdict.
@@ -256,4 +255,25 @@ fn a_streamed_body_is_cut_at_its_cap_or_its_share_and_its_bytes_charged_to_its_b
         streamed.charged(Decision::Deny { retry_after: wait }),
         Err(TenantRefusal::Limited { tenant: "acme".into(), wait })
     );
+}
+
+#[test]
+fn isolate_scope_charges_the_isolate_s_own_table_and_asks_no_store() {
+    // (no share in flight here: the requests below are never finished)
+    let text = RULES_TEXT.replace(", \"max_queue\": 1", "").replace("KEY", KEY_HASH).replace("SCOPE", "isolate");
+    let set = RuleSet::from_json(&text).unwrap();
+    let t = Instant::from_secs(10);
+    let mut first = Isolate::default();
+    let mut never = |store: &str| -> Result<Decision, String> { panic!("no store is asked, got {store}") };
+    for n in 0..2 {
+        let r = run(&set, &mut first, "/hooks/a", Some("foo"), Some(10), t, &mut never, &mut none);
+        assert!(r.asked.iter().all(|a| a == "hash" || a == "overrides"), "request {n}: {:?}", r.asked);
+        assert!(matches!(r.verdict, TenantVerdict::Admitted(_)), "request {n}: within the burst of 2");
+    }
+    let r = run(&set, &mut first, "/hooks/a", Some("foo"), Some(10), t, &mut never, &mut none);
+    assert!(matches!(r.verdict, TenantVerdict::Refused(TenantRefusal::Limited { .. })), "past the burst");
+    // another isolate counts the tenant afresh
+    let mut second = Isolate::default();
+    let r = run(&set, &mut second, "/hooks/a", Some("foo"), Some(10), t, &mut never, &mut none);
+    assert!(matches!(r.verdict, TenantVerdict::Admitted(_)));
 }

@@ -43,8 +43,11 @@ impl RuleSet {
                 needs.push(format!("rule \"{}\"", rule.id));
             }
         }
-        if self.tenants.is_some() {
-            needs.push("the tenants' quotas".into());
+        match self.tenants.as_ref().map(|t| t.scope) {
+            None => {}
+            // counted in the isolate, but their runtime overrides are kept in an object
+            Some(crate::edge::tenants::TenantScope::Isolate) => needs.push("the tenants' runtime overrides".into()),
+            Some(_) => needs.push("the tenants' quotas".into()),
         }
         for upstream in self.upstreams.iter().filter(|u| u.scope == BudgetScope::Fleet) {
             needs.push(format!("the fleet budget \"{}\"", upstream.id));

@@ -492,18 +492,27 @@ fn tenants(v: &Value, errors: &mut Errors) -> Option<Tenants> {
             "missing: with tenant_header the sender names its tenant, so every invented name would be unlimited",
         );
     }
-    let scope = match obj.get("scope").map(|v| (v, v.as_str())) {
-        None | Some((_, Some("colo"))) => Some(TenantScope::Colo),
-        Some((_, Some("fleet"))) => Some(TenantScope::Fleet),
-        Some((v, _)) => {
-            errors.push("tenants.scope", format!("must be \"colo\" (the default) or \"fleet\", got {v}"));
-            None
-        }
-    };
+    let scope = tenant_scope(obj.get("scope"), errors);
     if errors.list.len() > before {
         return None;
     }
     Some(Tenants { matcher: matcher?, identify: identify?, keys, limits, default, max_body_bytes, scope: scope? })
+}
+
+/// `tenants.scope`: where a tenant's buckets are counted.
+fn tenant_scope(v: Option<&Value>, errors: &mut Errors) -> Option<TenantScope> {
+    match v.map(|v| (v, v.as_str())) {
+        None | Some((_, Some("colo"))) => Some(TenantScope::Colo),
+        Some((_, Some("fleet"))) => Some(TenantScope::Fleet),
+        Some((_, Some("isolate"))) => Some(TenantScope::Isolate),
+        Some((v, _)) => {
+            errors.push(
+                "tenants.scope",
+                format!("must be \"colo\" (the default), \"fleet\" or \"isolate\", got {}", brief(&v.to_string())),
+            );
+            None
+        }
+    }
 }
 
 /// `tenants.keys`: the SHA-256 (hex, lowercased) of each API key → its tenant

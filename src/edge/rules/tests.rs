@@ -1462,3 +1462,20 @@ fn a_missing_rate_limit_binding_is_named_with_the_lines_to_add() {
     // the Durable Object binding is then needed by nothing
     assert_eq!(set.without_binding("RATE_LIMITER"), WithoutBinding::Unused);
 }
+
+#[test]
+fn tenants_counted_in_the_isolate_need_the_durable_object_for_their_overrides_only() {
+    let text = |scope: &str| {
+        alloc::format!(
+            r#"{{"rules": [], "tenants": {{"match": {{}}, "tenant_header": "x-tenant", "default": {{"rate": 1, "burst": 2}},
+                "scope": "{scope}"}}}}"#
+        )
+    };
+    let set = RuleSet::from_json(&text("isolate")).unwrap();
+    assert_eq!(set.tenants().unwrap().scope, crate::edge::tenants::TenantScope::Isolate);
+    let WithoutBinding::Refuse(why) = set.without_binding("RATE_LIMITER") else { panic!("refused") };
+    assert!(why.contains("count in: the tenants' runtime overrides."), "{why}");
+    let e = first_error(&text("everywhere"));
+    assert_eq!(e.field, "tenants.scope");
+    assert!(e.message.contains("\"colo\" (the default), \"fleet\" or \"isolate\""), "{e}");
+}
