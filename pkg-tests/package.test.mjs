@@ -133,6 +133,10 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
   }
   // every file the exports map names, the declarations included, is in the package
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  // and the licences its `license` names, and the Node it runs on
+  assert.equal(pkg.license, "MIT OR Apache-2.0");
+  for (const licence of ["LICENSE-MIT", "LICENSE-APACHE"]) assert.ok(files.includes(licence), `${licence} in the package`);
+  assert.equal(pkg.engines?.node, ">=20", "the runtime entries are tested on Node 20 (the system Node run below)");
   const targets = (value) => (typeof value === "string" ? [value] : Object.values(value).flatMap(targets));
   for (const target of [pkg.types, ...targets(pkg.exports)]) {
     assert.ok(files.includes(target.replace(/^\.\//, "")), `${target} (package.json) in the package`);
