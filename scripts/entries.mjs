@@ -295,6 +295,8 @@ function packageJson(current) {
   for (const e of ENTRIES) {
     exports[e.subpath === "." ? "./wasm" : `${e.subpath}/wasm`] = { types: "./types/wasm.d.ts", default: `./${e.pkg}/sluicegate_bg.wasm` };
   }
+  // the rules file's JSON Schema, for a rules file's "$schema" and for editors
+  exports["./schema/rules.json"] = "./schema/rules.json";
   exports["./package.json"] = "./package.json";
   pkg.types = `./${typesFile(ENTRIES[0])}`;
   pkg.exports = exports;

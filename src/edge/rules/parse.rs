@@ -109,8 +109,13 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
         errors.push("", "must be an object with a \"rules\" array");
         return Err(errors.list);
     };
-    for key in root.keys().filter(|k| !ROOT_FIELDS.contains(&k.as_str())) {
+    for key in root.keys().filter(|k| *k != "$schema" && !ROOT_FIELDS.contains(&k.as_str())) {
         errors.push(key, format!("unknown field; the file has {}", ROOT_FIELDS.join(", ")));
+    }
+    // `"$schema"` names the JSON Schema an editor checks the file against (the package's
+    // `schema/rules.json`): read by editors, never by the edge.
+    if root.get("$schema").is_some_and(|v| !v.is_string()) {
+        errors.push("$schema", "must be a string: the path or URL of the file's JSON Schema");
     }
     let Some(list) = root.get("rules") else {
         errors.push("rules", "missing; it must be an array of rules");

@@ -1479,3 +1479,10 @@ fn tenants_counted_in_the_isolate_need_the_durable_object_for_their_overrides_on
     assert_eq!(e.field, "tenants.scope");
     assert!(e.message.contains("\"colo\" (the default), \"fleet\" or \"isolate\""), "{e}");
 }
+
+#[test]
+fn a_schema_reference_is_read_by_editors_and_ignored_by_the_edge() {
+    let with = r#"{"$schema": "./node_modules/sluicegate/schema/rules.json", "rules": []}"#;
+    assert_eq!(RuleSet::from_json(with).unwrap(), RuleSet::from_json(r#"{"rules": []}"#).unwrap());
+    assert_eq!(first_error(r#"{"$schema": 1, "rules": []}"#).field, "$schema");
+}

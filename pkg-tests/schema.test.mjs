@@ -1,0 +1,108 @@
+// The rules file's JSON Schema (schema/rules.json, shipped as sluicegate/schema/rules.json)
+// against the edge's own validator, both ways: every rules file the repository and the README
+// show validates under both; files the validator refuses are refused by the schema wherever a
+// schema can say so (a repeated key or a non-normal path it cannot).
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import "../js/edge-node.js"; // instantiates the edge's build
+import { checkRulesLines } from "../pkg-edge/sluicegate.js";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const read = (rel) => readFileSync(path.join(ROOT, rel), "utf8");
+const schema = JSON.parse(read("schema/rules.json"));
+const validate = new Ajv2020({ allErrors: true, strict: false }).compile(schema);
+
+/** Whether the edge's validator accepts `text`, and its problems. */
+function edge(text) {
+  const out = checkRulesLines(text);
+  return "problems" in out ? out.problems : [];
+}
+
+/** The schema's problems with `text`, as `path: message`. */
+function schemaProblems(text) {
+  return validate(JSON.parse(text)) ? [] : validate.errors.map((e) => `${e.instancePath || "/"}: ${e.message}`);
+}
+
+/** The rules files the README shows (json blocks that start with `{ "rules"`). */
+function readmeRules() {
+  return read("README.md")
+    .split("```json\n")
+    .slice(1)
+    .map((block) => block.split("\n```")[0])
+    .filter((text) => /^\{\s*"rules"/.test(text.trimStart()));
+}
+
+test("every rules file in the repository and the README validates under the schema and the edge alike", () => {
+  const files = ["worker/rules.json", "worker/examples/traffic.json"].map((rel) => [rel, read(rel)]);
+  const shown = readmeRules().map((text, i) => [`README.md rules block ${i + 1}`, text]);
+  assert.ok(shown.length >= 2);
+  for (const [name, text] of [...files, ...shown]) {
+    assert.deepEqual(edge(text), [], `${name}: the edge accepts it`);
+    assert.deepEqual(schemaProblems(text), [], `${name}: the schema accepts it`);
+  }
+  // the repository's own files name the schema, as a user's would
+  for (const [name, text] of files) assert.equal(JSON.parse(text).$schema, "../schema/rules.json", name);
+});
+
+const rule = (fields) => JSON.stringify({ rules: [{ id: "api", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src"], ...fields }] });
+const windowed = { period: 10, requests_per_period: 20 };
+
+test("files both accept: every store, algorithm and section", () => {
+  for (const text of [
+    rule(windowed),
+    rule({ ...windowed, store: "isolate", mitigation_timeout: 10 }),
+    rule({ store: "cloudflare", binding: "API_LIMITER", period: 60, requests_per_period: 100 }),
+    rule({ store: "cloudflare", binding: "API_LIMITER", algorithm: "fixed_window", period: 10, requests_per_period: 100, mitigation_timeout: 30 }),
+    rule({ algorithm: "token_bucket", rate: 0.5, burst: 10, store: "isolate" }),
+    rule({ algorithm: "sliding_window", period: 60, requests_per_period: 50_000 }),
+    JSON.stringify({
+      $schema: "./node_modules/sluicegate/schema/rules.json",
+      rules: [],
+      capabilities: false,
+      log: { decisions: "refusals", sample: 0.1 },
+      trusted_proxies: ["10.0.0.0/8"],
+      pre_read: { per_ip: { rate: 10, burst: 20 }, source_bytes_per_second: null },
+      tenants: { match: { path: { starts_with: "/hooks/" } }, tenant_header: "x-tenant", default: { rate: 1, burst: 2 }, scope: "isolate" },
+      upstreams: [{ id: "db", match: { path: { starts_with: "/" } }, max_in_flight: 4, scope: "fleet", lease: 30 }],
+      egress: { providers: [{ id: "overpass", mirrors: ["https://overpass-api.de/api/"], min_interval_ms: 1000, cache: { ttl_s: 60, refresh: "behind" } }] },
+    }),
+  ]) {
+    assert.deepEqual(edge(text), [], `the edge accepts ${text}`);
+    assert.deepEqual(schemaProblems(text), [], `the schema accepts ${text}`);
+  }
+});
+
+test("files the edge refuses, the schema refuses too", () => {
+  const fixtures = readdirSync(path.join(ROOT, "tests/fixtures/rules"))
+    // a repeated key is invisible once parsed: only the edge's strict reader sees it
+    .filter((f) => f !== "duplicate-key.json")
+    .map((f) => [f, read(`tests/fixtures/rules/${f}`)]);
+  assert.ok(fixtures.length >= 8);
+  const crafted = [
+    ["an unknown field", rule({ ...windowed, perod: 10 })],
+    ["an unknown store", rule({ ...windowed, store: "redis" })],
+    ["a binding period of 30 s", rule({ store: "cloudflare", binding: "API_LIMITER", period: 30, requests_per_period: 20 })],
+    ["an algorithm the binding does not count by", rule({ store: "cloudflare", binding: "API_LIMITER", algorithm: "sliding_log", ...windowed })],
+    ["a cloudflare rule without its binding", rule({ store: "cloudflare", ...windowed })],
+    ["a binding on another store", rule({ ...windowed, binding: "API_LIMITER" })],
+    ["the Durable Object's binding name", rule({ store: "cloudflare", binding: "RATE_LIMITER", ...windowed })],
+    ["a token bucket with a period", rule({ algorithm: "token_bucket", rate: 1, burst: 2, period: 10 })],
+    ["a sliding log of 20,000", rule({ period: 10, requests_per_period: 20_000 })],
+    ["no characteristics", JSON.stringify({ rules: [{ id: "api", match: {}, ...windowed }] })],
+    ["capabilities: true", JSON.stringify({ rules: [], capabilities: true })],
+    ["a sample of 0", JSON.stringify({ rules: [], log: { sample: 0 } })],
+    ["tenants named by the sender without a default", JSON.stringify({ rules: [], tenants: { match: {}, tenant_header: "x-tenant" } })],
+    ["tenants scope everywhere", JSON.stringify({ rules: [], tenants: { match: {}, key_header: "x-api-key", scope: "everywhere" } })],
+    ["burst_bytes without bytes_per_second", JSON.stringify({ rules: [], tenants: { match: {}, tenant_header: "x-t", default: { rate: 1, burst: 1, burst_bytes: 10 } } })],
+    ["a provider with nothing bounding its calls", JSON.stringify({ rules: [], egress: { providers: [{ id: "p", mirrors: ["https://example.com/"] }] } })],
+    ["a lease on an isolate budget", JSON.stringify({ rules: [], upstreams: [{ id: "db", match: {}, max_in_flight: 2, lease: 30 }] })],
+    ["$schema that is not a string", JSON.stringify({ $schema: 1, rules: [] })],
+  ];
+  for (const [name, text] of [...fixtures, ...crafted]) {
+    assert.notDeepEqual(edge(text), [], `${name}: the edge refuses it`);
+    assert.notDeepEqual(schemaProblems(text), [], `${name}: the schema refuses it`);
+  }
+});
