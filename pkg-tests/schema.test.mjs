@@ -9,6 +9,7 @@ import { test } from "node:test";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import "../js/edge-node.js"; // instantiates the edge's build
 import { checkRulesLines } from "../pkg-edge/sluicegate.js";
+import { checkConfig } from "sluicegate/sim";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const read = (rel) => readFileSync(path.join(ROOT, rel), "utf8");
@@ -104,5 +105,60 @@ test("files the edge refuses, the schema refuses too", () => {
   for (const [name, text] of [...fixtures, ...crafted]) {
     assert.notDeepEqual(edge(text), [], `${name}: the edge refuses it`);
     assert.notDeepEqual(schemaProblems(text), [], `${name}: the schema refuses it`);
+  }
+});
+
+// The simulator's configuration: schema/sim-config.json beside the simulator's own check.
+const simSchema = JSON.parse(read("schema/sim-config.json"));
+const simAjv = new Ajv2020({ allErrors: true, strict: false });
+simAjv.addSchema(schema, "rules.json");
+const validateSim = simAjv.compile(simSchema);
+const simProblems = (value) => (validateSim(value) ? [] : validateSim.errors.map((e) => `${e.instancePath || "/"}: ${e.message}`));
+const simChecks = (text) => {
+  try {
+    checkConfig(text);
+    return [];
+  } catch (error) {
+    return [error.message];
+  }
+};
+
+test("every simulator configuration the repository ships validates under its schema and the simulator alike", () => {
+  const dirs = ["examples", "docs/examples", "www/examples"];
+  const configs = dirs.flatMap((dir) =>
+    readdirSync(path.join(ROOT, dir))
+      .filter((f) => f.endsWith(".json"))
+      .map((f) => `${dir}/${f}`),
+  );
+  const fixtures = readdirSync(path.join(ROOT, "tests/fixtures/sim/configs"))
+    .filter((f) => !f.startsWith("bad-") && !PYTHON_READINGS.has(f))
+    .map((f) => `tests/fixtures/sim/configs/${f}`);
+  assert.ok(configs.length >= 10 && fixtures.length >= 10);
+  for (const rel of [...configs, ...fixtures]) {
+    const value = JSON.parse(read(rel));
+    // a path to a rules file is read by the command line and the playground: check the object here
+    const inline = typeof value.edge_rules === "string" ? { ...value, edge_rules: JSON.parse(read(path.join(path.dirname(rel), value.edge_rules))) } : value;
+    assert.deepEqual(simChecks(JSON.stringify(inline)), [], `${rel}: the simulator accepts it`);
+    assert.deepEqual(simProblems(value), [], `${rel}: the schema accepts it`);
+  }
+});
+
+/** Fixtures of the reference's Python readings (numbers as strings, a string as a list): the simulator reads them, the schema describes the documented format. */
+const PYTHON_READINGS = new Set(["python-quirks.json", "reference-crash-quota.json"]);
+
+test("configurations the simulator refuses, the schema refuses too", () => {
+  // bad JSON never reaches a schema; a start after the end is arithmetic; a configuration with no clients is
+  // refused only when no trace brings the traffic
+  const unsayable = new Set(["bad-json-syntax.json", "bad-start-after-end.json", "bad-no-clients.json"]);
+  const bad = readdirSync(path.join(ROOT, "tests/fixtures/sim/configs")).filter((f) => f.startsWith("bad-") && !unsayable.has(f));
+  assert.ok(bad.length >= 15);
+  const crafted = [
+    ["an unknown field", { policies: [{ algorithm: "gcra", rate: 1 }], clients: [], durration_s: 1 }],
+    ["an edge spread of 0 isolates", { edge_rules: { rules: [] }, edge_spread: { isolates: 0 } }],
+    ["a rule the edge refuses", { edge_rules: { rules: [{ id: "api", match: {}, characteristics: ["ip.src"], store: "redis", period: 10, requests_per_period: 1 }] } }],
+  ];
+  for (const [name, value] of [...bad.map((f) => [f, JSON.parse(read(`tests/fixtures/sim/configs/${f}`))]), ...crafted]) {
+    assert.notDeepEqual(simChecks(JSON.stringify(value)), [], `${name}: the simulator refuses it`);
+    assert.notDeepEqual(simProblems(value), [], `${name}: the schema refuses it`);
   }
 });

@@ -297,6 +297,7 @@ function packageJson(current) {
   }
   // the rules file's JSON Schema, for a rules file's "$schema" and for editors
   exports["./schema/rules.json"] = "./schema/rules.json";
+  exports["./schema/sim-config.json"] = "./schema/sim-config.json";
   exports["./package.json"] = "./package.json";
   pkg.types = `./${typesFile(ENTRIES[0])}`;
   pkg.exports = exports;

@@ -567,7 +567,9 @@ impl Place<'_> {
 
     /// Refuses the first field of `obj` (in name order) that is not one of `allowed`.
     fn known_fields(&self, obj: &Map<String, Value>, allowed: &'static [&'static str]) -> Result<(), SimError> {
-        match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        // `"$schema"` at the top names the file's JSON Schema for editors; never read here.
+        let schema = |k: &str| k == "$schema" && self.list.is_empty();
+        match obj.keys().find(|k| !schema(k) && !allowed.contains(&k.as_str())) {
             None => Ok(()),
             Some(field) => {
                 let suggestion = crate::core::suggest::nearest(field, allowed);
@@ -1132,6 +1134,14 @@ mod tests {
     }
 
     /// A valid config with `extra` spliced into its top level, its second policy and its client.
+    #[test]
+    fn a_schema_reference_is_read_at_the_top_only() {
+        let with = config_with(r#", "$schema": "./node_modules/sluicegate/schema/sim-config.json""#, "", "");
+        assert!(Config::from_json(&with).is_ok());
+        let in_policy = config_with("", r#", "$schema": "x""#, "");
+        assert!(Config::from_json(&in_policy).is_err(), "a policy has no $schema");
+    }
+
     fn config_with(top: &str, policy: &str, client: &str) -> String {
         format!(
             r#"{{"duration_s": 10{top}, "policies": [{{"algorithm": "token_bucket", "rate": 1}},
