@@ -319,14 +319,11 @@ fn policy_row(cfg: &Config, p: &Policy, ps: &PolicyStats) -> PolicyRow {
 /// How many counters count one key of a rule in `store`, spread as `spread` says.
 fn store_row(store: &crate::edge::rules::Store, spread: &super::spread::Spread, exact: f64) -> StoreRow {
     use crate::edge::rules::Store;
-    let (locations, isolates) = (spread.locations.len(), spread.isolates.len());
-    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let locations = spread.locations.len();
     let (counters, described) = match store {
         Store::DurableObject => (1, "exact (one per key)".into()),
-        Store::Cloudflare { .. } => (locations, plural(locations, "location")),
-        Store::Isolate { .. } => {
-            (isolates * locations, format!("{} × {}", plural(isolates, "isolate"), plural(locations, "location")))
-        }
+        Store::Cloudflare { .. } => (locations, super::spread::plural(locations, "location")),
+        Store::Isolate { .. } => (spread.isolates.len() * locations, spread.describe()),
     };
     StoreRow { store: store.name(), counters, described, exact_per_window: round(exact, 1) }
 }

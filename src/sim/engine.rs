@@ -236,19 +236,26 @@ struct EdgeRun<'c> {
     pre_read: Option<usize>,
 }
 
+/// The value of `list` whose key `is`, made (the default, under `key()`) on first use.
+fn made_on_first_use<K, V: Default>(
+    list: &mut Vec<(K, V)>,
+    is: impl Fn(&K) -> bool,
+    key: impl FnOnce() -> K,
+) -> &mut V {
+    let i = list.iter().position(|(k, _)| is(k)).unwrap_or_else(|| {
+        list.push((key(), V::default()));
+        list.len() - 1
+    });
+    &mut list[i].1
+}
+
 /// The isolate of `colo` at `place` among `isolates` (made on first use).
 fn isolate_of<'i>(
     isolates: &'i mut Vec<((String, usize, usize), Isolate)>,
     colo: &str,
     place: (usize, usize),
 ) -> &'i mut Isolate {
-    match isolates.iter().position(|((c, l, i), _)| c == colo && (*l, *i) == place) {
-        Some(i) => &mut isolates[i].1,
-        None => {
-            isolates.push(((colo.to_owned(), place.0, place.1), Isolate::default()));
-            &mut isolates.last_mut().expect("just pushed").1
-        }
-    }
+    made_on_first_use(isolates, |(c, l, i)| c == colo && (*l, *i) == place, || (colo.to_owned(), place.0, place.1))
 }
 
 /// A model of one location's Workers Rate Limiting binding: per key, `requests_per_period`
@@ -276,13 +283,7 @@ fn binding_of<'b>(
     colo: &str,
     location: usize,
 ) -> &'b mut BindingCounts {
-    match bindings.iter().position(|((c, l), _)| c == colo && *l == location) {
-        Some(i) => &mut bindings[i].1,
-        None => {
-            bindings.push(((colo.to_owned(), location), BindingCounts::default()));
-            &mut bindings.last_mut().expect("just pushed").1
-        }
-    }
+    made_on_first_use(bindings, |(c, l)| c == colo && *l == location, || (colo.to_owned(), location))
 }
 
 /// The keyed hash of the simulated isolates' block caches (any key does).

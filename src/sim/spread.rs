@@ -80,9 +80,13 @@ impl Spread {
 
     /// How the spread reads in a report: `8 isolates × 3 locations`.
     pub fn describe(&self) -> alloc::string::String {
-        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         format!("{} × {}", plural(self.isolates.len(), "isolate"), plural(self.locations.len(), "location"))
     }
+}
+
+/// `n` places of `what`: `1 location`, `3 locations`.
+pub fn plural(n: usize, what: &str) -> alloc::string::String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Smooth weighted round-robin over weights: each turn every place gains its weight, and the

@@ -49,11 +49,30 @@ type KeyTable = Keyed<Digest, Blocking<AnyLimiter>>;
 /// holds one: the hash needs no secret.
 const KEY_DIGEST: crate::edge::redact::KeyedHash = crate::edge::redact::KeyedHash::new(0x636f_756e, 0x7473);
 
+/// Each rule's table, by rule id, with the rule it counts for.
+type RuleTables = HashMap<String, (Rule, KeyTable), FixedState>;
+
+/// `rule`'s table in `tables`, of at most `max` keys: made on first use, and afresh when the
+/// rule changed since its keys were counted.
+fn table_of<'t>(tables: &'t mut RuleTables, rule: &Rule, max: usize, salt: u64) -> &'t mut KeyTable {
+    let fresh = || (rule.clone(), Keyed::new(rule.limiter(), max, salt));
+    let entry = tables.entry_ref(rule.id.as_str()).or_insert_with(fresh);
+    if entry.0 != *rule {
+        *entry = fresh();
+    }
+    &mut entry.1
+}
+
+/// The keys held in `tables`, over every rule.
+fn keys_held(tables: &RuleTables) -> usize {
+    tables.values().map(|(_, table)| table.len()).sum()
+}
+
 /// Counters by key: one [`Keyed`] table per rule (its limiter the prototype), so idle keys
 /// are forgotten and a full table of busy keys refuses a new one, as the core's keyed
 /// limits do.
 pub struct Counts {
-    rules: HashMap<String, (Rule, KeyTable), FixedState>,
+    rules: RuleTables,
     max: usize,
 }
 
@@ -83,15 +102,7 @@ impl Counts {
     /// # Errors
     /// A request the rule's limiter can never admit (not for a cost of 1 and a valid rule).
     pub fn check(&mut self, rule: &Rule, key: &str, now: Instant, stored: Stored) -> Result<Counted, CostTooHigh> {
-        let max = self.max;
-        let entry = self
-            .rules
-            .entry_ref(rule.id.as_str())
-            .or_insert_with(|| (rule.clone(), Keyed::new(rule.limiter(), max, 0x6b65_7973)));
-        if entry.0 != *rule {
-            *entry = (rule.clone(), Keyed::new(rule.limiter(), max, 0x6b65_7973));
-        }
-        let table = &mut entry.1;
+        let table = table_of(&mut self.rules, rule, self.max, 0x6b65_7973);
         let key = &KEY_DIGEST.digest(key.as_bytes());
         let blocked_before = match table.get(key) {
             Some(counter) => counter.blocked_until(now),
@@ -116,7 +127,7 @@ impl Counts {
 
     /// The keys held, over every rule.
     pub fn len(&self) -> usize {
-        self.rules.values().map(|(_, table)| table.len()).sum()
+        keys_held(&self.rules)
     }
 
     /// Whether it holds no key.
@@ -131,33 +142,26 @@ impl Counts {
 /// full table of keys still counting refuses a new one.
 #[derive(Default)]
 pub struct IsolateCounts {
-    rules: HashMap<String, (Rule, KeyTable), FixedState>,
+    rules: RuleTables,
 }
 
 impl IsolateCounts {
     /// Count one request of the key whose digest is `key` under `rule` (at most `max_keys`
     /// keys) at `now`: the decision, or `None` when the key is new and the table is full of
-    /// keys still counting. A rule that counts differently since its keys were counted
-    /// starts them afresh.
+    /// keys still counting. A rule that changed since its keys were counted starts them
+    /// afresh.
     pub fn check(&mut self, rule: &Rule, max_keys: usize, key: Digest, now: Instant) -> Option<Decision> {
-        let table = || Keyed::new(rule.limiter(), max_keys, 0x6973_6f6c);
-        let entry = self.rules.entry_ref(rule.id.as_str()).or_insert_with(|| (rule.clone(), table()));
-        let same = |a: &Rule| {
-            a.algorithm == rule.algorithm && a.mitigation_timeout == rule.mitigation_timeout && a.store == rule.store
-        };
-        if !same(&entry.0) {
-            *entry = (rule.clone(), table());
-        }
-        let known = entry.1.get(&key).is_some();
+        let table = table_of(&mut self.rules, rule, max_keys, 0x6973_6f6c);
+        let known = table.get(&key).is_some();
         // (a request of cost 1 is never too costly for a valid rule)
-        let decision = entry.1.check(&key, now, 1).ok()?;
+        let decision = table.check(&key, now, 1).ok()?;
         // A fresh counter admits its first request: a new key refused was refused for room.
         (known || matches!(decision, Decision::Allow { .. })).then_some(decision)
     }
 
     /// The keys held, over every rule.
     pub fn len(&self) -> usize {
-        self.rules.values().map(|(_, table)| table.len()).sum()
+        keys_held(&self.rules)
     }
 
     /// Whether it holds no key.

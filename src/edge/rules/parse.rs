@@ -767,7 +767,7 @@ fn same_limit_per_binding(rules: &[Rule], errors: &mut Errors) {
             let q = r.quota();
             format!("{} per {} s", q.limit, q.window.as_secs_ceil())
         };
-        errors.rule = Some(format!("rules[{i}] (\"{}\")", rule.id));
+        errors.rule = Some(item_name("rules", i, Some(&rule.id)));
         errors.push(
             "binding",
             format!(
