@@ -112,6 +112,8 @@ pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<
     let mut config = serde_json::Map::new();
     config.insert("service".into(), "replay".into());
     config.insert("edge_rules".into(), rules);
+    // The replayed edge is one workerd: every colo's requests in its one isolate.
+    config.insert("edge_spread".into(), serde_json::json!({"colos": "together"}));
     let cfg = Config::from_value(&serde_json::Value::Object(config))?;
     let mut record = Record::default();
     simulate_trace(&cfg, label, || Ok(trace.as_bytes()), Some(&mut record))?;
@@ -164,6 +166,18 @@ mod tests {
         assert_eq!(admitted("a", "/static"), 1, "a path no rule matches");
         assert!(decided.windows(2).all(|w| w[0].t <= w[1].t), "in time order");
         assert!(decisions(config, "trace", "t,client\nx,a\n").is_err());
+    }
+
+    #[test]
+    fn a_replay_counts_every_colo_in_the_one_isolate_the_replayed_edge_has() {
+        // An isolate rule of 3 per 10 s on one address: 2 from AMS then 2 from FRA. One workerd
+        // serves both colos from one isolate, so the fourth is refused, as the edge refuses it.
+        let rules = r#"{"rules": [{"id": "api", "match": {"path": {"starts_with": "/api/"}},
+            "characteristics": ["ip.src"], "period": 10, "requests_per_period": 3, "store": "isolate"}]}"#;
+        let trace = "t,ip.src,cf.colo.id,endpoint\n1,198.51.100.7,AMS,/api/x\n2,198.51.100.7,AMS,/api/x\n\
+                     3,198.51.100.7,FRA,/api/x\n4,198.51.100.7,FRA,/api/x\n";
+        use EdgeDecision::{Admitted, Rule};
+        assert_eq!(edge_decisions(rules, "trace", trace).unwrap(), [Admitted, Admitted, Admitted, Rule]);
     }
 
     #[test]
@@ -235,12 +249,22 @@ mod tests {
             trace += &format!("0.{i},198.51.100.7,AMS,/api/x\n");
         }
         trace += "0.5,198.51.100.7,FRA,/api/x\n0.6,203.0.113.9,AMS,/api/x\n1.5,198.51.100.7,AMS,/api/x\n";
+        // `sluicegate sim`: each colo its own isolate.
+        let simulated = decisions(&format!(r#"{{"edge_rules": {rules}}}"#), "trace", &trace).unwrap();
+        let simulated: Vec<Option<&str>> =
+            simulated.iter().map(|d| if d.admitted { None } else { Some(d.pre_read.unwrap_or("rule")) }).collect();
+        assert_eq!(
+            simulated,
+            [None, None, Some("ip"), Some("ip"), None, None, None],
+            "per address in each colo's isolate (FRA counts apart), a token back each second"
+        );
+        // `sluicegate replay`: one workerd serves both colos from its one isolate.
         let decided = edge_decisions(rules, "trace", &trace).unwrap();
         use EdgeDecision::{Admitted, PreRead};
         assert_eq!(
             decided,
-            [Admitted, Admitted, PreRead("ip"), PreRead("ip"), Admitted, Admitted, Admitted],
-            "per address in each colo's isolate (FRA counts apart), a token back each second"
+            [Admitted, Admitted, PreRead("ip"), PreRead("ip"), PreRead("ip"), Admitted, Admitted],
+            "FRA shares AMS's isolate in the replayed edge: its request is the address's fifth"
         );
         assert_eq!(PreRead("ip").code(), 6);
         // In the report, the stage is a policy of its own, which the refusals are counted

@@ -753,7 +753,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let Some(facts) = &edge.facts[p] else { return Ok(None) };
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
         let n = self.cfg.policies.len();
-        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
+        let isolate = isolate_of(&mut edge.isolates, self.cfg.edge_spread.colo_of(facts.colo()), edge.place);
         let header = |name: &str| facts.header(name);
         let request = facts.facts();
         let mut check = RulesCheck::new(edge.set, SIM_HASH).without_log_keys();
@@ -766,7 +766,8 @@ impl<'c, 'o> Engine<'c, 'o> {
             let answer = match check.next(isolate, &request, &header, now) {
                 Step::Done => break,
                 Step::Ask { rule, key } if matches!(rule.store, Store::Cloudflare { .. }) => {
-                    let binding = binding_of(&mut edge.bindings, facts.colo(), edge.place.0);
+                    let binding =
+                        binding_of(&mut edge.bindings, self.cfg.edge_spread.colo_of(facts.colo()), edge.place.0);
                     Answer::Outcome { admitted: binding.limit(rule, key, now), at: now }
                 }
                 Step::Ask { rule, .. } => {
@@ -832,7 +833,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
         let request = facts.facts();
         let source = edge.set.pre_read().source_of(&request);
-        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
+        let isolate = isolate_of(&mut edge.isolates, self.cfg.edge_spread.colo_of(facts.colo()), edge.place);
         let checked = isolate.check_pre_read(edge.set, request.identity, source, facts.declared(), now);
         self.out.policies[j].checks += 1;
         let Err((check, wait)) = checked else { return Ok(None) };
@@ -866,7 +867,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let p = a.pair as usize;
         let Some(facts) = &edge.facts[p] else { return Ok(None) };
         let now = core_now(a.t).map_err(|msg| SimError::Input(format!("edge_rules: {msg}")))?;
-        let isolate = isolate_of(&mut edge.isolates, facts.colo(), edge.place);
+        let isolate = isolate_of(&mut edge.isolates, self.cfg.edge_spread.colo_of(facts.colo()), edge.place);
         let (tenant, refused) = match stage.decide(isolate, facts, now) {
             tenants::Decided::NoTenant => return Ok(None),
             tenants::Decided::Admitted(tenant) => (Some(tenant), None),

@@ -12,6 +12,11 @@
 //! A number is that many places fed round-robin; an array is one place per weight, fed in
 //! proportion to the weights (smooth weighted round-robin: deterministic, and as even as the
 //! weights allow).
+//!
+//! Each colo of the traffic has its own locations and isolates (`"colos": "apart"`, the
+//! default: colos are different machines), unless `"colos": "together"` puts every colo's
+//! requests in the same ones — one workerd serving them all, which is how `sluicegate
+//! replay` runs the edge.
 
 use super::SimError;
 use alloc::format;
@@ -29,12 +34,14 @@ pub struct Spread {
     pub locations: Vec<f64>,
     /// One weight per isolate of a location.
     pub isolates: Vec<f64>,
+    /// Whether every colo's requests land in the same locations and isolates.
+    pub colos_together: bool,
 }
 
 impl Default for Spread {
     /// One location, one isolate: the spread of a replay against one Worker.
     fn default() -> Self {
-        Spread { locations: vec![1.0], isolates: vec![1.0] }
+        Spread { locations: vec![1.0], isolates: vec![1.0], colos_together: false }
     }
 }
 
@@ -50,9 +57,21 @@ impl Spread {
         let obj = value
             .as_object()
             .ok_or_else(|| problem(format!("must be an object with \"locations\" and/or \"isolates\", got {value}")))?;
-        if let Some(other) = obj.keys().find(|k| *k != "locations" && *k != "isolates") {
-            return Err(problem(format!("unknown field \"{other}\"; it has \"locations\" and \"isolates\"")));
+        if let Some(other) = obj.keys().find(|k| !["locations", "isolates", "colos"].contains(&k.as_str())) {
+            return Err(problem(format!(
+                "unknown field \"{other}\"; it has \"locations\", \"isolates\" and \"colos\""
+            )));
         }
+        let colos_together = match obj.get("colos").map(|v| (v, v.as_str())) {
+            None | Some((_, Some("apart"))) => false,
+            Some((_, Some("together"))) => true,
+            Some((v, _)) => {
+                return Err(problem(format!(
+                    "colos must be \"apart\" (the default: each colo its own locations and isolates) or \
+                     \"together\" (every colo in the same ones, as one workerd serves them), got {v}"
+                )))
+            }
+        };
         let places = |field: &str| -> Result<Vec<f64>, SimError> {
             let how =
                 format!("a whole number of places fed round-robin (1 to {MAX_PLACES}), or an array of their weights");
@@ -70,7 +89,16 @@ impl Spread {
                 Some(other) => Err(problem(format!("{field} must be {how}, got {other}"))),
             }
         };
-        Ok(Spread { locations: places("locations")?, isolates: places("isolates")? })
+        Ok(Spread { locations: places("locations")?, isolates: places("isolates")?, colos_together })
+    }
+
+    /// The colo whose places a request of `colo` lands in.
+    pub fn colo_of<'c>(&self, colo: &'c str) -> &'c str {
+        if self.colos_together {
+            ""
+        } else {
+            colo
+        }
     }
 
     /// Whether traffic reaches more than one place.
@@ -145,10 +173,11 @@ mod tests {
 
     #[test]
     fn equal_places_are_fed_round_robin_and_weights_in_proportion() {
-        let mut even = Placer::new(&Spread { locations: vec![1.0; 2], isolates: vec![1.0; 3] });
+        let mut even = Placer::new(&Spread { locations: vec![1.0; 2], isolates: vec![1.0; 3], colos_together: false });
         let places: Vec<_> = (0..6).map(|_| even.place()).collect();
         assert_eq!(places, [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]);
-        let mut weighted = Placer::new(&Spread { locations: vec![1.0], isolates: vec![50.0, 30.0, 20.0] });
+        let mut weighted =
+            Placer::new(&Spread { locations: vec![1.0], isolates: vec![50.0, 30.0, 20.0], colos_together: false });
         let mut counts = [0; 3];
         for _ in 0..1000 {
             counts[weighted.place().1] += 1;
@@ -167,10 +196,13 @@ mod tests {
             (r#"{"locations": [1, -2]}"#, "each weight must be a positive number"),
             (r#"{"isolate": 2}"#, "unknown field \"isolate\""),
             (r#"{"isolates": 2.5}"#, "isolates must be"),
+            (r#"{"colos": "mixed"}"#, "colos must be \"apart\""),
         ] {
             let SimError::Input(msg) = read(text).unwrap_err() else { panic!("an input error") };
             assert!(msg.starts_with("edge_spread: ") && msg.contains(says), "{text}: {msg}");
         }
         assert_eq!(read(r#"{"isolates": 8, "locations": 3}"#).unwrap().describe(), "8 isolates × 3 locations");
+        let together = read(r#"{"colos": "together"}"#).unwrap();
+        assert_eq!((together.colo_of("AMS"), Spread::default().colo_of("AMS")), ("", "AMS"));
     }
 }

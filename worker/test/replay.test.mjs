@@ -77,7 +77,7 @@ test("two overlapping rules (20 per 10 s per address and colo over a 0.5/s bucke
   assert.equal(report.agree, report.compared);
 });
 
-test("a rule per store (a Durable Object, the isolate, the Cloudflare binding): the first two replay request for request, the binding's requests are reported apart", {
+test("a rule per store (a Durable Object, the isolate, the Cloudflare binding) from two colos: the first two replay request for request, the binding's requests are reported apart", {
   timeout: 60_000,
 }, async () => {
   const rule = (id, store) => ({
@@ -91,7 +91,7 @@ test("a rule per store (a Durable Object, the isolate, the Cloudflare binding): 
   });
   const rules = { rules: [rule("a", "durable_object"), rule("b", "isolate"), rule("c", "cloudflare")] };
   const rows = [];
-  for (let i = 0; i < 300; i++) rows.push(`${(i * 0.1 + 0.013 * (i % 7)).toFixed(3)},198.51.100.${1 + (i % 2)},AMS,/${"abc"[i % 3]}/x`);
+  for (let i = 0; i < 300; i++) rows.push(`${(i * 0.1 + 0.013 * (i % 7)).toFixed(3)},198.51.100.${1 + (i % 2)},${i % 4 < 2 ? "AMS" : "FRA"},/${"abc"[i % 3]}/x`);
   const report = await replay({ rulesText: JSON.stringify(rules), traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, speed: 10 });
   assert.deepEqual(report.errors, []);
   assert.ok(report.edge.refused > 60, `the rules refuse (${report.edge.refused})`);
