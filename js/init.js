@@ -30,8 +30,8 @@ export function explainInitFailure(error, moduleUrl, entry) {
   return new Error(message, { cause: error });
 }
 
-/** Where the README explains init() in a browser (the README ships in the package). */
-const README = "README.md, “The browser client”";
+/** Where the guide explains init() in a browser (its pages ship in the package). */
+const GUIDE = "docs/browser.md, “init() first, in a browser”";
 
 const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
 
@@ -66,7 +66,7 @@ export function browserEntry(init, entry) {
   const notLoaded = (called, name) =>
     new Error(
       `${entry}: call \`await init()\` before \`${called}\` (in a browser the .wasm is fetched by init(), the entry's default export: ` +
-        `\`import init, { ${name} } from "${entry}"; await init();\`; see ${README})`,
+        `\`import init, { ${name} } from "${entry}"; await init();\`; see ${GUIDE})`,
     );
 
   /**

@@ -6,10 +6,8 @@
 import { DecisionStatus, LimiterCore } from "../pkg-limit/sluicegate.js";
 import { notNumber } from "./numbers.js";
 
-/**
- * How a `Limiter` counts: the edge build's `LimiterOptions` (its Rust side declares them).
- * @typedef {import("../pkg-limit/sluicegate.js").LimiterOptions} LimiterOptions
- */
+/** How a `Limiter` counts: the build's `LimiterOptions` (its Rust side declares them, and sluicegate/limit exports them). */
+/** @import { LimiterOptions } from "../pkg-limit/sluicegate.js" */
 
 /**
  * A decision of `Limiter.limit`. Times are in ms, on the clock of `now` (default `Date.now()`).

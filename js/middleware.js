@@ -1,7 +1,7 @@
 // sluicegate/middleware: a keyed Limiter in front of an Express (or Connect) app or a Hono app
 // on Node, one process. Admitted requests get the RateLimit-Policy and RateLimit headers the
 // edge sends; refused ones a 429 with Retry-After and the edge's problem+json body.
-/** @import { LimiterOptions } from "./limit.js" */
+/** @import { LimiterOptions } from "../pkg-limit/sluicegate.js" */
 import { Limiter } from "./limit-node.js";
 import { problemJson } from "../pkg-limit/sluicegate.js";
 

@@ -10,17 +10,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ROOT, listen } from "./support/consumer.mjs";
-import { readmeSamples } from "./support/readme.mjs";
+import { readmeSamples, section } from "./support/readme.mjs";
 
 const README = readFileSync(path.join(ROOT, "README.md"), "utf8");
-/** The README's section under `heading` (up to the next heading of its level). */
-function section(heading) {
-  const start = README.indexOf(`\n${heading}\n`);
-  assert.ok(start >= 0, `README.md has ${heading}`);
-  const level = heading.split(" ")[0];
-  const end = README.indexOf(`\n${level} `, start + heading.length + 2);
-  return README.slice(start, end < 0 ? undefined : end);
-}
+/** The guide's page on testing rules in workerd, whose sample runs here from a project. */
+const TESTING_PAGE = readFileSync(path.join(ROOT, "docs", "testing.md"), "utf8");
 
 /** The machine's own Node (the first `node` on PATH outside node_modules/.bin), when it is not this one. */
 const SYSTEM_NODE = (() => {
@@ -109,7 +103,7 @@ describe("the quick start, as written, from the installed package", () => {
   });
   after(() => api?.close());
 
-  const quickStart = readmeSamples(section("## Quick start"));
+  const quickStart = readmeSamples(section(README, "## Quick start", "README.md"));
   test("it has a sample for the browser, Node and a Worker", () => {
     assert.deepEqual(quickStart.map((s) => s.where.join(" ")).sort(), ["browser", "node workerd", "worker"]);
   });
@@ -180,8 +174,8 @@ describe("sluicegate/testing from the installed package", () => {
     assert.match(replay.stderr, /sluicegate replay: error: .*needs miniflare, an optional peer dependency .*; or pass --edge URL for a running edge\n$/);
   });
 
-  test("the README's sample runs as written against a local origin, with the rate-limit headers", { timeout: 90_000 }, async () => {
-    const [sample] = readmeSamples(section("## Testing your own rules in workerd"));
+  test("the guide's sample for testing rules runs as written against a local origin, with the rate-limit headers", { timeout: 90_000 }, async () => {
+    const [sample] = readmeSamples(TESTING_PAGE, "docs/testing.md");
     assert.match(sample.code, /from "sluicegate\/testing"/);
     const origin = await listen((req, res) => res.writeHead(200, { "content-type": "text/plain" }).end(`origin saw ${req.url}`));
     try {

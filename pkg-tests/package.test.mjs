@@ -1,7 +1,7 @@
 // The built npm package, imported by its name as a user would (Node entry).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import init, { TokenBucket, clientIdentity, validateRules } from "sluicegate/edge";
 
@@ -141,4 +141,16 @@ test("npm pack ships the .wasm (the web build's .gitignore is removed)", () => {
   for (const target of [pkg.types, ...targets(pkg.exports)]) {
     assert.ok(files.includes(target.replace(/^\.\//, "")), `${target} (package.json) in the package`);
   }
+  // the guide's pages (the README links them) and the example files they run ship too
+  const pages = readdirSync(new URL("../docs", import.meta.url)).filter((f) => f.endsWith(".md"));
+  for (const page of pages) assert.ok(files.includes(`docs/${page}`), `docs/${page} in the package`);
+  for (const f of ["examples/orders-api.json", "docs/examples/token-bucket.json", "worker/rules.json", "schema/rules.json"]) assert.ok(files.includes(f), `${f} in the package`);
+  // and nothing a user does not need: no sources, tests, build scripts or the book's settings
+  const shipped =
+    /^(js|types|pkg(-edge|-limit|-smartflow|-sim)?|worker\/pkg(-dev)?|schema|docs|examples)\/|^(worker\/(entry|entry-dev|edge)\.mjs|worker\/rules\.json|LICENSE-MIT|LICENSE-APACHE|README\.md|package\.json)$/;
+  assert.deepEqual(
+    files.filter((f) => !shipped.test(f) || f === "docs/book.toml"),
+    [],
+    "files in the package that no entry, page or example needs",
+  );
 });

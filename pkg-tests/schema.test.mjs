@@ -1,12 +1,13 @@
 // The rules file's JSON Schema (schema/rules.json, shipped as sluicegate/schema/rules.json)
-// against the edge's own validator, both ways: every rules file the repository and the README
-// show validates under both; files the validator refuses are refused by the schema wherever a
+// against the edge's own validator, both ways: every rules file the repository, the README and
+// the guide show validates under both; files the validator refuses are refused by the schema wherever a
 // schema can say so (a repeated key or a non-normal path it cannot).
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { documents } from "./support/readme.mjs";
 import "../js/edge-node.js"; // instantiates the edge's build
 import { checkRulesLines } from "../pkg-edge/sluicegate.js";
 import { checkConfig } from "sluicegate/sim";
@@ -27,19 +28,30 @@ function schemaProblems(text) {
   return validate(JSON.parse(text)) ? [] : validate.errors.map((e) => `${e.instancePath || "/"}: ${e.message}`);
 }
 
-/** The rules files the README shows (json blocks that start with `{ "rules"`). */
-function readmeRules() {
-  return read("README.md")
-    .split("```json\n")
-    .slice(1)
-    .map((block) => block.split("\n```")[0])
-    .filter((text) => /^\{\s*"rules"/.test(text.trimStart()));
+/** The JSON objects README.md and the guide show (json blocks that are whole objects), with where. */
+function shownObjects() {
+  return documents(ROOT).flatMap(([file, text]) =>
+    text
+      .split("```json\n")
+      .slice(1)
+      .map((block) => block.split("\n```")[0])
+      .flatMap((block, i) => {
+        try {
+          const value = JSON.parse(block);
+          return value && typeof value === "object" && !Array.isArray(value) ? [{ where: `${file} json block ${i + 1}`, text: block, value }] : [];
+        } catch {
+          return []; // a fragment (`"egress": { … }`), an error body or an elided list
+        }
+      }),
+  );
 }
 
-test("every rules file in the repository and the README validates under the schema and the edge alike", () => {
+test("every rules file in the repository, the README and the guide validates under the schema and the edge alike", () => {
   const files = ["worker/rules.json", "worker/examples/traffic.json"].map((rel) => [rel, read(rel)]);
-  const shown = readmeRules().map((text, i) => [`README.md rules block ${i + 1}`, text]);
-  assert.ok(shown.length >= 2);
+  const shown = shownObjects()
+    .filter(({ value }) => Array.isArray(value.rules))
+    .map(({ where, text }) => [where, text]);
+  assert.ok(shown.length >= 4, `${shown.length} rules files shown`);
   for (const [name, text] of [...files, ...shown]) {
     assert.deepEqual(edge(text), [], `${name}: the edge accepts it`);
     assert.deepEqual(schemaProblems(text), [], `${name}: the schema accepts it`);
@@ -134,6 +146,13 @@ test("every simulator configuration the repository ships validates under its sch
     .filter((f) => !f.startsWith("bad-") && !PYTHON_READINGS.has(f))
     .map((f) => `tests/fixtures/sim/configs/${f}`);
   assert.ok(configs.length >= 10 && fixtures.length >= 10);
+  // and the configurations the guide shows (objects with clients), as written there
+  const shown = shownObjects().filter(({ value }) => Array.isArray(value.clients));
+  assert.ok(shown.length >= 1, "the guide shows a configuration");
+  for (const { where, text, value } of shown) {
+    assert.deepEqual(simChecks(text), [], `${where}: the simulator accepts it`);
+    assert.deepEqual(simProblems(value), [], `${where}: the schema accepts it`);
+  }
   for (const rel of [...configs, ...fixtures]) {
     const value = JSON.parse(read(rel));
     // a path to a rules file is read by the command line and the playground: check the object here

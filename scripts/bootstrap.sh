@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent tool setup for sluicegate.
 #   bash scripts/bootstrap.sh [start|test]
-#     start (default): Rust targets, wasm-pack, wasm-bindgen-cli, npm dev tools
+#     start (default): Rust targets, wasm-pack, wasm-bindgen-cli, mdbook, npm dev tools
 #     test:            the same, plus Chromium + chromedriver (apt) for wasm-pack test --chrome
 # Prints one line per step; does nothing slow when everything is already present.
 set -euo pipefail
@@ -15,6 +15,7 @@ esac
 
 WASM_PACK_VERSION=0.15.1
 WASM_BINDGEN_VERSION=0.2.130   # must equal the wasm-bindgen pin in Cargo.toml
+MDBOOK_VERSION=0.5.4           # the guide (docs/, scripts/docs.sh)
 RUST_TARGETS=(wasm32-unknown-unknown thumbv7m-none-eabi)
 
 step() { printf 'bootstrap: %-22s %s\n' "$1" "$2"; }
@@ -49,21 +50,23 @@ else
   step "rust components" "ok (clippy rustfmt)"
 fi
 
-# 2–3. wasm-pack, and wasm-bindgen-cli matching the crate's wasm-bindgen exactly (else
+# 2–3. wasm-pack, mdbook, and wasm-bindgen-cli matching the crate's wasm-bindgen exactly (else
 # wasm-pack tries to download one). No --locked: wasm-bindgen-cli's lockfile does not build here.
-cargo_tool() { # <crate> <command> <version>
+cargo_tool() { # <crate> <command> <version> <what --version prints> [cargo install options]
   local have
   have="$("$2" --version 2>/dev/null || true)"
-  if [[ "$have" == "$2 $3" ]]; then
+  if [[ "$have" == "$4" ]]; then
     step "$1" "ok ($3)"
   else
     step "$1" "installing $3 (was: ${have:-none}; takes a few minutes)..."
-    cargo install --quiet --force "$1" --version "$3"
+    cargo install --quiet --force "$1" --version "$3" "${@:5}"
     step "$1" "installed $("$2" --version)"
   fi
 }
-cargo_tool wasm-pack wasm-pack "$WASM_PACK_VERSION"
-cargo_tool wasm-bindgen-cli wasm-bindgen "$WASM_BINDGEN_VERSION"
+cargo_tool wasm-pack wasm-pack "$WASM_PACK_VERSION" "wasm-pack $WASM_PACK_VERSION"
+cargo_tool wasm-bindgen-cli wasm-bindgen "$WASM_BINDGEN_VERSION" "wasm-bindgen $WASM_BINDGEN_VERSION"
+# mdBook without its `serve`/`watch` (npm start serves the built guide): fewer crates to build.
+cargo_tool mdbook mdbook "$MDBOOK_VERSION" "mdbook v$MDBOOK_VERSION" --locked --no-default-features --features search
 
 # 4. npm dev tools (miniflare, wrangler, binaryen, playwright-core, Node 22)
 stamp=node_modules/.sluicegate-bootstrap

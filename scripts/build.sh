@@ -121,6 +121,12 @@ rm -rf www/worker
 mkdir -p www/worker
 cp worker/rules.json www/worker/rules.json
 
+# The guide and the API reference (scripts/docs.sh: every link checked), served at /docs/.
+echo "build: docs (mdBook, TypeDoc, cargo doc; links checked)"
+bash scripts/docs.sh
+rm -rf www/docs
+cp -r target/docs www/docs
+
 report "worker (deploy)" worker/pkg/sluicegate_worker_bg.wasm
 report "worker (dev-origin)" worker/pkg-dev/sluicegate_worker_bg.wasm
 report "package (sluicegate)" pkg/sluicegate_bg.wasm

@@ -29,7 +29,7 @@ const edge = await startEdge({
 });
 
 console.log(`sluicegate edge: ${edge.url}  (the edge burst tester is at /)`);
-console.log(`pages: ${edge.url}/pacer.html  ${edge.url}/fanout.html  ${edge.url}/sim.html (the policy simulator)`);
+console.log(`pages: ${edge.url}/pacer.html  ${edge.url}/fanout.html  ${edge.url}/sim.html (the policy simulator)  ${edge.url}/docs/ (the guide)`);
 console.log(`rules (${rulesSource}): ${policies}`);
 
 // Miniflare's own SIGINT/SIGTERM hook kills workerd and exits 130/143 right away; replace it

@@ -26,6 +26,11 @@ pub mod sim;
 #[cfg(feature = "wasm-bindings")]
 pub mod wasm;
 
+/// The guide's page on the Rust core (`docs/rust-core.md`), whose samples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust-core.md")]
+pub struct RustCoreGuide;
+
 // Each module where users have always found it: the public paths do not show the folders.
 pub use self::client::{batch, cache, pacer, smartflow};
 pub use self::core::{budget, keyed, limit, milli, openmeteo, time};

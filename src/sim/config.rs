@@ -949,7 +949,7 @@ fn edge_algorithm(algo: &str, q: &Map<String, Value>, place: &Place<'_>) -> Resu
 /// decides them ([`super::edge`]), each request with the method, colo, address and headers
 /// its trace gives (a configuration's clients send GETs from one colo). With a `tenants`
 /// section, a last policy, `tenants`, stands for the edge's tenant stage
-/// ([`super::tenants`]).
+/// (`sim::tenants`).
 pub fn edge_rule_policies(rules: &Value) -> Result<(RuleSet, Vec<Policy>), SimError> {
     let set = RuleSet::from_json(&rules.to_string()).map_err(|errors| {
         let list: Vec<String> = errors.iter().map(ToString::to_string).collect();

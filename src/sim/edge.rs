@@ -19,7 +19,7 @@
 //! address of its own (in 240.0.0.0/4, by its number).
 //!
 //! A trace's `header:content-length` column is the body's declared length, which the
-//! tenant stage charges and checks against the tenant's cap ([`super::tenants`]); a length
+//! tenant stage charges and checks against the tenant's cap (`sim::tenants`); a length
 //! the edge cannot trust (not a number, or beside `transfer-encoding`) is answered `400`
 //! before any rule, so no rule counts that request.
 

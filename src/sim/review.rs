@@ -151,7 +151,7 @@ fn walk(
     Ok(())
 }
 
-/// Checks a review template without filling it: what [`fill`] would refuse it for.
+/// Checks a review template without filling it: what `fill` would refuse it for.
 ///
 /// # Errors
 /// [`TemplateError`] for the first placeholder that is unknown or not closed.

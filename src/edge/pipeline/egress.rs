@@ -12,7 +12,7 @@
 //! - a permit is opened ([`open_permit`]) and taken from the same stores; one given back goes
 //!   to the store that holds it ([`give_back_to`]);
 //! - every refusal is a [`Reply`]: [`shed`] (`503`, `Retry-After` the provider's `max_wait` in
-//!   whole seconds, at least 1), [`refused`] (`413` too heavy, else shed), [`unreachable`]
+//!   whole seconds, at least 1), [`refused`] (`413` too heavy, else shed), [`unreachable()`]
 //!   (`502`), [`failing`] (`503` until the cache's next attempt).
 //!
 //! The Worker carries each step out (fetches, timers, its Durable Objects, streams); tests
@@ -302,7 +302,7 @@ pub enum Sent {
         mirror: usize,
     },
     /// Every mirror tried failed: pass on the failure kept (`kept`, its mirror), or, with
-    /// none, [`unreachable`].
+    /// none, [`unreachable()`].
     Failed {
         /// The mirror whose failure (a 5xx or 429) was kept.
         kept: Option<usize>,
@@ -469,14 +469,14 @@ pub fn give_back_to(p: &Provider, id: &PermitId) -> Option<SlotStore> {
 
 /// Whether the cache of a key whose provider failed (`stale`: an answer it may serve
 /// instead) and a call that kept a failure (`kept`) answer with the stale one, pass the
-/// failure on, or have nothing ([`unreachable`]).
+/// failure on, or have nothing ([`unreachable()`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterFailure {
     /// Serve the stale answer (`Sluicegate-Cache: stale`); cancel a kept failure.
     Stale,
     /// Pass the kept failure on.
     PassKept,
-    /// [`unreachable`].
+    /// [`unreachable()`].
     Unreachable,
 }
 
