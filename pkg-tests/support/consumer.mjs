@@ -1,6 +1,6 @@
 // A consumer project in a temporary directory: the package installed in its node_modules as
 // `npm pack` would ship it (package.json and its "files"), and a local HTTP server.
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,10 +15,20 @@ export function consumerProject(prefix = "sluicegate-consumer-") {
   mkdirSync(target, { recursive: true });
   const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8"));
   cpSync(path.join(ROOT, "package.json"), path.join(target, "package.json"));
-  for (const entry of manifest.files) {
+  for (const entry of manifest.files.flatMap(expand)) {
     cpSync(path.join(ROOT, entry), path.join(target, entry), { recursive: true });
   }
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A "files" entry as the paths it names: `docs/*.md` is each Markdown file in docs/. */
+function expand(entry) {
+  if (!entry.includes("*")) return [entry];
+  const [dir, pattern] = [path.posix.dirname(entry), path.posix.basename(entry)];
+  const [head, tail] = pattern.split("*");
+  return readdirSync(path.join(ROOT, dir))
+    .filter((name) => name.startsWith(head) && name.endsWith(tail))
+    .map((name) => `${dir}/${name}`);
 }
 
 /**
