@@ -16,6 +16,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::keyed::DashMapStateStore;
 use sluicegate::admission::IpTable;
+use sluicegate::analytics::{Kind, Outcome, Recorder};
 use sluicegate::identity::{client_identity, ClientIp, Sources};
 use sluicegate::keyed::Keyed;
 use sluicegate::limit::{Blocking, Gcra};
@@ -359,8 +360,29 @@ fn ns_per_decision(id: &str, since: SystemTime, f: impl FnMut()) -> (f64, &'stat
 }
 
 /// What the benchmarks decided on, kept for the summary's own timings.
+/// The stats' recorder as an isolate runs it: one decision a millisecond, one in five a
+/// refusal with its identity, the batch taken when due (every 1,000 decisions).
+struct Recording {
+    recorder: Recorder,
+    t: u64,
+}
+
+impl Recording {
+    fn decide(&mut self) -> bool {
+        self.t += 1;
+        let refused = self.t % 5 == 0;
+        let outcome = if refused { Outcome::Refused } else { Outcome::Admitted };
+        self.recorder.record(1_780_000_000_000 + self.t, Kind::Rule, "api", outcome, refused.then_some("203.0.113.7"));
+        if self.recorder.due(1_780_000_000_000 + self.t) {
+            black_box(self.recorder.take());
+        }
+        refused
+    }
+}
+
 struct Subjects {
     edge: Edge,
+    recording: Recording,
     isolate: IsolateStage,
     app_rules: RuleSet,
     /// Per-address tables by number of addresses.
@@ -450,13 +472,19 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
         }
         group.finish();
     }
-    Subjects { edge, isolate, app_rules, floods, sides }
+    let mut recording = Recording { recorder: Recorder::default(), t: 0 };
+    {
+        let mut group = c.benchmark_group("analytics");
+        group.bench_function("record", |b| b.iter(|| black_box(recording.decide())));
+        group.finish();
+    }
+    Subjects { edge, recording, isolate, app_rules, floods, sides }
 }
 
 /// ns per decision of each benchmark (criterion's estimates where it wrote them), with
 /// governor's fake clock on its own and the pacer's reserve alone.
 fn print_summary(subjects: &mut Subjects, started: SystemTime) {
-    let Subjects { edge, isolate, app_rules, floods, sides } = subjects;
+    let Subjects { edge, recording, isolate, app_rules, floods, sides } = subjects;
     println!();
     println!("summary (ns per decision):");
     let (ns, source) = ns_per_decision("reference_rule/evaluate", started, || {
@@ -468,6 +496,13 @@ fn print_summary(subjects: &mut Subjects, started: SystemTime) {
     });
     println!(
         "the rules stage, the reference rule on the isolate store (key, digest, count, headers): {ns:.1} ns/request ({source})"
+    );
+    let (ns, source) = ns_per_decision("analytics/record", started, || {
+        black_box(recording.decide());
+    });
+    println!(
+        "counting a decision for the stats (one in five a refusal with its identity, the batch taken every 1,000): \
+         {ns:.1} ns/decision ({source})"
     );
     let (ns, source) = ns_per_decision("paths/normalise_and_match_20", started, || {
         black_box(normalise_and_match(app_rules));

@@ -127,6 +127,16 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.deleteOverride(tenant);
     }
 
+    /** RPC (the stats object): add an isolate's batch of counted decisions (JSON) at `nowMs`. */
+    mergeStats(batch, nowMs) {
+      return this.counter.mergeStats(batch, nowMs);
+    }
+
+    /** RPC (the stats object): the counts from `sinceMs` to `untilMs` (of `name` alone unless ""), as JSON. */
+    getStats(sinceMs, untilMs, name) {
+      return this.counter.getStats(sinceMs, untilMs, name);
+    }
+
     /** RPC from the Worker: a permit of egress `provider` (sealed with `secret` unless ""), `[permit, mirror]`, or 0 (busy). */
     acquirePermit(provider, weight, avoid, waitMs, secret) {
       return this.counter.acquirePermit(provider, weight, avoid, waitMs, secret ?? "");

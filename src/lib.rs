@@ -34,7 +34,7 @@ pub struct RustCoreGuide;
 // Each module where users have always found it: the public paths do not show the folders.
 pub use self::client::{batch, cache, pacer, smartflow};
 pub use self::core::{budget, keyed, limit, milli, openmeteo, time};
-pub use self::edge::{admission, egress, forward, headers, identity, pipeline, redact, rules, tenants};
+pub use self::edge::{admission, analytics, egress, forward, headers, identity, pipeline, redact, rules, tenants};
 
 pub use self::core::limit::{CostTooHigh, Decision, Limiter, Quota};
 pub use self::core::time::{Instant, Span};

@@ -50,6 +50,8 @@ function withFaults(env) {
         getOverrides: () => (store === "unavailable" ? unavailable() : stub.getOverrides()),
         putOverride: (tenant, limit, at) => (store === "unavailable" ? unavailable() : stub.putOverride(tenant, limit, at)),
         deleteOverride: (tenant) => (store === "unavailable" ? unavailable() : stub.deleteOverride(tenant)),
+        mergeStats: (batch, nowMs) => (store === "unavailable" ? unavailable() : stub.mergeStats(batch, nowMs)),
+        getStats: (sinceMs, untilMs, name) => (store === "unavailable" ? unavailable() : stub.getStats(sinceMs, untilMs, name)),
         renewSlot: (upstream, id) => (lease === "leak" ? Promise.resolve(true) : stub.renewSlot(upstream, id)),
         releaseSlot: (upstream, id) => (lease === "leak" ? Promise.resolve() : stub.releaseSlot(upstream, id)),
         acquirePermit(provider, weight, avoid, waitMs) {

@@ -7,6 +7,7 @@
 //! request's decisions as a state machine the Worker and the simulator both drive.
 
 pub mod admission;
+pub mod analytics;
 pub mod blocks;
 pub mod body;
 pub mod egress;

@@ -6,6 +6,7 @@ use crate::config::{config, Config};
 use crate::fleet;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error};
+use sluicegate::analytics::{Batch, Minutes, MINUTE_MS, RETENTION_MINUTES};
 use sluicegate::limit::Decision;
 use sluicegate::pipeline::counting::{Counts, Stored};
 use sluicegate::rules::{BudgetScope, Characteristic, Rule, Upstream};
@@ -45,7 +46,15 @@ pub struct Counter {
     overrides: Option<Overrides>,
     /// The Worker's `env`, for the keyed hash of log lines.
     env: Env,
+    /// The decisions counted per minute (kept by the one object named [`STATS_OBJECT`]),
+    /// read from storage on first use.
+    stats: Option<Minutes>,
 }
+
+/// The name of the object that keeps the stats.
+pub const STATS_OBJECT: &str = "sluicegate-stats";
+/// Where that object stores each minute: this, then the minute's start in ms.
+const STATS_KEY: &str = "stats:";
 
 /// The name of the object that keeps the runtime overrides.
 pub const OVERRIDES_OBJECT: &str = "tenant-overrides";
@@ -79,7 +88,45 @@ impl Counter {
             tenants: TenantStore::default(),
             overrides: None,
             env,
+            stats: None,
         }
+    }
+
+    /// Add an isolate's batch of counted decisions ([`sluicegate::analytics::Batch`] as JSON)
+    /// at `now` (ms), writing down each minute it changed and deleting those past the
+    /// retention.
+    ///
+    /// `true` once it is merged (a call answers something, so the caller can tell an answer
+    /// from a timeout).
+    ///
+    /// # Errors
+    /// A batch that is not one, or storage that refused a write (the minutes written before
+    /// it are kept; the isolate counts the batch as lost after a second failure).
+    #[wasm_bindgen(js_name = mergeStats)]
+    pub fn merge_stats(&mut self, batch: &str, now: f64) -> Result<bool, JsError> {
+        let batch = Batch::from_json(batch).map_err(|e| JsError::new(&e))?;
+        let now = now.max(0.0) as u64;
+        let stats = self.stats();
+        let (changed, dropped) = (stats.merge(&batch, now), stats.prune(now));
+        let (Some(kv), Some(stats)) = (self.kv.as_ref(), self.stats.as_ref()) else { return Ok(true) };
+        for minute in changed {
+            if let Some(json) = stats.minute_json(minute) {
+                kv.put(&format!("{STATS_KEY}{minute}"), &JsValue::from_str(&json))
+                    .map_err(|e| JsError::new(&format!("the stats could not be stored: {}", describe(&e))))?;
+            }
+        }
+        for minute in dropped {
+            let _ = kv.delete(&format!("{STATS_KEY}{minute}"));
+        }
+        Ok(true)
+    }
+
+    /// The stats from `since` to `until` (ms), of the subjects named `name` alone unless it is
+    /// empty, as JSON ([`sluicegate::analytics::Stats`]).
+    #[wasm_bindgen(js_name = getStats)]
+    pub fn get_stats(&mut self, since: f64, until: f64, name: &str) -> String {
+        let name = Some(name).filter(|n| !n.is_empty());
+        self.stats().query(since.max(0.0) as u64, until.max(0.0) as u64, name).to_json()
     }
 
     /// Every runtime override, as stored (`{"tenant": {"limit": {...}, "set_at": ms}}`).
@@ -347,6 +394,25 @@ impl Counter {
     }
 
     /// Store `next` and keep it; a refused write keeps what was there.
+    /// The stats, read from storage (the retention's minutes) on first use.
+    fn stats(&mut self) -> &mut Minutes {
+        if self.stats.is_none() {
+            let mut minutes = Minutes::default();
+            if let Some(kv) = &self.kv {
+                let mut minute = Minutes::oldest_kept(js_sys::Date::now() as u64);
+                for _ in 0..=RETENTION_MINUTES {
+                    let stored = kv.get_value(&format!("{STATS_KEY}{minute}")).ok().and_then(|v| v.as_string());
+                    if let Some(Err(e)) = stored.map(|json| minutes.load_minute(minute, &json)) {
+                        log_error(&format!("sluicegate: a stored stats minute cannot be read, left out: {e}"));
+                    }
+                    minute += MINUTE_MS;
+                }
+            }
+            self.stats = Some(minutes);
+        }
+        self.stats.get_or_insert_with(Minutes::default)
+    }
+
     fn keep_overrides(&mut self, next: Overrides) -> Result<(), JsError> {
         let kv = self.kv.as_ref().ok_or_else(|| JsError::new("this object has no storage for overrides"))?;
         kv.put(OVERRIDES_KEY, &JsValue::from_str(&next.to_json()))

@@ -11,7 +11,7 @@ use sluicegate::egress::gate::{self, Gate, Grant, Limits};
 use sluicegate::pipeline::Isolate;
 use sluicegate::redact::KeyedHash;
 use sluicegate::time::Instant;
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use web_sys::Headers;
@@ -73,6 +73,12 @@ pub(crate) struct Runtime {
     pub(crate) gates: Shared,
     /// The keyed hash of log lines and of the block cache.
     pub(crate) log_hash: OnceCell<KeyedHash>,
+    /// The decisions counted since the last batch went to the stats object.
+    pub(crate) recorder: RefCell<sluicegate::analytics::Recorder>,
+    /// Whether a batch is on its way (one at a time).
+    pub(crate) flushing: Cell<bool>,
+    /// Whether the recorder holds a batch that failed once already.
+    pub(crate) retried: Cell<bool>,
 }
 
 thread_local! {

@@ -67,6 +67,10 @@ extern "C" {
     pub fn put_override(this: &Stub, tenant: &str, limit: &str, at: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = deleteOverride)]
     pub fn delete_override(this: &Stub, tenant: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = mergeStats)]
+    pub fn merge_stats(this: &Stub, batch: &str, now_ms: f64) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = getStats)]
+    pub fn get_stats(this: &Stub, since_ms: f64, until_ms: f64, name: &str) -> Result<JsValue, JsValue>;
 
     /// A Workers Rate Limiting binding (`[[ratelimits]]`).
     pub type RateLimit;
@@ -84,6 +88,8 @@ extern "C" {
     pub fn get_value(this: &SyncKv, key: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch)]
     pub fn put(this: &SyncKv, key: &str, value: &JsValue) -> Result<(), JsValue>;
+    #[wasm_bindgen(method, catch)]
+    pub fn delete(this: &SyncKv, key: &str) -> Result<JsValue, JsValue>;
 
     /// A service binding such as `ASSETS`.
     #[cfg(feature = "dev-origin")]

@@ -44,6 +44,7 @@ mod preread;
 mod proxy;
 mod respond;
 mod runtime;
+mod stats;
 mod tenancy;
 
 use config::config;
@@ -111,7 +112,11 @@ pub async fn handle(
 ) -> Result<Response, JsValue> {
     panic::install();
     let env: Env = env.unchecked_into();
-    match serve(&request, &env, &ctx, handler.as_ref()).await {
+    let served = serve(&request, &env, &ctx, handler.as_ref()).await;
+    // The decisions counted so far go to the stats object when a batch is due, off this
+    // request's path (its answer does not wait for them).
+    stats::flush_if_due(&env, &ctx);
+    match served {
         Ok(response) => Ok(response),
         Err(Failure::Handler(error)) => Err(error),
         Err(Failure::Edge(error)) => {

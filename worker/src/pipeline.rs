@@ -13,13 +13,14 @@ use crate::log::{
     log_store_failure, logged_url,
 };
 use crate::respond::{self, busy, client_gone, interim_refusal};
-use crate::{admin, budgets, egress, isolate, preread, proxy, tenancy};
+use crate::{admin, budgets, egress, isolate, preread, proxy, stats, tenancy};
+use sluicegate::analytics::{Kind, Outcome};
 use sluicegate::identity::{client_identity_behind, Identity, Sources};
 use sluicegate::limit::Decision;
 use sluicegate::pipeline::preread::SOURCE_CUT_WAIT;
 use sluicegate::pipeline::serve::{self, Routes, Stage, Way};
 use sluicegate::pipeline::{Answer, Note, Reply, RulesCheck, Step, Verdict};
-use sluicegate::rules::{RequestFacts, Rule, Store};
+use sluicegate::rules::{RequestFacts, Rule, Store, StoreFailure};
 use sluicegate::time::{Instant, Span};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -96,14 +97,22 @@ pub(crate) async fn serve(
             // isolate, the source's declared bytes.
             Stage::PreRead => isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now))
                 .err()
-                .map(|(scope, wait)| dev_clock(pre_read_refusal(request, scope, wait, identity), now)),
+                .map(|(scope, wait)| {
+                    stats::record(setup, env, Kind::PreRead, scope.name(), Outcome::Refused, identity);
+                    dev_clock(pre_read_refusal(request, scope, wait, identity), now)
+                }),
             // The admin and egress routes wait on stores and providers, never in a turn (a
             // permit waiting in one would hold up the request that gives one back).
             Stage::Admin => {
-                if sluicegate::pipeline::admin::route(&path).is_some() {
+                if sluicegate::pipeline::admin::route(&path).is_some()
+                    || sluicegate::pipeline::stats::route(&path).is_some()
+                {
                     turn = None;
                 }
-                admin::serve(request, env, setup, &path, identity).await?
+                match stats::serve(request, env, &url, &path, identity).await? {
+                    Some(answer) => Some(answer),
+                    None => admin::serve(request, env, setup, &path, identity).await?,
+                }
             }
             Stage::Egress => {
                 if setup.rules.egress().is_some_and(|e| e.route(&method.to_ascii_uppercase(), &path).is_some()) {
@@ -184,16 +193,44 @@ impl Admitted<'_> {
                     let admitted =
                         tenancy::admit(setup, self.env, self.facts, header, self.declared, has_body, now, &scope);
                     match admitted.await? {
-                        Ok(admitted) => tenant = Some(admitted),
-                        Err(refusal) => return Ok(checked.finish(tenant_refusal(request, refusal))?),
+                        Ok(admitted) => {
+                            if let Some(name) = &admitted.tenant {
+                                stats::record(setup, self.env, Kind::Tenant, name, Outcome::Admitted, None);
+                            }
+                            tenant = Some(admitted);
+                        }
+                        Err(refusal) => {
+                            stats::record(
+                                setup,
+                                self.env,
+                                Kind::Tenant,
+                                refused_tenant(&refusal),
+                                Outcome::Refused,
+                                self.facts.identity,
+                            );
+                            return Ok(checked.finish(tenant_refusal(request, refusal))?);
+                        }
                     }
                 }
                 Stage::Upstream => {
                     let Some(upstream) = setup.rules.upstream_for(self.facts) else { continue };
                     match budgets::acquire(upstream, self.env, self.ctx, &scope).await? {
-                        Some(held) => slot = Some(held),
+                        Some(held) => {
+                            stats::record(setup, self.env, Kind::Budget, &upstream.id, Outcome::Admitted, None);
+                            slot = Some(held);
+                        }
                         None if scope.gone() => return Ok(client_gone(request)),
-                        None => return Ok(checked.finish(busy(request, upstream)?)?),
+                        None => {
+                            stats::record(
+                                setup,
+                                self.env,
+                                Kind::Budget,
+                                &upstream.id,
+                                Outcome::Shed,
+                                self.facts.identity,
+                            );
+                            return Ok(checked.finish(busy(request, upstream)?)?);
+                        }
                     }
                 }
                 // A client that left while it waited is not forwarded.
@@ -235,6 +272,17 @@ impl Admitted<'_> {
         let response = self.send(check.as_ref(), handler).await;
         // An upload cut as it streamed is answered as such, whatever came back.
         if let Some(why) = check.as_ref().and_then(preread::BodyCheck::cut) {
+            match &why {
+                preread::Cut::Source => {
+                    let scope = preread::Check::Source.name();
+                    stats::record(setup, self.env, Kind::PreRead, scope, Outcome::Refused, self.facts.identity);
+                }
+                preread::Cut::Tenant(refusal) => {
+                    let name = refused_tenant(refusal);
+                    stats::record(setup, self.env, Kind::Tenant, name, Outcome::Refused, self.facts.identity);
+                }
+                preread::Cut::Length(_) => {}
+            }
             return Ok(checked.finish(cut_refusal(request, why, self.facts.identity))?);
         }
         let response = match response {
@@ -367,10 +415,10 @@ pub(crate) async fn check_rules(
             },
         };
         isolate::with(|isolate| check.answer(isolate, answer));
-        log_notes(setup, facts, check.take_notes());
+        log_notes(setup, env, facts, check.take_notes());
     }
     let (verdict, notes) = check.finish();
-    log_notes(setup, facts, notes);
+    log_notes(setup, env, facts, notes);
     let Some((reply, omitted)) = verdict.reply() else {
         let Verdict::Admitted(checked) = verdict else { unreachable!("a refusal has its reply") };
         let (headers, omitted) = checked.headers();
@@ -391,15 +439,31 @@ pub(crate) async fn check_rules(
     Ok(Err(respond::reply(&reply)?))
 }
 
-/// What the rules stage did, in the log.
-fn log_notes(setup: &Setup, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
+/// What the rules stage did, in the log and the stats.
+fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
     for note in notes {
         match note {
             Note::Decided { rule, logged, decision, via } => {
+                let outcome = if decision.is_allowed() { Outcome::Admitted } else { Outcome::Refused };
+                stats::record(setup, env, Kind::Rule, &rule.id, outcome, facts.identity);
                 log_decision(setup.rules.decision_log(), rule, &logged, facts.identity, &decision, via.name());
             }
-            Note::StoreFailed { rule, logged, error } => log_store_failure(rule, &logged, &error),
+            Note::StoreFailed { rule, logged, error } => {
+                let outcome =
+                    if rule.on_store_failure == StoreFailure::Open { Outcome::FailedOpen } else { Outcome::Refused };
+                stats::record(setup, env, Kind::Rule, &rule.id, outcome, facts.identity);
+                log_store_failure(rule, &logged, &error);
+            }
         }
+    }
+}
+
+/// The name a tenant refusal is counted under: its tenant, or what kept it from having one.
+fn refused_tenant(refusal: &tenancy::Refusal) -> &str {
+    match refusal {
+        tenancy::Refusal::Limited { tenant, .. } | tenancy::Refusal::Overloaded { tenant } => tenant,
+        tenancy::Refusal::Unknown => "(unknown key)",
+        tenancy::Refusal::TooLarge { .. } => "(body too large)",
     }
 }
 

@@ -26,6 +26,8 @@ pub use sluicegate::pipeline::TenantRefusal as Refusal;
 /// What admitting a tenant request left it holding.
 #[derive(Default)]
 pub struct Admitted {
+    /// Its tenant (none: the request carries no tenant).
+    pub tenant: Option<Rc<str>>,
     /// Its tenant's place in flight (given back when dropped: when the origin has answered),
     /// when the tenant's limit caps what is in flight.
     pub share: Option<Guard>,
@@ -130,7 +132,7 @@ pub async fn admit(
         }
         guard
     });
-    Ok(Ok(Admitted { share, counts_bytes: admitted.counts_bytes, streamed }))
+    Ok(Ok(Admitted { tenant: Some(Rc::clone(&admitted.tenant)), share, counts_bytes: admitted.counts_bytes, streamed }))
 }
 
 /// A charge of a tenant's buckets carried out: each store it names, then the isolate's table.

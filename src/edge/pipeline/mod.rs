@@ -12,6 +12,7 @@
 //! - [`upstream`]: where a budget is counted, and the answer to a request it sheds.
 //! - [`egress`]: the egress routes: a proxied call through its budget and mirrors, permits.
 //! - [`admin`]: the admin API of tenant limits: its routes and answers.
+//! - [`stats`]: the operator's stats route: its query and answer.
 //! - [`token`]: the bearer tokens of the edge's own routes, and guessing them.
 //! - [`counting`]: one key's counter, as a Durable Object (or the simulator) keeps it, and
 //!   the counts of the rules kept in the isolate.
@@ -24,6 +25,7 @@ pub mod preread;
 pub mod reply;
 pub mod rules;
 pub mod serve;
+pub mod stats;
 pub mod tenant;
 pub mod tenant_store;
 pub mod token;

@@ -35,6 +35,24 @@ impl LoggedDecisions {
     }
 }
 
+/// The `analytics` section: whether the edge counts its decisions for the stats and the
+/// dashboard ([`crate::edge::analytics`]), and how it shows the identities it refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Analytics {
+    /// Whether decisions are counted (`"analytics": false` turns it off).
+    pub enabled: bool,
+    /// Whether the refused identities are kept as keyed hashes (`"identities": "hashed"`)
+    /// instead of as counted (an address, IPv6 by its /64).
+    pub hashed: bool,
+}
+
+impl Default for Analytics {
+    /// What a file without `analytics` gets: decisions counted, identities as counted.
+    fn default() -> Self {
+        Analytics { enabled: true, hashed: false }
+    }
+}
+
 /// The `log` section: which decisions get a line, and the share of them that is written.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DecisionLog {

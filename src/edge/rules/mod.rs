@@ -23,7 +23,7 @@ mod summary;
 
 pub use crate::edge::scope::BudgetScope;
 pub use binding::{ratelimits_toml, WithoutBinding};
-pub use log::{DecisionLog, LoggedDecisions};
+pub use log::{Analytics, DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};
 
@@ -59,6 +59,7 @@ pub struct RuleSet {
     egress: Option<crate::edge::egress::Egress>,
     trusted_proxies: TrustedProxies,
     log: DecisionLog,
+    analytics: Analytics,
     /// The rules whose `on_store_failure` is `"open"` in the file (not by default).
     open_by_choice: Vec<String>,
 }
@@ -486,6 +487,12 @@ impl RuleSet {
     /// when the file has no `log`).
     pub fn decision_log(&self) -> &DecisionLog {
         &self.log
+    }
+
+    /// Whether decisions are counted for the stats, and how refused identities are kept
+    /// (`analytics`; counted, as counted, when the file has no `analytics`).
+    pub fn analytics(&self) -> Analytics {
+        self.analytics
     }
 
     /// The tenant quotas, if the file has them.

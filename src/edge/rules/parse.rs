@@ -5,8 +5,8 @@ mod egress;
 pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
 
 use super::{
-    normalise_path, Algorithm, BudgetScope, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch, PreRead,
-    Response, Rule, RuleSet, Source, Store, StoreFailure, Upstream,
+    normalise_path, Algorithm, Analytics, BudgetScope, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch,
+    PreRead, Response, Rule, RuleSet, Source, Store, StoreFailure, Upstream,
 };
 use crate::core::limit::Gcra;
 use crate::core::time::Span;
@@ -56,7 +56,7 @@ const MAX_WAIT_SECONDS: u32 = 300;
 /// The most upstream budgets a file may hold.
 pub const MAX_UPSTREAMS: usize = 32;
 const ROOT_FIELDS: &[&str] =
-    &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress", "trusted_proxies", "log"];
+    &["rules", "upstreams", "capabilities", "pre_read", "tenants", "egress", "trusted_proxies", "log", "analytics"];
 
 /// Body bytes per second per source unless the file says otherwise (`pre_read.
 /// source_bytes_per_second`; `null` turns the ceiling off): 100 MB/s.
@@ -139,6 +139,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
     let pre_read = pre_read(root.get("pre_read"), &mut errors);
     let trusted_proxies = trusted_proxies(root.get("trusted_proxies"), &mut errors);
     let log = decision_log(root.get("log"), &mut errors);
+    let analytics = analytics(root.get("analytics"), &mut errors);
     let tenants = root.get("tenants").and_then(|t| tenants(t, &mut errors));
     let upstreams = upstreams(root.get("upstreams"), &mut errors);
     let egress = root.get("egress").and_then(|e| egress::egress(e, &mut errors));
@@ -176,6 +177,7 @@ pub(super) fn rule_set(text: &str) -> Result<RuleSet, Vec<RuleError>> {
             egress,
             trusted_proxies,
             log,
+            analytics,
             open_by_choice,
         })
     } else {
@@ -311,6 +313,36 @@ fn decision_log(v: Option<&Value>, errors: &mut Errors) -> DecisionLog {
         }
     }
     log
+}
+
+/// `"analytics": {"identities": "plain" | "hashed"}`, or `false` to count nothing: whether the
+/// edge counts its decisions for the stats and the dashboard (it does by default), and whether
+/// the identities it refused are kept as counted (the default) or as keyed hashes.
+fn analytics(v: Option<&Value>, errors: &mut Errors) -> Analytics {
+    const SHAPE: &str = "{\"identities\": \"plain\" | \"hashed\"}, or false to count no decisions";
+    let mut analytics = Analytics::default();
+    match v {
+        None => {}
+        Some(Value::Bool(false)) => analytics.enabled = false,
+        Some(Value::Object(obj)) => {
+            for key in obj.keys().filter(|k| k.as_str() != "identities") {
+                errors.push(&format!("analytics.{key}"), "unknown field; analytics has identities");
+            }
+            match obj.get("identities").map(|i| i.as_str()) {
+                None | Some(Some("plain")) => {}
+                Some(Some("hashed")) => analytics.hashed = true,
+                Some(_) => errors.push(
+                    "analytics.identities",
+                    format!(
+                        "must be \"plain\" (the default: as counted) or \"hashed\" (keyed hashes), got {}",
+                        brief(&obj["identities"].to_string())
+                    ),
+                ),
+            }
+        }
+        Some(other) => errors.push("analytics", format!("must be {SHAPE}, got {}", brief(&other.to_string()))),
+    }
+    analytics
 }
 
 /// `"pre_read": {"per_ip": {"rate", "burst"}, "node": {"rate", "burst"},

@@ -1208,8 +1208,39 @@ fn every_log_problem_names_its_field() {
     assert_eq!(
         unknown,
         ["rules file: field \"logging\": unknown field; the file has rules, upstreams, capabilities, pre_read, \
-          tenants, egress, trusted_proxies, log"]
+          tenants, egress, trusted_proxies, log, analytics"]
     );
+}
+
+#[test]
+fn the_analytics_section_turns_counting_off_or_hashes_identities_and_names_every_problem() {
+    let parsed = |section: &str| RuleSet::from_json(&alloc::format!(r#"{{"rules":[],"analytics":{section}}}"#));
+    assert_eq!(RuleSet::from_json(REFERENCE).unwrap().analytics(), Analytics { enabled: true, hashed: false });
+    assert_eq!(parsed("{}").unwrap().analytics(), Analytics { enabled: true, hashed: false });
+    assert_eq!(parsed(r#"{"identities":"plain"}"#).unwrap().analytics(), Analytics { enabled: true, hashed: false });
+    assert_eq!(parsed(r#"{"identities":"hashed"}"#).unwrap().analytics(), Analytics { enabled: true, hashed: true });
+    assert!(!parsed("false").unwrap().analytics().enabled);
+    let cases: &[(&str, &str)] = &[
+        (
+            "true",
+            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed"}, or false to count no decisions, got true"#,
+        ),
+        (
+            "null",
+            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed"}, or false to count no decisions, got null"#,
+        ),
+        (
+            r#"{"identity":"hashed"}"#,
+            r#"rules file: field "analytics.identity": unknown field; analytics has identities"#,
+        ),
+        (
+            r#"{"identities":"sha256"}"#,
+            r#"rules file: field "analytics.identities": must be "plain" (the default: as counted) or "hashed" (keyed hashes), got "sha256""#,
+        ),
+    ];
+    for (section, want) in cases {
+        assert_eq!(errors_of(&alloc::format!(r#"{{"rules":[],"analytics":{section}}}"#)), [*want], "{section}");
+    }
 }
 
 #[test]

@@ -1,0 +1,154 @@
+//! The edge's decisions counted for its operator (`sluicegate::analytics`): each final
+//! decision is counted in this isolate's recorder (no call, no wait: the request's path
+//! does not change), and the recorder's batch goes to the one object named
+//! [`STATS_OBJECT`] through `ctx.waitUntil` every few seconds or thousand decisions; a batch
+//! that could not be delivered goes with the next one, once, then counts as lost.
+//! `GET /__sluicegate/stats` (behind the admin token) reads the counts back, this isolate's
+//! own batch delivered first.
+
+use crate::config::{Setup, STORE_TIMEOUT_MS};
+use crate::counter::STATS_OBJECT;
+use crate::js::{self, Env};
+use crate::log::{describe, log_error, log_hash};
+use crate::respond::own;
+use sluicegate::analytics::{Batch, Kind, Outcome};
+use sluicegate::identity::Identity;
+use sluicegate::pipeline::stats::{self, Action};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{Request, Response, Url};
+
+/// Count one decision of `kind` `name`, when the rules file counts decisions. A refusal
+/// counts its `identity` too: as counted, or its keyed hash (`"identities": "hashed"`).
+pub(crate) fn record(setup: &Setup, env: &Env, kind: Kind, name: &str, outcome: Outcome, identity: Option<Identity>) {
+    let analytics = setup.rules.analytics();
+    if !analytics.enabled {
+        return;
+    }
+    // Only a refusal's identity is kept: the address is written out for those alone.
+    let shown = identity.filter(|_| outcome == Outcome::Refused).map(|identity| {
+        let counted = identity.ip.to_string();
+        if analytics.hashed {
+            log_hash(env).tag(&counted)
+        } else {
+            counted
+        }
+    });
+    let now = js_sys::Date::now() as u64;
+    crate::isolate::runtime(|rt| rt.recorder.borrow_mut().record(now, kind, name, outcome, shown.as_deref()));
+}
+
+/// Hand the recorder's batch to the stats object through `ctx.waitUntil` when one is due.
+pub(crate) fn flush_if_due(env: &Env, ctx: &JsValue) {
+    let now = js_sys::Date::now() as u64;
+    let due = crate::isolate::runtime(|rt| !rt.flushing.get() && rt.recorder.borrow().due(now));
+    if !due {
+        return;
+    }
+    let (env, ctx2) = (JsValue::clone(env).unchecked_into::<Env>(), ctx.clone());
+    let task = wasm_bindgen_futures::future_to_promise(async move {
+        flush(&env).await;
+        let _ = ctx2;
+        Ok(JsValue::UNDEFINED)
+    });
+    if let Ok(f) = js_sys::Reflect::get(ctx, &"waitUntil".into()) {
+        if let Some(f) = f.dyn_ref::<js_sys::Function>() {
+            let _ = f.call1(ctx, &task);
+        }
+    }
+}
+
+/// Deliver the recorder's batch now (one delivery at a time per isolate). A batch that
+/// fails goes back into the recorder unless it had failed before: then it is counted as lost.
+async fn flush(env: &Env) {
+    let taken = crate::isolate::runtime(|rt| {
+        if rt.flushing.replace(true) {
+            return None;
+        }
+        let mut recorder = rt.recorder.borrow_mut();
+        (!recorder.is_empty()).then(|| recorder.take())
+    });
+    let Some(batch) = taken else {
+        crate::isolate::runtime(|rt| rt.flushing.set(false));
+        return;
+    };
+    let sent = call(stats_object(env).and_then(|o| o.merge_stats(&batch.to_json(), js_sys::Date::now()))).await;
+    crate::isolate::runtime(|rt| {
+        rt.flushing.set(false);
+        if let Err(error) = &sent {
+            let retried = rt.retried.replace(false);
+            log_error(&format!(
+                "sluicegate: stats batch of {} decisions not delivered{}: {}",
+                batch.decisions(),
+                if retried { ", counted as lost" } else { ", kept for the next one" },
+                describe(error)
+            ));
+            let mut recorder = rt.recorder.borrow_mut();
+            if retried {
+                recorder.restore(
+                    &Batch { rows: Vec::new(), lost: batch.decisions() + batch.lost },
+                    js_sys::Date::now() as u64,
+                );
+            } else {
+                rt.retried.set(true);
+                recorder.restore(&batch, js_sys::Date::now() as u64);
+            }
+        } else {
+            rt.retried.set(false);
+        }
+    });
+}
+
+/// The stats route's answer, when this request is one of its paths and the admin token is set.
+pub(crate) async fn serve(
+    request: &Request,
+    env: &Env,
+    url: &Url,
+    path: &str,
+    caller: Option<Identity>,
+) -> Result<Option<Response>, JsValue> {
+    let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
+    let Some(route) = stats::route(path) else { return Ok(None) };
+    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? {
+        return Ok(Some(refusal));
+    }
+    let params = url.search_params();
+    let (since, rule) = (params.get("since"), params.get("rule"));
+    let now = js_sys::Date::now() as u64;
+    let query = match stats::action(route, &request.method(), since.as_deref(), rule.as_deref(), now) {
+        Action::Answer(reply) => return Ok(Some(own(&reply))),
+        Action::Stats(query) => query,
+    };
+    // This isolate's counts so far are part of the answer.
+    flush(env).await;
+    let read = call(
+        stats_object(env)
+            .and_then(|o| o.get_stats(query.since_ms as f64, query.until_ms as f64, query.name.unwrap_or_default())),
+    )
+    .await;
+    let json =
+        read.and_then(|text| text.as_string().ok_or_else(|| JsValue::from_str("the stats store answered no text")));
+    let reply = match json {
+        Ok(json) => sluicegate::pipeline::Reply::json(200, json),
+        Err(error) => {
+            log_error(&format!("sluicegate: 503 for the stats: {}", describe(&error)));
+            stats::unavailable()
+        }
+    };
+    Ok(Some(own(&reply)))
+}
+
+fn stats_object(env: &Env) -> Result<js::Stub, JsValue> {
+    let namespace = crate::config::rate_limiter(env)?;
+    namespace.get(&namespace.id_from_name(STATS_OBJECT)?)
+}
+
+/// The answer of a call to the stats object, within the store's timeout.
+async fn call(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> {
+    let call = js_sys::Promise::resolve(&call?);
+    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
+    if answer.is_undefined() {
+        return Err(JsValue::from_str(&format!("the stats store did not answer within {STORE_TIMEOUT_MS} ms")));
+    }
+    Ok(answer)
+}
