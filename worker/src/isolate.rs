@@ -79,6 +79,8 @@ pub(crate) struct Runtime {
     pub(crate) flushing: Cell<bool>,
     /// Whether the recorder holds a batch that failed once already.
     pub(crate) retried: Cell<bool>,
+    /// The dashboard's files: `name → [content type, text]` (`useDashboard`).
+    pub(crate) dashboard: RefCell<Option<js_sys::Function>>,
 }
 
 thread_local! {

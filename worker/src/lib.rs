@@ -133,6 +133,13 @@ pub fn on_panic(listener: js_sys::Function) {
     js::on_panic(&listener);
 }
 
+/// Serve the operator's dashboard from `assets(name)`, each file's `[content type, text]`
+/// (the bundle's, js/dashboard-assets.js): called once per instance at module scope.
+#[wasm_bindgen(js_name = useDashboard)]
+pub fn use_dashboard(assets: js_sys::Function) {
+    isolate::runtime(|rt| *rt.dashboard.borrow_mut() = Some(assets));
+}
+
 /// Nothing: a call into the module is what replaces an instance that panicked, and this is
 /// the cheapest one (see [`on_panic`]).
 #[wasm_bindgen]

@@ -109,7 +109,7 @@ pub(crate) async fn serve(
                 {
                     turn = None;
                 }
-                match stats::serve(request, env, &url, &path, identity).await? {
+                match stats::serve(request, env, setup, &url, &path, identity).await? {
                     Some(answer) => Some(answer),
                     None => admin::serve(request, env, setup, &path, identity).await?,
                 }

@@ -103,21 +103,27 @@ async fn flush(env: &Env) {
 pub(crate) async fn serve(
     request: &Request,
     env: &Env,
+    setup: &Setup,
     url: &Url,
     path: &str,
     caller: Option<Identity>,
 ) -> Result<Option<Response>, JsValue> {
     let Some(token) = env.admin_token().as_string().filter(|t| !t.is_empty()) else { return Ok(None) };
     let Some(route) = stats::route(path) else { return Ok(None) };
-    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? {
-        return Ok(Some(refusal));
-    }
     let params = url.search_params();
     let (since, rule) = (params.get("since"), params.get("rule"));
     let now = js_sys::Date::now() as u64;
+    // The dashboard's files are static, for anyone: the page asks for the token itself.
+    if let Action::Asset(name) = stats::action(route, &request.method(), None, None, now) {
+        return Ok(Some(own(&stats::asset(dashboard_file(name)))));
+    }
+    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? {
+        return Ok(Some(refusal));
+    }
     let query = match stats::action(route, &request.method(), since.as_deref(), rule.as_deref(), now) {
         Action::Answer(reply) => return Ok(Some(own(&reply))),
         Action::Stats(query) => query,
+        Action::Asset(_) => return Err(JsValue::from_str("a dashboard file asked for with the token")),
     };
     // This isolate's counts so far are part of the answer.
     flush(env).await;
@@ -129,6 +135,11 @@ pub(crate) async fn serve(
     let json =
         read.and_then(|text| text.as_string().ok_or_else(|| JsValue::from_str("the stats store answered no text")));
     let reply = match json {
+        // The limits each subject works under, beside its counts (the capabilities answer).
+        Ok(json) if json.starts_with('{') => {
+            let limits = crate::isolate::with(|i| setup.rules.capabilities_json(|id| i.degraded(id)));
+            sluicegate::pipeline::Reply::json(200, format!("{{\"limits\":{limits},{}", &json[1..]))
+        }
         Ok(json) => sluicegate::pipeline::Reply::json(200, json),
         Err(error) => {
             log_error(&format!("sluicegate: 503 for the stats: {}", describe(&error)));
@@ -136,6 +147,14 @@ pub(crate) async fn serve(
         }
     };
     Ok(Some(own(&reply)))
+}
+
+/// The dashboard's file `name` from the bundle: its content type and text.
+fn dashboard_file(name: &str) -> Option<(String, String)> {
+    let assets = crate::isolate::runtime(|rt| rt.dashboard.borrow().clone())?;
+    let found = assets.call1(&JsValue::UNDEFINED, &JsValue::from_str(name)).ok()?;
+    let found = js_sys::Array::from(&found);
+    Some((found.get(0).as_string()?, found.get(1).as_string()?))
 }
 
 fn stats_object(env: &Env) -> Result<js::Stub, JsValue> {

@@ -1,7 +1,9 @@
-//! The edge's stats route: `GET /__sluicegate/stats?since=&rule=`, the decisions counted per
-//! minute ([`crate::edge::analytics`]), when the secret `SLUICEGATE_ADMIN_TOKEN` is set and
-//! behind it. Which path is the route, what its query asks and what it answers are here; the
-//! Worker reads the counts from their store.
+//! The edge's operator routes, when the secret `SLUICEGATE_ADMIN_TOKEN` is set:
+//! `GET /__sluicegate/stats?since=&rule=`, the decisions counted per minute
+//! ([`crate::edge::analytics`]), behind the token; and the dashboard that charts them,
+//! `/__sluicegate/dashboard` and the files beside it ([`ASSETS`]), static pages that ask for
+//! the token themselves. Which path is which route, what a query asks and what each answers
+//! are here; the Worker reads the counts from their store and the files from its bundle.
 //!
 //! Every path under [`PREFIX`] is the edge's while the token is set (`404` when no route
 //! matches): none reaches the origin.
@@ -11,6 +13,7 @@ use crate::edge::analytics::{Stats, MINUTE_MS, RETENTION_MINUTES};
 use crate::edge::headers;
 use alloc::borrow::ToOwned;
 use alloc::format;
+use alloc::string::String;
 
 /// Where the edge's own operator routes live.
 pub const PREFIX: &str = "/__sluicegate";
@@ -19,11 +22,16 @@ pub const DEFAULT_SPAN_MS: u64 = 60 * MINUTE_MS;
 /// What a `503` says when the stats cannot be read.
 pub const CANNOT_READ: &str = "The stats store cannot be reached right now; the counts are kept, try again.";
 
+/// The dashboard's files, by their name after `/__sluicegate/`.
+pub const ASSETS: [&str; 5] = ["dashboard", "dashboard.js", "dashboard.css", "uplot.js", "uplot.css"];
+
 /// An operator route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     /// `/__sluicegate/stats`.
     Stats,
+    /// One of the dashboard's files ([`ASSETS`]).
+    Asset(&'static str),
     /// Any other path under [`PREFIX`].
     Unknown,
 }
@@ -34,8 +42,12 @@ pub fn route(path: &str) -> Option<Route> {
     if !(rest.is_empty() || rest.starts_with('/')) {
         return None; // `/__sluicegatex` is not ours
     }
-    Some(if rest.eq_ignore_ascii_case("/stats") || rest.eq_ignore_ascii_case("/stats/") {
+    let name = rest.strip_prefix('/').unwrap_or(rest);
+    let name = name.strip_suffix('/').unwrap_or(name);
+    Some(if name.eq_ignore_ascii_case("stats") {
         Route::Stats
+    } else if let Some(asset) = ASSETS.iter().find(|a| a.eq_ignore_ascii_case(name)) {
+        Route::Asset(asset)
     } else {
         Route::Unknown
     })
@@ -62,6 +74,8 @@ pub struct Query<'a> {
 pub enum Action<'a> {
     /// Read the stats this query asks for from their store, and answer [`answer`].
     Stats(Query<'a>),
+    /// Answer the dashboard's file of this name ([`asset`]).
+    Asset(&'static str),
     /// Answer this.
     Answer(Reply),
 }
@@ -70,15 +84,19 @@ pub enum Action<'a> {
 /// the epoch; default the last hour, and never before the retention) and `rule` (a subject's
 /// name) as sent, each decoded.
 pub fn action<'a>(route: Route, method: &str, since: Option<&str>, rule: Option<&'a str>, now_ms: u64) -> Action<'a> {
+    let read = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
     match route {
-        Route::Unknown => {
-            Action::Answer(problem(404, "Not Found", "Not an operator route: the stats are at /__sluicegate/stats."))
-        }
-        Route::Stats if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("HEAD") => {
+        Route::Unknown => Action::Answer(problem(
+            404,
+            "Not Found",
+            "Not an operator route: the stats are at /__sluicegate/stats, the dashboard at /__sluicegate/dashboard.",
+        )),
+        Route::Stats | Route::Asset(_) if !read => {
             let mut reply = problem(405, "Method Not Allowed", "");
             reply.set("allow", "GET, HEAD".to_owned());
             Action::Answer(reply)
         }
+        Route::Asset(name) => Action::Asset(name),
         Route::Stats => {
             let oldest = now_ms.saturating_sub(RETENTION_MINUTES * MINUTE_MS);
             let since_ms = match since.map(str::trim) {
@@ -110,6 +128,26 @@ pub fn action<'a>(route: Route, method: &str, since: Option<&str>, rule: Option<
 /// The answer to a stats request: `200` with the counts as JSON, never stored by a cache.
 pub fn answer(stats: &Stats) -> Reply {
     Reply::json(200, stats.to_json())
+}
+
+/// The answer with a dashboard file: `found` is its content type and text, `None` when this
+/// build has no dashboard (`404`). The page may load only its own files and call only this
+/// edge (its Content-Security-Policy), and is never framed.
+pub fn asset(found: Option<(String, String)>) -> Reply {
+    let Some((content_type, body)) = found else {
+        return problem(404, "Not Found", "This build of the edge carries no dashboard.");
+    };
+    let mut reply = Reply::new(200, content_type, body);
+    reply.set("cache-control", "no-cache".to_owned());
+    reply.set("x-content-type-options", "nosniff".to_owned());
+    reply.set(
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+         form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+            .to_owned(),
+    );
+    reply.set("referrer-policy", "no-referrer".to_owned());
+    reply
 }
 
 /// The answer when the stats cannot be read: `503`, try again in a second.
@@ -152,6 +190,10 @@ mod tests {
         assert_eq!(route("/__sluicegate"), Some(Route::Unknown));
         assert_eq!(route("/__sluicegate/stats/x"), Some(Route::Unknown));
         assert_eq!(route("/__sluicegatex/stats"), None);
+        assert_eq!(route("/__sluicegate/dashboard"), Some(Route::Asset("dashboard")));
+        assert_eq!(route("/__sluicegate/Dashboard/"), Some(Route::Asset("dashboard")));
+        assert_eq!(route("/__sluicegate/uplot.js"), Some(Route::Asset("uplot.js")));
+        assert_eq!(route("/__sluicegate/uplot.jsx"), Some(Route::Unknown));
         assert_eq!(route("/api/__sluicegate/stats"), None);
     }
 
@@ -173,7 +215,7 @@ mod tests {
             NOW,
         ) {
             Action::Answer(reply) => (reply.status, reply.body),
-            Action::Stats(q) => panic!("{q:?}"),
+            other => panic!("{other:?}"),
         };
         let (status, body) = refused(Some("yesterday"), None, "GET");
         assert_eq!(status, 400);
@@ -185,6 +227,23 @@ mod tests {
         assert_eq!(refused(None, None, "POST").0, 405);
         let Action::Answer(not_ours) = action(Route::Unknown, "GET", None, None, NOW) else { panic!() };
         assert_eq!(not_ours.status, 404);
+    }
+
+    #[test]
+    fn the_dashboard_files_are_read_only_and_the_page_loads_nothing_from_elsewhere() {
+        assert_eq!(action(Route::Asset("dashboard"), "GET", None, None, NOW), Action::Asset("dashboard"));
+        let Action::Answer(post) = action(Route::Asset("dashboard"), "POST", None, None, NOW) else { panic!() };
+        assert_eq!((post.status, post.header("allow")), (405, Some("GET, HEAD")));
+        let page = asset(Some(("text/html; charset=utf-8".into(), "<!doctype html>".into())));
+        assert_eq!((page.status, page.body.as_str()), (200, "<!doctype html>"));
+        let csp = page.header("content-security-policy").unwrap();
+        assert!(
+            csp.contains("default-src 'none'")
+                && csp.contains("connect-src 'self'")
+                && csp.contains("frame-ancestors 'none'")
+        );
+        assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(asset(None).status, 404);
     }
 
     #[test]
