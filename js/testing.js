@@ -54,6 +54,9 @@ export const COMPATIBILITY_FLAGS = Object.freeze(["enable_request_signal"]);
  * Default: one per binding that a rule with `"store": "cloudflare"` names, with that rule's
  * `requests_per_period` and `period`, as its wrangler.toml `[[ratelimits]]` would say; `false`:
  * none (a Worker whose rules name one then refuses to start, naming it).
+ * @property {string[] | false} [analyticsDatasets] Workers Analytics Engine bindings (Miniflare's,
+ * whose data points go nowhere) by name. Default: the one the rules' `analytics.dataset`
+ * names; `false`: none (a Worker whose rules name one then refuses to start, naming it).
  * @property {{ store?: "unavailable" | "slow" | "fleet-tenants", lease?: "leak", client?: "leaves" }} [faults]
  * The development build only: every Durable Object call fails, answers after 5 s (past the
  * edge's 1 s timeout), or fails for the fleet-wide tenant objects only; budget leases are
@@ -226,6 +229,7 @@ export async function startEdge({
   vars,
   binding = "RATE_LIMITER",
   ratelimits,
+  analyticsDatasets,
 } = {}) {
   checkNode();
   if (main !== undefined) build = "deploy";
@@ -295,6 +299,9 @@ export async function startEdge({
         }),
     durableObjects: { [binding]: { className: "RateLimiter", useSQLite: true } },
     ratelimits: rateLimitBindings(ratelimits ?? bindingsOfRules(rules)),
+    analyticsEngineDatasets: Object.fromEntries(
+      (analyticsDatasets === false ? [] : (analyticsDatasets ?? datasetsOfRules(rules))).map((name) => [name, { dataset: "sluicegate" }]),
+    ),
     ...(persist ? { durableObjectsPersist: persist } : {}),
     // The development origin serves the www/ pages through ASSETS (in a checkout).
     ...(build === "dev" && existsSync(paths.www)
@@ -384,6 +391,24 @@ function bindingsOfRules(rules) {
     }
   }
   return out;
+}
+
+/**
+ * The Workers Analytics Engine binding the rules' `analytics.dataset` names, if any.
+ * @param {string | object | undefined | null} rules
+ * @returns {string[]}
+ */
+function datasetsOfRules(rules) {
+  let parsed = rules;
+  if (typeof rules === "string") {
+    try {
+      parsed = JSON.parse(rules);
+    } catch {
+      return [];
+    }
+  }
+  const dataset = parsed && typeof parsed === "object" ? parsed.analytics?.dataset : undefined;
+  return typeof dataset === "string" ? [dataset] : [];
 }
 
 /**

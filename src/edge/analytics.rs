@@ -88,6 +88,42 @@ pub enum Outcome {
     Shed,
 }
 
+impl Outcome {
+    /// Its name, as the data points say it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Refused => "refused",
+            Outcome::FailedOpen => "failed_open",
+            Outcome::Shed => "shed",
+        }
+    }
+}
+
+/// One decision as a Workers Analytics Engine data point (`analytics.dataset`): `blob1` the
+/// subject's kind, `blob2` its name, `blob3` the outcome, `blob4` the colo; `double1` 1 (one
+/// request, to sum with `_sample_interval`), `double2` the wait a refusal gave, in seconds;
+/// `index1`, the sampling key, is the identity's keyed hash (the Worker's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DataPoint<'a> {
+    /// Kind, name, outcome and colo.
+    pub blobs: [&'a str; 4],
+    /// 1, and the wait in seconds (0 unless refused with one).
+    pub doubles: [f64; 2],
+}
+
+/// The data point of one decision of `kind` `name` at `colo` (`""` unknown), refused with
+/// `wait` when it was refused.
+pub fn data_point<'a>(
+    kind: Kind,
+    name: &'a str,
+    outcome: Outcome,
+    colo: &'a str,
+    wait: crate::core::time::Span,
+) -> DataPoint<'a> {
+    DataPoint { blobs: [kind.name(), name, outcome.name(), colo], doubles: [1.0, wait.as_nanos() as f64 / 1e9] }
+}
+
 /// An identity in a [`TopK`]: refused `count` times, overstated by at most `error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hitter {

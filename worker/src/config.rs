@@ -122,6 +122,15 @@ pub fn check_binding(setup: &Setup, env: &Env, binding: &str) -> Result<(), Stri
     if let Some(why) = setup.rules.missing_rate_limit_binding(is_rate_limit) {
         return Err(why);
     }
+    // The Workers Analytics Engine binding `analytics.dataset` names: an object with a
+    // `writeDataPoint` method.
+    let is_dataset = |name: &str| {
+        let found = js_sys::Reflect::get(env, &JsValue::from_str(name)).unwrap_or_default();
+        found.is_object() && js_sys::Reflect::get(&found, &"writeDataPoint".into()).is_ok_and(|f| f.is_function())
+    };
+    if let Some(why) = setup.rules.analytics().missing_dataset(is_dataset) {
+        return Err(why);
+    }
     if js_sys::Reflect::get(env, &JsValue::from_str(binding)).is_ok_and(|b| b.is_object()) {
         return Ok(());
     }

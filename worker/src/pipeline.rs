@@ -98,7 +98,7 @@ pub(crate) async fn serve(
             Stage::PreRead => isolate::with(|i| i.check_pre_read(&setup.rules, identity, source, declared, now))
                 .err()
                 .map(|(scope, wait)| {
-                    stats::record(setup, env, Kind::PreRead, scope.name(), Outcome::Refused, identity);
+                    stats::record(setup, env, &facts, (Kind::PreRead, scope.name()), Outcome::Refused, wait);
                     dev_clock(pre_read_refusal(request, scope, wait, identity), now)
                 }),
             // The admin and egress routes wait on stores and providers, never in a turn (a
@@ -195,19 +195,14 @@ impl Admitted<'_> {
                     match admitted.await? {
                         Ok(admitted) => {
                             if let Some(name) = &admitted.tenant {
-                                stats::record(setup, self.env, Kind::Tenant, name, Outcome::Admitted, None);
+                                let counted = (Kind::Tenant, &**name);
+                                stats::record(setup, self.env, self.facts, counted, Outcome::Admitted, Span::ZERO);
                             }
                             tenant = Some(admitted);
                         }
                         Err(refusal) => {
-                            stats::record(
-                                setup,
-                                self.env,
-                                Kind::Tenant,
-                                refused_tenant(&refusal),
-                                Outcome::Refused,
-                                self.facts.identity,
-                            );
+                            let (counted, wait) = ((Kind::Tenant, refused_tenant(&refusal)), refusal_wait(&refusal));
+                            stats::record(setup, self.env, self.facts, counted, Outcome::Refused, wait);
                             return Ok(checked.finish(tenant_refusal(request, refusal))?);
                         }
                     }
@@ -216,19 +211,14 @@ impl Admitted<'_> {
                     let Some(upstream) = setup.rules.upstream_for(self.facts) else { continue };
                     match budgets::acquire(upstream, self.env, self.ctx, &scope).await? {
                         Some(held) => {
-                            stats::record(setup, self.env, Kind::Budget, &upstream.id, Outcome::Admitted, None);
+                            let counted = (Kind::Budget, upstream.id.as_str());
+                            stats::record(setup, self.env, self.facts, counted, Outcome::Admitted, Span::ZERO);
                             slot = Some(held);
                         }
                         None if scope.gone() => return Ok(client_gone(request)),
                         None => {
-                            stats::record(
-                                setup,
-                                self.env,
-                                Kind::Budget,
-                                &upstream.id,
-                                Outcome::Shed,
-                                self.facts.identity,
-                            );
+                            let counted = (Kind::Budget, upstream.id.as_str());
+                            stats::record(setup, self.env, self.facts, counted, Outcome::Shed, Span::ZERO);
                             return Ok(checked.finish(busy(request, upstream)?)?);
                         }
                     }
@@ -274,12 +264,12 @@ impl Admitted<'_> {
         if let Some(why) = check.as_ref().and_then(preread::BodyCheck::cut) {
             match &why {
                 preread::Cut::Source => {
-                    let scope = preread::Check::Source.name();
-                    stats::record(setup, self.env, Kind::PreRead, scope, Outcome::Refused, self.facts.identity);
+                    let counted = (Kind::PreRead, preread::Check::Source.name());
+                    stats::record(setup, self.env, self.facts, counted, Outcome::Refused, SOURCE_CUT_WAIT);
                 }
                 preread::Cut::Tenant(refusal) => {
-                    let name = refused_tenant(refusal);
-                    stats::record(setup, self.env, Kind::Tenant, name, Outcome::Refused, self.facts.identity);
+                    let (counted, wait) = ((Kind::Tenant, refused_tenant(refusal)), refusal_wait(refusal));
+                    stats::record(setup, self.env, self.facts, counted, Outcome::Refused, wait);
                 }
                 preread::Cut::Length(_) => {}
             }
@@ -444,17 +434,28 @@ fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note
     for note in notes {
         match note {
             Note::Decided { rule, logged, decision, via } => {
-                let outcome = if decision.is_allowed() { Outcome::Admitted } else { Outcome::Refused };
-                stats::record(setup, env, Kind::Rule, &rule.id, outcome, facts.identity);
+                let (outcome, wait) = match decision {
+                    Decision::Deny { retry_after } => (Outcome::Refused, retry_after),
+                    Decision::Allow { .. } => (Outcome::Admitted, Span::ZERO),
+                };
+                stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, wait);
                 log_decision(setup.rules.decision_log(), rule, &logged, facts.identity, &decision, via.name());
             }
             Note::StoreFailed { rule, logged, error } => {
                 let outcome =
                     if rule.on_store_failure == StoreFailure::Open { Outcome::FailedOpen } else { Outcome::Refused };
-                stats::record(setup, env, Kind::Rule, &rule.id, outcome, facts.identity);
+                stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, Span::ZERO);
                 log_store_failure(rule, &logged, &error);
             }
         }
+    }
+}
+
+/// The wait a tenant refusal gives (none but for its rate).
+fn refusal_wait(refusal: &tenancy::Refusal) -> Span {
+    match refusal {
+        tenancy::Refusal::Limited { wait, .. } => *wait,
+        _ => Span::ZERO,
     }
 }
 

@@ -11,20 +11,35 @@ use crate::counter::STATS_OBJECT;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error, log_hash};
 use crate::respond::own;
-use sluicegate::analytics::{Batch, Kind, Outcome};
+use sluicegate::analytics::{data_point, Batch, DataPoint, Kind, Outcome};
 use sluicegate::identity::Identity;
 use sluicegate::pipeline::stats::{self, Action};
+use sluicegate::rules::RequestFacts;
+use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response, Url};
 
-/// Count one decision of `kind` `name`, when the rules file counts decisions. A refusal
-/// counts its `identity` too: as counted, or its keyed hash (`"identities": "hashed"`).
-pub(crate) fn record(setup: &Setup, env: &Env, kind: Kind, name: &str, outcome: Outcome, identity: Option<Identity>) {
+/// Count one decision of subject `(kind, name)` about the request of `facts`, refused with
+/// `wait` when refused, when the rules file counts decisions. A refusal counts its identity
+/// too: as counted, or its keyed hash (`"identities": "hashed"`). With `analytics.dataset`,
+/// the decision is also one Workers Analytics Engine data point.
+pub(crate) fn record(
+    setup: &Setup,
+    env: &Env,
+    facts: &RequestFacts<'_>,
+    (kind, name): (Kind, &str),
+    outcome: Outcome,
+    wait: Span,
+) {
     let analytics = setup.rules.analytics();
     if !analytics.enabled {
         return;
     }
+    if let Some(dataset) = &analytics.dataset {
+        write_point(env, dataset, data_point(kind, name, outcome, facts.colo.unwrap_or(""), wait), facts.identity);
+    }
+    let identity = facts.identity;
     // Only a refusal's identity is kept: the address is written out for those alone.
     let shown = identity.filter(|_| outcome == Outcome::Refused).map(|identity| {
         let counted = identity.ip.to_string();
@@ -36,6 +51,26 @@ pub(crate) fn record(setup: &Setup, env: &Env, kind: Kind, name: &str, outcome: 
     });
     let now = js_sys::Date::now() as u64;
     crate::isolate::runtime(|rt| rt.recorder.borrow_mut().record(now, kind, name, outcome, shown.as_deref()));
+}
+
+/// Write `point` to the Analytics Engine binding `dataset`, the identity's keyed hash as its
+/// index. The binding was checked at start; a write that throws is left out (the runtime
+/// writes in the background, and a request never waits on it).
+fn write_point(env: &Env, dataset: &str, point: DataPoint<'_>, identity: Option<Identity>) {
+    let Ok(binding) = js_sys::Reflect::get(env, &JsValue::from_str(dataset)) else { return };
+    let Ok(write) = js_sys::Reflect::get(&binding, &"writeDataPoint".into()) else { return };
+    let Some(write) = write.dyn_ref::<js_sys::Function>() else { return };
+    let blobs = js_sys::Array::new();
+    for blob in point.blobs {
+        blobs.push(&JsValue::from_str(blob));
+    }
+    let doubles = js_sys::Array::of2(&point.doubles[0].into(), &point.doubles[1].into());
+    let index = identity.map(|i| log_hash(env).tag(&i.ip.to_string())).unwrap_or_default();
+    let data = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&data, &"blobs".into(), &blobs);
+    let _ = js_sys::Reflect::set(&data, &"doubles".into(), &doubles);
+    let _ = js_sys::Reflect::set(&data, &"indexes".into(), &js_sys::Array::of1(&JsValue::from_str(&index)));
+    let _ = write.call1(&binding, &data);
 }
 
 /// Hand the recorder's batch to the stats object through `ctx.waitUntil` when one is due.

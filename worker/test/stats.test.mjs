@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { startEdge } from "../../js/testing.js";
 import { originServer } from "./support/origin.mjs";
 
@@ -149,5 +150,43 @@ describe("stats of the edge's decisions", () => {
     } finally {
       await edge.close();
     }
+  });
+
+  test("with analytics.dataset, each decision is one Analytics Engine data point: kind, name, outcome, colo, the wait, the identity's hash", async () => {
+    const rules = JSON.stringify({ ...RULES, analytics: { dataset: "DECISIONS" } });
+    const main = fileURLToPath(new URL("./fixtures/analytics-app.mjs", import.meta.url));
+    const edge = await startEdge({ main, vars: { APP_RULES: rules }, analyticsDatasets: ["DECISIONS"] });
+    try {
+      for (let i = 0; i < 22; i++) {
+        const res = await edge.fetch("/api/x", { headers: { "cf-connecting-ip": "192.0.2.44" }, cf: { colo: "AMS" } });
+        await res.arrayBuffer();
+      }
+      const points = await (await edge.fetch("/points")).json();
+      assert.equal(points.length, 22);
+      assert.deepEqual(points[0].blobs, ["rule", "api", "admitted", "AMS"]);
+      assert.deepEqual(points[0].doubles, [1, 0]);
+      assert.deepEqual(points[20].blobs, ["rule", "api", "refused", "AMS"]);
+      assert.deepEqual(points[20].doubles, [1, 10], "the refusal's wait, in seconds: the block");
+      assert.equal(points[21].blobs[2], "refused");
+      assert.ok(points[21].doubles[1] > 9 && points[21].doubles[1] <= 10, "what is left of the block");
+      assert.match(points[0].indexes[0], /^#[0-9a-f]{32}$/, "the identity's keyed hash, never the address");
+      assert.equal(new Set(points.map((p) => p.indexes[0])).size, 1, "one identity, one index");
+    } finally {
+      await edge.close();
+    }
+  });
+
+  test("a dataset the rules name but env lacks refuses to start, saying what to add", async () => {
+    let edge;
+    try {
+      edge = await startEdge({ build: "deploy", rules: { ...RULES, analytics: { dataset: "DECISIONS" } }, origin: backend.url, analyticsDatasets: false });
+    } catch (err) {
+      assert.match(err.message, /sluicegate: not starting: /);
+      assert.match(err.message, /env has no Workers Analytics Engine binding "DECISIONS", which analytics.dataset names/);
+      assert.match(err.message, /\[\[analytics_engine_datasets\]\] binding = "DECISIONS"/);
+      return;
+    }
+    await edge.close();
+    assert.fail("the edge started without its dataset");
   });
 });

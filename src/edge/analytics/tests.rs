@@ -16,6 +16,15 @@ fn rule<'a>(stats: &'a Stats, name: &str) -> &'a SubjectStats {
 }
 
 #[test]
+fn a_decision_is_one_data_point_of_kind_name_outcome_and_colo() {
+    let point = data_point(Kind::Rule, "api", Outcome::Refused, "AMS", crate::core::time::Span::from_millis(9_500));
+    assert_eq!(point, DataPoint { blobs: ["rule", "api", "refused", "AMS"], doubles: [1.0, 9.5] });
+    let shed = data_point(Kind::Budget, "search", Outcome::Shed, "", crate::core::time::Span::ZERO);
+    assert_eq!((shed.blobs[2], shed.doubles), ("shed", [1.0, 0.0]));
+    assert_eq!(Outcome::FailedOpen.name(), "failed_open");
+}
+
+#[test]
 fn a_burst_is_counted_exactly_per_minute_with_its_refused_identity() {
     let mut recorder = Recorder::default();
     burst(&mut recorder, T0, 20, 5, "203.0.113.7");

@@ -37,19 +37,34 @@ impl LoggedDecisions {
 
 /// The `analytics` section: whether the edge counts its decisions for the stats and the
 /// dashboard ([`crate::edge::analytics`]), and how it shows the identities it refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Analytics {
     /// Whether decisions are counted (`"analytics": false` turns it off).
     pub enabled: bool,
     /// Whether the refused identities are kept as keyed hashes (`"identities": "hashed"`)
     /// instead of as counted (an address, IPv6 by its /64).
     pub hashed: bool,
+    /// The Workers Analytics Engine binding that gets one data point per decision
+    /// (`"dataset"`), when there is one.
+    pub dataset: Option<String>,
 }
 
 impl Default for Analytics {
     /// What a file without `analytics` gets: decisions counted, identities as counted.
     fn default() -> Self {
-        Analytics { enabled: true, hashed: false }
+        Analytics { enabled: true, hashed: false, dataset: None }
+    }
+}
+
+impl Analytics {
+    /// Why `env` cannot run this file, when it names a dataset binding that
+    /// `is_dataset(name)` says is not there: what to add to wrangler.toml.
+    pub fn missing_dataset(&self, is_dataset: impl Fn(&str) -> bool) -> Option<String> {
+        let name = self.dataset.as_deref().filter(|name| !is_dataset(name))?;
+        Some(alloc::format!(
+            "env has no Workers Analytics Engine binding \"{name}\", which analytics.dataset names. Add it to \
+             wrangler.toml: [[analytics_engine_datasets]] binding = \"{name}\" dataset = \"sluicegate\""
+        ))
     }
 }
 

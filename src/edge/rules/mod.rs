@@ -491,8 +491,8 @@ impl RuleSet {
 
     /// Whether decisions are counted for the stats, and how refused identities are kept
     /// (`analytics`; counted, as counted, when the file has no `analytics`).
-    pub fn analytics(&self) -> Analytics {
-        self.analytics
+    pub fn analytics(&self) -> &Analytics {
+        &self.analytics
     }
 
     /// The tenant quotas, if the file has them.

@@ -315,18 +315,34 @@ fn decision_log(v: Option<&Value>, errors: &mut Errors) -> DecisionLog {
     log
 }
 
-/// `"analytics": {"identities": "plain" | "hashed"}`, or `false` to count nothing: whether the
-/// edge counts its decisions for the stats and the dashboard (it does by default), and whether
-/// the identities it refused are kept as counted (the default) or as keyed hashes.
+/// `"analytics": {"identities": "plain" | "hashed", "dataset": binding}`, or `false` to count
+/// nothing: whether the edge counts its decisions for the stats and the dashboard (it does by
+/// default), whether the identities it refused are kept as counted (the default) or as keyed
+/// hashes, and the Workers Analytics Engine binding that gets a data point per decision.
 fn analytics(v: Option<&Value>, errors: &mut Errors) -> Analytics {
-    const SHAPE: &str = "{\"identities\": \"plain\" | \"hashed\"}, or false to count no decisions";
+    const SHAPE: &str =
+        "{\"identities\": \"plain\" | \"hashed\", \"dataset\": binding}, or false to count no decisions";
     let mut analytics = Analytics::default();
     match v {
         None => {}
         Some(Value::Bool(false)) => analytics.enabled = false,
         Some(Value::Object(obj)) => {
-            for key in obj.keys().filter(|k| k.as_str() != "identities") {
-                errors.push(&format!("analytics.{key}"), "unknown field; analytics has identities");
+            for key in obj.keys().filter(|k| !["identities", "dataset"].contains(&k.as_str())) {
+                errors.push(&format!("analytics.{key}"), "unknown field; analytics has identities, dataset");
+            }
+            match obj.get("dataset") {
+                None => {}
+                Some(Value::String(name)) if is_binding_name(name) && name != "RATE_LIMITER" => {
+                    analytics.dataset = Some(name.clone());
+                }
+                Some(other) => errors.push(
+                    "analytics.dataset",
+                    format!(
+                        "must name a Workers Analytics Engine binding (1–64 letters, digits or '_', not starting \
+                         with a digit, not RATE_LIMITER), got {}",
+                        brief(&other.to_string())
+                    ),
+                ),
             }
             match obj.get("identities").map(|i| i.as_str()) {
                 None | Some(Some("plain")) => {}

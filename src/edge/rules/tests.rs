@@ -1215,23 +1215,38 @@ fn every_log_problem_names_its_field() {
 #[test]
 fn the_analytics_section_turns_counting_off_or_hashes_identities_and_names_every_problem() {
     let parsed = |section: &str| RuleSet::from_json(&alloc::format!(r#"{{"rules":[],"analytics":{section}}}"#));
-    assert_eq!(RuleSet::from_json(REFERENCE).unwrap().analytics(), Analytics { enabled: true, hashed: false });
-    assert_eq!(parsed("{}").unwrap().analytics(), Analytics { enabled: true, hashed: false });
-    assert_eq!(parsed(r#"{"identities":"plain"}"#).unwrap().analytics(), Analytics { enabled: true, hashed: false });
-    assert_eq!(parsed(r#"{"identities":"hashed"}"#).unwrap().analytics(), Analytics { enabled: true, hashed: true });
+    let plain = Analytics { enabled: true, hashed: false, dataset: None };
+    assert_eq!(*RuleSet::from_json(REFERENCE).unwrap().analytics(), plain);
+    assert_eq!(*parsed("{}").unwrap().analytics(), plain);
+    assert_eq!(*parsed(r#"{"identities":"plain"}"#).unwrap().analytics(), plain);
+    assert_eq!(*parsed(r#"{"identities":"hashed"}"#).unwrap().analytics(), Analytics { hashed: true, ..plain.clone() });
+    let engine = parsed(r#"{"dataset":"DECISIONS"}"#).unwrap().analytics().clone();
+    assert_eq!(engine.dataset.as_deref(), Some("DECISIONS"));
+    assert_eq!(engine.missing_dataset(|name| name == "DECISIONS"), None);
+    let missing = engine.missing_dataset(|_| false).unwrap();
+    assert!(missing.contains(r#"[[analytics_engine_datasets]] binding = "DECISIONS""#), "{missing}");
+    assert_eq!(plain.missing_dataset(|_| false), None);
     assert!(!parsed("false").unwrap().analytics().enabled);
     let cases: &[(&str, &str)] = &[
         (
             "true",
-            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed"}, or false to count no decisions, got true"#,
+            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed", "dataset": binding}, or false to count no decisions, got true"#,
         ),
         (
             "null",
-            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed"}, or false to count no decisions, got null"#,
+            r#"rules file: field "analytics": must be {"identities": "plain" | "hashed", "dataset": binding}, or false to count no decisions, got null"#,
         ),
         (
             r#"{"identity":"hashed"}"#,
-            r#"rules file: field "analytics.identity": unknown field; analytics has identities"#,
+            r#"rules file: field "analytics.identity": unknown field; analytics has identities, dataset"#,
+        ),
+        (
+            r#"{"dataset":"RATE_LIMITER"}"#,
+            r#"rules file: field "analytics.dataset": must name a Workers Analytics Engine binding (1–64 letters, digits or '_', not starting with a digit, not RATE_LIMITER), got "RATE_LIMITER""#,
+        ),
+        (
+            r#"{"dataset":"9lives"}"#,
+            r#"rules file: field "analytics.dataset": must name a Workers Analytics Engine binding (1–64 letters, digits or '_', not starting with a digit, not RATE_LIMITER), got "9lives""#,
         ),
         (
             r#"{"identities":"sha256"}"#,
