@@ -230,3 +230,25 @@ fn an_answer_names_at_most_its_bound_of_subjects_and_counts_the_rest_together() 
     sorted.sort_unstable();
     assert_eq!(names, sorted);
 }
+
+#[test]
+fn the_worst_minute_fits_one_durable_object_value() {
+    // Every subject a minute names, each refusing 100,000 invented identities of the longest
+    // length kept: the minute is bounded, and its JSON fits one storage value (128 KiB).
+    let mut store = Minutes::default();
+    let mut r = Recorder::default();
+    for i in 0..100_000u32 {
+        let identity = format!("{i:064}");
+        r.record(T0, Kind::Tenant, &format!("tenant-{:02}", i % 80), Outcome::Refused, Some(&identity));
+        if r.due(T0) {
+            store.merge(&r.take(), T0);
+        }
+    }
+    store.merge(&r.take(), T0);
+    let json = store.minute_json(minute_of(T0)).unwrap();
+    assert!(json.len() < 128 * 1024, "{} bytes", json.len());
+    let stats = store.query(T0, T0, None);
+    assert!(stats.subjects.len() <= MAX_SUBJECTS + 1, "{}", stats.subjects.len());
+    assert!(stats.subjects.iter().all(|s| s.total.top_refused.len() <= TOP_SHOWN));
+    assert_eq!(stats.subjects.iter().map(|s| s.total.refused).sum::<u64>() + stats.lost, 100_000);
+}
