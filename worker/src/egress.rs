@@ -31,6 +31,7 @@ use crate::guard::{Guard, Scope};
 use crate::js::{self, Env};
 use crate::log::{describe, json_string, log, log_error};
 use crate::respond;
+use sluicegate::analytics::{Kind, Outcome};
 use sluicegate::edge::body::ByteCap;
 use sluicegate::egress::cache::{call_key, storable, ByteSize, CachePolicy, CallParts, Lookup, ResponseCache};
 use sluicegate::egress::call::{Attempt, NoStart};
@@ -42,6 +43,7 @@ use sluicegate::pipeline::egress::{
     self as flow, after_failure, AfterFailure, Disposal, SendStep, Sending, Want, ANSWER_DROPS, MAX_PERMIT_BODY,
 };
 use sluicegate::pipeline::upstream::SlotStore;
+use sluicegate::rules::RequestFacts;
 use sluicegate::time::{Instant, Span};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -339,18 +341,31 @@ pub async fn serve(
             egress.provider(provider)
         }
     };
-    Ok(Some(match (route, provider) {
+    let answer = match (route, provider) {
         (Route::Permit { .. }, Some(p)) => permit(request, env, p).await?,
         (Route::GiveBack { permit, .. }, Some(p)) => give_back(request, env, p, permit).await?,
         (Route::Proxy { rest, .. }, Some(p)) => proxy(request, env, ctx, p, rest, url).await?,
         _ => out(&flow::no_provider()),
-    }))
+    };
+    // A permit asked for or a call proxied is one decision of the provider's budget: shed or
+    // refused as `shed` and `refused` said just before this (with no wait between), else
+    // admitted. A client that left is no decision (the edge's answer goes nowhere).
+    let said = crate::isolate::runtime(|rt| rt.egress_outcome.take());
+    let left = Scope::of(request).gone();
+    if let (Route::Permit { .. } | Route::Proxy { .. }, Some(p), false) = (route, provider, left) {
+        let (host, colo) = (url.hostname(), crate::runtime::colo(request));
+        let facts = RequestFacts { method: &method, host: &host, path, colo: colo.as_deref(), identity: caller };
+        let outcome = said.unwrap_or(Outcome::Admitted);
+        crate::stats::record(setup, env, &facts, (Kind::Budget, &p.id), outcome, Span::ZERO);
+    }
+    Ok(Some(answer))
 }
 
 use respond::own as out;
 
 /// [`flow::shed`], logged with its provider.
 fn shed(p: &Provider) -> Response {
+    crate::isolate::runtime(|rt| rt.egress_outcome.set(Some(Outcome::Shed)));
     log(&format!("{{\"sluicegate\":\"egress-busy\",\"provider\":{}}}", json_string(&p.id)));
     out(&flow::shed(p))
 }
@@ -358,7 +373,10 @@ fn shed(p: &Provider) -> Response {
 /// [`flow::refused`] (a shed logged as one).
 fn refused(p: &Provider, why: Refused) -> Response {
     match why {
-        Refused::TooHeavy { .. } => out(&flow::refused(p, why)),
+        Refused::TooHeavy { .. } => {
+            crate::isolate::runtime(|rt| rt.egress_outcome.set(Some(Outcome::Refused)));
+            out(&flow::refused(p, why))
+        }
         Refused::QueueFull | Refused::NoMirror => shed(p),
     }
 }

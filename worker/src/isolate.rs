@@ -79,6 +79,9 @@ pub(crate) struct Runtime {
     pub(crate) flushing: Cell<bool>,
     /// Whether the recorder holds a batch that failed once already.
     pub(crate) retried: Cell<bool>,
+    /// What an egress route decided about the request it is answering (shed or refused), read
+    /// as it answers (`crate::egress::serve`).
+    pub(crate) egress_outcome: Cell<Option<sluicegate::analytics::Outcome>>,
     /// The dashboard's files: `name → [content type, text]` (`useDashboard`).
     pub(crate) dashboard: RefCell<Option<js_sys::Function>>,
 }

@@ -11,6 +11,8 @@ import { originServer } from "./support/origin.mjs";
 import { AUTH, assertNoEdgeFailure, assertProblem, call, givePermitBack, later, mirror, provider, sleep, takePermit, TOKEN, closedPort } from "./support/providers.mjs";
 import { raw } from "./support/raw.mjs";
 
+const ADMIN_TOKEN = "egress-admin-token-0123456789";
+
 describe("Overpass: mirrors with their own slots, failover (deploy build)", () => {
   const m = [];
   let origin;
@@ -519,7 +521,7 @@ describe("Shedding, faults, authorisation and hostile paths (deploy build; a lea
     // Local workerd notices a client that closed its connection only when it next writes to
     // it: the development build's fault makes the request's signal abort as Cloudflare's
     // does (Sluicegate-Test-Leave-After-Ms).
-    leaving = await startEdge({ build: "dev", egressToken: TOKEN, rules, faults: { client: "leaves" } });
+    leaving = await startEdge({ build: "dev", egressToken: TOKEN, adminToken: ADMIN_TOKEN, rules, faults: { client: "leaves" } });
   });
   after(async () => {
     await edge?.close();
@@ -552,6 +554,12 @@ describe("Shedding, faults, authorisation and hostile paths (deploy build; a lea
     for (let i = 0; good.inFlight() > 0 && i < 100; i++) await sleep(10);
     assert.equal(good.inFlight(), 0, "the provider's hanging call was cancelled");
     assert.equal(good.calls[0].answered, false);
+    // The provider's budget in the stats: the shed call, and the calls it let through.
+    const res = await fetch(`${leaving.url}/__sluicegate/stats?rule=shed`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const [budget] = (await res.json()).subjects;
+    assert.equal(budget.kind, "budget");
+    assert.equal(budget.total.shed, 1);
+    assert.ok(budget.total.admitted >= 1, JSON.stringify(budget.total));
   });
 
   test("never a 500 under a provider's faults: dropped connections, garbage, a bad status, a body cut short", async () => {
