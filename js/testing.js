@@ -368,20 +368,28 @@ export async function startEdge({
 }
 
 /**
+ * The rules as an object: parsed when given as JSON text (`null` when it is not JSON: the
+ * Worker then says what is wrong).
+ * @param {string | object | undefined | null} rules
+ * @returns {any}
+ */
+function parsedRules(rules) {
+  if (typeof rules !== "string") return rules;
+  try {
+    return JSON.parse(rules);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * The Workers Rate Limiting bindings the rules' `"store": "cloudflare"` rules name, each with
  * its rule's limit and period (rules that are not valid JSON name none: the Worker says why).
  * @param {string | object | undefined | null} rules
  * @returns {Record<string, { limit: number, period: number }>}
  */
 function bindingsOfRules(rules) {
-  let parsed = rules;
-  if (typeof rules === "string") {
-    try {
-      parsed = JSON.parse(rules);
-    } catch {
-      return {};
-    }
-  }
+  const parsed = parsedRules(rules);
   /** @type {Record<string, { limit: number, period: number }>} */
   const out = {};
   const list = parsed && typeof parsed === "object" && Array.isArray(parsed.rules) ? parsed.rules : [];
@@ -399,14 +407,7 @@ function bindingsOfRules(rules) {
  * @returns {string[]}
  */
 function datasetsOfRules(rules) {
-  let parsed = rules;
-  if (typeof rules === "string") {
-    try {
-      parsed = JSON.parse(rules);
-    } catch {
-      return [];
-    }
-  }
+  const parsed = parsedRules(rules);
   const dataset = parsed && typeof parsed === "object" ? parsed.analytics?.dataset : undefined;
   return typeof dataset === "string" ? [dataset] : [];
 }

@@ -416,7 +416,8 @@ impl Recorder {
         };
         let same = |s: &Slot| s.minute == minute && s.kind == kind && s.name == name;
         if self.slots.find(hash, same).is_none() {
-            // Past the bounds, the kind's OTHER of each minute still gets a slot (four kinds).
+            // Past the bounds, each kind's OTHER still gets a slot in each minute a batch spans
+            // (four kinds in two minutes: a batch goes at the first request 5 s after it began).
             if self.slots.len() >= MAX_SUBJECTS + 4 * 2 {
                 return None;
             }
