@@ -46,13 +46,11 @@ pub struct Counter {
     overrides: Option<Overrides>,
     /// The Worker's `env`, for the keyed hash of log lines.
     env: Env,
-    /// The decisions counted per minute (kept by the one object named [`STATS_OBJECT`]),
-    /// read from storage on first use.
+    /// The decisions counted per minute (kept by the one object named `sluicegate-stats`,
+    /// which `crate::stats` sends them to), read from storage on first use.
     stats: Option<Minutes>,
 }
 
-/// The name of the object that keeps the stats.
-pub const STATS_OBJECT: &str = "sluicegate-stats";
 /// Where that object stores each minute: this, then the minute's start in ms.
 const STATS_KEY: &str = "stats:";
 

@@ -7,7 +7,6 @@
 //! own batch delivered first.
 
 use crate::config::{Setup, STORE_TIMEOUT_MS};
-use crate::counter::STATS_OBJECT;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error, log_hash};
 use crate::respond::own;
@@ -19,6 +18,9 @@ use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response, Url};
+
+/// The name of the `RATE_LIMITER` object that keeps the stats (its `mergeStats` and `getStats`).
+pub(crate) const STATS_OBJECT: &str = "sluicegate-stats";
 
 /// Count one decision of subject `(kind, name)` about the request of `facts`, refused with
 /// `wait` when refused, when the rules file counts decisions. A refusal counts its identity
