@@ -418,6 +418,11 @@ async function buildTypes() {
     report(emitted.diagnostics);
     return false;
   }
+  // A module whose every export is @internal (js/dashboard-assets.js) declares nothing: no file.
+  for (const name of readdirSync(outDir)) {
+    const file = path.join(outDir, name);
+    if (name.endsWith(".d.ts") && readFileSync(file, "utf8").trim() === "") rmSync(file);
+  }
   const checker = program.getTypeChecker();
   const types = new Map();
   for (const sourceFile of program.getSourceFiles()) {
