@@ -30,7 +30,6 @@ use sluicegate::pipeline::admin::{self, Action, CANNOT_READ, CHANGE_NOT_CONFIRME
 use sluicegate::pipeline::Reply;
 use sluicegate::tenants::{effective, LimitSource, Overrides, Tenants};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response};
 
 /// The admin API's answer, when this request is one of its routes and the API exists.
@@ -77,16 +76,7 @@ async fn stored_overrides(env: &Env) -> Result<Overrides, Reply> {
 
 /// The answer of a call to the overrides object, within the store's timeout.
 async fn call_store(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> {
-    let call = js_sys::Promise::resolve(&call?);
-    let answer =
-        JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
-    if answer.is_undefined() {
-        return Err(JsValue::from_str(&format!(
-            "the overrides store did not answer within {} ms",
-            crate::config::STORE_TIMEOUT_MS
-        )));
-    }
-    Ok(answer)
+    js::store_answer(call, "the overrides store", crate::config::STORE_TIMEOUT_MS).await
 }
 
 /// Set `tenant`'s override. The same override again is idempotent: the same answer, its

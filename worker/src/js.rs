@@ -103,6 +103,17 @@ extern "C" {
     pub fn fetch(request: &Request) -> Result<Promise, JsValue>;
 }
 
+/// The answer of a call to a Durable Object (`what`, for the error), within `ms`: an error
+/// when it throws, or does not answer in time.
+pub async fn store_answer(call: Result<JsValue, JsValue>, what: &str, ms: u32) -> Result<JsValue, JsValue> {
+    let call = Promise::resolve(&call?);
+    let answer = wasm_bindgen_futures::JsFuture::from(within(&call, f64::from(ms), &JsValue::UNDEFINED)?).await?;
+    if answer.is_undefined() {
+        return Err(JsValue::from_str(&format!("{what} did not answer within {ms} ms")));
+    }
+    Ok(answer)
+}
+
 // Every import that can throw is `catch`: a JavaScript exception that unwound through the
 // module's frames would skip every Rust destructor (and the guards that give slots back).
 #[wasm_bindgen(module = "/js/streams.mjs")]

@@ -6,7 +6,7 @@
 //! `GET /__sluicegate/stats` (behind the admin token) reads the counts back, this isolate's
 //! own batch delivered first.
 
-use crate::config::{Setup, STORE_TIMEOUT_MS};
+use crate::config::Setup;
 use crate::js::{self, Env};
 use crate::log::{describe, log_error, log_hash};
 use crate::respond::own;
@@ -16,7 +16,6 @@ use sluicegate::pipeline::stats::{self, Action};
 use sluicegate::rules::RequestFacts;
 use sluicegate::time::Span;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Request, Response, Url};
 
 /// The name of the `RATE_LIMITER` object that keeps the stats (its `mergeStats` and `getStats`).
@@ -82,10 +81,9 @@ pub(crate) fn flush_if_due(env: &Env, ctx: &JsValue) {
     if !due {
         return;
     }
-    let (env, ctx2) = (JsValue::clone(env).unchecked_into::<Env>(), ctx.clone());
+    let env = JsValue::clone(env).unchecked_into::<Env>();
     let task = wasm_bindgen_futures::future_to_promise(async move {
         flush(&env).await;
-        let _ = ctx2;
         Ok(JsValue::UNDEFINED)
     });
     if let Ok(f) = js_sys::Reflect::get(ctx, &"waitUntil".into()) {
@@ -150,17 +148,13 @@ pub(crate) async fn serve(
     let params = url.search_params();
     let (since, rule) = (params.get("since"), params.get("rule"));
     let now = js_sys::Date::now() as u64;
-    // The dashboard's files are static, for anyone: the page asks for the token itself.
-    if let Action::Asset(name) = stats::action(route, &request.method(), None, None, now) {
-        return Ok(Some(own(&stats::asset(dashboard_file(name)))));
-    }
-    if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? {
-        return Ok(Some(refusal));
-    }
     let query = match stats::action(route, &request.method(), since.as_deref(), rule.as_deref(), now) {
+        // The dashboard's files are static, for anyone: the page asks for the token itself.
+        Action::Asset(name) => return Ok(Some(own(&stats::asset(dashboard_file(name))))),
+        // Anything else only with the token: no status says more to a caller without it.
+        _ if let Some(refusal) = crate::auth::authorise(request, &token, caller, "admin")? => return Ok(Some(refusal)),
         Action::Answer(reply) => return Ok(Some(own(&reply))),
         Action::Stats(query) => query,
-        Action::Asset(_) => return Err(JsValue::from_str("a dashboard file asked for with the token")),
     };
     // This isolate's counts so far are part of the answer.
     flush(env).await;
@@ -201,10 +195,5 @@ fn stats_object(env: &Env) -> Result<js::Stub, JsValue> {
 
 /// The answer of a call to the stats object, within the store's timeout.
 async fn call(call: Result<JsValue, JsValue>) -> Result<JsValue, JsValue> {
-    let call = js_sys::Promise::resolve(&call?);
-    let answer = JsFuture::from(js::within(&call, f64::from(STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
-    if answer.is_undefined() {
-        return Err(JsValue::from_str(&format!("the stats store did not answer within {STORE_TIMEOUT_MS} ms")));
-    }
-    Ok(answer)
+    js::store_answer(call, "the stats store", crate::config::STORE_TIMEOUT_MS).await
 }
