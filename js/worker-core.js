@@ -128,6 +128,21 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.deleteOverride(tenant);
     }
 
+    /** RPC (the overrides object): every runtime override of a rule's `enforce`, as stored JSON. */
+    getRuleOverrides() {
+      return this.counter.getRuleOverrides();
+    }
+
+    /** RPC (the overrides object): set `rule`'s `enforce` (JSON): `{before, changed}` or `{refused}`. */
+    putRuleOverride(rule, enforce, at) {
+      return this.counter.putRuleOverride(rule, enforce, at);
+    }
+
+    /** RPC (the overrides object): remove `rule`'s override; its `enforce` as JSON or "". */
+    deleteRuleOverride(rule) {
+      return this.counter.deleteRuleOverride(rule);
+    }
+
     /** RPC (the stats object): add an isolate's batch of counted decisions (JSON) at `nowMs`. */
     mergeStats(batch, nowMs) {
       return this.counter.mergeStats(batch, nowMs);

@@ -765,6 +765,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         loop {
             let answer = match check.next(isolate, &request, &header, now) {
                 Step::Done => break,
+                Step::ReadOverrides => unreachable!("the simulator runs the rules file's enforce"),
                 Step::Ask { rule, key } if matches!(rule.store, Store::Cloudflare { .. }) => {
                     let binding =
                         binding_of(&mut edge.bindings, self.cfg.edge_spread.colo_of(facts.colo()), edge.place.0);
@@ -792,11 +793,11 @@ impl<'c, 'o> Engine<'c, 'o> {
         // store: a block the isolate remembered, the isolate's count, the binding, the object.
         let mut via = None;
         for note in &notes {
-            let (Note::Decided { rule, .. } | Note::StoreFailed { rule, .. }) = note;
+            let (Note::Decided { rule, .. } | Note::StoreFailed { rule, .. }) = note else { continue };
             self.out.policies[policy_of(*rule)].checks += 1;
             via = match note {
                 Note::Decided { via, .. } => Some(*via),
-                Note::StoreFailed { .. } => None,
+                _ => None,
             };
         }
         let Verdict::Refused { rule, refusal, .. } = verdict else { return Ok(None) };

@@ -9,7 +9,7 @@ use crate::log::{describe, log_error};
 use sluicegate::analytics::{Batch, Minutes, MINUTE_MS, RETENTION_MINUTES};
 use sluicegate::limit::Decision;
 use sluicegate::pipeline::counting::{Counts, Stored};
-use sluicegate::rules::{BudgetScope, Characteristic, Rule, Upstream};
+use sluicegate::rules::{BudgetScope, Characteristic, Enforce, Rule, RuleOverride, RuleOverrides, Upstream};
 
 use sluicegate::pipeline::tenant::Charge;
 use sluicegate::pipeline::tenant_store::{record_key, TenantStore};
@@ -44,6 +44,9 @@ pub struct Counter {
     /// The runtime overrides of tenant limits (kept by the one object named
     /// [`OVERRIDES_OBJECT`]), read from storage on first use.
     overrides: Option<Overrides>,
+    /// The runtime overrides of rules' `enforce` (kept by the same object), read from
+    /// storage on first use.
+    rule_overrides: Option<RuleOverrides>,
     /// The Worker's `env`, for the keyed hash of log lines.
     env: Env,
     /// The decisions counted per minute (kept by the one object named `sluicegate-stats`,
@@ -58,6 +61,8 @@ const STATS_KEY: &str = "stats:";
 pub const OVERRIDES_OBJECT: &str = "tenant-overrides";
 /// Where that object stores them.
 const OVERRIDES_KEY: &str = "tenant-overrides";
+/// Where it stores the overrides of rules' `enforce`.
+const RULE_OVERRIDES_KEY: &str = "rule-overrides";
 
 #[wasm_bindgen]
 impl Counter {
@@ -85,6 +90,7 @@ impl Counter {
             egress: crate::egress::Shared::default(),
             tenants: TenantStore::default(),
             overrides: None,
+            rule_overrides: None,
             env,
             stats: None,
         }
@@ -174,6 +180,57 @@ impl Counter {
         let Some(before) = next.remove(tenant) else { return Ok(String::new()) };
         self.keep_overrides(next)?;
         Ok(before.limit.to_json())
+    }
+
+    /// Every runtime override of a rule's `enforce`, as stored
+    /// (`{"rule": {"enforce": 0.1, "set_at": ms}}`).
+    #[wasm_bindgen(js_name = getRuleOverrides)]
+    pub fn get_rule_overrides(&mut self) -> String {
+        self.rule_overrides().to_json()
+    }
+
+    /// Set `rule`'s `enforce` to `enforce` (JSON: `true`, `false` or a fraction), as of `at`
+    /// (ms), unless it is that already (then nothing is written): `{before, changed}`,
+    /// `before` the override it had (its `enforce` as JSON) or an empty string; `{refused}`
+    /// (why) when as many overrides as are kept exist and `rule` has none.
+    ///
+    /// # Errors
+    /// An `enforce` that does not validate, or storage that refused the write (nothing is
+    /// changed then).
+    #[wasm_bindgen(js_name = putRuleOverride)]
+    pub fn put_rule_override(&mut self, rule: &str, enforce: &str, at: f64) -> Result<JsValue, JsError> {
+        let enforce = Enforce::from_json_text(enforce).map_err(|e| JsError::new(&format!("enforce: {e}")))?;
+        let mut next = self.rule_overrides().clone();
+        let before = next.get(rule).map(|o| o.enforce);
+        let answer = js_sys::Object::new();
+        let set = |key: &str, value: JsValue| {
+            js_sys::Reflect::set(&answer, &key.into(), &value).map(|_| ()).map_err(|e| JsError::new(&describe(&e)))
+        };
+        let changed = before != Some(enforce);
+        if changed {
+            match next.set(rule, RuleOverride { enforce, set_at: at.max(0.0) as u64 }) {
+                Ok(_) => self.keep_rule_overrides(next)?,
+                Err(why) => {
+                    set("refused", why.into())?;
+                    return Ok(answer.into());
+                }
+            }
+        }
+        set("before", before.map(Enforce::to_json).unwrap_or_default().into())?;
+        set("changed", changed.into())?;
+        Ok(answer.into())
+    }
+
+    /// Remove `rule`'s override: its `enforce` as JSON, or an empty string when it had none.
+    ///
+    /// # Errors
+    /// Storage that refused the write (nothing is changed then).
+    #[wasm_bindgen(js_name = deleteRuleOverride)]
+    pub fn delete_rule_override(&mut self, rule: &str) -> Result<String, JsError> {
+        let mut next = self.rule_overrides().clone();
+        let Some(before) = next.remove(rule) else { return Ok(String::new()) };
+        self.keep_rule_overrides(next)?;
+        Ok(before.enforce.to_json())
     }
 
     /// Charge `tenant`'s buckets of `limit` (JSON, as the Worker resolved it) with one
@@ -391,7 +448,40 @@ impl Counter {
         self.overrides.get_or_insert_with(Overrides::default)
     }
 
+    fn rule_overrides(&mut self) -> &RuleOverrides {
+        if self.rule_overrides.is_none() {
+            let stored =
+                self.kv.as_ref().and_then(|kv| kv.get_value(RULE_OVERRIDES_KEY).ok()).and_then(|v| v.as_string());
+            let loaded = match stored.map(|text| RuleOverrides::from_json(&text)) {
+                Some(Ok((overrides, dropped))) => {
+                    if !dropped.is_empty() {
+                        log_error(&format!(
+                            "sluicegate: stored rule overrides no longer valid, left out: {}",
+                            dropped.join(", ")
+                        ));
+                    }
+                    overrides
+                }
+                Some(Err(e)) => {
+                    log_error(&format!("sluicegate: the stored rule overrides cannot be read: {e}"));
+                    RuleOverrides::default()
+                }
+                None => RuleOverrides::default(),
+            };
+            self.rule_overrides = Some(loaded);
+        }
+        self.rule_overrides.get_or_insert_with(RuleOverrides::default)
+    }
+
     /// Store `next` and keep it; a refused write keeps what was there.
+    fn keep_rule_overrides(&mut self, next: RuleOverrides) -> Result<(), JsError> {
+        let kv = self.kv.as_ref().ok_or_else(|| JsError::new("this object has no storage for overrides"))?;
+        kv.put(RULE_OVERRIDES_KEY, &JsValue::from_str(&next.to_json()))
+            .map_err(|e| JsError::new(&format!("the rule overrides could not be stored: {}", describe(&e))))?;
+        self.rule_overrides = Some(next);
+        Ok(())
+    }
+
     /// The stats, read from storage (the retention's minutes) on first use.
     fn stats(&mut self) -> &mut Minutes {
         if self.stats.is_none() {

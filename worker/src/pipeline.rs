@@ -20,7 +20,7 @@ use sluicegate::limit::Decision;
 use sluicegate::pipeline::preread::SOURCE_CUT_WAIT;
 use sluicegate::pipeline::serve::{self, Routes, Stage, Way};
 use sluicegate::pipeline::{Answer, Note, Reply, RulesCheck, Step, Verdict};
-use sluicegate::rules::{RequestFacts, Rule, Store, StoreFailure};
+use sluicegate::rules::{RequestFacts, Rule, RuleOverrides, Store, StoreFailure};
 use sluicegate::time::{Instant, Span};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -387,12 +387,17 @@ pub(crate) async fn check_rules(
     started: Instant,
 ) -> Result<Result<Checked, Response>, JsValue> {
     let mut check = RulesCheck::new(&setup.rules, log_hash(env));
+    // The admin API may override a rule's `enforce`: read while it is on.
+    if env.admin_token().as_string().is_some_and(|t| !t.is_empty()) {
+        check = check.reading_overrides();
+    }
     loop {
         // The clock as each rule is checked: an earlier rule's counter may have taken a while.
         let now = crate::clock::rules_now(started);
         let step = isolate::with(|isolate| check.next(isolate, facts, header, now));
         let answer = match step {
             Step::Done => break,
+            Step::ReadOverrides => Answer::Overrides(read_rule_overrides(env).await),
             Step::Ask { rule, key } => match &rule.store {
                 Store::Cloudflare { binding } => match ask_binding(env, binding, key).await {
                     Ok(admitted) => Answer::Outcome { admitted, at: now },
@@ -433,7 +438,7 @@ pub(crate) async fn check_rules(
 fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
     for note in notes {
         match note {
-            Note::Decided { rule, logged, decision, via } => {
+            Note::Decided { rule, logged, decision, via, .. } => {
                 let (outcome, wait) = match decision {
                     Decision::Deny { retry_after } => (Outcome::Refused, retry_after),
                     Decision::Allow { .. } => (Outcome::Admitted, Span::ZERO),
@@ -441,14 +446,29 @@ fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note
                 stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, wait);
                 log_decision(setup.rules.decision_log(), rule, &logged, facts.identity, &decision, via.name());
             }
-            Note::StoreFailed { rule, logged, error } => {
+            Note::StoreFailed { rule, logged, error, .. } => {
                 let outcome =
                     if rule.on_store_failure == StoreFailure::Open { Outcome::FailedOpen } else { Outcome::Refused };
                 stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, Span::ZERO);
                 log_store_failure(rule, &logged, &error);
             }
+            Note::OverridesUnreadable(error) => crate::log::log_error(&format!(
+                "{{\"sluicegate\":\"store-failure\",\"store\":\"{}\",\"what\":\"rule overrides\",\"error\":{}}}",
+                crate::counter::OVERRIDES_OBJECT,
+                crate::log::json_string(&error)
+            )),
         }
     }
+}
+
+/// The runtime overrides of the rules' `enforce`, from the object that keeps them, within
+/// the store's timeout.
+async fn read_rule_overrides(env: &Env) -> Result<RuleOverrides, String> {
+    let call = tenancy::overrides_object(env).and_then(|o| o.get_rule_overrides());
+    let text = js::store_answer(call, "the overrides store", STORE_TIMEOUT_MS).await;
+    let text = text.map_err(|e| describe(&e))?;
+    let text = text.as_string().ok_or("the overrides store answered no text")?;
+    RuleOverrides::from_json(&text).map(|(o, _)| o)
 }
 
 /// The wait a tenant refusal gives (none but for its rate).

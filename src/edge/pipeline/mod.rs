@@ -32,7 +32,7 @@ pub mod token;
 pub mod upstream;
 
 pub use reply::Reply;
-pub use rules::{Answer, Checked, Note, Refusal, RulesCheck, Step, Verdict, Via};
+pub use rules::{Answer, Checked, Note, Refusal, RulesCheck, Step, Verdict, Via, OVERRIDES_FRESH};
 pub use tenant::{TenantAnswer, TenantCheck, TenantNote, TenantRefusal, TenantStep, TenantVerdict};
 
 use crate::edge::blocks::BlockCache;
@@ -59,6 +59,8 @@ pub struct Isolate {
     guesses: Option<crate::edge::guesses::Guesses>,
     /// The salt of its tables' hashes.
     pub(crate) salt: (u64, u64),
+    /// Its copy of the runtime overrides of the rules' `enforce`, and when it was read.
+    pub(crate) rule_overrides: Option<(crate::core::time::Instant, alloc::rc::Rc<crate::edge::rules::RuleOverrides>)>,
 }
 
 impl Default for Isolate {
@@ -81,6 +83,7 @@ impl Isolate {
             pre_read: None,
             guesses: None,
             salt,
+            rule_overrides: None,
         }
     }
 
@@ -93,6 +96,11 @@ impl Isolate {
     /// How many keys the rules counted in the isolate hold.
     pub fn counted_keys(&self) -> usize {
         self.counts.len()
+    }
+
+    /// Forget its copy of the rules' runtime overrides (after a change made through it).
+    pub fn forget_rule_overrides(&mut self) {
+        self.rule_overrides = None;
     }
 
     /// The blocks it remembers.

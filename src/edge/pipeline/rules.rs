@@ -16,6 +16,16 @@
 //! the rule's Workers Rate Limiting binding; the simulator asks its counters in memory; tests
 //! answer from a script. A rule counted in the isolate (`"store": "isolate"`) asks nothing:
 //! the stage counts it itself, in the [`Isolate`] it is handed.
+//!
+//! A rule that does not enforce its refusal for a key ([`Enforce`]: in shadow, or the key
+//! outside its enforced share) is counted exactly as if it did: its counter is asked and
+//! moves as for an enforced refusal (a refused request is not charged, a block starts and
+//! the isolate remembers it), so the refusals it logs are the ones enforcement would make.
+//! Its refusal does not end the evaluation: it is noted ([`Checked::shadow`], the
+//! `Sluicegate-Shadow` header) and the next rule is asked. With
+//! [`RulesCheck::reading_overrides`] the stage first reads the runtime overrides of the
+//! rules' `enforce` ([`Step::ReadOverrides`]; the isolate's copy serves for
+//! [`OVERRIDES_FRESH`]).
 
 use super::reply::Reply;
 use super::Isolate;
@@ -23,9 +33,14 @@ use crate::core::limit::Decision;
 use crate::core::time::{Instant, Span};
 use crate::edge::headers::{self, RateLimitFields};
 use crate::edge::redact::{Digest, KeyedHash};
-use crate::edge::rules::{CountingKey, RequestFacts, Rule, RuleSet, Store, StoreFailure};
+use crate::edge::rules::{CountingKey, Enforce, RequestFacts, Rule, RuleOverrides, RuleSet, Store, StoreFailure};
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+
+/// How long an isolate trusts its copy of the rules' runtime overrides: a change made
+/// through the admin API reaches every isolate within this.
+pub const OVERRIDES_FRESH: Span = super::tenant::OVERRIDES_FRESH;
 
 /// Where a rule's decision came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +81,9 @@ pub enum Note<'s> {
         decision: Decision,
         /// Where the decision came from.
         via: Via,
+        /// Whether a refusal is enforced for this key (`false`: the rule refused in shadow;
+        /// the request went on).
+        enforced: bool,
     },
     /// A rule's counter could not be asked (`error` says why); the rule failed open or closed
     /// as it says.
@@ -76,7 +94,13 @@ pub enum Note<'s> {
         logged: String,
         /// Why the counter could not be asked.
         error: String,
+        /// Whether a refusal is enforced for this key (a rule that fails closed in shadow
+        /// lets the request on).
+        enforced: bool,
     },
+    /// The runtime overrides of the rules' `enforce` could not be read: the copy in hand
+    /// (or the rules file's) serves.
+    OverridesUnreadable(String),
 }
 
 /// A counter's answer.
@@ -102,6 +126,9 @@ pub enum Answer {
     },
     /// It could not be asked, or answered nonsense: why.
     Failed(String),
+    /// The answer to [`Step::ReadOverrides`]: the rules' runtime overrides, or why they could
+    /// not be read.
+    Overrides(Result<RuleOverrides, String>),
 }
 
 /// What the stage needs next.
@@ -116,6 +143,9 @@ pub enum Step<'a, 's> {
         /// The counting key.
         key: &'a str,
     },
+    /// Read the runtime overrides of the rules' `enforce` from their store, then
+    /// [`RulesCheck::answer`] with [`Answer::Overrides`].
+    ReadOverrides,
     /// Nothing: [`RulesCheck::finish`].
     Done,
 }
@@ -125,18 +155,25 @@ pub enum Step<'a, 's> {
 /// ([`Checked::headers`]): the simulator never asks.
 #[derive(Clone, Debug, Default)]
 pub struct Checked<'s> {
-    decided: Vec<(&'s Rule, Decision)>,
+    /// Each rule's decision, and whether it is enforced for the request's key.
+    decided: Vec<(&'s Rule, Decision, bool)>,
     degraded: Vec<&'s str>,
+    shadow: Vec<(&'s Rule, Refusal)>,
     decided_at: Option<Instant>,
 }
 
-impl Checked<'_> {
+impl<'s> Checked<'s> {
     /// The headers every answer to the request carries: `RateLimit-Policy` and `RateLimit`
-    /// (when a rule counted it) and `Sluicegate-Degraded` (the rules that failed open); and
-    /// how many RateLimit entries were left out (the headers are capped in bytes).
+    /// (when a rule that enforces its refusals for the request's key counted it),
+    /// `Sluicegate-Degraded` (the rules that failed open) and `Sluicegate-Shadow` (the rules
+    /// that refused it in shadow: `api;retry-after=7`, or `api;unavailable` for one that
+    /// fails closed and could not be asked); and how many RateLimit entries were left out
+    /// (the headers are capped in bytes). A rule not enforced for the key gives no RateLimit
+    /// entry: a client pacing itself by them would slow down for a limit that does not refuse
+    /// it, and the shadow would see less than enforcement will refuse.
     pub fn headers(&self) -> (Vec<(&'static str, String)>, usize) {
         let mut fields = RateLimitFields::default();
-        for (rule, decision) in &self.decided {
+        for (rule, decision, _) in self.decided.iter().filter(|d| d.2) {
             if let Store::Cloudflare { .. } = rule.store {
                 fields.push_without_remaining(&rule.id, rule.quota(), decision);
             } else {
@@ -154,7 +191,29 @@ impl Checked<'_> {
         if !self.degraded.is_empty() {
             out.push(("sluicegate-degraded", self.degraded.join(", ")));
         }
+        if !self.shadow.is_empty() {
+            let mut shadow = String::new();
+            for (rule, refusal) in &self.shadow {
+                if !shadow.is_empty() {
+                    shadow.push_str(", ");
+                }
+                shadow.push_str(&rule.id);
+                match refusal {
+                    Refusal::Limited { wait } => {
+                        shadow.push_str(";retry-after=");
+                        shadow.push_str(&headers::retry_after(*wait));
+                    }
+                    Refusal::Unavailable => shadow.push_str(";unavailable"),
+                }
+            }
+            out.push(("sluicegate-shadow", shadow));
+        }
         (out, fields.omitted())
+    }
+
+    /// The rules that refused the request in shadow (it went on), in order, and how.
+    pub fn shadow(&self) -> &[(&'s Rule, Refusal)] {
+        &self.shadow
     }
 
     /// When the last rule decided (its counter's clock, or the isolate's for a block it
@@ -236,6 +295,18 @@ struct Pending<'s> {
     digest: Digest,
 }
 
+/// The runtime overrides of the rules' `enforce`, as the check knows them.
+enum Overrides {
+    /// It does not read them: each rule's own `enforce` serves.
+    Unused,
+    /// To be read before the first rule that matches.
+    Unread,
+    /// [`Step::ReadOverrides`] was asked, at this instant.
+    Reading(Instant),
+    /// In hand.
+    Held(Rc<RuleOverrides>),
+}
+
 /// One request through the rules: see the module's documentation.
 pub struct RulesCheck<'s> {
     rules: &'s [Rule],
@@ -248,6 +319,7 @@ pub struct RulesCheck<'s> {
     notes: Vec<Note<'s>>,
     /// Whether notes carry the key as logs show it (a second string per rule).
     log_keys: bool,
+    overrides: Overrides,
 }
 
 impl<'s> RulesCheck<'s> {
@@ -263,6 +335,23 @@ impl<'s> RulesCheck<'s> {
             refused: None,
             notes: Vec::new(),
             log_keys: true,
+            overrides: Overrides::Unused,
+        }
+    }
+
+    /// The same check, reading the runtime overrides of the rules' `enforce` before the
+    /// first rule that matches ([`Step::ReadOverrides`], unless the isolate's copy is
+    /// fresh): the Worker's, when its admin API is on.
+    pub fn reading_overrides(mut self) -> Self {
+        self.overrides = Overrides::Unread;
+        self
+    }
+
+    /// How `rule` enforces its refusals now: its runtime override, else the rules file's.
+    fn enforce_of(&self, rule: &Rule) -> Enforce {
+        match &self.overrides {
+            Overrides::Held(o) => o.get(&rule.id).map_or(rule.enforce, |o| o.enforce),
+            _ => rule.enforce,
         }
     }
 
@@ -286,7 +375,10 @@ impl<'s> RulesCheck<'s> {
         header: &dyn Fn(&str) -> Option<String>,
         now: Instant,
     ) -> Step<'_, 's> {
-        assert!(self.pending.is_none(), "RulesCheck::next before the counter's answer");
+        assert!(
+            self.pending.is_none() && !matches!(self.overrides, Overrides::Reading(_)),
+            "RulesCheck::next before the answer"
+        );
         if self.refused.is_some() {
             return Step::Done;
         }
@@ -295,6 +387,17 @@ impl<'s> RulesCheck<'s> {
             if !rule.matches(facts) {
                 continue;
             }
+            if let Overrides::Unread = self.overrides {
+                let fresh = isolate.rule_overrides.as_ref().filter(|(at, _)| now < *at + OVERRIDES_FRESH);
+                if let Some((_, held)) = fresh {
+                    self.overrides = Overrides::Held(Rc::clone(held));
+                } else {
+                    // (this rule is looked at again once they are in hand)
+                    self.next -= 1;
+                    self.overrides = Overrides::Reading(now);
+                    return Step::ReadOverrides;
+                }
+            }
             let key = if self.log_keys {
                 rule.counting_key_and_log(facts, header, &self.hash)
             } else {
@@ -302,17 +405,20 @@ impl<'s> RulesCheck<'s> {
             };
             let digest = self.hash.digest(key.key.as_bytes());
             if let Some(wait) = isolate.blocks.blocked_for(digest, now) {
-                self.decided(rule, key.logged, Decision::Deny { retry_after: wait }, Via::IsolateCache, now);
-                return Step::Done;
+                self.decided(rule, key, Decision::Deny { retry_after: wait }, Via::IsolateCache, now);
+                if self.refused.is_some() {
+                    return Step::Done;
+                }
+                continue;
             }
             if let Store::Isolate { max_keys } = rule.store {
                 match isolate.counts.check(rule, max_keys, digest, now) {
-                    Some(decision) => self.decided(rule, key.logged, decision, Via::Isolate, now),
+                    Some(decision) => self.decided(rule, key, decision, Via::Isolate, now),
                     None => {
                         let error = alloc::format!(
                             "this isolate's table of {max_keys} keys for the rule is full of keys still counting"
                         );
-                        self.failed(isolate, rule, key.logged, error);
+                        self.failed(isolate, rule, key, error);
                     }
                 }
                 if self.refused.is_some() {
@@ -331,6 +437,25 @@ impl<'s> RulesCheck<'s> {
     /// # Panics
     /// When nothing was asked.
     pub fn answer(&mut self, isolate: &mut Isolate, answer: Answer) {
+        if let Answer::Overrides(read) = answer {
+            let Overrides::Reading(asked) = self.overrides else { panic!("overrides answered unasked") };
+            let held = match read {
+                Ok(fresh) => {
+                    let fresh = Rc::new(fresh);
+                    isolate.rule_overrides = Some((asked, Rc::clone(&fresh)));
+                    fresh
+                }
+                Err(error) => {
+                    self.notes.push(Note::OverridesUnreadable(error));
+                    isolate
+                        .rule_overrides
+                        .as_ref()
+                        .map_or_else(|| Rc::new(RuleOverrides::default()), |(_, o)| Rc::clone(o))
+                }
+            };
+            self.overrides = Overrides::Held(held);
+            return;
+        }
         let Pending { rule, key, digest } = self.pending.take().expect("RulesCheck::answer without a question");
         match answer {
             Answer::Decided { decision, at } => {
@@ -338,7 +463,7 @@ impl<'s> RulesCheck<'s> {
                     // Until the counter's block ends: counted from when it decided.
                     isolate.blocks.insert(digest, at + retry_after, at);
                 }
-                self.decided(rule, key.logged, decision, Via::DurableObject, at);
+                self.decided(rule, key, decision, Via::DurableObject, at);
             }
             Answer::Outcome { admitted, at } => {
                 let quota = rule.quota();
@@ -352,29 +477,43 @@ impl<'s> RulesCheck<'s> {
                     isolate.blocks.insert(digest, at + rule.mitigation_timeout, at);
                     Decision::Deny { retry_after: rule.mitigation_timeout }
                 };
-                self.decided(rule, key.logged, decision, Via::Binding, at);
+                self.decided(rule, key, decision, Via::Binding, at);
             }
-            Answer::Failed(error) => self.failed(isolate, rule, key.logged, error),
+            Answer::Failed(error) => self.failed(isolate, rule, key, error),
+            Answer::Overrides(_) => unreachable!("taken above"),
         }
     }
 
     /// `rule`'s count could not be had: it fails open or closed as it says.
-    fn failed(&mut self, isolate: &mut Isolate, rule: &'s Rule, logged: String, error: String) {
-        self.notes.push(Note::StoreFailed { rule, logged, error });
-        if rule.on_store_failure == StoreFailure::Closed {
-            self.refused = Some((rule, Refusal::Unavailable));
+    fn failed(&mut self, isolate: &mut Isolate, rule: &'s Rule, key: CountingKey, error: String) {
+        let closed = rule.on_store_failure == StoreFailure::Closed;
+        let enforced = !closed || self.enforce_of(rule).applies(&key.key);
+        self.notes.push(Note::StoreFailed { rule, logged: key.logged, error, enforced });
+        if closed {
+            self.refuse(rule, Refusal::Unavailable, enforced);
         } else {
             *isolate.degraded.entry_ref(rule.id.as_str()).or_insert(0) += 1;
             self.checked.degraded.push(&rule.id);
         }
     }
 
-    fn decided(&mut self, rule: &'s Rule, logged: String, decision: Decision, via: Via, at: Instant) {
+    fn decided(&mut self, rule: &'s Rule, key: CountingKey, decision: Decision, via: Via, at: Instant) {
+        let enforced = self.enforce_of(rule).applies(&key.key);
         self.checked.decided_at = Some(at);
-        self.checked.decided.push((rule, decision));
-        self.notes.push(Note::Decided { rule, logged, decision, via });
+        self.checked.decided.push((rule, decision, enforced));
+        self.notes.push(Note::Decided { rule, logged: key.logged, decision, via, enforced });
         if let Decision::Deny { retry_after } = decision {
-            self.refused = Some((rule, Refusal::Limited { wait: retry_after }));
+            self.refuse(rule, Refusal::Limited { wait: retry_after }, enforced);
+        }
+    }
+
+    /// `rule` refused: the request is refused, or, when the refusal is not enforced for its
+    /// key, the shadow refusal noted and the next rule asked.
+    fn refuse(&mut self, rule: &'s Rule, refusal: Refusal, enforced: bool) {
+        if enforced {
+            self.refused = Some((rule, refusal));
+        } else {
+            self.checked.shadow.push((rule, refusal));
         }
     }
 
@@ -390,7 +529,10 @@ impl<'s> RulesCheck<'s> {
     /// # Panics
     /// When a question is still unanswered.
     pub fn finish(self) -> (Verdict<'s>, Vec<Note<'s>>) {
-        assert!(self.pending.is_none(), "RulesCheck::finish before the counter's answer");
+        assert!(
+            self.pending.is_none() && !matches!(self.overrides, Overrides::Reading(_)),
+            "RulesCheck::finish before the answer"
+        );
         let verdict = match self.refused {
             Some((rule, refusal)) => Verdict::Refused { rule, refusal, checked: self.checked },
             None => Verdict::Admitted(self.checked),

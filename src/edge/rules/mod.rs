@@ -15,6 +15,7 @@
 //! ```
 
 mod binding;
+mod enforce;
 mod log;
 pub(crate) mod matching;
 mod parse;
@@ -23,6 +24,7 @@ mod summary;
 
 pub use crate::edge::scope::BudgetScope;
 pub use binding::{ratelimits_toml, WithoutBinding};
+pub use enforce::{Enforce, RuleOverride, RuleOverrides};
 pub use log::{Analytics, DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};
@@ -190,6 +192,9 @@ pub struct Rule {
     pub on_store_failure: StoreFailure,
     /// Where its counts are kept.
     pub store: Store,
+    /// How much of its refusals are enforced (`true`, shadow, or a share of its keys);
+    /// the admin API may override it at runtime.
+    pub enforce: Enforce,
     /// Whether the capabilities answer lists it.
     pub public: bool,
 }

@@ -5,8 +5,8 @@ mod egress;
 pub use egress::{DEFAULT_PREFIX as DEFAULT_EGRESS_PREFIX, MAX_PROVIDERS};
 
 use super::{
-    normalise_path, Algorithm, Analytics, BudgetScope, Characteristic, DecisionLog, LoggedDecisions, Match, PathMatch,
-    PreRead, Response, Rule, RuleSet, Source, Store, StoreFailure, Upstream,
+    normalise_path, Algorithm, Analytics, BudgetScope, Characteristic, DecisionLog, Enforce, LoggedDecisions, Match,
+    PathMatch, PreRead, Response, Rule, RuleSet, Source, Store, StoreFailure, Upstream,
 };
 use crate::core::limit::Gcra;
 use crate::core::time::Span;
@@ -43,6 +43,7 @@ const RULE_FIELDS: &[&str] = &[
     "on_store_failure",
     "store",
     "binding",
+    "enforce",
     "public",
 ];
 const UPSTREAM_FIELDS: &[&str] =
@@ -785,6 +786,14 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
             None
         }
     };
+    let enforce = match obj.get("enforce").map(Enforce::from_json) {
+        None => Some(Enforce::All),
+        Some(Ok(enforce)) => Some(enforce),
+        Some(Err(why)) => {
+            errors.push("enforce", why);
+            None
+        }
+    };
     let public = flag(obj.get("public"), "public", true, errors);
     if errors.list.len() > before {
         return None;
@@ -799,6 +808,7 @@ fn rule(value: &Value, errors: &mut Errors) -> Option<Rule> {
         response: response?,
         on_store_failure: on_store_failure?,
         store: store?,
+        enforce: enforce?,
         public,
     })
 }
