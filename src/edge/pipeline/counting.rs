@@ -53,11 +53,11 @@ const KEY_DIGEST: crate::edge::redact::KeyedHash = crate::edge::redact::KeyedHas
 type RuleTables = HashMap<String, (Rule, KeyTable), FixedState>;
 
 /// `rule`'s table in `tables`, of at most `max` keys: made on first use, and afresh when the
-/// rule changed since its keys were counted.
+/// rule changed since its keys were counted (in more than its `enforce`: [`Rule::counts_like`]).
 fn table_of<'t>(tables: &'t mut RuleTables, rule: &Rule, max: usize, salt: u64) -> &'t mut KeyTable {
     let fresh = || (rule.clone(), Keyed::new(rule.limiter(), max, salt));
     let entry = tables.entry_ref(rule.id.as_str()).or_insert_with(fresh);
-    if entry.0 != *rule {
+    if !entry.0.counts_like(rule) {
         *entry = fresh();
     }
     &mut entry.1

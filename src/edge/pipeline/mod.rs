@@ -123,3 +123,6 @@ mod tenant_tests;
 
 #[cfg(test)]
 mod store_tests;
+
+#[cfg(test)]
+mod shadow_tests;

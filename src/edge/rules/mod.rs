@@ -681,6 +681,35 @@ impl Rule {
         Blocking::new(self.algorithm.limiter(), self.mitigation_timeout)
     }
 
+    /// Whether `other` counts as this rule does: the same rule in every field but `enforce`.
+    /// Its keys' counts go on when only its enforcement changes (a rollout from shadow to
+    /// enforced keeps every client's count), and start afresh when anything else does.
+    pub fn counts_like(&self, other: &Rule) -> bool {
+        let Rule {
+            id,
+            description,
+            matcher,
+            characteristics,
+            algorithm,
+            mitigation_timeout,
+            response,
+            on_store_failure,
+            store,
+            enforce: _,
+            public,
+        } = self;
+        *id == other.id
+            && *algorithm == other.algorithm
+            && *characteristics == other.characteristics
+            && *mitigation_timeout == other.mitigation_timeout
+            && *store == other.store
+            && *matcher == other.matcher
+            && *response == other.response
+            && *on_store_failure == other.on_store_failure
+            && *description == other.description
+            && *public == other.public
+    }
+
     /// Whether a key's count must survive its Durable Object being evicted while idle: the
     /// rule's period (or its bucket's refill time) is longer than a minute, longer than an
     /// idle object is kept in memory.
