@@ -115,7 +115,7 @@ fn a_shadow_refusal_is_named_in_its_header_and_the_request_goes_on_to_the_next_r
     assert_eq!(header(&met.headers, "sluicegate-shadow"), Some("api;retry-after=5"));
     let asked: Vec<&str> = met.decided.iter().map(|d| d.0.as_str()).collect();
     assert_eq!(asked, ["api", "b"]);
-    assert_eq!(met.decided[0].2, false, "not enforced");
+    assert!(!met.decided[0].2, "not enforced");
     // Within the block, the isolate answers for api's counter, still in shadow.
     let met = through(&set, &mut isolate, &mut counts, &r, t + Span::from_secs(4), None);
     assert_eq!((met.status, header(&met.headers, "sluicegate-shadow")), (None, Some("api;retry-after=3")));
