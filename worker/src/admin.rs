@@ -1,5 +1,6 @@
-//! The admin API of tenant limits, when the secret `SLUICEGATE_ADMIN_TOKEN` is set (its
-//! routes, methods and answers are `sluicegate::pipeline::admin`'s; this carries them out):
+//! The admin API of tenant limits and of the rules' enforcement, when the secret
+//! `SLUICEGATE_ADMIN_TOKEN` is set (its routes, methods and answers are
+//! `sluicegate::pipeline::admin`'s; this carries them out):
 //!
 //! - `GET /v1/tenants`: every limit this edge knows, with where it comes from;
 //! - `GET | PUT | DELETE /v1/tenants/:tenant/rate-limit`: the limit that applies to one
@@ -7,6 +8,9 @@
 //!   override set (validated against the tenants section's `max_body_bytes`, replacing the
 //!   limit whole and starting fresh buckets; the override in force again changes nothing)
 //!   or removed (fresh buckets of the limit that applies then; `404` when there is none).
+//! - `GET /v1/rules`: every rule's `enforce` now, with where it comes from;
+//! - `GET | PUT | DELETE /v1/rules/:rule/enforce`: one rule's, its override set
+//!   (`{"enforce": 0.1}`; counts go on, only what is enforced changes) or removed.
 //!
 //! The routes match the normalised path in any case (`/V1/Tenants`), and every path under
 //! `/v1/tenants` is the API's (a 404 when no route matches): none reaches the origin.
@@ -18,7 +22,8 @@
 //! Object (they survive restarts) and every isolate reads them at most a second old; the API
 //! itself reads and changes them in that object, and answers `503` `store_unavailable` when
 //! it cannot be reached within a second. Each accepted change is logged: who (the caller's
-//! address), what, before, after, when, and whether it changed anything.
+//! address), what, before, after, when, and whether it changed anything. The rules' overrides
+//! are kept by the same object, and read by the rules stage the same way.
 
 use crate::config::Setup;
 use crate::js::{self, Env};
@@ -26,8 +31,9 @@ use crate::log::{json_string, log};
 use crate::respond::own;
 use crate::tenancy;
 use sluicegate::identity::Identity;
-use sluicegate::pipeline::admin::{self, Action, CANNOT_READ, CHANGE_NOT_CONFIRMED, MAX_BODY};
+use sluicegate::pipeline::admin::{self, Action, CANNOT_READ, CHANGE_NOT_CONFIRMED, MAX_BODY, MAX_ENFORCE_BODY};
 use sluicegate::pipeline::Reply;
+use sluicegate::rules::{RuleOverride, RuleOverrides, RuleSet};
 use sluicegate::tenants::{effective, LimitSource, Overrides, Tenants};
 use wasm_bindgen::prelude::*;
 use web_sys::{Request, Response};
@@ -46,8 +52,19 @@ pub async fn serve(
         return Ok(Some(refusal));
     }
     let tenants = setup.rules.tenants();
-    let reply = match (admin::action(route, &request.method(), tenants), tenants) {
+    let rules = &setup.rules;
+    let reply = match (admin::action(route, &request.method(), rules), tenants) {
         (Action::Answer(reply), _) => reply,
+        (Action::ListRules, _) => match stored_rule_overrides(env).await {
+            Ok(overrides) => admin::rules_list(rules, &overrides),
+            Err(refusal) => refusal,
+        },
+        (Action::DescribeRule(rule), _) => match stored_rule_overrides(env).await {
+            Ok(overrides) => admin::rule_entry(rules, &overrides, rule),
+            Err(refusal) => refusal,
+        },
+        (Action::PutEnforce(rule), _) => put_enforce(request, env, rules, rule, caller).await?,
+        (Action::DeleteEnforce(rule), _) => delete_enforce(env, rules, rule, caller).await?,
         (Action::List, Some(tenants)) => match stored_overrides(env).await {
             Ok(overrides) => admin::list(tenants, overrides),
             Err(refusal) => refusal,
@@ -72,6 +89,64 @@ async fn stored_overrides(env: &Env) -> Result<Overrides, Reply> {
         Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
     };
     read.await.map_err(|error| store_unavailable(&error, CANNOT_READ))
+}
+
+/// The rules' overrides as their store holds them now.
+async fn stored_rule_overrides(env: &Env) -> Result<RuleOverrides, Reply> {
+    let read = async {
+        let text = call_store(tenancy::overrides_object(env).and_then(|o| o.get_rule_overrides())).await?;
+        let text = text.as_string().ok_or_else(|| JsValue::from_str("the overrides store answered no text"))?;
+        RuleOverrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
+    };
+    read.await.map_err(|error| store_unavailable(&error, CANNOT_READ))
+}
+
+/// Set `rule`'s `enforce`. The same again is idempotent (an audit line with `"changed":
+/// false`). The rule's counts go on: only which refusals are enforced changes.
+async fn put_enforce(
+    request: &Request,
+    env: &Env,
+    rules: &RuleSet,
+    rule: &str,
+    caller: Option<Identity>,
+) -> Result<Reply, JsValue> {
+    let body = crate::body::request_text(request, MAX_ENFORCE_BODY).await?.ok();
+    let enforce = match admin::put_enforce(body.as_deref()) {
+        Ok(enforce) => enforce,
+        Err(refusal) => return Ok(refusal),
+    };
+    let at = js_sys::Date::now();
+    let call = tenancy::overrides_object(env).and_then(|o| o.put_rule_override(rule, &enforce.to_json(), at));
+    let answer = match call_store(call).await {
+        Ok(answer) => answer,
+        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
+    };
+    let field = |name: &str| js_sys::Reflect::get(&answer, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    if let Some(why) = field("refused").as_string() {
+        return Ok(admin::too_many_rule_overrides(rule, &why));
+    }
+    let before = field("before").as_string().unwrap_or_default();
+    let changed = field("changed").as_bool().unwrap_or(true);
+    if changed {
+        crate::isolate::with(|i| i.forget_rule_overrides());
+    }
+    audit(("put", changed), ("rule", rule), &before, &enforce.to_json(), caller, at);
+    let set = RuleOverride { enforce, set_at: at as u64 };
+    Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), Some(&set))))
+}
+
+/// Remove `rule`'s override (`404` when it has none): the rules file's `enforce` serves again.
+async fn delete_enforce(env: &Env, rules: &RuleSet, rule: &str, caller: Option<Identity>) -> Result<Reply, JsValue> {
+    let before = match call_store(tenancy::overrides_object(env).and_then(|o| o.delete_rule_override(rule))).await {
+        Ok(before) => before.as_string().unwrap_or_default(),
+        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
+    };
+    if before.is_empty() {
+        return Ok(admin::no_rule_override(rule));
+    }
+    crate::isolate::with(|i| i.forget_rule_overrides());
+    audit(("delete", true), ("rule", rule), &before, "", caller, js_sys::Date::now());
+    Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), None)))
 }
 
 /// The answer of a call to the overrides object, within the store's timeout.
@@ -108,7 +183,7 @@ async fn put(
     if changed {
         tenancy::forget_overrides();
     }
-    audit(("put", changed), tenant, &before, &limit.to_json(), caller, at);
+    audit(("put", changed), ("tenant", tenant), &before, &limit.to_json(), caller, at);
     Ok(Reply::json(200, admin::entry_json(tenant, Some((&limit, LimitSource::Override)))))
 }
 
@@ -122,19 +197,26 @@ async fn delete(env: &Env, tenants: &Tenants, tenant: &str, caller: Option<Ident
         return Ok(admin::no_override(tenant));
     }
     tenancy::forget_overrides();
-    audit(("delete", true), tenant, &before, "", caller, js_sys::Date::now());
+    audit(("delete", true), ("tenant", tenant), &before, "", caller, js_sys::Date::now());
     let found = effective(None, tenants.limits.get(tenant), tenants.default.as_ref());
     Ok(Reply::json(200, admin::entry_json(tenant, found)))
 }
 
-/// One log line per accepted change: who, what, before, after, when, and whether it
-/// changed anything (a repeated PUT does not).
-fn audit((action, changed): (&str, bool), tenant: &str, before: &str, after: &str, caller: Option<Identity>, at: f64) {
+/// One log line per accepted change: who, what (`("tenant", name)` or `("rule", id)`),
+/// before, after, when, and whether it changed anything (a repeated PUT does not).
+fn audit(
+    (action, changed): (&str, bool),
+    (what, name): (&str, &str),
+    before: &str,
+    after: &str,
+    caller: Option<Identity>,
+    at: f64,
+) {
     let or_null = |s: &str| if s.is_empty() { "null".to_owned() } else { s.to_owned() };
     log(&format!(
-        "{{\"sluicegate\":\"admin\",\"action\":\"{action}\",\"tenant\":{},\"before\":{},\"after\":{},\"changed\":{changed},\
+        "{{\"sluicegate\":\"admin\",\"action\":\"{action}\",\"{what}\":{},\"before\":{},\"after\":{},\"changed\":{changed},\
          \"by\":{},\"at_ms\":{}}}",
-        json_string(tenant),
+        json_string(name),
         or_null(before),
         or_null(after),
         json_string(&caller.map_or_else(|| "unknown".to_owned(), |c| c.address.to_string())),

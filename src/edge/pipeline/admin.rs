@@ -1,25 +1,33 @@
-//! The admin API of tenant limits: which path is which route, what each method on it does,
-//! and its answers. The Worker reads and changes the overrides in their store and logs each
-//! change; everything it answers is written here.
+//! The admin API of tenant limits and of the rules' enforcement: which path is which route,
+//! what each method on it does, and its answers. The Worker reads and changes the overrides
+//! in their store and logs each change; everything it answers is written here.
 //!
 //! - `GET /v1/tenants`: every limit the edge knows, with where it comes from ([`list`]);
 //! - `GET | PUT | DELETE /v1/tenants/:tenant/rate-limit`: one tenant's limit ([`entry`]), its
 //!   override set or removed.
+//! - `GET /v1/rules`: every rule's `enforce` now, with where it comes from ([`rules_list`]);
+//! - `GET | PUT | DELETE /v1/rules/:rule/enforce`: one rule's ([`rule_entry`]), its override
+//!   set (`{"enforce": 0.1}`) or removed.
 //!
 //! Routes match the normalised path in any case (`/V1/Tenants`), as the origin's router
-//! may, and every path under `/v1/tenants` is the API's (`404` when no route matches): no
-//! spelling of them reaches the origin while the API is on.
+//! may, and every path under `/v1/tenants` or `/v1/rules` is the API's (`404` when no route
+//! matches): no spelling of them reaches the origin while the API is on.
 
 use super::reply::{quoted, Reply};
 use crate::edge::headers;
+use crate::edge::rules::{Enforce, RuleOverride, RuleOverrides, RuleSet};
 use crate::edge::tenants::{effective, LimitSource, Overrides, TenantLimit, Tenants};
 use alloc::borrow::ToOwned;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// Where the admin API lives.
+/// Where the admin API of tenant limits lives.
 pub const PREFIX: &str = "/v1/tenants";
+/// Where the admin API of the rules' enforcement lives.
+pub const RULES_PREFIX: &str = "/v1/rules";
+/// The largest `enforce` document a PUT may send.
+pub const MAX_ENFORCE_BODY: u64 = 4 * 1024;
 /// The largest limit document a PUT may send.
 pub const MAX_BODY: u64 = 64 * 1024;
 /// What a `503` to a change says: a store that timed out may still have made it.
@@ -35,13 +43,27 @@ pub enum Route<'a> {
     List,
     /// `/v1/tenants/:tenant/rate-limit`, the tenant as sent.
     Limit(&'a str),
-    /// Any other path under `/v1/tenants`.
+    /// `/v1/rules`.
+    Rules,
+    /// `/v1/rules/:rule/enforce`, the rule's id as sent.
+    Enforce(&'a str),
+    /// Any other path under `/v1/tenants` or `/v1/rules`.
     Unknown,
 }
 
-/// The admin route of the normalised `path`, if it is under [`PREFIX`]. The tenant keeps
-/// its case.
+/// The admin route of the normalised `path`, if it is under [`PREFIX`] or [`RULES_PREFIX`].
+/// The tenant or rule keeps its case.
 pub fn route(path: &str) -> Option<Route<'_>> {
+    // (only the prefix and what is under it: an origin's `/v1/rulesets` stays the origin's)
+    if let Some(rest) = strip_prefix_ignoring_case(path, RULES_PREFIX).filter(|r| r.is_empty() || r.starts_with('/')) {
+        return Some(match rest {
+            "" | "/" => Route::Rules,
+            rest => match rest.strip_prefix('/').and_then(|r| strip_suffix_ignoring_case(r, "/enforce")) {
+                Some(rule) => Route::Enforce(rule),
+                None => Route::Unknown,
+            },
+        });
+    }
     Some(match strip_prefix_ignoring_case(path, PREFIX)? {
         "" | "/" => Route::List,
         rest => match rest.strip_prefix('/').and_then(|r| strip_suffix_ignoring_case(r, "/rate-limit")) {
@@ -68,7 +90,7 @@ pub fn is_tenant(name: &str) -> bool {
 }
 
 /// What a request to the API does.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Action<'a> {
     /// Answer [`list`] (the overrides read from their store).
     List,
@@ -78,16 +100,38 @@ pub enum Action<'a> {
     Put(&'a str),
     /// Remove this tenant's override.
     Delete(&'a str),
+    /// Answer [`rules_list`] (the rules' overrides read from their store).
+    ListRules,
+    /// Answer this rule's [`rule_entry`] (the rules' overrides read from their store).
+    DescribeRule(&'a str),
+    /// Set this rule's `enforce` from the body (at most [`MAX_ENFORCE_BODY`] bytes).
+    PutEnforce(&'a str),
+    /// Remove this rule's override (a rule no longer in the rules file included).
+    DeleteEnforce(&'a str),
     /// Answer this.
     Answer(Reply),
 }
 
-/// What a `method` request to `route` does, on an edge whose rules have `tenants`.
-pub fn action<'a>(route: Route<'a>, method: &str, tenants: Option<&Tenants>) -> Action<'a> {
-    if tenants.is_none() {
+/// What a `method` request to `route` does, on an edge of `rules`.
+pub fn action<'a>(route: Route<'a>, method: &str, rules: &RuleSet) -> Action<'a> {
+    let method = method.to_ascii_uppercase();
+    match (route, method.as_str()) {
+        (Route::Rules, "GET") => return Action::ListRules,
+        (Route::Rules, _) => return Action::Answer(not_allowed("GET")),
+        (Route::Enforce(rule), "DELETE") => return Action::DeleteEnforce(rule),
+        (Route::Enforce(rule), _) if rules.get(rule).is_none() => {
+            return Action::Answer(not_found(&format!(
+                "The rules file has no rule \"{rule}\" (ids are matched exactly): GET {RULES_PREFIX} lists them."
+            )))
+        }
+        (Route::Enforce(rule), "GET") => return Action::DescribeRule(rule),
+        (Route::Enforce(rule), "PUT") => return Action::PutEnforce(rule),
+        (Route::Enforce(_), _) => return Action::Answer(not_allowed("GET, PUT, DELETE")),
+        _ => {}
+    }
+    if rules.tenants().is_none() {
         return Action::Answer(not_found("This edge has no tenants section in its rules."));
     }
-    let method = method.to_ascii_uppercase();
     match (route, method.as_str()) {
         (Route::List, "GET") => Action::List,
         (Route::Limit(tenant), _) if !is_tenant(tenant) => {
@@ -98,8 +142,83 @@ pub fn action<'a>(route: Route<'a>, method: &str, tenants: Option<&Tenants>) -> 
         (Route::Limit(tenant), "DELETE") => Action::Delete(tenant),
         (Route::List, _) => Action::Answer(not_allowed("GET")),
         (Route::Limit(_), _) => Action::Answer(not_allowed("GET, PUT, DELETE")),
-        (Route::Unknown, _) => Action::Answer(not_found("Not an admin route.")),
+        (Route::Rules | Route::Enforce(_), _) => unreachable!("answered above"),
+        (Route::Unknown, _) => Action::Answer(not_found(
+            "Not an admin route: /v1/tenants, /v1/tenants/:tenant/rate-limit, /v1/rules and /v1/rules/:rule/enforce are.",
+        )),
     }
+}
+
+/// Where a rule's `enforce` comes from: `"override"` (the admin API's) or `"rules file"`.
+fn enforce_source(overridden: bool) -> &'static str {
+    if overridden {
+        "override"
+    } else {
+        "rules file"
+    }
+}
+
+/// `{"rule", "enforce", "source", "rules_file"}`: `rule`'s `enforce` now and where it comes
+/// from, and what the rules file says (`null` for a rule no longer in it).
+pub fn rule_entry_json(rule: &str, in_file: Option<Enforce>, overridden: Option<&RuleOverride>) -> String {
+    let now = overridden.map(|o| o.enforce).or(in_file).unwrap_or_default();
+    let set_at = overridden.map_or_else(String::new, |o| format!(",\"set_at\":{}", o.set_at));
+    format!(
+        "{{\"rule\":{},\"enforce\":{},\"source\":\"{}\",\"rules_file\":{}{set_at}}}",
+        quoted(rule),
+        now.to_json(),
+        enforce_source(overridden.is_some()),
+        in_file.map_or_else(|| "null".to_owned(), Enforce::to_json)
+    )
+}
+
+/// `200`: `rule`'s `enforce` now under `overrides`.
+pub fn rule_entry(rules: &RuleSet, overrides: &RuleOverrides, rule: &str) -> Reply {
+    Reply::json(200, rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), overrides.get(rule)))
+}
+
+/// `200`: every rule of the rules file, in its order, with its `enforce` now, and the ids of
+/// overrides kept for rules no longer in the file (`"stale_overrides"`: DELETE them).
+pub fn rules_list(rules: &RuleSet, overrides: &RuleOverrides) -> Reply {
+    let entries: Vec<String> =
+        rules.rules().iter().map(|r| rule_entry_json(&r.id, Some(r.enforce), overrides.get(&r.id))).collect();
+    let stale: Vec<String> =
+        overrides.iter().filter(|(id, _)| rules.get(id).is_none()).map(|(id, _)| quoted(id)).collect();
+    Reply::json(200, format!("{{\"rules\":[{}],\"stale_overrides\":[{}]}}", entries.join(","), stale.join(",")))
+}
+
+/// The `enforce` a PUT sent (`None`: larger than [`MAX_ENFORCE_BODY`]): `{"enforce": true |
+/// false | 0 < p < 1}`.
+///
+/// # Errors
+/// The `400` naming the field at fault.
+pub fn put_enforce(body: Option<&str>) -> Result<Enforce, Reply> {
+    let Some(body) = body else {
+        return Err(bad_request("", &format!("the document is larger than {MAX_ENFORCE_BODY} bytes")));
+    };
+    let value = crate::edge::json::strict_json(body).map_err(|e| bad_request(&e.field, &e.message))?;
+    let Some(obj) = value.as_object() else {
+        return Err(bad_request("", "send {\"enforce\": true | false | a fraction between 0 and 1}"));
+    };
+    if let Some(key) = obj.keys().find(|k| *k != "enforce") {
+        return Err(bad_request(key, "unknown field; the document has only \"enforce\""));
+    }
+    let enforce = obj.get("enforce").ok_or_else(|| bad_request("enforce", "missing"))?;
+    Enforce::from_json(enforce).map_err(|why| bad_request("enforce", &why))
+}
+
+/// `409`: the store refused a new override of a rule's `enforce` (`why`: its limit on how
+/// many it keeps).
+pub fn too_many_rule_overrides(rule: &str, why: &str) -> Reply {
+    let detail = format!(
+        "Rule \"{rule}\" has no override and {why}: delete one first (GET {RULES_PREFIX} lists the stale ones)."
+    );
+    coded(409, &detail, "too_many_overrides")
+}
+
+/// `404`: a DELETE of an override `rule` does not have.
+pub fn no_rule_override(rule: &str) -> Reply {
+    not_found(&format!("Rule \"{rule}\" has no override of its enforce."))
 }
 
 fn source_name(source: LimitSource) -> &'static str {
@@ -227,19 +346,20 @@ mod tests {
         )
         .unwrap();
         let tenants = rules.tenants();
-        assert_eq!(action(Route::List, "get", tenants), Action::List);
-        assert_eq!(action(Route::Limit("acme"), "PUT", tenants), Action::Put("acme"));
-        assert_eq!(action(Route::Limit("acme"), "DELETE", tenants), Action::Delete("acme"));
-        assert_eq!(action(Route::Limit("acme"), "GET", tenants), Action::Describe("acme"));
+        assert_eq!(action(Route::List, "get", &rules), Action::List);
+        assert_eq!(action(Route::Limit("acme"), "PUT", &rules), Action::Put("acme"));
+        assert_eq!(action(Route::Limit("acme"), "DELETE", &rules), Action::Delete("acme"));
+        assert_eq!(action(Route::Limit("acme"), "GET", &rules), Action::Describe("acme"));
         let status = |a: Action<'_>| match a {
             Action::Answer(reply) => (reply.status, reply.header("allow").map(ToOwned::to_owned)),
             other => panic!("{other:?}"),
         };
-        assert_eq!(status(action(Route::List, "POST", tenants)), (405, Some("GET".into())));
-        assert_eq!(status(action(Route::Limit("acme"), "PATCH", tenants)), (405, Some("GET, PUT, DELETE".into())));
-        assert_eq!(status(action(Route::Limit("a b"), "GET", tenants)), (400, None));
-        assert_eq!(status(action(Route::Unknown, "GET", tenants)), (404, None));
-        assert_eq!(status(action(Route::List, "GET", None)), (404, None), "no tenants section");
+        assert_eq!(status(action(Route::List, "POST", &rules)), (405, Some("GET".into())));
+        assert_eq!(status(action(Route::Limit("acme"), "PATCH", &rules)), (405, Some("GET, PUT, DELETE".into())));
+        assert_eq!(status(action(Route::Limit("a b"), "GET", &rules)), (400, None));
+        assert_eq!(status(action(Route::Unknown, "GET", &rules)), (404, None));
+        let without = RuleSet::from_json(r#"{"rules": []}"#).unwrap();
+        assert_eq!(status(action(Route::List, "GET", &without)), (404, None), "no tenants section");
         let tenants = tenants.unwrap();
         let listed = list(tenants, Overrides::default());
         assert_eq!(listed.status, 200);
@@ -251,5 +371,57 @@ mod tests {
         assert!(bad.body.contains("field \\\"rate\\\""), "names the field: {}", bad.body);
         let unavailable = store_unavailable(CANNOT_READ);
         assert_eq!((unavailable.status, unavailable.header("retry-after")), (503, Some("1")));
+    }
+
+    #[test]
+    fn the_rules_routes_set_and_answer_a_rule_s_enforce_naming_what_is_wrong() {
+        for path in ["/v1/rules", "/V1/Rules/", "/v1/RULES"] {
+            assert_eq!(route(path), Some(Route::Rules), "{path}");
+        }
+        assert_eq!(route("/v1/rules/Api/ENFORCE"), Some(Route::Enforce("Api")));
+        assert_eq!(route("/v1/rules/api"), Some(Route::Unknown));
+        assert_eq!(route("/v1/rulesets"), None, "an origin's path beside the prefix stays the origin's");
+        let rules = RuleSet::from_json(
+            r#"{"rules": [{"id": "api", "match": {}, "characteristics": ["ip.src"], "period": 10,
+                "requests_per_period": 5, "enforce": 0.25}]}"#,
+        )
+        .unwrap();
+        assert_eq!(action(Route::Rules, "GET", &rules), Action::ListRules, "no tenants section needed");
+        assert_eq!(action(Route::Enforce("api"), "put", &rules), Action::PutEnforce("api"));
+        assert_eq!(action(Route::Enforce("gone"), "DELETE", &rules), Action::DeleteEnforce("gone"));
+        let Action::Answer(unknown) = action(Route::Enforce("API"), "PUT", &rules) else { panic!("answered") };
+        assert_eq!(unknown.status, 404);
+        assert!(unknown.body.contains("no rule \\\"API\\\""), "{}", unknown.body);
+        let Action::Answer(method) = action(Route::Rules, "PUT", &rules) else { panic!("answered") };
+        assert_eq!((method.status, method.header("allow")), (405, Some("GET")));
+
+        assert_eq!(put_enforce(Some(r#"{"enforce": false}"#)), Ok(Enforce::Shadow));
+        assert_eq!(put_enforce(Some(r#"{"enforce": 0.01}"#)).unwrap().fraction(), 0.01);
+        for (body, field) in [
+            (r#"{"enforce": 1}"#, "enforce"),
+            (r#"{"enforce": "0.5"}"#, "enforce"),
+            (r#"{}"#, "enforce"),
+            (r#"{"enforce": true, "rule": "api"}"#, "rule"),
+        ] {
+            let refused = put_enforce(Some(body)).unwrap_err();
+            assert_eq!(refused.status, 400, "{body}");
+            assert!(refused.body.contains(&format!("field \\\"{field}\\\"")), "{body}: {}", refused.body);
+        }
+        assert_eq!(put_enforce(Some("[1]")).unwrap_err().status, 400);
+        assert_eq!(put_enforce(None).unwrap_err().status, 400);
+
+        let mut overrides = RuleOverrides::default();
+        let listed = rules_list(&rules, &overrides);
+        assert_eq!(
+            listed.body,
+            r#"{"rules":[{"rule":"api","enforce":0.25,"source":"rules file","rules_file":0.25}],"stale_overrides":[]}"#
+        );
+        overrides.set("api", RuleOverride { enforce: Enforce::Shadow, set_at: 7 }).unwrap();
+        overrides.set("gone", RuleOverride { enforce: Enforce::All, set_at: 8 }).unwrap();
+        assert_eq!(
+            rule_entry(&rules, &overrides, "api").body,
+            r#"{"rule":"api","enforce":false,"source":"override","rules_file":0.25,"set_at":7}"#
+        );
+        assert!(rules_list(&rules, &overrides).body.ends_with(r#""stale_overrides":["gone"]}"#));
     }
 }

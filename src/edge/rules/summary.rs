@@ -30,8 +30,30 @@ impl RuleSet {
     ///     key's Durable Object per request");
     /// ```
     pub fn summary_lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> =
-            self.rules().iter().map(|rule| format!("{}: {}; {}", rule.id, rule_line(rule), store_part(rule))).collect();
+        let mut lines: Vec<String> = self
+            .rules()
+            .iter()
+            .map(|rule| match rule.enforce {
+                super::Enforce::All => format!("{}: {}; {}", rule.id, rule_line(rule), store_part(rule)),
+                other => format!("{}: {}; {}; {}", rule.id, rule_line(rule), store_part(rule), other.describe()),
+            })
+            .collect();
+        let rollout: Vec<String> = self
+            .rules()
+            .iter()
+            .filter_map(|r| match r.enforce {
+                super::Enforce::All => None,
+                super::Enforce::Shadow => Some(format!("{} (shadow)", r.id)),
+                super::Enforce::Share { fraction, .. } => Some(format!("{} ({}% of keys)", r.id, fraction * 100.0)),
+            })
+            .collect();
+        if !rollout.is_empty() {
+            lines.push(format!(
+                "not enforced for every key: {}; their refusals are logged and counted as would-refuse, \
+                 and named in Sluicegate-Shadow (the admin API may change a rule's enforce at runtime)",
+                rollout.join(", ")
+            ));
+        }
         for (binding, quota, _) in self.rate_limit_bindings() {
             lines.push(format!("wrangler.toml for {binding}: {}", super::ratelimits_toml(binding, quota)));
         }

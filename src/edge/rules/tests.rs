@@ -452,6 +452,26 @@ fn store_failure_defaults_to_open_for_ip_rules_and_closed_otherwise() {
 }
 
 #[test]
+fn enforce_is_true_false_or_a_share_and_check_rules_lists_the_rules_not_enforced_everywhere() {
+    use crate::edge::rules::Enforce;
+    let set = RuleSet::from_json(TRAFFIC).unwrap();
+    assert!(set.rules().iter().all(|r| r.enforce == Enforce::All), "enforced unless the file says otherwise");
+    assert!(set.summary_lines().iter().all(|l| !l.contains("not enforced")));
+    let shadow = RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"enforce":false"#)).unwrap();
+    assert_eq!(shadow.rules()[0].enforce, Enforce::Shadow);
+    let lines = shadow.summary_lines();
+    assert!(lines[0].ends_with("; shadow (counts and logs, never refuses)"), "{}", lines[0]);
+    assert!(lines.iter().any(|l| l.starts_with("not enforced for every key: api (shadow);")), "{lines:?}");
+    let tenth = RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"enforce":0.1"#)).unwrap();
+    assert_eq!(tenth.rules()[0].enforce.fraction(), 0.1);
+    assert!(tenth.summary_lines().iter().any(|l| l.starts_with("not enforced for every key: api (10% of keys);")));
+    for bad in ["0", "1", "1.5", "-0.5", "\"false\"", "null", "[0.5]"] {
+        let json = one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,"enforce":{bad}"#));
+        assert_eq!(fields_of(&json), [(rule0("api"), "enforce".into())], "{bad}");
+    }
+}
+
+#[test]
 fn upstream_budgets_are_validated_naming_the_upstream_and_field() {
     let set = RuleSet::from_json(TRAFFIC).unwrap();
     let overpass = &set.upstreams()[0];
