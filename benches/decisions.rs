@@ -93,10 +93,13 @@ struct IsolateStage {
 }
 
 impl IsolateStage {
-    fn new() -> Self {
-        let rules = RuleSet::from_json(
-            &REFERENCE_RULES.replace("\"mitigation_timeout\"", "\"store\":\"isolate\",\"mitigation_timeout\""),
-        )
+    /// With the rule's `enforce` as given (`true`: every refusal; a fraction: the counting
+    /// key's hash is taken on every decision).
+    fn new(enforce: &str) -> Self {
+        let rules = RuleSet::from_json(&REFERENCE_RULES.replace(
+            "\"mitigation_timeout\"",
+            &format!("\"store\":\"isolate\",\"enforce\":{enforce},\"mitigation_timeout\""),
+        ))
         .expect("the reference rule on the isolate parses");
         let ips = (0..64).map(|i| format!("198.51.100.{}", i + 1)).collect();
         IsolateStage { rules, isolate: Isolate::default(), ips, now: Instant::from_secs(1_000), i: 0 }
@@ -384,6 +387,7 @@ struct Subjects {
     edge: Edge,
     recording: Recording,
     isolate: IsolateStage,
+    partial: IsolateStage,
     app_rules: RuleSet,
     /// Per-address tables by number of addresses.
     floods: Vec<(u64, IpFlood)>,
@@ -415,11 +419,13 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
         group.bench_function("evaluate", |b| b.iter(|| black_box(edge.decide())));
         group.finish();
     }
-    let mut isolate = IsolateStage::new();
+    let mut isolate = IsolateStage::new("true");
     assert!(isolate.decide(), "the isolate store admits the reference traffic");
+    let mut partial = IsolateStage::new("0.5");
     {
         let mut group = c.benchmark_group("rules_stage");
         group.bench_function("isolate_store", |b| b.iter(|| black_box(isolate.decide())));
+        group.bench_function("isolate_store_enforce_half", |b| b.iter(|| black_box(partial.decide())));
         group.finish();
     }
 
@@ -478,13 +484,13 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
         group.bench_function("record", |b| b.iter(|| black_box(recording.decide())));
         group.finish();
     }
-    Subjects { edge, recording, isolate, app_rules, floods, sides }
+    Subjects { edge, recording, isolate, partial, app_rules, floods, sides }
 }
 
 /// ns per decision of each benchmark (criterion's estimates where it wrote them), with
 /// governor's fake clock on its own and the pacer's reserve alone.
 fn print_summary(subjects: &mut Subjects, started: SystemTime) {
-    let Subjects { edge, recording, isolate, app_rules, floods, sides } = subjects;
+    let Subjects { edge, recording, isolate, partial, app_rules, floods, sides } = subjects;
     println!();
     println!("summary (ns per decision):");
     let (ns, source) = ns_per_decision("reference_rule/evaluate", started, || {
@@ -497,6 +503,10 @@ fn print_summary(subjects: &mut Subjects, started: SystemTime) {
     println!(
         "the rules stage, the reference rule on the isolate store (key, digest, count, headers): {ns:.1} ns/request ({source})"
     );
+    let (ns, source) = ns_per_decision("rules_stage/isolate_store_enforce_half", started, || {
+        black_box(partial.decide());
+    });
+    println!("the same, the rule enforced for half its keys (the key's hash on every decision): {ns:.1} ns/request ({source})");
     let (ns, source) = ns_per_decision("analytics/record", started, || {
         black_box(recording.decide());
     });

@@ -133,14 +133,9 @@ export function edgeOver(glue, wasm, { adaptEnv = (env) => env, adaptRequest = (
       return this.counter.getRuleOverrides();
     }
 
-    /** RPC (the overrides object): set `rule`'s `enforce` (JSON): `{before, changed}` or `{refused}`. */
-    putRuleOverride(rule, enforce, at) {
-      return this.counter.putRuleOverride(rule, enforce, at);
-    }
-
-    /** RPC (the overrides object): remove `rule`'s override; its `enforce` as JSON or "". */
-    deleteRuleOverride(rule) {
-      return this.counter.deleteRuleOverride(rule);
+    /** RPC (the overrides object): set `rule`'s `enforce` (JSON), or remove its override (""): `{before, changed}` or `{refused}`. */
+    setRuleOverride(rule, enforce, at) {
+      return this.counter.setRuleOverride(rule, enforce, at);
     }
 
     /** RPC (the stats object): add an isolate's batch of counted decisions (JSON) at `nowMs`. */

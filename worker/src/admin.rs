@@ -33,7 +33,7 @@ use crate::tenancy;
 use sluicegate::identity::Identity;
 use sluicegate::pipeline::admin::{self, Action, CANNOT_READ, CHANGE_NOT_CONFIRMED, MAX_BODY, MAX_ENFORCE_BODY};
 use sluicegate::pipeline::Reply;
-use sluicegate::rules::{RuleOverride, RuleOverrides, RuleSet};
+use sluicegate::rules::{Enforce, RuleOverride, RuleOverrides, RuleSet};
 use sluicegate::tenants::{effective, LimitSource, Overrides, Tenants};
 use wasm_bindgen::prelude::*;
 use web_sys::{Request, Response};
@@ -64,7 +64,7 @@ pub async fn serve(
             Err(refusal) => refusal,
         },
         (Action::PutEnforce(rule), _) => put_enforce(request, env, rules, rule, caller).await?,
-        (Action::DeleteEnforce(rule), _) => delete_enforce(env, rules, rule, caller).await?,
+        (Action::DeleteEnforce(rule), _) => change_enforce(env, rules, rule, None, caller).await?,
         (Action::List, Some(tenants)) => match stored_overrides(env).await {
             Ok(overrides) => admin::list(tenants, overrides),
             Err(refusal) => refusal,
@@ -101,8 +101,9 @@ async fn stored_rule_overrides(env: &Env) -> Result<RuleOverrides, Reply> {
     read.await.map_err(|error| store_unavailable(&error, CANNOT_READ))
 }
 
-/// Set `rule`'s `enforce`. The same again is idempotent (an audit line with `"changed":
-/// false`). The rule's counts go on: only which refusals are enforced changes.
+/// Set `rule`'s `enforce` from a PUT's body. The same again is idempotent (an audit line
+/// with `"changed": false`). The rule's counts go on: only which refusals are enforced
+/// changes.
 async fn put_enforce(
     request: &Request,
     env: &Env,
@@ -111,12 +112,25 @@ async fn put_enforce(
     caller: Option<Identity>,
 ) -> Result<Reply, JsValue> {
     let body = crate::body::request_text(request, MAX_ENFORCE_BODY).await?.ok();
-    let enforce = match admin::put_enforce(body.as_deref()) {
-        Ok(enforce) => enforce,
-        Err(refusal) => return Ok(refusal),
-    };
+    match admin::put_enforce(body.as_deref()) {
+        Ok(enforce) => change_enforce(env, rules, rule, Some(enforce), caller).await,
+        Err(refusal) => Ok(refusal),
+    }
+}
+
+/// Set `rule`'s override of `enforce`, or remove it (`None`; `404` when it has none, so a
+/// repeated delete is `404`), in the overrides object; audit the change and answer the
+/// rule's entry as it is from now on.
+async fn change_enforce(
+    env: &Env,
+    rules: &RuleSet,
+    rule: &str,
+    enforce: Option<Enforce>,
+    caller: Option<Identity>,
+) -> Result<Reply, JsValue> {
     let at = js_sys::Date::now();
-    let call = tenancy::overrides_object(env).and_then(|o| o.put_rule_override(rule, &enforce.to_json(), at));
+    let json = enforce.map(Enforce::to_json).unwrap_or_default();
+    let call = tenancy::overrides_object(env).and_then(|o| o.set_rule_override(rule, &json, at));
     let answer = match call_store(call).await {
         Ok(answer) => answer,
         Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
@@ -127,26 +141,16 @@ async fn put_enforce(
     }
     let before = field("before").as_string().unwrap_or_default();
     let changed = field("changed").as_bool().unwrap_or(true);
+    if enforce.is_none() && before.is_empty() {
+        return Ok(admin::no_rule_override(rule));
+    }
     if changed {
         crate::isolate::with(|i| i.forget_rule_overrides());
     }
-    audit(("put", changed), ("rule", rule), &before, &enforce.to_json(), caller, at);
-    let set = RuleOverride { enforce, set_at: at as u64 };
-    Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), Some(&set))))
-}
-
-/// Remove `rule`'s override (`404` when it has none): the rules file's `enforce` serves again.
-async fn delete_enforce(env: &Env, rules: &RuleSet, rule: &str, caller: Option<Identity>) -> Result<Reply, JsValue> {
-    let before = match call_store(tenancy::overrides_object(env).and_then(|o| o.delete_rule_override(rule))).await {
-        Ok(before) => before.as_string().unwrap_or_default(),
-        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
-    };
-    if before.is_empty() {
-        return Ok(admin::no_rule_override(rule));
-    }
-    crate::isolate::with(|i| i.forget_rule_overrides());
-    audit(("delete", true), ("rule", rule), &before, "", caller, js_sys::Date::now());
-    Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), None)))
+    let action = if enforce.is_some() { "put" } else { "delete" };
+    audit((action, changed), ("rule", rule), &before, &json, caller, at);
+    let set = enforce.map(|enforce| RuleOverride { enforce, set_at: at as u64 });
+    Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), set.as_ref())))
 }
 
 /// The answer of a call to the overrides object, within the store's timeout.

@@ -190,47 +190,45 @@ impl Counter {
     }
 
     /// Set `rule`'s `enforce` to `enforce` (JSON: `true`, `false` or a fraction), as of `at`
-    /// (ms), unless it is that already (then nothing is written): `{before, changed}`,
-    /// `before` the override it had (its `enforce` as JSON) or an empty string; `{refused}`
-    /// (why) when as many overrides as are kept exist and `rule` has none.
+    /// (ms), unless it is that already (then nothing is written), or remove its override
+    /// when `enforce` is empty: `{before, changed}`, `before` the override it had (its
+    /// `enforce` as JSON) or an empty string; `{refused}` (why) when as many overrides as
+    /// are kept exist and `rule` has none. (One method for both: each exported method costs
+    /// the Worker its own glue.)
     ///
     /// # Errors
     /// An `enforce` that does not validate, or storage that refused the write (nothing is
     /// changed then).
-    #[wasm_bindgen(js_name = putRuleOverride)]
-    pub fn put_rule_override(&mut self, rule: &str, enforce: &str, at: f64) -> Result<JsValue, JsError> {
-        let enforce = Enforce::from_json_text(enforce).map_err(|e| JsError::new(&format!("enforce: {e}")))?;
+    #[wasm_bindgen(js_name = setRuleOverride)]
+    pub fn set_rule_override(&mut self, rule: &str, enforce: &str, at: f64) -> Result<JsValue, JsError> {
+        let enforce = match enforce {
+            "" => None,
+            text => Some(Enforce::from_json_text(text).map_err(|e| JsError::new(&format!("enforce: {e}")))?),
+        };
         let mut next = self.rule_overrides().clone();
         let before = next.get(rule).map(|o| o.enforce);
         let answer = js_sys::Object::new();
         let set = |key: &str, value: JsValue| {
             js_sys::Reflect::set(&answer, &key.into(), &value).map(|_| ()).map_err(|e| JsError::new(&describe(&e)))
         };
-        let changed = before != Some(enforce);
+        let changed = before != enforce;
         if changed {
-            match next.set(rule, RuleOverride { enforce, set_at: at.max(0.0) as u64 }) {
-                Ok(_) => self.keep_rule_overrides(next)?,
-                Err(why) => {
-                    set("refused", why.into())?;
-                    return Ok(answer.into());
+            let kept = match enforce {
+                Some(enforce) => next.set(rule, RuleOverride { enforce, set_at: at.max(0.0) as u64 }).map(|_| ()),
+                None => {
+                    next.remove(rule);
+                    Ok(())
                 }
+            };
+            if let Err(why) = kept {
+                set("refused", why.into())?;
+                return Ok(answer.into());
             }
+            self.keep_rule_overrides(next)?;
         }
         set("before", before.map(Enforce::to_json).unwrap_or_default().into())?;
         set("changed", changed.into())?;
         Ok(answer.into())
-    }
-
-    /// Remove `rule`'s override: its `enforce` as JSON, or an empty string when it had none.
-    ///
-    /// # Errors
-    /// Storage that refused the write (nothing is changed then).
-    #[wasm_bindgen(js_name = deleteRuleOverride)]
-    pub fn delete_rule_override(&mut self, rule: &str) -> Result<String, JsError> {
-        let mut next = self.rule_overrides().clone();
-        let Some(before) = next.remove(rule) else { return Ok(String::new()) };
-        self.keep_rule_overrides(next)?;
-        Ok(before.enforce.to_json())
     }
 
     /// Charge `tenant`'s buckets of `limit` (JSON, as the Worker resolved it) with one

@@ -69,10 +69,8 @@ extern "C" {
     pub fn delete_override(this: &Stub, tenant: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getRuleOverrides)]
     pub fn get_rule_overrides(this: &Stub) -> Result<JsValue, JsValue>;
-    #[wasm_bindgen(method, catch, js_name = putRuleOverride)]
-    pub fn put_rule_override(this: &Stub, rule: &str, enforce: &str, at: f64) -> Result<JsValue, JsValue>;
-    #[wasm_bindgen(method, catch, js_name = deleteRuleOverride)]
-    pub fn delete_rule_override(this: &Stub, rule: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = setRuleOverride)]
+    pub fn set_rule_override(this: &Stub, rule: &str, enforce: &str, at: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = mergeStats)]
     pub fn merge_stats(this: &Stub, batch: &str, now_ms: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getStats)]

@@ -336,7 +336,7 @@ pub(crate) struct Checked {
 }
 
 impl Checked {
-    /// `response` with the RateLimit headers and `Sluicegate-Degraded` added.
+    /// `response` with the RateLimit headers, `Sluicegate-Degraded` and `Sluicegate-Shadow` added.
     fn finish(&self, response: Response) -> Result<Response, JsValue> {
         if self.headers.is_empty() && !self.reports_clock() {
             return Ok(response);

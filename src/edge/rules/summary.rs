@@ -44,7 +44,7 @@ impl RuleSet {
             .filter_map(|r| match r.enforce {
                 super::Enforce::All => None,
                 super::Enforce::Shadow => Some(format!("{} (shadow)", r.id)),
-                super::Enforce::Share { fraction, .. } => Some(format!("{} ({}% of keys)", r.id, fraction * 100.0)),
+                share @ super::Enforce::Share { .. } => Some(format!("{} ({} of keys)", r.id, share.to_json())),
             })
             .collect();
         if !rollout.is_empty() {
