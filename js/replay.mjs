@@ -10,11 +10,14 @@
 // request header it sends). `--speed K` runs the edge's clock K times as fast (the
 // development build's SLUICEGATE_CLOCK), which divides every period, block and trace time by
 // K; under that clock the edge decides every rule of a request at the instant it arrived.
+// A request agrees when the two decide it alike and name the same rules as refusing it in
+// shadow (the edge's `Sluicegate-Shadow`: rules with `"enforce": false`, or a share of keys
+// that leaves its key out).
 import { clientIdentity, validateRules } from "./edge-node.js";
 import { progressMeter, replayProgressText } from "./progress.mjs";
 import { SimulationError } from "./sim.js";
 import "./sim-node.js"; // instantiates the simulator's build
-import { simCsvRecords, simEdgeDecisions, simParseReplayArgs, simReplayUsage } from "../pkg-sim/sluicegate.js";
+import { simCsvRecords, simEdgeReplay, simParseReplayArgs, simReplayUsage } from "../pkg-sim/sluicegate.js";
 
 export const REPLAY_USAGE = simReplayUsage();
 
@@ -24,6 +27,17 @@ const VIRTUAL_START_MS = 864_000_000_000;
 const MAX_IN_FLIGHT = 32;
 /** The header of an answer the edge's rules gave (a refusal), naming the rule. */
 const RULE_HEADER = "sluicegate-rule";
+/** The header naming the rules that refused the request in shadow: `api;retry-after=7, search;unavailable`. */
+const SHADOW_HEADER = "sluicegate-shadow";
+
+/** The rule ids a `Sluicegate-Shadow` value names, in order (none without one). */
+export function shadowRules(value) {
+  if (!value) return [];
+  return value
+    .split(",")
+    .map((entry) => entry.split(";")[0].trim())
+    .filter((id) => id !== "");
+}
 
 class ReplayInputError extends Error {}
 
@@ -71,10 +85,11 @@ const csvCell = (value) => `"${String(value).replaceAll('"', '""')}"`;
 
 /**
  * The simulator's decision on each request of `requests`, in their order (the edge's pipeline
- * over `rulesText`): `{ outcome, timingLimited }`, the outcome as `outcomeOf` names the edge's,
- * timing-limited when within `toleranceS` seconds of an instant where timing alone decides.
+ * over `rulesText`): `{ outcome, shadow, timingLimited }`, the outcome as `outcomeOf` names the
+ * edge's, `shadow` the rules that refused it in shadow (ids, in order), timing-limited when
+ * within `toleranceS` seconds of an instant where timing alone decides.
  */
-function simulated(rulesText, requests, toleranceS) {
+function simulated(rulesText, requests, toleranceS = 0) {
   const names = [...new Set(requests.flatMap((r) => r.headers.map(([name]) => name)))];
   const head = ["t", "ip.src", "cf.colo.id", "method", "endpoint", ...names.map((n) => `header:${n}`)].join(",");
   const rows = requests.map((r) => {
@@ -82,17 +97,15 @@ function simulated(rulesText, requests, toleranceS) {
     return [r.t, r.ip, r.colo, r.method, r.path, ...names.map((n) => sent.get(n) ?? "")].map(csvCell).join(",");
   });
   try {
-    return Array.from(simEdgeDecisions(rulesText, [head, ...rows].join("\n"), "trace", toleranceS), (code) => ({
-      outcome: SIM_OUTCOMES[code & 127],
-      timingLimited: code >= 128,
-    }));
+    const { codes, shadow } = simEdgeReplay(rulesText, [head, ...rows].join("\n"), "trace", toleranceS);
+    return Array.from(codes, (code, i) => ({ outcome: SIM_OUTCOMES[code & 127], shadow: shadow[i], timingLimited: code >= 128 }));
   } catch (error) {
     if (error?.name === "SimulationError") throw new ReplayInputError(`simulator: ${error.message}`);
     throw error;
   }
 }
 
-/** `simEdgeDecisions`' codes as outcomes: admitted, refused by a rule, by the tenant stage with its status, by a check before the body is read. */
+/** `simEdgeReplay`'s codes as outcomes: admitted, refused by a rule, by the tenant stage with its status, by a check before the body is read. */
 const SIM_OUTCOMES = ["rule", "admitted", "tenant 401", "tenant 413", "tenant 429", "tenant 429", "pre-read"];
 
 /** The checks before the body is read, as `Sluicegate-Scope` names them. */
@@ -133,8 +146,8 @@ async function send(requests, { fetchOne, speed, startRealMs, onProgress }) {
           freed.shift()?.();
         })
         .then(
-          ({ status, rule, scope, clockMs }) => {
-            results[i] = { status, rule, scope, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
+          ({ status, rule, scope, shadow, clockMs }) => {
+            results[i] = { status, rule, scope, shadow, sentAtMs: sentAt, clockMs, lateMs: Math.max(0, Math.round(sentAt - due)) };
           },
           (error) => {
             results[i] = {
@@ -163,6 +176,18 @@ function requestBody(r) {
   const length = Number(r.headers.find(([name]) => name === "content-length")?.[1] ?? Number.NaN);
   if (!Number.isSafeInteger(length) || length < 0 || r.method === "GET" || r.method === "HEAD") return undefined;
   return new Uint8Array(length).fill(0x61);
+}
+
+/** What the edge's answer says of its decision: its status, the rule that refused it, the scope of a refusal by another stage, and the rules that refused it in shadow. */
+function answerOf(res) {
+  return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), shadow: shadowRules(res.headers.get(SHADOW_HEADER)) };
+}
+
+/** Shadow refusals per rule id, counted from rows' lists. */
+function countByRule(lists) {
+  const byRule = {};
+  for (const list of lists) for (const id of list) byRule[id] = (byRule[id] ?? 0) + 1;
+  return byRule;
 }
 
 /** Replays `traceText` against the edge and the simulator; the comparison. */
@@ -196,7 +221,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     fetchOne = async (r) => {
       const res = await started.edge.fetch(r.path, { method: r.method, headers: requestHeaders(r), body: requestBody(r), cf: { colo: r.colo } });
       await res.arrayBuffer();
-      return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: edgeClock(res) };
+      return { ...answerOf(res), clockMs: edgeClock(res) };
     };
   } else {
     if (new Set(requests.map((r) => r.colo)).size > 1) throw new ReplayInputError("a running edge (--edge) decides the colo itself: its trace must have one colo");
@@ -204,7 +229,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
     fetchOne = async (r) => {
       const res = await fetch(new URL(r.path, base), { method: r.method, headers: requestHeaders(r), body: requestBody(r) });
       await res.arrayBuffer();
-      return { status: res.status, rule: res.headers.get(RULE_HEADER), scope: res.headers.get("sluicegate-scope"), clockMs: null };
+      return { ...answerOf(res), clockMs: null };
     };
   }
   let results;
@@ -244,13 +269,22 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
   results.forEach((x, i) => {
     if (x.error) report.errors.push({ line: requests[i].line, error: x.error });
   });
+  // Shadow refusals, reported when either side made one (a trace without rules in shadow
+  // reports as it always did).
+  const edgeShadow = sent.map((r) => results[r.index].shadow);
+  if (edgeShadow.some((list) => list.length) || sim.some(({ shadow }) => shadow.length))
+    report.shadow = {
+      edge: { requests: edgeShadow.filter((list) => list.length).length, byRule: countByRule(edgeShadow) },
+      simulator: { requests: sim.filter(({ shadow }) => shadow.length).length, byRule: countByRule(sim.map(({ shadow }) => shadow)) },
+    };
   sent.forEach((r, i) => {
-    const { status } = results[r.index];
+    const { status, shadow: edgeShadowRules } = results[r.index];
     const edge = outcomeOf(results[r.index]);
-    const { outcome, timingLimited } = sim[i];
+    const { outcome, shadow, timingLimited } = sim[i];
     report.edge[edge === null ? "other" : edge === "admitted" ? "admitted" : "refused"]++;
     report.simulator[outcome === "admitted" ? "admitted" : "refused"]++;
-    const same = edge === outcome;
+    const sameShadow = edgeShadowRules.join(",") === shadow.join(",");
+    const same = edge === outcome && sameShadow;
     if (timingLimited) {
       report.timingLimited++;
       if (same) report.timingLimitedAgree++;
@@ -268,6 +302,7 @@ export async function replay({ rulesText, traceText, speed = 1, edge = null, tol
         path: r.path,
         edge: status,
         simulator: outcome,
+        ...(sameShadow ? {} : { edgeShadow: edgeShadowRules, simulatorShadow: shadow }),
       });
   });
   report.share = report.compared ? report.agree / report.compared : 1;
@@ -283,12 +318,27 @@ export function describe(report) {
     `  timing-limited: within ${report.toleranceMs} ms (real time; ${(report.toleranceMs * report.speed) / 1000} s of trace time) of a window or block boundary, or a tenant's refill`,
     `  edge:       ${report.edge.admitted} admitted, ${report.edge.refused} refused${report.edge.other ? `, ${report.edge.other} failed` : ""}`,
     `  simulator:  ${report.simulator.admitted} admitted, ${report.simulator.refused} refused`,
-    `  agreement:  ${report.agree} of ${report.compared} (${pct(report.share)}) outside the timing-limited; ${report.timingLimitedAgree} of ${report.timingLimited} timing-limited agree`,
   ];
+  if (report.shadow) {
+    const side = ({ requests, byRule }) =>
+      `${requests} requests refused in shadow (${
+        Object.entries(byRule)
+          .map(([id, n]) => `${id} ${n}`)
+          .join(", ") || "none"
+      })`;
+    lines.push(`  shadow:     edge ${side(report.shadow.edge)}; simulator ${side(report.shadow.simulator)}`);
+  }
+  lines.push(
+    `  agreement:  ${report.agree} of ${report.compared} (${pct(report.share)}) outside the timing-limited; ${report.timingLimitedAgree} of ${report.timingLimited} timing-limited agree`,
+  );
   if (report.errors.length)
     lines.push(`  ${report.errors.length} requests failed on the way (left out of the comparison), e.g. line ${report.errors[0].line}: ${report.errors[0].error}`);
+  const named = (list) => (list.length ? list.join(" ") : "none");
+  const shadowed = (d, side) => (d.edgeShadow ? ` (shadow: ${named(side === "edge" ? d.edgeShadow : d.simulatorShadow)})` : "");
   for (const d of report.disagreements.slice(0, 20))
-    lines.push(`  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.method} ${d.path}: edge ${d.edge}, simulator ${d.simulator}`);
+    lines.push(
+      `  line ${d.line}, t=${d.t} s (sent at ${d.sentT} s), ${d.client} ${d.method} ${d.path}: edge ${d.edge}${shadowed(d, "edge")}, simulator ${d.simulator}${shadowed(d, "simulator")}`,
+    );
   if (report.disagreements.length > 20) lines.push(`  … and ${report.disagreements.length - 20} more`);
   return `${lines.join("\n")}\n`;
 }

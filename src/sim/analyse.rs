@@ -9,7 +9,7 @@ use super::py::{round, PyValue};
 use super::stats::{ClientStats, Outcome, PolicyStats, Sample};
 use super::traffic::Traffic;
 use super::SimError;
-use crate::edge::rules::RuleSet;
+use crate::edge::rules::{Enforce, RuleSet};
 use crate::edge::tenants::{body_cap, effective, LimitSource, TenantLimit, Tenants};
 
 /// One client's row.
@@ -88,6 +88,22 @@ pub struct PolicyRow {
     pub blocked_clients: Vec<(String, u64)>,
     /// For a rule of the edge's: where it counts, and how many counters that makes.
     pub store: Option<StoreRow>,
+    /// For a rule of the edge's that does not enforce all its refusals: its enforcement and
+    /// the refusals it made in shadow.
+    pub shadow: Option<ShadowRow>,
+}
+
+/// What an edge rule in shadow or partial enforcement (`"enforce": false` or a share of its
+/// counting keys) would have refused beyond what it did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShadowRow {
+    /// Its `enforce`.
+    pub enforce: Enforce,
+    /// Attempts it refused in shadow: counted as refused, let through (its `rejects` are the
+    /// enforced ones).
+    pub would_refuse: u64,
+    /// The clients of those attempts, in the order first seen.
+    pub clients: Vec<String>,
 }
 
 /// Where an edge rule counts in the simulated spread ([`super::spread`]).
@@ -295,6 +311,11 @@ fn policy_row(cfg: &Config, p: &Policy, ps: &PolicyStats) -> PolicyRow {
     let timeout = mitigation_timeout_s(p);
     let rule = p.edge_rule.and_then(|r| cfg.edge_rules.as_ref()?.rules().get(r));
     let store = rule.map(|rule| store_row(&rule.store, &cfg.edge_spread, p.theoretical_max()));
+    let shadow = rule.filter(|rule| rule.enforce != Enforce::All).map(|rule| ShadowRow {
+        enforce: rule.enforce,
+        would_refuse: ps.shadow_refusals,
+        clients: ps.shadow_clients.clone(),
+    });
     PolicyRow {
         name: p.name.clone(),
         algorithm: p.algorithm.name(),
@@ -313,6 +334,7 @@ fn policy_row(cfg: &Config, p: &Policy, ps: &PolicyStats) -> PolicyRow {
         blocks: timeout.map(|_| ps.blocks),
         blocked_clients: ps.blocked_clients.clone(),
         store,
+        shadow,
     }
 }
 

@@ -16,7 +16,7 @@
 //! lands in.
 
 use super::edge::{host_of, EdgeFacts};
-use super::{EdgeDecision, Names, SimError, TraceReader};
+use super::{EdgeDecision, EdgeRow, Names, SimError, TraceReader};
 use crate::edge::rules::{Algorithm, RuleSet, Store};
 use crate::edge::tenants::{effective, Identify};
 use alloc::format;
@@ -26,8 +26,8 @@ use alloc::vec::Vec;
 /// Refills of a tenant's bucket watched after each of its admissions.
 pub const REFILLS_WATCHED: u32 = 8;
 
-/// The edge's decision on each row of `trace` under `rules_json` ([`super::edge_decisions`]),
-/// and whether it is timing-limited within `tolerance_s` seconds ([`timing_limited`]): what
+/// The edge's decision on each row of `trace` under `rules_json`, with the rules that refused
+/// it in shadow ([`super::edge_replay`]), and whether it is timing-limited within `tolerance_s` seconds ([`timing_limited`]): what
 /// `sluicegate replay` compares with the edge.
 ///
 /// # Errors
@@ -37,8 +37,9 @@ pub fn replay_decisions(
     label: &str,
     trace: &str,
     tolerance_s: f64,
-) -> Result<Vec<(EdgeDecision, bool)>, SimError> {
-    let decided = super::edge_decisions(rules_json, label, trace)?;
+) -> Result<Vec<(EdgeRow, bool)>, SimError> {
+    let rows = super::edge_replay(rules_json, label, trace)?;
+    let decided: Vec<EdgeDecision> = rows.iter().map(|row| row.decision).collect();
     let rules = RuleSet::from_json(rules_json).map_err(|errors| {
         SimError::Input(alloc::format!(
             "rules: {}",
@@ -46,7 +47,7 @@ pub fn replay_decisions(
         ))
     })?;
     let limited = timing_limited(&rules, label, trace, &decided, tolerance_s)?;
-    Ok(decided.into_iter().zip(limited).collect())
+    Ok(rows.into_iter().zip(limited).collect())
 }
 
 /// What a row of a replay is, for its boundaries: when, whose address and whose tenant (each

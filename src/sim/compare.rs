@@ -5,7 +5,7 @@
 //! same traffic after the change, the response contract, what limits cannot do and what to
 //! monitor.
 
-use super::analyse::{ClientRow, Report};
+use super::analyse::{ClientRow, PolicyRow, Report};
 use super::config::{Config, KeyBy, Retry};
 use super::findings::{Finding, Severity};
 use super::py::{format_g, PyValue};
@@ -408,6 +408,52 @@ impl Comparison {
         out
     }
 
+    /// The edge rules in shadow or partial enforcement on either side (by name: before's
+    /// order, then those only the after run has), each with its row on either side.
+    pub fn shadow_rules(&self) -> Vec<(&str, Option<&PolicyRow>, Option<&PolicyRow>)> {
+        let (b, a) = (&self.before.report.policies, &self.after.report.policies);
+        let mut out: Vec<(&str, Option<&PolicyRow>, Option<&PolicyRow>)> =
+            b.iter().map(|p| (p.name.as_str(), Some(p), a.iter().find(|x| x.name == p.name))).collect();
+        out.extend(a.iter().filter(|p| !b.iter().any(|x| x.name == p.name)).map(|p| (p.name.as_str(), None, Some(p))));
+        out.retain(|(_, b, a)| [b, a].iter().any(|p| p.is_some_and(|p| p.shadow.is_some())));
+        out
+    }
+
+    /// Per rule in shadow or partial enforcement on either side: its enforcement, the
+    /// refusals it enforced and those it made in shadow, before and after (empty when no rule
+    /// is).
+    fn shadow_table(&self, o: &mut String) {
+        let rows = self.shadow_rules();
+        if rows.is_empty() {
+            return;
+        }
+        o.push_str(
+            "\nRules in shadow or partial enforcement: refusals enforced, and in shadow (counted as refused, \
+             let through).\n\n| Rule | Enforce before | Enforce after | Rejects before | Rejects after | \
+             Would refuse before | Would refuse after |\n|---|---|---|---|---|---|---|\n",
+        );
+        let enforce = |p: Option<&PolicyRow>| {
+            p.map_or_else(
+                || "-".into(),
+                |p| p.shadow.as_ref().map_or_else(|| "all".into(), |s| report::enforce_md(s.enforce)),
+            )
+        };
+        let cell = |p: Option<&PolicyRow>, f: &dyn Fn(&PolicyRow) -> u64| p.map_or_else(|| "-".into(), |p| n(f(p)));
+        let would = |p: &PolicyRow| p.shadow.as_ref().map_or(0, |s| s.would_refuse);
+        for (name, b, a) in rows {
+            let _ = writeln!(
+                o,
+                "| {name} | {} | {} | {} | {} | {} | {} |",
+                enforce(b),
+                enforce(a),
+                cell(b, &|p| p.rejects),
+                cell(a, &|p| p.rejects),
+                cell(b, &would),
+                cell(a, &would),
+            );
+        }
+    }
+
     /// Finding codes the change removed, and codes only the after run has.
     pub fn resolved_and_new(&self) -> (Vec<&'static str>, Vec<&'static str>) {
         let (b, a) = (codes(&self.before.report.findings), codes(&self.after.report.findings));
@@ -641,6 +687,7 @@ impl Comparison {
         let _ = writeln!(o, "Traffic used: {}.\n", self.traffic_text());
         let _ = writeln!(o, "Verdict: {}.\n", self.verdict_text());
         self.after_table(&mut o);
+        self.shadow_table(&mut o);
         self.after_findings(&mut o);
         o
     }

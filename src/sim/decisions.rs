@@ -24,6 +24,20 @@ pub struct Decided {
     /// When the edge's checks before the body is read refused it: which (`ip`, `node`,
     /// `source`).
     pub pre_read: Option<&'static str>,
+    /// The edge rules that refused it in shadow (their refusal not enforced for its key: it
+    /// went on), by id in the rules' order: what the edge names in `Sluicegate-Shadow`.
+    pub shadow: Vec<String>,
+}
+
+/// The edge's decision on one row of a trace, and the rules that refused it in shadow
+/// ([`edge_replay`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EdgeRow {
+    /// What the edge answers it.
+    pub decision: EdgeDecision,
+    /// The rules that refused it in shadow, by id in the rules' order (the rule ids its
+    /// answer's `Sluicegate-Shadow` names); empty when none did.
+    pub shadow: Vec<String>,
 }
 
 /// What the edge answers one request, as the simulator decides it ([`edge_decisions`]).
@@ -63,23 +77,33 @@ impl EdgeDecision {
     }
 }
 
-#[derive(Default)]
-struct Record(Vec<Decided>);
+/// Every decided attempt, its shadow refusals named by their policies.
+struct Record<'c> {
+    decided: Vec<Decided>,
+    policies: &'c [super::Policy],
+}
 
-impl Observer for Record {
+impl<'c> Record<'c> {
+    fn new(cfg: &'c Config) -> Self {
+        Record { decided: Vec::new(), policies: &cfg.policies }
+    }
+}
+
+impl Observer for Record<'_> {
     fn attempt(&mut self, event: &Event<'_>) {
-        self.0.push(Decided {
+        self.decided.push(Decided {
             t: event.t,
             client: event.name.into(),
             endpoint: event.endpoint.into(),
             admitted: event.admitted,
             tenant_refusal: event.tenant_refusal,
             pre_read: event.pre_read,
+            shadow: event.shadow.iter().map(|&j| self.policies[j as usize].name.clone()).collect(),
         });
     }
 
     fn restart(&mut self) {
-        self.0.clear();
+        self.decided.clear();
     }
 }
 
@@ -90,9 +114,9 @@ impl Observer for Record {
 /// What [`super::run`] refuses.
 pub fn decisions(config_json: &str, label: &str, trace: &str) -> Result<Vec<Decided>, SimError> {
     let cfg = Config::from_json(config_json)?;
-    let mut record = Record::default();
+    let mut record = Record::new(&cfg);
     simulate_trace(&cfg, label, || Ok(trace.as_bytes()), Some(&mut record))?;
-    Ok(record.0)
+    Ok(record.decided)
 }
 
 /// The edge's decision on each row of the CSV `trace` (named `label` in errors), in the
@@ -107,6 +131,16 @@ pub fn decisions(config_json: &str, label: &str, trace: &str) -> Result<Vec<Deci
 /// # Errors
 /// Rules that do not validate, or a trace the simulator cannot read.
 pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<EdgeDecision>, SimError> {
+    Ok(edge_replay(rules_json, label, trace)?.into_iter().map(|row| row.decision).collect())
+}
+
+/// [`edge_decisions`], each row with the rules that refused it in shadow (`"enforce":
+/// false`, or a share of counting keys that leaves its key out): what the edge names in its
+/// answer's `Sluicegate-Shadow`.
+///
+/// # Errors
+/// As [`edge_decisions`].
+pub fn edge_replay(rules_json: &str, label: &str, trace: &str) -> Result<Vec<EdgeRow>, SimError> {
     let rules: serde_json::Value =
         serde_json::from_str(rules_json).map_err(|e| SimError::Input(format!("rules: invalid JSON: {e}")))?;
     let mut config = serde_json::Map::new();
@@ -115,19 +149,20 @@ pub fn edge_decisions(rules_json: &str, label: &str, trace: &str) -> Result<Vec<
     // The replayed edge is one workerd: every colo's requests in its one isolate.
     config.insert("edge_spread".into(), serde_json::json!({"colos": "together"}));
     let cfg = Config::from_value(&serde_json::Value::Object(config))?;
-    let mut record = Record::default();
+    let mut record = Record::new(&cfg);
     simulate_trace(&cfg, label, || Ok(trace.as_bytes()), Some(&mut record))?;
     // Each decided attempt back to its row: rows of one instant, client and endpoint are
     // alike to the rules, so they take their decisions in order.
-    let mut decided: HashMap<(u64, String, String), VecDeque<EdgeDecision>> = HashMap::new();
-    for d in record.0.drain(..) {
+    let mut decided: HashMap<(u64, String, String), VecDeque<EdgeRow>> = HashMap::new();
+    for d in record.decided.drain(..) {
         let decision = match (d.admitted, d.tenant_refusal, d.pre_read) {
             (true, _, _) => EdgeDecision::Admitted,
             (false, _, Some(check)) => EdgeDecision::PreRead(check),
             (false, Some(refused), None) => EdgeDecision::Tenant(refused),
             (false, None, None) => EdgeDecision::Rule,
         };
-        decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(decision);
+        let row = EdgeRow { decision, shadow: d.shadow };
+        decided.entry((d.t.to_bits(), d.client, d.endpoint)).or_default().push_back(row);
     }
     let (mut clients, mut endpoints) = (super::Names::default(), super::Names::default());
     let mut reader = super::TraceReader::new(label, trace.as_bytes());

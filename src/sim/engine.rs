@@ -28,7 +28,7 @@ use crate::core::time::Instant;
 use crate::edge::pipeline::serve::{self, Stage, Way};
 use crate::edge::pipeline::{preread, Answer, Isolate, Note, Refusal, RulesCheck, Step, TenantRefusal, Verdict, Via};
 use crate::edge::redact::KeyedHash;
-use crate::edge::rules::{AnyLimiter, RuleSet, Store};
+use crate::edge::rules::{AnyLimiter, Enforce, RuleSet, Store};
 use core::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -189,6 +189,11 @@ pub struct Engine<'c, 'o> {
     window_of: Vec<(f64, bool)>,
     /// Per policy, per client slot: rejected at least once.
     rejected_clients: Vec<Vec<bool>>,
+    /// Per policy, per client slot: refused in shadow at least once (empty when every edge
+    /// rule enforces all its refusals).
+    shadowed_clients: Vec<Vec<bool>>,
+    /// The edge rules' policies that refused the attempt being decided in shadow, in order.
+    shadow: Vec<u32>,
     pacers: Vec<usize>,
     /// The policies rejecting the attempt being decided, with the attempt's key in each.
     rejecting: Vec<(u32, u32)>,
@@ -286,6 +291,12 @@ fn binding_of<'b>(
     made_on_first_use(bindings, |(c, l)| c == colo && *l == location, || (colo.to_owned(), location))
 }
 
+/// Whether an edge rule of `cfg` leaves some of its refusals unenforced (`"enforce": false`
+/// or a share of its keys).
+fn has_shadow_rules(cfg: &Config) -> bool {
+    cfg.edge_rules.as_ref().is_some_and(|set| set.rules().iter().any(|r| r.enforce != Enforce::All))
+}
+
 /// The keyed hash of the simulated isolates' block caches (any key does).
 const SIM_HASH: KeyedHash = KeyedHash::new(0x5eed, 0x51de);
 
@@ -364,6 +375,8 @@ impl<'c, 'o> Engine<'c, 'o> {
                 })
                 .collect(),
             rejected_clients: vec![Vec::new(); n],
+            shadowed_clients: if has_shadow_rules(cfg) { vec![Vec::new(); n] } else { Vec::new() },
+            shadow: Vec::new(),
             pacers,
             rejecting: Vec::new(),
             name_of: {
@@ -507,13 +520,15 @@ impl<'c, 'o> Engine<'c, 'o> {
                 })
                 .collect();
         }
+        let clients = &self.out.clients;
+        let named = |flags: &[bool]| -> Vec<String> {
+            flags.iter().enumerate().filter(|(_, &r)| r).map(|(slot, _)| clients[slot].0.clone()).collect()
+        };
         for (j, ps) in self.out.policies.iter_mut().enumerate() {
-            ps.by_client = self.rejected_clients[j]
-                .iter()
-                .enumerate()
-                .filter(|(_, &r)| r)
-                .map(|(slot, _)| self.out.clients[slot].0.clone())
-                .collect();
+            ps.by_client = named(&self.rejected_clients[j]);
+            if let Some(shadowed) = self.shadowed_clients.get(j) {
+                ps.shadow_clients = named(shadowed);
+            }
         }
         Ok(self.out)
     }
@@ -543,7 +558,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.slot[c] = self.out.clients.len() as u32;
             let name = self.clients.name(c as u32);
             self.out.clients.push((name.into(), ClientStats::default()));
-            for r in &mut self.rejected_clients {
+            for r in self.rejected_clients.iter_mut().chain(&mut self.shadowed_clients) {
                 r.push(false);
             }
             // the last config entry of its name wins
@@ -627,6 +642,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         // Each attempt lands in one location and one isolate of it.
         if let Some(edge) = &mut self.edge {
             edge.place = edge.placer.place();
+            self.shadow.clear();
         }
         // The edge is in front, its stages in its own order (`Way`: the capabilities answer,
         // counted by no rule; the rules, then the tenant, so a request the rules refuse spends
@@ -761,7 +777,8 @@ impl<'c, 'o> Engine<'c, 'o> {
             let r = edge.set.rules().iter().position(|x| core::ptr::eq(x, rule)).expect("a rule of the set");
             edge.policy_of[r] as usize
         };
-        let mut started = false;
+        // The rule whose counter was asked last, and whether that began its key's block.
+        let mut asked: Option<(usize, bool)> = None;
         loop {
             let answer = match check.next(isolate, &request, &header, now) {
                 Step::Done => break,
@@ -782,7 +799,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     // The edge counts requests: one each, whatever the trace's cost.
                     let decision =
                         counter.check(now, 1).map_err(|e| SimError::Input(format!("edge rule '{}': {e}", rule.id)))?;
-                    started = !was_blocked && counter.blocked_until(now).is_some();
+                    asked = Some((j, !was_blocked && counter.blocked_until(now).is_some()));
                     Answer::Decided { decision, at: now }
                 }
             };
@@ -800,15 +817,24 @@ impl<'c, 'o> Engine<'c, 'o> {
                 _ => None,
             };
         }
+        // The rules that refused in shadow: counted apart, the attempt went on.
+        let (Verdict::Admitted(checked) | Verdict::Refused { checked, .. }) = &verdict;
+        for (rule, _) in checked.shadow() {
+            let j = policy_of(*rule);
+            self.out.policies[j].shadow_refusals += 1;
+            self.shadowed_clients[j][a.slot as usize] = true;
+            self.shadow.push(j as u32);
+        }
         let Verdict::Refused { rule, refusal, .. } = verdict else { return Ok(None) };
         let j = policy_of(rule);
         // A block starts with the refusal that starts it: its whole mitigation_timeout ahead
         // (the Durable Object's counter says so itself; the isolate's count and the binding's
         // block cache are read from the refusal).
-        if via == Some(Via::Isolate) || via == Some(Via::Binding) {
-            started =
-                !rule.mitigation_timeout.is_zero() && refusal == Refusal::Limited { wait: rule.mitigation_timeout };
-        }
+        let started = if via == Some(Via::Isolate) || via == Some(Via::Binding) {
+            !rule.mitigation_timeout.is_zero() && refusal == Refusal::Limited { wait: rule.mitigation_timeout }
+        } else {
+            asked == Some((j, true))
+        };
         let key = self.pair_keys[p * n + j];
         // (counters in memory are always there to ask: a refusal is the counter's, or a block
         // the isolate remembered, which ends when the counter's does)
@@ -1118,6 +1144,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 admitted,
                 tenant_refusal: self.tenant_refusal.map(|(r, _)| r),
                 pre_read: self.pre_read_refusal,
+                shadow: &self.shadow,
             });
         }
     }

@@ -53,6 +53,8 @@ mod reorder;
 mod report;
 pub mod review;
 mod selftest;
+#[cfg(test)]
+mod shadow_tests;
 mod size;
 pub mod spread;
 mod stats;
@@ -61,13 +63,13 @@ mod timeline;
 mod trace;
 mod traffic;
 
-pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity, TenantRow};
+pub use analyse::{analyse, report, ClientRow, Finding, PolicyRow, Report, Severity, ShadowRow, TenantRow};
 pub use boundaries::{replay_decisions, timing_limited, REFILLS_WATCHED};
 pub use compare::{compare, Comparison, ConfigFile, Side, TrafficUsed, Verdict};
 pub use config::{
     edge_rule_policies, Client, Config, FieldError, FieldProblem, KeyBy, Pattern, Policy, PolicyAlgorithm, Retry,
 };
-pub use decisions::{decisions, edge_decisions, Decided, EdgeDecision};
+pub use decisions::{decisions, edge_decisions, edge_replay, Decided, EdgeDecision, EdgeRow};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
 pub use limiters::{max_in_window, Check, ReferenceLimiter};
 pub use names::Names;

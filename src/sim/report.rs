@@ -5,6 +5,7 @@ use super::analyse::{ClientRow, Finding, PolicyRow, Report, TenantRow};
 use super::py::{float_repr, format_f, format_g, PyValue};
 use super::stats::Sample;
 use super::SimError;
+use crate::edge::rules::Enforce;
 use crate::edge::tenants::TenantLimit;
 use core::fmt::Write;
 
@@ -60,6 +61,7 @@ impl Report {
             self.pacing_md(&mut out);
         }
         self.blocks_md(&mut out);
+        self.shadow_md(&mut out);
         self.stores_md(&mut out);
         if let Some(tenants) = &self.tenants {
             tenants_md(&mut out, tenants);
@@ -214,6 +216,31 @@ impl Report {
         }
     }
 
+    /// The shadow table (when an edge rule does not enforce all its refusals): per such rule,
+    /// the refusals it enforced and those it made in shadow (counted, let through).
+    fn shadow_md(&self, o: &mut String) {
+        let rows: Vec<_> = self.policies.iter().filter_map(|p| Some((p, p.shadow.as_ref()?))).collect();
+        if rows.is_empty() {
+            return;
+        }
+        o.push_str(
+            "\n## Shadow\n\nRefusals of rules in shadow or partial enforcement: enforced (refused), and in shadow \
+             (counted as refused, let through: what enforcing them would add).\n\n\
+             | Rule | Enforce | Rejects | Would refuse | Clients it would refuse |\n|---|---|---|---|---|\n",
+        );
+        for (p, s) in rows {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                p.name,
+                enforce_md(s.enforce),
+                p.rejects,
+                s.would_refuse,
+                clients_md(&s.clients)
+            );
+        }
+    }
+
     /// The findings, one line each.
     fn findings_md(&self, o: &mut String) {
         o.push_str("\n## Findings\n\n");
@@ -223,6 +250,24 @@ impl Report {
         for f in &self.findings {
             let _ = writeln!(o, "- {} {} {}", f.severity.name().to_uppercase(), f.code, f.message);
         }
+    }
+}
+
+/// An edge rule's `enforce` in the shadow table: `shadow`, or `25% of keys`.
+pub(super) fn enforce_md(enforce: Enforce) -> String {
+    match enforce {
+        Enforce::Shadow => "shadow".into(),
+        other => format!("{}% of keys", format_g(other.fraction() * 100.0)),
+    }
+}
+
+/// Clients in a table cell: how many, and the first few by name (`-`: none).
+fn clients_md(clients: &[String]) -> String {
+    const SHOWN: usize = 8;
+    match clients.len() {
+        0 => "-".into(),
+        n if n <= SHOWN => format!("{n}: {}", clients.join(", ")),
+        n => format!("{n}: {}, …", clients[..SHOWN].join(", ")),
     }
 }
 
@@ -255,7 +300,8 @@ fn client_py(c: &ClientRow, pacers: bool) -> PyValue {
 }
 
 /// One policy's row as a dict (with `delayed` for a pacer, the blocks for a count-then-block
-/// rule).
+/// rule, and `enforce` with the shadow refusals for an edge rule that does not enforce all
+/// its refusals).
 fn policy_py(p: &PolicyRow) -> PyValue {
     let mut row = vec![
         ("name", p.name.as_str().into()),
@@ -287,6 +333,17 @@ fn policy_py(p: &PolicyRow) -> PyValue {
             ("mitigation_timeout_s", timeout.into()),
             ("blocks", blocks.into()),
             ("blocked_clients", PyValue::List(blocked)),
+        ]);
+    }
+    if let Some(s) = &p.shadow {
+        let enforce = match s.enforce {
+            Enforce::Share { fraction, .. } => fraction.into(),
+            other => PyValue::Bool(other == Enforce::All),
+        };
+        row.extend([
+            ("enforce", enforce),
+            ("would_refuse", s.would_refuse.into()),
+            ("would_refuse_clients", strings(&s.clients)),
         ]);
     }
     dict(row)

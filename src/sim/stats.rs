@@ -58,6 +58,12 @@ pub struct PolicyStats {
     pub blocks: u64,
     /// Blocks started per client, in first-seen order.
     pub blocked_clients: Vec<(String, u64)>,
+    /// For an edge rule whose refusals are not all enforced (`"enforce": false` or a share):
+    /// attempts it refused in shadow (counted as if refused, let through). `rejects` counts
+    /// only its enforced refusals.
+    pub shadow_refusals: u64,
+    /// Clients it refused in shadow at least once, in the order first seen.
+    pub shadow_clients: Vec<String>,
 }
 
 /// The first rejection, for the sample 429.
@@ -159,6 +165,10 @@ pub struct Event<'a> {
     /// When the edge's checks before the body is read refused it: which (`ip`, `node` or
     /// `source`, as `Sluicegate-Scope` names it).
     pub pre_read: Option<&'static str>,
+    /// The edge rules that refused it in shadow (their refusal not enforced for its key: it
+    /// went on), as indexes into the configuration's policies, in the rules' order (what the
+    /// edge names in `Sluicegate-Shadow`).
+    pub shadow: &'a [u32],
 }
 
 /// How often a replay reports how far it has got ([`Observer::progress`]): every this many

@@ -41,6 +41,13 @@ export interface SimDecisions {
   /** 1 admitted, 0 refused. */
   admitted: Uint8Array;
 }
+/** The edge's decision on each row of a trace, as `simEdgeReplay` gives it. */
+export interface SimEdgeReplay {
+  /** Per row, as `simEdgeDecisions` codes it (128 added when timing-limited). */
+  codes: Uint8Array;
+  /** Per row, the rules that refused it in shadow, by id in the rules' order (what `Sluicegate-Shadow` names); empty when none did. */
+  shadow: string[][];
+}
 /** Two configurations on the same traffic, as `sluicegate sim BEFORE --compare AFTER` prints them. */
 export interface SimCompareText {
   /** Each side as `simRun` gives it. */
@@ -269,6 +276,12 @@ export interface SimPolicyRow {
   blocks?: number;
   /** The clients it blocked, in the order first blocked. Present only on a `count_then_block` policy. */
   blocked_clients?: SimBlockedClient[];
+  /** An edge rule's `enforce`: `false` (shadow) or the share of counting keys whose refusals it enforces. Present only on an edge rule that does not enforce all its refusals. */
+  enforce?: boolean | number;
+  /** Attempts it refused in shadow (counted as refused, let through; `rejects` are the enforced ones). Present only with `enforce`. */
+  would_refuse?: number;
+  /** The clients of those attempts, in the order first seen. Present only with `enforce`. */
+  would_refuse_clients?: string[];
 }
 export interface SimFinding {
   severity: SimSeverity;
@@ -695,10 +708,35 @@ pub fn sim_edge_decisions(
         Some(tolerance) => sim::replay_decisions(rules, &name, trace, tolerance.max(0.0))
             .map_err(|e| failure(&e))?
             .into_iter()
-            .map(|(decision, limited)| decision.code() | if limited { 128 } else { 0 })
+            .map(|(row, limited)| row.decision.code() | if limited { 128 } else { 0 })
             .collect(),
     };
     Ok(js_sys::Uint8Array::from(&codes[..]))
+}
+
+/// [`sim_edge_decisions`] with a tolerance, each row with the rules that refused it in
+/// shadow (`"enforce": false`, or a share of counting keys that leaves its key out): what
+/// `sluicegate replay` compares with the edge's answers and their `Sluicegate-Shadow`.
+/// Throws as `simRun` does.
+#[wasm_bindgen(js_name = simEdgeReplay, unchecked_return_type = "SimEdgeReplay")]
+pub fn sim_edge_replay(
+    rules: &str,
+    trace: &str,
+    trace_name: Option<String>,
+    tolerance_s: f64,
+) -> Result<Object, JsValue> {
+    let name = trace_name.unwrap_or_else(|| String::from("trace"));
+    let rows = sim::replay_decisions(rules, &name, trace, tolerance_s.max(0.0)).map_err(|e| failure(&e))?;
+    let codes: alloc::vec::Vec<u8> =
+        rows.iter().map(|(row, limited)| row.decision.code() | if *limited { 128 } else { 0 }).collect();
+    let shadow: js_sys::Array = rows
+        .iter()
+        .map(|(row, _)| row.shadow.iter().map(|id| JsValue::from_str(id)).collect::<js_sys::Array>())
+        .collect();
+    let out = Object::new();
+    set_prop(&out, "codes", &js_sys::Uint8Array::from(&codes[..]).into());
+    set_prop(&out, "shadow", &shadow.into());
+    Ok(out)
 }
 
 /// The records of a CSV text, read as the simulator reads a trace (Python's `csv` reader:

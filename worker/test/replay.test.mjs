@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { replay } from "../../js/replay.mjs";
+import { describe, replay, shadowRules } from "../../js/replay.mjs";
 import { appTrace, replayTrace } from "../../pkg-tests/support/replay-trace.mjs";
 import { startEdge } from "../../js/testing.js";
 
@@ -155,6 +155,36 @@ test("the checks before the body is read (per address, per isolate) in front of 
   assert.equal(report.timingLimitedAgree, report.timingLimited);
 });
 
+test("rules in shadow and partly enforced around an enforced one: each request decided alike, with the same rules named in Sluicegate-Shadow", { timeout: 60_000 }, async () => {
+  const api = { match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src"], period: 10 };
+  const rules = {
+    rules: [
+      { id: "watch", ...api, requests_per_period: 5, mitigation_timeout: 5, enforce: false },
+      { id: "api", ...api, requests_per_period: 12, mitigation_timeout: 10 },
+      { id: "trial", ...api, requests_per_period: 8, enforce: 0.5 },
+    ],
+  };
+  const rows = [];
+  for (let i = 0; i < 360; i++) {
+    // addresses 1 and 2 at 25 requests per 10 s, 3 to 8 at 12.5: over every rule's limit
+    const address = [1, 1, 2, 2, 3, 4, 5, 6, 7, 8][i % 10];
+    rows.push(`${(i * 0.08).toFixed(3)},198.51.100.${address},AMS,${i % 9 === 8 ? "/static" : "/api/x"}`);
+  }
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.equal(report.edge.other, 0);
+  assert.ok(report.edge.refused > 30 && report.edge.admitted > 30, `both answers: ${JSON.stringify(report.edge)}`);
+  const { edge, simulator } = report.shadow;
+  assert.ok(edge.byRule.watch > 50 && edge.byRule.trial > 0, `shadow refusals by both rules: ${JSON.stringify(edge)}`);
+  assert.equal(edge.byRule.api, undefined, "the enforced rule refuses for real");
+  assert.deepEqual(simulator, edge, "the simulator names the same shadow refusals");
+  assert.ok(report.compared > report.requests / 3, `most requests compared (${report.compared})`);
+  assert.deepEqual(report.disagreements, []);
+  assert.equal(report.agree, report.compared);
+  assert.deepEqual(shadowRules("watch;retry-after=3, trial;unavailable"), ["watch", "trial"]);
+  assert.deepEqual(shadowRules(null), []);
+});
+
 test("a running edge with other rules than the simulator's disagrees, and replay says where (exit 1)", { timeout: 60_000 }, async () => {
   const stricter = JSON.parse(RULES);
   stricter.rules[0].requests_per_period = 5;
@@ -180,6 +210,25 @@ test("a running edge with other rules than the simulator's disagrees, and replay
   } finally {
     await edge.close();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a running edge with a rule in shadow the simulator lacks: the decisions agree, the shadow sets do not, and replay says where", { timeout: 60_000 }, async () => {
+  const watched = JSON.parse(RULES);
+  const watch = { id: "watch", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 5, enforce: false };
+  watched.rules.unshift(watch);
+  const edge = await startEdge({ rules: watched });
+  try {
+    const rows = Array.from({ length: 12 }, (_, i) => `${(i * 0.05).toFixed(2)},198.51.100.9,AMS,/api/ping`);
+    const report = await replay({ rulesText: RULES, traceText: `t,ip.src,cf.colo.id,endpoint\n${rows.join("\n")}\n`, edge: edge.url });
+    assert.deepEqual(report.edge, { admitted: 12, refused: 0, other: 0 });
+    assert.deepEqual(report.simulator, { admitted: 12, refused: 0 });
+    assert.deepEqual(report.shadow, { edge: { requests: 7, byRule: { watch: 7 } }, simulator: { requests: 0, byRule: {} } });
+    assert.equal(report.disagreements.length + (report.timingLimited - report.timingLimitedAgree), 7);
+    for (const d of report.disagreements) assert.deepEqual([d.simulator, d.edgeShadow, d.simulatorShadow], ["admitted", ["watch"], []]);
+    assert.match(describe(report), /edge 7 requests refused in shadow \(watch 7\); simulator 0 requests refused in shadow \(none\)/);
+  } finally {
+    await edge.close();
   }
 });
 
