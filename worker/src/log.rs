@@ -38,13 +38,16 @@ pub(crate) fn log_error(line: &str) {
     web_sys::console::error_1(&JsValue::from_str(line));
 }
 
-/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]).
-pub(crate) fn log_store_failure(rule: &Rule, logged_key: &str, error: &str) {
+/// `logged_key`: the counting key as logs show it ([`Rule::counting_key_and_log`]). When the
+/// rule's refusals are not `enforced` for the key, the line says `"enforced":false` (a rule
+/// that fails closed let the request on: a shadow refusal).
+pub(crate) fn log_store_failure(rule: &Rule, logged_key: &str, error: &str, enforced: bool) {
     let line = format!(
-        "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\",\"error\":{}}}",
+        "{{\"sluicegate\":\"store-failure\",\"rule\":{},\"key\":{},\"fails\":\"{}\"{},\"error\":{}}}",
         json_string(&rule.id),
         json_string(logged_key),
         rule.on_store_failure.name(),
+        shadow_field(enforced),
         json_string(error)
     );
     log_error(&line);
@@ -75,11 +78,13 @@ pub(crate) fn log_omitted(omitted: usize, request: &Request) {
 /// A decision's line, when the rules file's `log` setting picks it ([`DecisionLog::logs`],
 /// drawing with `Math.random()` when lines are sampled); a sampled line carries the share it
 /// stands for, `"sample":0.1`. `logged_key`: the counting key as logs show it
-/// ([`Rule::counting_key_and_log`]).
+/// ([`Rule::counting_key_and_log`]); `enforced`: whether the rule's refusals are enforced for
+/// the key. A line of a key they are not enforced for says `"enforced":false`, so that a
+/// refusal in shadow reads `"decision":"deny",…,"enforced":false` (logged whenever a refusal
+/// is: it is a refusal the counter made).
 pub(crate) fn log_decision(
     setting: &DecisionLog,
-    rule: &Rule,
-    logged_key: &str,
+    (rule, logged_key, enforced): (&Rule, &str, bool),
     identity: Option<Identity>,
     decision: &Decision,
     via: &str,
@@ -96,11 +101,22 @@ pub(crate) fn log_decision(
     };
     let sample = setting.sampled_text().map(|share| format!(",\"sample\":{share}")).unwrap_or_default();
     log(&format!(
-        "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"{sample}}}",
+        "{{\"sluicegate\":\"decision\",\"rule\":{},\"identity\":{},\"identity_source\":\"{source}\",\"key\":{},\"decision\":{outcome},\"via\":\"{via}\"{}{sample}}}",
         json_string(&rule.id),
         json_string(&ip),
-        json_string(logged_key)
+        json_string(logged_key),
+        shadow_field(enforced),
     ));
+}
+
+/// What a line of a key whose refusals are not enforced adds: `,"enforced":false` (nothing
+/// when they are).
+fn shadow_field(enforced: bool) -> &'static str {
+    if enforced {
+        ""
+    } else {
+        ",\"enforced\":false"
+    }
 }
 
 /// A log line's `identity` (the counted address, IPv6 by /64) and `identity_source` (where

@@ -438,19 +438,26 @@ pub(crate) async fn check_rules(
 fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note<'_>>) {
     for note in notes {
         match note {
-            Note::Decided { rule, logged, decision, via, .. } => {
+            // A refusal not enforced for this key (a shadow refusal) is counted apart, as one
+            // the rule would have made, and its line says `"enforced":false`.
+            Note::Decided { rule, logged, decision, via, enforced } => {
                 let (outcome, wait) = match decision {
-                    Decision::Deny { retry_after } => (Outcome::Refused, retry_after),
+                    Decision::Deny { retry_after } if enforced => (Outcome::Refused, retry_after),
+                    Decision::Deny { retry_after } => (Outcome::WouldRefuse, retry_after),
                     Decision::Allow { .. } => (Outcome::Admitted, Span::ZERO),
                 };
                 stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, wait);
-                log_decision(setup.rules.decision_log(), rule, &logged, facts.identity, &decision, via.name());
+                let line = (rule, logged.as_str(), enforced);
+                log_decision(setup.rules.decision_log(), line, facts.identity, &decision, via.name());
             }
-            Note::StoreFailed { rule, logged, error, .. } => {
-                let outcome =
-                    if rule.on_store_failure == StoreFailure::Open { Outcome::FailedOpen } else { Outcome::Refused };
+            Note::StoreFailed { rule, logged, error, enforced } => {
+                let outcome = match rule.on_store_failure {
+                    StoreFailure::Open => Outcome::FailedOpen,
+                    _ if enforced => Outcome::Refused,
+                    _ => Outcome::WouldRefuse,
+                };
                 stats::record(setup, env, facts, (Kind::Rule, &rule.id), outcome, Span::ZERO);
-                log_store_failure(rule, &logged, &error);
+                log_store_failure(rule, &logged, &error, enforced);
             }
             Note::OverridesUnreadable(error) => crate::log::log_error(&format!(
                 "{{\"sluicegate\":\"store-failure\",\"store\":\"{}\",\"what\":\"rule overrides\",\"error\":{}}}",

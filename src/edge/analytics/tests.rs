@@ -88,7 +88,7 @@ fn every_outcome_and_kind_is_counted_and_a_query_can_name_one_subject() {
 
 impl MinuteStats {
     fn decisions(&self) -> u64 {
-        self.admitted + self.refused + self.failed_open + self.shed
+        self.admitted + self.refused + self.failed_open + self.shed + self.would_refuse
     }
 }
 
@@ -251,4 +251,52 @@ fn the_worst_minute_fits_one_durable_object_value() {
     assert!(stats.subjects.len() <= MAX_SUBJECTS + 1, "{}", stats.subjects.len());
     assert!(stats.subjects.iter().all(|s| s.total.top_refused.len() <= TOP_SHOWN));
     assert_eq!(stats.subjects.iter().map(|s| s.total.refused).sum::<u64>() + stats.lost, 100_000);
+}
+
+#[test]
+fn a_shadow_refusal_is_counted_as_would_refuse_never_as_refused_nor_among_the_refused() {
+    let mut r = Recorder::default();
+    burst(&mut r, T0, 5, 2, "203.0.113.7");
+    for i in 0..3 {
+        r.record(T0 + 10 + i, Kind::Rule, "api", Outcome::WouldRefuse, Some("198.51.100.9"));
+    }
+    let batch = Batch::from_json(&r.take().to_json()).unwrap();
+    let mut store = Minutes::default();
+    store.merge(&batch, T0);
+    let stats = store.query(T0, T0, None);
+    let api = rule(&stats, "api");
+    let m = &api.minutes[0];
+    assert_eq!((m.admitted, m.refused, m.would_refuse), (5, 2, 3));
+    assert_eq!(api.total.would_refuse, 3);
+    assert_eq!(api.total.top_refused, [Hitter { identity: "203.0.113.7".into(), count: 2, error: 0 }]);
+    let json = stats.to_json();
+    assert!(json.contains(r#""shed":0,"would_refuse":3,"top_refused""#), "{json}");
+    let point = data_point(Kind::Rule, "api", Outcome::WouldRefuse, "AMS", crate::core::time::Span::from_millis(7_000));
+    assert_eq!(point, DataPoint { blobs: ["rule", "api", "would_refuse", "AMS"], doubles: [1.0, 7.0] });
+    // and it survives the minute being written down and read back
+    let mut again = Minutes::default();
+    again.load_minute(minute_of(T0), &store.minute_json(minute_of(T0)).unwrap()).unwrap();
+    assert_eq!(rule(&again.query(T0, T0, None), "api").total.would_refuse, 3);
+}
+
+#[test]
+fn minutes_and_batches_written_before_would_refuse_was_counted_still_read() {
+    // a minute as stored before: seven cells a row
+    let stored = r#"[["rule","api",20,5,1,0,[["203.0.113.7",5,0]]],["budget","search",3,0,0,2,[]]]"#;
+    let mut store = Minutes::default();
+    store.load_minute(minute_of(T0), stored).unwrap();
+    let stats = store.query(T0, T0, None);
+    let api = rule(&stats, "api");
+    assert_eq!((api.total.admitted, api.total.refused, api.total.failed_open, api.total.would_refuse), (20, 5, 1, 0));
+    assert_eq!(api.total.top_refused[0].count, 5);
+    // written down again, it keeps every count
+    let mut again = Minutes::default();
+    again.load_minute(minute_of(T0), &store.minute_json(minute_of(T0)).unwrap()).unwrap();
+    assert_eq!(again.query(T0, T0, None), stats);
+    // a batch from an isolate that runs the code from before (eight cells a row)
+    let old = format!(r#"{{"lost":1,"rows":[[{},"rule","api",2,1,0,0,[["a",1,0]]]]}}"#, minute_of(T0));
+    let batch = Batch::from_json(&old).unwrap();
+    assert_eq!((batch.lost, batch.rows[0].tally.refused, batch.rows[0].tally.would_refuse), (1, 1, 0));
+    // a row of another length is still refused
+    assert!(store.load_minute(0, r#"[["rule","api",1,2,3,4,[],5,6]]"#).is_err());
 }

@@ -311,3 +311,59 @@ mod properties {
         }
     }
 }
+
+/// A rule in shadow and its twin, both 1 per 60 s per address; `shadow` fails closed.
+const SHADOW_RULES: &str = r#"{"log": {"decisions": "refusals"}, "rules": [
+  {"id": "shadow", "match": {"path": {"starts_with": "/shadow/"}}, "characteristics": ["ip.src"],
+   "period": 60, "requests_per_period": 1, "enforce": false, "on_store_failure": "closed"},
+  {"id": "api", "match": {"path": {"starts_with": "/api/"}}, "characteristics": ["ip.src"],
+   "period": 60, "requests_per_period": 1}
+]}"#;
+
+/// The notes of one request through `set`, each counter answered `answer`, and whether it
+/// was admitted.
+fn notes_of(set: &RuleSet, path: &str, answer: &dyn Fn() -> Answer) -> (bool, Vec<(String, Option<Decision>, bool)>) {
+    let r = get(path);
+    let identity = client_identity(&Sources { cf_connecting_ip: Some(r.ip), x_forwarded_for: None, peer: None });
+    let facts = RequestFacts { method: r.method, host: "example.com", path: r.path, colo: Some(r.colo), identity };
+    let mut isolate = Isolate::default();
+    let mut check = RulesCheck::new(set, HASH);
+    let mut notes = Vec::new();
+    let mut keep = |taken: Vec<Note<'_>>| {
+        for note in taken {
+            match note {
+                Note::Decided { rule, decision, enforced, .. } => {
+                    notes.push((rule.id.clone(), Some(decision), enforced))
+                }
+                Note::StoreFailed { rule, enforced, .. } => notes.push((rule.id.clone(), None, enforced)),
+                Note::OverridesUnreadable(_) => {}
+            }
+        }
+    };
+    while let Step::Ask { .. } = check.next(&mut isolate, &facts, &|_: &str| None, Instant::from_secs(5)) {
+        check.answer(&mut isolate, answer());
+        keep(check.take_notes());
+    }
+    let (verdict, last) = check.finish();
+    keep(last);
+    (matches!(verdict, Verdict::Admitted(_)), notes)
+}
+
+#[test]
+fn a_shadow_refusal_is_noted_as_the_counters_refusal_not_enforced_and_logged_as_refusals_are() {
+    let set = RuleSet::from_json(SHADOW_RULES).unwrap();
+    let deny = Decision::Deny { retry_after: Span::from_secs(7) };
+    let refuse = || Answer::Decided { decision: deny, at: Instant::from_secs(5) };
+    let (admitted, notes) = notes_of(&set, "/shadow/x", &refuse);
+    assert!(admitted);
+    assert_eq!(notes, [("shadow".into(), Some(deny), false)]);
+    // `"log": {"decisions": "refusals"}` logs it, as it logs the twin's enforced refusal
+    assert!(set.decision_log().logs(&deny, || 0.0));
+    let (admitted, notes) = notes_of(&set, "/api/x", &refuse);
+    assert!(!admitted);
+    assert_eq!(notes, [("api".into(), Some(deny), true)]);
+    // a shadow rule that fails closed lets the request on, its store failure noted as not enforced
+    let (admitted, notes) = notes_of(&set, "/shadow/x", &|| Answer::Failed("down".into()));
+    assert!(admitted);
+    assert_eq!(notes, [("shadow".into(), None, false)]);
+}

@@ -13,7 +13,8 @@ pub enum LoggedDecisions {
     /// `"all"` (the default): every decision, allowed or refused.
     #[default]
     All,
-    /// `"refusals"`: only refusals ([`Decision::Deny`]).
+    /// `"refusals"`: only refusals ([`Decision::Deny`]), those of a rule whose refusal is not
+    /// enforced for the key (shadow refusals: the request went on) as well.
     Refusals,
     /// `"none"`: no decision lines (failures and errors are still logged).
     None,
@@ -96,6 +97,10 @@ impl DecisionLog {
     /// from `[0, 1)` (`Math.random()`); the line is written when the draw is below
     /// `sample`, so over many decisions a share `sample` of them is logged. A draw outside
     /// `[0, 1)` (or NaN) leaves the line out.
+    ///
+    /// A shadow refusal (a rule whose refusal is not enforced for the key, `"enforce"`) is
+    /// the counter's [`Decision::Deny`] as an enforced one is: it is logged whenever a refusal
+    /// would be, and its line says it was not enforced.
     ///
     /// # Examples
     /// ```
