@@ -30,7 +30,7 @@ const RULE_HEADER = "sluicegate-rule";
 /** The header naming the rules that refused the request in shadow: `api;retry-after=7, search;unavailable`. */
 const SHADOW_HEADER = "sluicegate-shadow";
 
-/** The rule ids a `Sluicegate-Shadow` value names, in order (none without one). */
+/** The rule ids a `Sluicegate-Shadow` value names, in order (none without one); a tenant's limit is named `tenant:<name>`. */
 export function shadowRules(value) {
   if (!value) return [];
   return value

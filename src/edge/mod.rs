@@ -3,7 +3,8 @@
 //! egress providers), who is counted ([`identity`]), what is forwarded ([`forward`],
 //! [`headers`]), pre-read admission ([`admission`]), tenant quotas ([`tenants`]), the app's
 //! egress ([`egress`]), bodies counted as they stream ([`body`]), failed tries of its secrets
-//! ([`guesses`]) and what a log may show ([`redact`]). [`pipeline`] puts them together: one
+//! ([`guesses`]), what a log may show ([`redact`]) and how much of a limit's refusals are
+//! enforced ([`enforce`]: shadow, a share of keys). [`pipeline`] puts them together: one
 //! request's decisions as a state machine the Worker and the simulator both drive.
 
 pub mod admission;
@@ -11,6 +12,7 @@ pub mod analytics;
 pub mod blocks;
 pub mod body;
 pub mod egress;
+pub mod enforce;
 pub mod forward;
 pub mod guesses;
 pub mod headers;

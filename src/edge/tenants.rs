@@ -5,11 +5,13 @@
 //! A limit is `{rate, burst}` (rate per second, fractions allowed: 0.5 is one request
 //! every 2 s), optionally with body bytes (`bytes_per_second`, `burst_bytes`, which
 //! defaults to one second's worth), the biggest body (`max_body_bytes`) and what the
-//! tenant may have in flight (`max_queue` requests, `max_queue_bytes` body bytes).
+//! tenant may have in flight (`max_queue` requests, `max_queue_bytes` body bytes), and how
+//! much of its refusals are enforced (`enforce`: see [`crate::edge::pipeline::tenant`]).
 
 use crate::core::limit::{Decision, Gcra, Limiter};
 use crate::core::time::{Instant, Span};
 use crate::edge::admission::ByteBucket;
+use crate::edge::enforce::Enforce;
 use crate::edge::json::brief;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -43,6 +45,10 @@ pub struct TenantLimit {
     /// Body bytes in flight to the origin at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queue_bytes: Option<u64>,
+    /// How much of its refusals for its rate, bytes and share in flight are enforced
+    /// (`true`; `false`: shadow; a share of tenants, by a stable hash of the tenant's name).
+    #[serde(skip_serializing_if = "Enforce::is_all")]
+    pub enforce: Enforce,
     #[serde(skip)]
     interval: Span,
 }
@@ -59,7 +65,7 @@ pub struct LimitError {
 /// The slowest rate: one request per 366 days (the longest period rules allow).
 const MAX_SECONDS: u64 = 366 * 86_400;
 const FIELDS: &[&str] =
-    &["rate", "burst", "bytes_per_second", "burst_bytes", "max_body_bytes", "max_queue", "max_queue_bytes"];
+    &["rate", "burst", "bytes_per_second", "burst_bytes", "max_body_bytes", "max_queue", "max_queue_bytes", "enforce"];
 
 impl TenantLimit {
     /// Parse a limit from its JSON object. `instance_max_body` is the ceiling a tenant's
@@ -119,6 +125,10 @@ impl TenantLimit {
         }
         let max_queue = whole(obj, "max_queue", 1, u32::MAX)?;
         let max_queue_bytes = whole(obj, "max_queue_bytes", 1, 1u64 << 40)?;
+        let enforce = match obj.get("enforce") {
+            None => Enforce::All,
+            Some(v) => Enforce::from_json(v).map_err(|why| err("enforce", why))?,
+        };
         Ok(TenantLimit {
             rate,
             burst,
@@ -127,6 +137,7 @@ impl TenantLimit {
             max_body_bytes,
             max_queue,
             max_queue_bytes,
+            enforce,
             interval,
         })
     }

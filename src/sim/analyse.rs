@@ -176,6 +176,8 @@ pub struct TenantRow {
     pub rate_limited: u64,
     /// Refused with 429 `tenant_overload`.
     pub overloaded: u64,
+    /// Admitted, refused in shadow by its limit (`"enforce"` not `true` for it).
+    pub would_refuse: u64,
 }
 
 impl Report {
@@ -248,6 +250,7 @@ fn tenant_rows(tenants: &Tenants, out: &Outcome) -> Vec<TenantRow> {
                 too_large: s.too_large,
                 rate_limited: s.rate_limited,
                 overloaded: s.overloaded,
+                would_refuse: s.would_refuse,
             }
         })
         .collect();
@@ -263,6 +266,7 @@ fn tenant_rows(tenants: &Tenants, out: &Outcome) -> Vec<TenantRow> {
             too_large: 0,
             rate_limited: 0,
             overloaded: 0,
+            would_refuse: 0,
         });
     }
     rows

@@ -98,7 +98,12 @@ impl Observer for Record<'_> {
             admitted: event.admitted,
             tenant_refusal: event.tenant_refusal,
             pre_read: event.pre_read,
-            shadow: event.shadow.iter().map(|&j| self.policies[j as usize].name.clone()).collect(),
+            shadow: event
+                .shadow
+                .iter()
+                .map(|&j| self.policies[j as usize].name.clone())
+                .chain(event.tenant_shadow.map(|t| format!("tenant:{t}")))
+                .collect(),
         });
     }
 

@@ -194,6 +194,8 @@ pub struct Engine<'c, 'o> {
     shadowed_clients: Vec<Vec<bool>>,
     /// The edge rules' policies that refused the attempt being decided in shadow, in order.
     shadow: Vec<u32>,
+    /// The tenant whose limit refused the attempt being decided in shadow.
+    tenant_shadow: Option<String>,
     pacers: Vec<usize>,
     /// The policies rejecting the attempt being decided, with the attempt's key in each.
     rejecting: Vec<(u32, u32)>,
@@ -377,6 +379,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             rejected_clients: vec![Vec::new(); n],
             shadowed_clients: if has_shadow_rules(cfg) { vec![Vec::new(); n] } else { Vec::new() },
             shadow: Vec::new(),
+            tenant_shadow: None,
             pacers,
             rejecting: Vec::new(),
             name_of: {
@@ -643,6 +646,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         if let Some(edge) = &mut self.edge {
             edge.place = edge.placer.place();
             self.shadow.clear();
+            self.tenant_shadow = None;
         }
         // The edge is in front, its stages in its own order (`Way`: the capabilities answer,
         // counted by no rule; the rules, then the tenant, so a request the rules refuse spends
@@ -897,7 +901,12 @@ impl<'c, 'o> Engine<'c, 'o> {
         let isolate = isolate_of(&mut edge.isolates, self.cfg.edge_spread.colo_of(facts.colo()), edge.place);
         let (tenant, refused) = match stage.decide(isolate, facts, now) {
             tenants::Decided::NoTenant => return Ok(None),
-            tenants::Decided::Admitted(tenant) => (Some(tenant), None),
+            tenants::Decided::Admitted(tenant, shadow) => {
+                if shadow {
+                    self.tenant_shadow = Some(tenant.clone());
+                }
+                (Some(tenant), None)
+            }
             tenants::Decided::Refused { refusal, tenant, burst } => (tenant, Some((refusal, burst))),
         };
         self.out.policies[j].checks += 1;
@@ -1145,6 +1154,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                 tenant_refusal: self.tenant_refusal.map(|(r, _)| r),
                 pre_read: self.pre_read_refusal,
                 shadow: &self.shadow,
+                tenant_shadow: self.tenant_shadow.as_deref(),
             });
         }
     }

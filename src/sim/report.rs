@@ -401,6 +401,20 @@ fn tenant_limit_md(t: &TenantRow) -> String {
     if let Some(source) = t.source {
         let _ = write!(out, " ({source})");
     }
+    match t.limit.as_ref().map(|l| l.enforce) {
+        Some(crate::edge::rules::Enforce::Shadow) => {
+            let _ = write!(out, ", in shadow: {} would be refused", t.would_refuse);
+        }
+        Some(share @ crate::edge::rules::Enforce::Share { .. }) => {
+            let _ = write!(
+                out,
+                ", enforced for a share {} of tenants: {} would be refused",
+                share.to_json(),
+                t.would_refuse
+            );
+        }
+        _ => {}
+    }
     out
 }
 
@@ -415,12 +429,17 @@ fn limit_py(l: &TenantLimit) -> PyValue {
         ("max_queue_bytes", l.max_queue_bytes),
     ];
     items.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?.into()))));
+    match l.enforce {
+        crate::edge::rules::Enforce::All => {}
+        crate::edge::rules::Enforce::Shadow => items.push(("enforce", PyValue::Bool(false))),
+        crate::edge::rules::Enforce::Share { fraction, .. } => items.push(("enforce", fraction.into())),
+    }
     dict(items)
 }
 
 /// One tenant's row as a dict.
 fn tenant_py(t: &TenantRow) -> PyValue {
-    dict(vec![
+    let mut items = vec![
         ("tenant", t.tenant.as_deref().into()),
         ("limit", t.limit.as_ref().map_or(PyValue::None, limit_py)),
         ("source", t.source.into()),
@@ -431,7 +450,12 @@ fn tenant_py(t: &TenantRow) -> PyValue {
         ("too_large", t.too_large.into()),
         ("rate_limited", t.rate_limited.into()),
         ("overloaded", t.overloaded.into()),
-    ])
+    ];
+    // (only for a limit that does not enforce every refusal: other reports are unchanged)
+    if t.limit.as_ref().is_some_and(|l| !l.enforce.is_all()) {
+        items.push(("would_refuse", t.would_refuse.into()));
+    }
+    dict(items)
 }
 
 fn finding_py(f: &Finding) -> PyValue {

@@ -169,3 +169,40 @@ fn a_comparison_of_a_rule_in_shadow_with_it_enforced_shows_refusals_against_woul
     .unwrap();
     assert!(!same.to_markdown().contains("Would refuse"));
 }
+
+#[test]
+fn a_tenant_limit_in_shadow_admits_what_its_enforced_twin_refuses_naming_the_tenant() {
+    // acme may send 2 back to back, then one every 10 s; beta's limit is enforced.
+    let rules = |enforce: &str| {
+        format!(
+            r#"{{"rules": [], "tenants": {{"match": {{"path": {{"starts_with": "/hooks/"}}}}, "tenant_header": "x-tenant",
+                "limits": {{"acme": {{"rate": 0.1, "burst": 2, "enforce": {enforce}}}, "beta": {{"rate": 0.1, "burst": 2}}}}, "default": {{"rate": 0.1, "burst": 1}}}}}}"#
+        )
+    };
+    let mut trace = String::from("t,ip.src,method,endpoint,header:x-tenant\n");
+    for i in 0..4 {
+        trace += &format!("{i},198.51.100.7,POST,/hooks/in,acme\n{i}.5,198.51.100.8,POST,/hooks/in,beta\n");
+    }
+    let shadow = edge_replay(&rules("false"), "trace", &trace).unwrap();
+    let enforced = edge_replay(&rules("true"), "trace", &trace).unwrap();
+    let acme = |rows: &[EdgeRow]| rows.iter().step_by(2).cloned().collect::<Vec<_>>();
+    let refused = acme(&enforced).iter().filter(|r| r.decision != EdgeDecision::Admitted).count();
+    assert_eq!(refused, 2, "the twin refuses acme's third and fourth");
+    for (s, e) in acme(&shadow).iter().zip(acme(&enforced)) {
+        assert_eq!(s.decision, EdgeDecision::Admitted);
+        let named: &[&str] = if e.decision == EdgeDecision::Admitted { &[] } else { &["tenant:acme"] };
+        assert_eq!(s.shadow, named);
+    }
+    let beta = |rows: &[EdgeRow]| rows.iter().skip(1).step_by(2).map(|r| r.decision).collect::<Vec<_>>();
+    assert_eq!(beta(&shadow), beta(&enforced), "beta's limit is enforced either way");
+
+    // The report's tenants table says what the shadow would refuse.
+    let cfg = config(&rules("false"));
+    let out = simulate(&cfg, parse_trace("trace", &trace).unwrap()).unwrap();
+    let (_, acme_stats) = out.tenants.iter().find(|(t, _)| t == "acme").unwrap();
+    assert_eq!((acme_stats.admitted, acme_stats.would_refuse), (4, 2));
+    let report = analyse(&cfg, parse_trace("trace", &trace).unwrap()).unwrap();
+    let md = report.to_markdown().unwrap();
+    assert!(md.contains("in shadow: 2 would be refused"), "{md}");
+    assert!(report.to_json().contains("\"would_refuse\": 2"), "{}", report.to_json());
+}

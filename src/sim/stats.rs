@@ -131,6 +131,9 @@ pub struct TenantStats {
     pub rate_limited: u64,
     /// Refused with 429 `tenant_overload`: over its share in flight.
     pub overloaded: u64,
+    /// Admitted, but refused in shadow by a limit that does not enforce its refusals for
+    /// this tenant (`"enforce"`): over its rate, bytes or share in flight.
+    pub would_refuse: u64,
 }
 
 /// How the edge's tenant stage refused an attempt: what the edge answers.
@@ -169,6 +172,9 @@ pub struct Event<'a> {
     /// went on), as indexes into the configuration's policies, in the rules' order (what the
     /// edge names in `Sluicegate-Shadow`).
     pub shadow: &'a [u32],
+    /// The tenant whose limit refused it in shadow (the edge names it `tenant:<name>` in
+    /// `Sluicegate-Shadow`).
+    pub tenant_shadow: Option<&'a str>,
 }
 
 /// How often a replay reports how far it has got ([`Observer::progress`]): every this many

@@ -66,8 +66,8 @@ impl Stores {
 pub(super) enum Decided {
     /// The tenants section does not match it.
     NoTenant,
-    /// Admitted, as this tenant.
-    Admitted(String),
+    /// Admitted, as this tenant; `true` when its limit refused it in shadow.
+    Admitted(String, bool),
     /// Refused: how, the tenant when one was named, and the burst of its limit.
     Refused { refusal: TenantRefusal, tenant: Option<String>, burst: Option<u32> },
 }
@@ -149,7 +149,9 @@ impl<'c> TenantStage<'c> {
                 let stats = self.stats_of(&tenant);
                 stats.checks += 1;
                 stats.admitted += 1;
-                Decided::Admitted(tenant)
+                let shadow = admitted.shadow.is_some();
+                stats.would_refuse += u64::from(shadow);
+                Decided::Admitted(tenant, shadow)
             }
             TenantVerdict::Refused(refusal) => {
                 let tenant = match &refusal {

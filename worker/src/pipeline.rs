@@ -171,7 +171,7 @@ impl Admitted<'_> {
         &self,
         way: Way,
         turn: Option<crate::clock::Turn>,
-        checked: Checked,
+        mut checked: Checked,
         header: &impl Fn(&str) -> Option<String>,
         handler: Option<&js_sys::Function>,
         now: Instant,
@@ -196,7 +196,15 @@ impl Admitted<'_> {
                         Ok(admitted) => {
                             if let Some(name) = &admitted.tenant {
                                 let counted = (Kind::Tenant, &**name);
-                                stats::record(setup, self.env, self.facts, counted, Outcome::Admitted, Span::ZERO);
+                                let (outcome, wait) = match &admitted.shadow {
+                                    Some(refusal) => (Outcome::WouldRefuse, refusal_wait(refusal)),
+                                    None => (Outcome::Admitted, Span::ZERO),
+                                };
+                                stats::record(setup, self.env, self.facts, counted, outcome, wait);
+                            }
+                            if let Some(refusal) = &admitted.shadow {
+                                log_tenant_refusal(request, refusal, false);
+                                checked.add_shadow(refusal.shadow_entry());
                             }
                             tenant = Some(admitted);
                         }
@@ -336,6 +344,17 @@ pub(crate) struct Checked {
 }
 
 impl Checked {
+    /// Name one more shadow refusal in `Sluicegate-Shadow` (after the rules').
+    fn add_shadow(&mut self, entry: String) {
+        match self.headers.iter_mut().find(|(name, _)| *name == "sluicegate-shadow") {
+            Some((_, value)) => {
+                value.push_str(", ");
+                value.push_str(&entry);
+            }
+            None => self.headers.push(("sluicegate-shadow", entry)),
+        }
+    }
+
     /// `response` with the RateLimit headers, `Sluicegate-Degraded` and `Sluicegate-Shadow` added.
     fn finish(&self, response: Response) -> Result<Response, JsValue> {
         if self.headers.is_empty() && !self.reports_clock() {
@@ -604,12 +623,20 @@ fn dev_clock(response: Response, at: Instant) -> Response {
 
 /// The answer to a tenant request that is refused (the pipeline's [`tenancy::Refusal::reply`]), logged.
 fn tenant_refusal(request: &Request, refusal: tenancy::Refusal) -> Response {
+    let reply = log_tenant_refusal(request, &refusal, true);
+    respond::reply(&reply).unwrap_or_else(|_| Response::error())
+}
+
+/// A tenant refusal's log line (`"enforced":false` for one its limit did not enforce: the
+/// request went on), and its answer.
+fn log_tenant_refusal(request: &Request, refusal: &tenancy::Refusal, enforced: bool) -> Reply {
     let reply = refusal.reply();
     log(&format!(
-        "{{\"sluicegate\":\"tenant\",\"status\":{},\"refusal\":{},\"url\":{}}}",
+        "{{\"sluicegate\":\"tenant\",\"status\":{},\"refusal\":{},\"url\":{}{}}}",
         reply.status,
         json_string(refusal.name()),
-        json_string(&logged_url(request))
+        json_string(&logged_url(request)),
+        if enforced { "" } else { ",\"enforced\":false" }
     ));
-    respond::reply(&reply).unwrap_or_else(|_| Response::error())
+    reply
 }

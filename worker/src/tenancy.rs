@@ -39,6 +39,8 @@ pub struct Admitted {
     /// How a body of no declared length is charged as it streams (its request was charged,
     /// with no bytes, when admitted).
     pub streamed: Option<Streamed>,
+    /// The refusal its tenant's limit would have made, had it enforced it (shadow).
+    pub shadow: Option<Refusal>,
 }
 
 /// A tenant's body of no declared length, charged as it streams, as the pipeline's
@@ -132,7 +134,13 @@ pub async fn admit(
         }
         guard
     });
-    Ok(Ok(Admitted { tenant: Some(Rc::clone(&admitted.tenant)), share, counts_bytes: admitted.counts_bytes, streamed }))
+    Ok(Ok(Admitted {
+        tenant: Some(Rc::clone(&admitted.tenant)),
+        share,
+        counts_bytes: admitted.counts_bytes,
+        streamed,
+        shadow: admitted.shadow.clone(),
+    }))
 }
 
 /// A charge of a tenant's buckets carried out: each store it names, then the isolate's table.

@@ -136,6 +136,36 @@ test("a tenants section behind a rule (a key's tenant, an unknown key, bodies ov
   assert.equal(report.timingLimitedAgree, report.timingLimited, "and those too");
 });
 
+test("a tenant limit in shadow beside an enforced one: each request decided alike, the same tenant named in Sluicegate-Shadow", {
+  timeout: 60_000,
+}, async () => {
+  const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+  const rules = {
+    rules: [],
+    tenants: {
+      match: { path: { starts_with: "/hooks/" } },
+      key_header: "x-api-key",
+      keys: { [sha256("k-alpha")]: "alpha", [sha256("k-beta")]: "beta" },
+      limits: { alpha: { rate: 1, burst: 3, enforce: false }, beta: { rate: 1, burst: 3 } },
+    },
+  };
+  const rows = [];
+  for (let i = 0; i < 240; i++) {
+    const [ip, colo, key] = i % 2 ? ["203.0.113.9", "FRA", "k-beta"] : ["198.51.100.7", "AMS", "k-alpha"];
+    rows.push(`${(i * 0.2).toFixed(3)},${ip},${colo},POST,/hooks/in,${key}`);
+  }
+  const traceText = `t,ip.src,cf.colo.id,method,endpoint,header:x-api-key\n${rows.join("\n")}\n`;
+  const report = await replay({ rulesText: JSON.stringify(rules), traceText, speed: 10 });
+  assert.deepEqual(report.errors, []);
+  assert.ok(report.edge.refused > 20, `beta's limit refuses: ${JSON.stringify(report.edge)}`);
+  const { edge, simulator } = report.shadow;
+  assert.ok(edge.byRule["tenant:alpha"] > 20, `alpha's limit refuses in shadow: ${JSON.stringify(edge)}`);
+  assert.equal(edge.byRule["tenant:beta"], undefined, "an enforced limit names no shadow refusal");
+  assert.deepEqual(simulator, edge, "the simulator names the same shadow refusals");
+  assert.deepEqual(report.disagreements, [], "every request outside the timing-limited decided alike");
+  assert.equal(report.timingLimitedAgree, report.timingLimited, "and those too");
+});
+
 test("the checks before the body is read (per address, per isolate) in front of a rule: each request decided alike", { timeout: 60_000 }, async () => {
   const rules = {
     pre_read: { per_ip: { rate: 2, burst: 4 }, node: { rate: 20, burst: 30 } },

@@ -183,4 +183,50 @@ describe("rules rolled out with enforce", () => {
       await edge.close();
     }
   });
+
+  test("a tenant limit in shadow admits what it would refuse, naming the tenant; its twin refuses", async () => {
+    // acme and beta each may send 2 back to back, then one a minute; acme's limit is in shadow.
+    const tenants = {
+      match: { path: { starts_with: "/hooks/" } },
+      tenant_header: "x-tenant",
+      limits: { acme: { rate: 1 / 60, burst: 2, enforce: false }, beta: { rate: 1 / 60, burst: 2 } },
+      default: { rate: 1 / 60, burst: 1 },
+    };
+    const edge = await startEdge({ build: "deploy", rules: { rules: [], tenants }, origin: backend.url, adminToken: TOKEN });
+    try {
+      const post = async (tenant) => {
+        const res = await fetch(`${edge.url}/hooks/in`, { method: "POST", headers: { "x-tenant": tenant }, body: "{}" });
+        await res.arrayBuffer();
+        return { status: res.status, shadow: res.headers.get("sluicegate-shadow") };
+      };
+      const acme = [];
+      const beta = [];
+      for (let i = 0; i < 4; i++) {
+        acme.push(await post("acme"));
+        beta.push(await post("beta"));
+      }
+      assert.deepEqual(
+        beta.map((r) => r.status),
+        [200, 200, 429, 429],
+        "the enforced twin refuses past its burst",
+      );
+      assert.deepEqual(
+        acme.map((r) => r.status),
+        [200, 200, 200, 200],
+        "the shadow limit refuses nothing",
+      );
+      assert.deepEqual(
+        acme.map((r) => r.shadow !== null),
+        [false, false, true, true],
+      );
+      for (const r of acme.filter((r) => r.shadow)) assert.match(r.shadow, /^tenant:acme;retry-after=\d+$/);
+      const lines = await edge.waitForLog((l) => l.includes('"sluicegate":"tenant"') && l.includes('"enforced":false'));
+      assert.match(lines.message, /"refusal":"tenant_rate_limited"/);
+      const res = await fetch(`${edge.url}/__sluicegate/stats?rule=acme`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const subject = (await res.json()).subjects.find((s) => s.kind === "tenant" && s.name === "acme");
+      assert.deepEqual([subject.total.admitted, subject.total.refused, subject.total.would_refuse], [2, 0, 2]);
+    } finally {
+      await edge.close();
+    }
+  });
 });

@@ -9,6 +9,13 @@
 //! charged, then the buckets (429 `tenant_rate_limited`), then its share in flight (429
 //! `tenant_overload`). Like the rules stage it owns no I/O: [`TenantCheck::next`] says what
 //! it needs, [`TenantCheck::answer`] takes it back.
+//!
+//! A limit that does not enforce its refusals for the tenant (`"enforce": false`, or the
+//! tenant outside its enforced share) is charged exactly as if it did: a request its buckets
+//! refuse is not charged and goes on, a request over its share in flight goes on without
+//! holding a place in it; the refusal it would have made is [`TenantAdmitted::shadow`]. A
+//! body that streams past such a limit's bytes is passed on. The cap on a body's size (413)
+//! and an unknown tenant (401) are always enforced.
 
 use super::reply::Reply;
 use super::Isolate;
@@ -262,6 +269,21 @@ impl TenantRefusal {
         }
     }
 
+    /// Its entry in `Sluicegate-Shadow`, when its limit did not enforce it:
+    /// `tenant:acme;retry-after=3` (the `Retry-After` it would have given) or
+    /// `tenant:acme;overload` (over its share in flight). A rule's id cannot hold `:`, so
+    /// the two never mix up.
+    pub fn shadow_entry(&self) -> String {
+        match self {
+            TenantRefusal::Limited { tenant, wait } => {
+                format!("tenant:{tenant};retry-after={}", wait.as_secs_ceil().max(1))
+            }
+            TenantRefusal::Overloaded { tenant } => format!("tenant:{tenant};overload"),
+            // (never in shadow: always enforced)
+            TenantRefusal::Unknown | TenantRefusal::TooLarge { .. } => String::new(),
+        }
+    }
+
     /// The answer: 401 (no hint of why, beyond the body's "a valid API key is required"), 413,
     /// or 429 with `Retry-After` in whole seconds (at least 1); each with
     /// `Sluicegate-Scope: tenant`, so a client (and `sluicegate replay`) can tell the tenant
@@ -308,6 +330,9 @@ pub struct TenantAdmitted {
     /// [`TenantState::release`] when the origin has answered), when its limit caps what is in
     /// flight.
     pub share: Option<u64>,
+    /// The refusal its limit would have made, had it enforced it for this tenant (a shadow
+    /// refusal: `tenant_rate_limited` or `tenant_overload`).
+    pub shadow: Option<TenantRefusal>,
 }
 
 /// A tenant's body of no declared length, as it streams (its request was charged, with no
@@ -351,7 +376,11 @@ impl StreamedTenant {
         self.body.take(bytes).map_err(|max| TenantRefusal::TooLarge { max })?;
         let (Some(limit), Some(held)) = (&self.limit, held) else { return Ok(()) };
         if !state.grow(&self.tenant, &limit.0, *held, bytes) {
-            return Err(TenantRefusal::Overloaded { tenant: self.tenant.to_string() });
+            if self.enforced() {
+                return Err(TenantRefusal::Overloaded { tenant: self.tenant.to_string() });
+            }
+            // (in shadow the bytes pass on without growing the share)
+            return Ok(());
         }
         *held += bytes;
         Ok(())
@@ -371,11 +400,16 @@ impl StreamedTenant {
     /// `429 tenant_rate_limited` when its bytes are over its byte bucket.
     pub fn charged(&self, decision: Decision) -> Result<(), TenantRefusal> {
         match decision {
-            Decision::Allow { .. } => Ok(()),
-            Decision::Deny { retry_after } => {
+            Decision::Deny { retry_after } if self.enforced() => {
                 Err(TenantRefusal::Limited { tenant: self.tenant.to_string(), wait: retry_after })
             }
+            _ => Ok(()),
         }
+    }
+
+    /// Whether its limit enforces its refusals for its tenant.
+    fn enforced(&self) -> bool {
+        self.limit.as_ref().is_none_or(|l| l.0.enforce.applies(&self.tenant))
     }
 }
 
@@ -592,6 +626,7 @@ impl<'s> TenantCheck<'s> {
                 counts_bytes,
                 streams: undeclared && counts_bytes,
                 share: None,
+                shadow: None,
             };
             self.verdict = Some(TenantVerdict::Admitted(admitted));
             return;
@@ -608,26 +643,40 @@ impl<'s> TenantCheck<'s> {
     /// The tenant's buckets decided: its share in flight, then the verdict.
     fn charged(&mut self, isolate: &mut Isolate, decision: Decision) {
         let Some((tenant, applied, max_body)) = self.pending.take() else { return };
-        if let Decision::Deny { retry_after } = decision {
-            return self.refuse(TenantRefusal::Limited { tenant: tenant.to_string(), wait: retry_after });
-        }
         let limit = &applied.0;
+        let enforced = limit.enforce.applies(&tenant);
+        let mut shadow = None;
+        if let Decision::Deny { retry_after } = decision {
+            let refusal = TenantRefusal::Limited { tenant: tenant.to_string(), wait: retry_after };
+            if enforced {
+                return self.refuse(refusal);
+            }
+            // Not charged (a refused request never is), and on it goes.
+            shadow = Some(refusal);
+        }
         let counts_bytes = max_body.is_some() || limit.bytes_per_second.is_some() || limit.max_queue_bytes.is_some();
         let bytes = self.declared.unwrap_or(0);
         let share = if limit.max_queue.is_none() && limit.max_queue_bytes.is_none() {
             None
         } else {
             let queues = &mut isolate.tenants.queues;
-            if !queues.entry_ref(&*tenant).or_default().acquire(limit, bytes) {
+            if queues.entry_ref(&*tenant).or_default().acquire(limit, bytes) {
+                Some(bytes)
+            } else {
                 if queues.get(&*tenant).is_some_and(QueueShare::is_empty) {
                     queues.remove(&*tenant);
                 }
-                return self.refuse(TenantRefusal::Overloaded { tenant: tenant.to_string() });
+                let refusal = TenantRefusal::Overloaded { tenant: tenant.to_string() };
+                if enforced {
+                    return self.refuse(refusal);
+                }
+                // On it goes, holding no place in the share.
+                shadow.get_or_insert(refusal);
+                None
             }
-            Some(bytes)
         };
         let streams = self.has_body && self.declared.is_none() && counts_bytes;
-        let admitted = TenantAdmitted { tenant, limit: Some(applied), max_body, counts_bytes, streams, share };
+        let admitted = TenantAdmitted { tenant, limit: Some(applied), max_body, counts_bytes, streams, share, shadow };
         self.verdict = Some(TenantVerdict::Admitted(admitted));
     }
 

@@ -277,3 +277,59 @@ fn isolate_scope_charges_the_isolate_s_own_table_and_asks_no_store() {
     let r = run(&set, &mut second, "/hooks/a", Some("foo"), Some(10), t, &mut never, &mut none);
     assert!(matches!(r.verdict, TenantVerdict::Admitted(_)));
 }
+
+#[test]
+fn a_limit_in_shadow_charges_as_if_enforced_and_lets_its_refusals_on_naming_them() {
+    let shadow = RuleSet::from_json(
+        &RULES_TEXT
+            .replace("KEY", KEY_HASH)
+            .replace("SCOPE", "isolate")
+            .replace("\"max_queue\": 1}", "\"max_queue\": 1, \"enforce\": false}"),
+    )
+    .unwrap();
+    let enforced = rules("isolate");
+    let t = Instant::from_secs(10);
+    let (mut a, mut b) = (Isolate::default(), Isolate::default());
+    let mut store = |_: &str| Err::<Decision, String>("no store: the isolate's table".into());
+    let mut verdicts = Vec::new();
+    for _ in 0..4 {
+        let twin = run(&enforced, &mut a, "/hooks/x", Some("foo"), Some(10), t, &mut store, &mut none).verdict;
+        let ours = run(&shadow, &mut b, "/hooks/x", Some("foo"), Some(10), t, &mut store, &mut none).verdict;
+        verdicts.push((twin, ours));
+    }
+    // The burst of 2 (each admitted request released at once by nobody: its share stays held,
+    // so the second is over the share of 1 in flight, the third over the rate too).
+    for (n, (twin, ours)) in verdicts.iter().enumerate() {
+        let TenantVerdict::Admitted(ours) = ours else { panic!("shadow refuses nothing: {ours:?}") };
+        match twin {
+            TenantVerdict::Admitted(_) => assert_eq!(ours.shadow, None, "request {n}"),
+            TenantVerdict::Refused(refusal) => {
+                assert_eq!(ours.shadow.as_ref(), Some(refusal), "request {n}: the same refusal, in shadow");
+                assert_eq!(ours.share, None, "a shadow refusal holds no place in flight");
+            }
+            TenantVerdict::NoTenant => panic!("a tenant"),
+        }
+    }
+    let refused = verdicts.iter().filter(|(twin, _)| matches!(twin, TenantVerdict::Refused(_))).count();
+    assert_eq!(refused, 3, "{verdicts:?}");
+    let TenantVerdict::Admitted(last) = &verdicts[3].1 else { unreachable!() };
+    let entry = last.shadow.as_ref().unwrap().shadow_entry();
+    assert!(entry == "tenant:acme;overload" || entry.starts_with("tenant:acme;retry-after="), "{entry}");
+    // A body over the cap is refused all the same: a cap is not a rate.
+    let big = run(&shadow, &mut b, "/hooks/x", Some("foo"), Some(2000), t, &mut store, &mut none);
+    assert!(matches!(big.verdict, TenantVerdict::Refused(TenantRefusal::TooLarge { .. })));
+    let unknown = run(&shadow, &mut b, "/hooks/x", Some("bar"), Some(1), t, &mut store, &mut none);
+    assert!(matches!(unknown.verdict, TenantVerdict::Refused(TenantRefusal::Unknown)));
+}
+
+#[test]
+fn a_tenant_limit_s_enforce_is_validated_and_kept_in_its_json() {
+    use crate::edge::tenants::TenantLimit;
+    let limit = TenantLimit::from_json_text(r#"{"rate": 1, "burst": 2, "enforce": 0.25}"#, None).unwrap();
+    assert_eq!(limit.enforce.fraction(), 0.25);
+    assert_eq!(limit.to_json(), r#"{"rate":1.0,"burst":2,"enforce":0.25}"#);
+    let plain = TenantLimit::from_json_text(r#"{"rate": 1, "burst": 2}"#, None).unwrap();
+    assert_eq!(plain.to_json(), r#"{"rate":1.0,"burst":2}"#, "enforced: not written");
+    let bad = TenantLimit::from_json_text(r#"{"rate": 1, "burst": 2, "enforce": 2}"#, None).unwrap_err();
+    assert_eq!(bad.field, "enforce");
+}

@@ -15,16 +15,15 @@
 //! ```
 
 mod binding;
-mod enforce;
 mod log;
 pub(crate) mod matching;
 mod parse;
 mod path;
 mod summary;
 
+pub use crate::edge::enforce::{Enforce, RuleOverride, RuleOverrides};
 pub use crate::edge::scope::BudgetScope;
 pub use binding::{ratelimits_toml, WithoutBinding};
-pub use enforce::{Enforce, RuleOverride, RuleOverrides};
 pub use log::{Analytics, DecisionLog, LoggedDecisions};
 use matching::{counted_method, same_path, without_trailing_slash};
 pub use matching::{host_name, Match, PathMatch, RequestFacts};

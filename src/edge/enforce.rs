@@ -1,5 +1,5 @@
-//! How much of a rule's refusals are enforced (`"enforce"`): a limit rolled out in shadow,
-//! then to a share of its clients, then to all of them.
+//! How much of a rule's (or a tenant limit's) refusals are enforced (`"enforce"`): a limit
+//! rolled out in shadow, then to a share of its clients, then to all of them.
 //!
 //! - `true` (the default): every refusal is enforced.
 //! - `false` (shadow): the rule counts exactly as if enforced, and never refuses: the
@@ -41,7 +41,23 @@ pub enum Enforce {
 const ALLOWED: &str = "true (enforce every refusal, the default), false (shadow: count and log, never refuse) \
                        or a fraction between 0 and 1 exclusive (enforce that share of the counting keys, e.g. 0.1)";
 
+impl serde::Serialize for Enforce {
+    /// As the rules file writes it: `true`, `false` or the fraction.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Enforce::All => s.serialize_bool(true),
+            Enforce::Shadow => s.serialize_bool(false),
+            Enforce::Share { fraction, .. } => s.serialize_f64(fraction),
+        }
+    }
+}
+
 impl Enforce {
+    /// Whether every refusal is enforced (`true`, the default).
+    pub fn is_all(&self) -> bool {
+        *self == Enforce::All
+    }
+
     /// Read `enforce` from JSON.
     ///
     /// # Errors
@@ -171,7 +187,7 @@ pub struct RuleOverrides {
 }
 
 impl RuleOverrides {
-    /// The most overrides kept (one per rule: a rules file has at most [`super::MAX_RULES`],
+    /// The most overrides kept (one per rule: a rules file has at most [`crate::edge::rules::MAX_RULES`],
     /// and a few more stay for rules since removed, until deleted).
     pub const MAX: usize = 256;
 
