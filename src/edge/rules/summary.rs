@@ -38,15 +38,22 @@ impl RuleSet {
                 other => format!("{}: {}; {}; {}", rule.id, rule_line(rule), store_part(rule), other.describe()),
             })
             .collect();
-        let rollout: Vec<String> = self
-            .rules()
-            .iter()
-            .filter_map(|r| match r.enforce {
-                super::Enforce::All => None,
-                super::Enforce::Shadow => Some(format!("{} (shadow)", r.id)),
-                share @ super::Enforce::Share { .. } => Some(format!("{} ({} of keys)", r.id, share.to_json())),
-            })
-            .collect();
+        let how = |enforce: super::Enforce, of: &str| match enforce {
+            super::Enforce::All => None,
+            super::Enforce::Shadow => Some(String::from("shadow")),
+            share @ super::Enforce::Share { .. } => Some(format!("{} of {of}", share.to_json())),
+        };
+        let mut rollout: Vec<String> =
+            self.rules().iter().filter_map(|r| Some(format!("{} ({})", r.id, how(r.enforce, "keys")?))).collect();
+        if let Some(tenants) = self.tenants() {
+            let limits = tenants.limits.iter().map(|(name, limit)| (format!("tenant {name}"), limit));
+            let default = tenants.default.iter().map(|limit| (String::from("the default tenant limit"), limit));
+            for (name, limit) in limits.chain(default) {
+                if let Some(how) = how(limit.enforce, "tenants") {
+                    rollout.push(format!("{name} ({how})"));
+                }
+            }
+        }
         if !rollout.is_empty() {
             lines.push(format!(
                 "not enforced for every key: {}; their refusals are logged and counted as would-refuse, \

@@ -465,6 +465,19 @@ fn enforce_is_true_false_or_a_share_and_check_rules_lists_the_rules_not_enforced
     let tenth = RuleSet::from_json(&one_rule(r#""period":1,"requests_per_period":1,"enforce":0.1"#)).unwrap();
     assert_eq!(tenth.rules()[0].enforce.fraction(), 0.1);
     assert!(tenth.summary_lines().iter().any(|l| l.starts_with("not enforced for every key: api (0.1 of keys);")));
+    let tenants = RuleSet::from_json(
+        r#"{"rules": [], "tenants": {"match": {}, "tenant_header": "x-tenant",
+            "limits": {"acme": {"rate": 1, "burst": 1, "enforce": false}, "beta": {"rate": 1, "burst": 1}},
+            "default": {"rate": 1, "burst": 1, "enforce": 0.25}}}"#,
+    )
+    .unwrap();
+    let line = tenants.summary_lines().into_iter().find(|l| l.starts_with("not enforced")).unwrap();
+    assert!(
+        line.starts_with(
+            "not enforced for every key: tenant acme (shadow), the default tenant limit (0.25 of tenants);"
+        ),
+        "{line}"
+    );
     for bad in ["0", "1", "1.5", "-0.5", "\"false\"", "null", "[0.5]"] {
         let json = one_rule(&alloc::format!(r#""period":1,"requests_per_period":1,"enforce":{bad}"#));
         assert_eq!(fields_of(&json), [(rule0("api"), "enforce".into())], "{bad}");
