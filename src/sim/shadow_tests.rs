@@ -138,15 +138,12 @@ fn a_comparison_of_a_rule_in_shadow_with_it_enforced_shows_refusals_against_woul
     let after = format!(r#"{{"service": "shadow", "edge_rules": {}}}"#, api_rule("true"));
     let file = |label, text| ConfigFile { label, text, dir: None };
     let open = || Ok::<_, std::io::Error>(trace.as_bytes());
-    let cmp = compare(
-        file("before.json", &before),
-        file("after.json", &after),
-        Some(("trace.csv", open)),
-        super::DEFAULT_REORDER_WINDOW_S,
-        Ceiling::default(),
-        None,
-    )
-    .unwrap();
+    let run = |before, after| {
+        let (before, after) = (file("before.json", before), file("after.json", after));
+        compare(before, after, Some(("trace.csv", open)), super::DEFAULT_REORDER_WINDOW_S, Ceiling::default(), None)
+            .unwrap()
+    };
+    let cmp = run(&before, &after);
     let refused = cmp.after.report.policies[0].rejects;
     assert!(refused > 0);
     assert_eq!(cmp.before.report.policies[0].shadow.as_ref().map(|s| s.would_refuse), Some(refused));
@@ -158,15 +155,7 @@ fn a_comparison_of_a_rule_in_shadow_with_it_enforced_shows_refusals_against_woul
     assert_eq!(rejected, refused);
     assert!(cmp.before.report.clients.iter().all(|c| c.rejected == 0));
     // Without a rule in shadow on either side, no such table.
-    let same = compare(
-        file("before.json", &after),
-        file("after.json", &after),
-        Some(("trace.csv", open)),
-        super::DEFAULT_REORDER_WINDOW_S,
-        Ceiling::default(),
-        None,
-    )
-    .unwrap();
+    let same = run(&after, &after);
     assert!(!same.to_markdown().contains("Would refuse"));
 }
 

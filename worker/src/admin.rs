@@ -131,16 +131,11 @@ async fn change_enforce(
     let at = js_sys::Date::now();
     let json = enforce.map(Enforce::to_json).unwrap_or_default();
     let call = tenancy::overrides_object(env).and_then(|o| o.set_rule_override(rule, &json, at));
-    let answer = match call_store(call).await {
-        Ok(answer) => answer,
-        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
+    let (before, changed) = match change_in_store(call).await {
+        Ok(Ok(change)) => change,
+        Ok(Err(why)) => return Ok(admin::too_many_rule_overrides(rule, &why)),
+        Err(refusal) => return Ok(refusal),
     };
-    let field = |name: &str| js_sys::Reflect::get(&answer, &name.into()).unwrap_or(JsValue::UNDEFINED);
-    if let Some(why) = field("refused").as_string() {
-        return Ok(admin::too_many_rule_overrides(rule, &why));
-    }
-    let before = field("before").as_string().unwrap_or_default();
-    let changed = field("changed").as_bool().unwrap_or(true);
     if enforce.is_none() && before.is_empty() {
         return Ok(admin::no_rule_override(rule));
     }
@@ -151,6 +146,18 @@ async fn change_enforce(
     audit((action, changed), ("rule", rule), &before, &json, caller, at);
     let set = enforce.map(|enforce| RuleOverride { enforce, set_at: at as u64 });
     Ok(Reply::json(200, admin::rule_entry_json(rule, rules.get(rule).map(|r| r.enforce), set.as_ref())))
+}
+
+/// What the overrides object answered a change, within the store's timeout: `(before,
+/// changed)` (`before` as JSON, or empty), or why it refused it (`{refused}`: as many
+/// overrides as it keeps); `Err` the `503` when it could not be reached.
+async fn change_in_store(call: Result<JsValue, JsValue>) -> Result<Result<(String, bool), String>, Reply> {
+    let answer = call_store(call).await.map_err(|error| store_unavailable(&error, CHANGE_NOT_CONFIRMED))?;
+    let field = |name: &str| js_sys::Reflect::get(&answer, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    if let Some(why) = field("refused").as_string() {
+        return Ok(Err(why));
+    }
+    Ok(Ok((field("before").as_string().unwrap_or_default(), field("changed").as_bool().unwrap_or(true))))
 }
 
 /// The answer of a call to the overrides object, within the store's timeout.
@@ -174,16 +181,11 @@ async fn put(
     };
     let at = js_sys::Date::now();
     let call = tenancy::overrides_object(env).and_then(|o| o.put_override(tenant, &limit.to_json(), at));
-    let answer = match call_store(call).await {
-        Ok(answer) => answer,
-        Err(error) => return Ok(store_unavailable(&error, CHANGE_NOT_CONFIRMED)),
+    let (before, changed) = match change_in_store(call).await {
+        Ok(Ok(change)) => change,
+        Ok(Err(why)) => return Ok(admin::too_many_overrides(tenant, &why)),
+        Err(refusal) => return Ok(refusal),
     };
-    let field = |name: &str| js_sys::Reflect::get(&answer, &name.into()).unwrap_or(JsValue::UNDEFINED);
-    if let Some(why) = field("refused").as_string() {
-        return Ok(admin::too_many_overrides(tenant, &why));
-    }
-    let before = field("before").as_string().unwrap_or_default();
-    let changed = field("changed").as_bool().unwrap_or(true);
     if changed {
         tenancy::forget_overrides();
     }

@@ -421,51 +421,39 @@ impl Counter {
     }
 }
 
+/// A stored document's reader: what it holds, and the entries that no longer validate.
+type Reader<T> = fn(&str) -> Result<(T, Vec<String>), String>;
+
+/// What `kv` stores under `key` (`what`, in a log line), read by `read`: the entries that no
+/// longer validate left out and logged, nothing when it cannot be read at all (logged too).
+fn stored<T: Default>(kv: Option<&js::SyncKv>, key: &str, what: &str, read: Reader<T>) -> T {
+    let text = kv.and_then(|kv| kv.get_value(key).ok()).and_then(|v| v.as_string());
+    match text.map(|text| read(&text)) {
+        Some(Ok((found, dropped))) => {
+            if !dropped.is_empty() {
+                log_error(&format!("sluicegate: stored {what} no longer valid, left out: {}", dropped.join(", ")));
+            }
+            found
+        }
+        Some(Err(e)) => {
+            log_error(&format!("sluicegate: the stored {what} cannot be read: {e}"));
+            T::default()
+        }
+        None => T::default(),
+    }
+}
+
 impl Counter {
     fn overrides(&mut self) -> &Overrides {
         if self.overrides.is_none() {
-            let stored = self.kv.as_ref().and_then(|kv| kv.get_value(OVERRIDES_KEY).ok()).and_then(|v| v.as_string());
-            let loaded = match stored.map(|text| Overrides::from_json(&text)) {
-                Some(Ok((overrides, dropped))) => {
-                    if !dropped.is_empty() {
-                        log_error(&format!(
-                            "sluicegate: stored overrides no longer valid, left out: {}",
-                            dropped.join(", ")
-                        ));
-                    }
-                    overrides
-                }
-                Some(Err(e)) => {
-                    log_error(&format!("sluicegate: the stored overrides cannot be read: {e}"));
-                    Overrides::default()
-                }
-                None => Overrides::default(),
-            };
-            self.overrides = Some(loaded);
+            self.overrides = Some(stored(self.kv.as_ref(), OVERRIDES_KEY, "overrides", Overrides::from_json));
         }
         self.overrides.get_or_insert_with(Overrides::default)
     }
 
     fn rule_overrides(&mut self) -> &RuleOverrides {
         if self.rule_overrides.is_none() {
-            let stored =
-                self.kv.as_ref().and_then(|kv| kv.get_value(RULE_OVERRIDES_KEY).ok()).and_then(|v| v.as_string());
-            let loaded = match stored.map(|text| RuleOverrides::from_json(&text)) {
-                Some(Ok((overrides, dropped))) => {
-                    if !dropped.is_empty() {
-                        log_error(&format!(
-                            "sluicegate: stored rule overrides no longer valid, left out: {}",
-                            dropped.join(", ")
-                        ));
-                    }
-                    overrides
-                }
-                Some(Err(e)) => {
-                    log_error(&format!("sluicegate: the stored rule overrides cannot be read: {e}"));
-                    RuleOverrides::default()
-                }
-                None => RuleOverrides::default(),
-            };
+            let loaded = stored(self.kv.as_ref(), RULE_OVERRIDES_KEY, "rule overrides", RuleOverrides::from_json);
             self.rule_overrides = Some(loaded);
         }
         self.rule_overrides.get_or_insert_with(RuleOverrides::default)
