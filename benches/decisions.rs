@@ -18,7 +18,7 @@ use governor::state::keyed::DashMapStateStore;
 use sluicegate::admission::IpTable;
 use sluicegate::analytics::{Kind, Outcome, Recorder};
 use sluicegate::identity::{client_identity, ClientIp, Sources};
-use sluicegate::keyed::Keyed;
+use sluicegate::keyed::{Keyed, KeyedGcra};
 use sluicegate::limit::{Blocking, Gcra};
 use sluicegate::openmeteo::free_tier_windows;
 use sluicegate::pacer::PacerCore;
@@ -244,6 +244,37 @@ impl SluiceKeyed {
     }
 }
 
+/// The same decisions in [`KeyedGcra`]: each key beside its TAT, open addressing.
+struct SluiceTats {
+    table: KeyedGcra<u64>,
+    keys: Rc<[u64]>,
+    i: usize,
+    now: Instant,
+    step: Span,
+}
+
+impl SluiceTats {
+    fn new(n: u64, keys: Rc<[u64]>) -> Self {
+        let quota = Gcra::new(RATE, Span::from_secs(1), RATE).expect("valid quota");
+        let max_keys = usize::try_from(n).unwrap().max(1024) * 2;
+        let mut table = KeyedGcra::new(quota, max_keys, 0x5eed);
+        let now = Instant::from_secs(1);
+        for key in 0..n {
+            assert!(table.check(&key, now, 1).unwrap().is_allowed());
+        }
+        assert_eq!(table.len() as u64, n);
+        SluiceTats { table, keys, i: 0, now, step: Span::from_nanos(STEP.as_nanos() as u64) }
+    }
+
+    #[inline]
+    fn decide(&mut self) -> Decision {
+        let key = self.keys[self.i & (self.keys.len() - 1)];
+        self.i = self.i.wrapping_add(1);
+        self.now = self.now + self.step;
+        self.table.check(&key, self.now, 1).unwrap()
+    }
+}
+
 type GovernorKeyed = governor::RateLimiter<u64, DashMapStateStore<u64>, FakeRelativeClock, NoOpMiddleware<Nanos>>;
 
 struct GovKeyed {
@@ -392,7 +423,7 @@ struct Subjects {
     /// Per-address tables by number of addresses.
     floods: Vec<(u64, IpFlood)>,
     /// Keyed GCRA, ours and governor's, by number of keys.
-    sides: Vec<(u64, SluiceKeyed, GovKeyed)>,
+    sides: Vec<(u64, SluiceKeyed, SluiceTats, GovKeyed)>,
 }
 
 fn main() {
@@ -456,9 +487,17 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
             let keys = key_sequence(n);
             let mut ours = SluiceKeyed::new(n, keys.clone());
             group.bench_with_input(BenchmarkId::new("sluicegate", n), &n, |b, _| b.iter(|| black_box(ours.decide())));
+            let mut tats = SluiceTats::new(n, keys.clone());
+            group.bench_with_input(BenchmarkId::new("sluicegate_tats", n), &n, |b, _| {
+                b.iter(|| black_box(tats.decide()))
+            });
             let mut theirs = GovKeyed::new(n, keys);
             group.bench_with_input(BenchmarkId::new("governor", n), &n, |b, _| b.iter(|| black_box(theirs.decide())));
-            sides.push((n, ours, theirs));
+            // the same decisions on both tables, request for request
+            for _ in 0..10_000 {
+                assert_eq!(ours.decide(), tats.decide(), "Keyed and KeyedGcra decide alike");
+            }
+            sides.push((n, ours, tats, theirs));
         }
         group.finish();
     }
@@ -539,17 +578,22 @@ fn print_summary(subjects: &mut Subjects, started: SystemTime) {
             reserve_ns(depth)
         );
     }
-    for (n, ours, theirs) in sides {
+    for (n, ours, tats, theirs) in sides {
         let (s, source) = ns_per_decision(&format!("keyed_gcra/sluicegate/{n}"), started, || {
             black_box(ours.decide());
+        });
+        let (k, _) = ns_per_decision(&format!("keyed_gcra/sluicegate_tats/{n}"), started, || {
+            black_box(tats.decide());
         });
         let (g, _) = ns_per_decision(&format!("keyed_gcra/governor/{n}"), started, || {
             black_box(theirs.decide());
         });
         let keys = if *n == 1 { "key" } else { "keys" };
         println!(
-            "keyed GCRA, {n} {keys}: sluicegate {s:.1} ns, governor {g:.1} ns (governor/sluicegate {:.2}x) ({source})",
-            g / s
+            "keyed GCRA, {n} {keys}: sluicegate Keyed {s:.1} ns ({:.2}x governor), KeyedGcra {k:.1} ns ({:.2}x governor), \
+             governor {g:.1} ns ({source})",
+            s / g,
+            k / g
         );
     }
 }

@@ -6,7 +6,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::keyed::{Keyed, Slots};
+use sluicegate::keyed::{Keyed, KeyedGcra, Slots};
 use sluicegate::limit::{check_all, Blocking, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use sluicegate::rules::AnyLimiter;
 use sluicegate::{CostTooHigh, Decision, Instant, Span};
@@ -560,6 +560,38 @@ proptest! {
             prop_assert_eq!(got, want, "key {} at {}", key, now);
             prop_assert_eq!(slots.len(), keyed.len());
             prop_assert_eq!(index.len(), slots.len());
+        }
+    }
+
+    /// `KeyedGcra` (keys and TATs side by side, open addressing) decides every request, peek
+    /// and sweep exactly as `Keyed<_, Gcra>`: the same decisions, full-table refusals, keys
+    /// held and buckets, across its growth and the sweeps that rebuild its probe sequences.
+    #[test]
+    fn a_gcra_table_of_keys_and_tats_decides_as_a_keyed_table_of_gcras(
+        burst in 1u32..=4,
+        period_ms in 1u64..=1_000,
+        max_keys in prop_oneof![1usize..=4, 20usize..=200],
+        salt in any::<u64>(),
+        gaps in schedule(400),
+        keys in prop::collection::vec(0u16..300, 400),
+        sweeps in prop::collection::vec(any::<bool>(), 400),
+    ) {
+        let quota = Gcra::new(burst, Span::from_millis(period_ms), burst).unwrap();
+        let mut keyed: Keyed<u16, Gcra> = Keyed::new(quota, max_keys, salt);
+        let mut table: KeyedGcra<u16> = KeyedGcra::new(quota, max_keys, salt);
+        let times = arrivals(SEC, quota.interval().as_nanos() / 8, &gaps);
+        for (((&now, &(_, raw)), &key), &sweep) in times.iter().zip(&gaps).zip(&keys).zip(&sweeps) {
+            let cost = raw % (burst + 2);
+            prop_assert_eq!(table.peek(&key, at(now), cost), keyed.peek(&key, at(now), cost));
+            prop_assert_eq!(table.check(&key, at(now), cost), keyed.check(&key, at(now), cost), "key {} at {}", key, now);
+            prop_assert_eq!(table.len(), keyed.len());
+            prop_assert_eq!(table.get(&key), keyed.get(&key).copied());
+            if sweep && raw % 16 == 0 {
+                prop_assert_eq!(table.sweep(at(now)), keyed.sweep(at(now)));
+            }
+        }
+        for key in 0..300u16 {
+            prop_assert_eq!(table.get(&key), keyed.get(&key).copied(), "key {}", key);
         }
     }
 }

@@ -9,7 +9,8 @@
 //! [`Keyed`] holds the keys, in a salted hash table. [`Slots`] is the same table without
 //! them: limiters in numbered slots, for a caller that keeps its own key → slot index (the
 //! JavaScript `Limiter` keeps a `Map` of strings, so a key never crosses into wasm). Both
-//! decide a new key and a full table the same way.
+//! decide a new key and a full table the same way. [`KeyedGcra`] is `Keyed<K, Gcra>`'s
+//! decisions in a table of keys and their GCRA state side by side, for many keys.
 
 use crate::core::limit::{CostTooHigh, Decision, Limiter};
 use crate::core::time::{Instant, Span};
@@ -19,6 +20,9 @@ use core::borrow::Borrow;
 use core::hash::Hash;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
+
+mod gcra;
+pub use gcra::KeyedGcra;
 
 /// What both tables share: the ceiling on entries, and when a sweep could free one.
 struct Ceiling {

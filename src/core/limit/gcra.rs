@@ -112,6 +112,12 @@ impl Gcra {
         (interval <= slowest).then_some(interval)
     }
 
+    /// The same quota's bucket at theoretical arrival time `tat`.
+    pub(crate) fn at_tat(mut self, tat: Instant) -> Self {
+        self.tat = tat;
+        self
+    }
+
     /// The emission interval `T`.
     pub fn interval(&self) -> Span {
         Span::from_nanos(self.interval)
