@@ -214,24 +214,64 @@ fn key_sequence(n: u64) -> Rc<[u64]> {
     (0..len).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) % n).collect()
 }
 
-struct SluiceKeyed {
-    table: Keyed<u64, Gcra>,
+/// A table of GCRA buckets by `u64` key: [`Keyed`], or [`KeyedGcra`] (each key beside its
+/// TAT, open addressing), which decide alike.
+trait GcraTable {
+    fn make(quota: Gcra, max_keys: usize) -> Self;
+    fn decide(&mut self, key: u64, now: Instant) -> Decision;
+    fn held(&self) -> usize;
+}
+
+impl GcraTable for Keyed<u64, Gcra> {
+    fn make(quota: Gcra, max_keys: usize) -> Self {
+        Keyed::new(quota, max_keys, 0x5eed)
+    }
+    #[inline]
+    fn decide(&mut self, key: u64, now: Instant) -> Decision {
+        self.check(&key, now, 1).unwrap()
+    }
+    fn held(&self) -> usize {
+        self.len()
+    }
+}
+
+impl GcraTable for KeyedGcra<u64> {
+    fn make(quota: Gcra, max_keys: usize) -> Self {
+        KeyedGcra::new(quota, max_keys, 0x5eed)
+    }
+    #[inline]
+    fn decide(&mut self, key: u64, now: Instant) -> Decision {
+        self.check(&key, now, 1).unwrap()
+    }
+    fn held(&self) -> usize {
+        self.len()
+    }
+}
+
+/// `Keyed`'s side of the keyed GCRA comparison.
+type OursKeyed = SluiceKeyed<Keyed<u64, Gcra>>;
+/// `KeyedGcra`'s side.
+type OursTats = SluiceKeyed<KeyedGcra<u64>>;
+
+/// Our side of the keyed GCRA comparison: `n` keys held, then decisions in `keys`' order.
+struct SluiceKeyed<T> {
+    table: T,
     keys: Rc<[u64]>,
     i: usize,
     now: Instant,
     step: Span,
 }
 
-impl SluiceKeyed {
+impl<T: GcraTable> SluiceKeyed<T> {
     fn new(n: u64, keys: Rc<[u64]>) -> Self {
         let quota = Gcra::new(RATE, Span::from_secs(1), RATE).expect("valid quota");
         let max_keys = usize::try_from(n).unwrap().max(1024) * 2;
-        let mut table = Keyed::new(quota, max_keys, 0x5eed);
+        let mut table = T::make(quota, max_keys);
         let now = Instant::from_secs(1);
         for key in 0..n {
-            assert!(table.check(&key, now, 1).unwrap().is_allowed());
+            assert!(table.decide(key, now).is_allowed());
         }
-        assert_eq!(table.len() as u64, n);
+        assert_eq!(table.held() as u64, n);
         SluiceKeyed { table, keys, i: 0, now, step: Span::from_nanos(STEP.as_nanos() as u64) }
     }
 
@@ -240,38 +280,7 @@ impl SluiceKeyed {
         let key = self.keys[self.i & (self.keys.len() - 1)];
         self.i = self.i.wrapping_add(1);
         self.now = self.now + self.step;
-        self.table.check(&key, self.now, 1).unwrap()
-    }
-}
-
-/// The same decisions in [`KeyedGcra`]: each key beside its TAT, open addressing.
-struct SluiceTats {
-    table: KeyedGcra<u64>,
-    keys: Rc<[u64]>,
-    i: usize,
-    now: Instant,
-    step: Span,
-}
-
-impl SluiceTats {
-    fn new(n: u64, keys: Rc<[u64]>) -> Self {
-        let quota = Gcra::new(RATE, Span::from_secs(1), RATE).expect("valid quota");
-        let max_keys = usize::try_from(n).unwrap().max(1024) * 2;
-        let mut table = KeyedGcra::new(quota, max_keys, 0x5eed);
-        let now = Instant::from_secs(1);
-        for key in 0..n {
-            assert!(table.check(&key, now, 1).unwrap().is_allowed());
-        }
-        assert_eq!(table.len() as u64, n);
-        SluiceTats { table, keys, i: 0, now, step: Span::from_nanos(STEP.as_nanos() as u64) }
-    }
-
-    #[inline]
-    fn decide(&mut self) -> Decision {
-        let key = self.keys[self.i & (self.keys.len() - 1)];
-        self.i = self.i.wrapping_add(1);
-        self.now = self.now + self.step;
-        self.table.check(&key, self.now, 1).unwrap()
+        self.table.decide(key, self.now)
     }
 }
 
@@ -423,7 +432,7 @@ struct Subjects {
     /// Per-address tables by number of addresses.
     floods: Vec<(u64, IpFlood)>,
     /// Keyed GCRA, ours and governor's, by number of keys.
-    sides: Vec<(u64, SluiceKeyed, SluiceTats, GovKeyed)>,
+    sides: Vec<(u64, OursKeyed, OursTats, GovKeyed)>,
 }
 
 fn main() {
@@ -485,9 +494,9 @@ fn run_benchmarks(c: &mut Criterion, benchmarking: bool) -> Subjects {
         let mut group = c.benchmark_group("keyed_gcra");
         for &n in counts {
             let keys = key_sequence(n);
-            let mut ours = SluiceKeyed::new(n, keys.clone());
+            let mut ours = OursKeyed::new(n, keys.clone());
             group.bench_with_input(BenchmarkId::new("sluicegate", n), &n, |b, _| b.iter(|| black_box(ours.decide())));
-            let mut tats = SluiceTats::new(n, keys.clone());
+            let mut tats = OursTats::new(n, keys.clone());
             group.bench_with_input(BenchmarkId::new("sluicegate_tats", n), &n, |b, _| {
                 b.iter(|| black_box(tats.decide()))
             });
