@@ -146,27 +146,17 @@ impl Enforce {
         match self {
             Enforce::All => true,
             Enforce::Shadow => false,
-            Enforce::Share { below, .. } => key_hash(key.as_bytes()) < below,
+            Enforce::Share { below, .. } => SHARE_HASH.digest(key.as_bytes()).0 < below,
         }
     }
 }
 
-/// A fixed hash of a counting key: FNV-1a, then SplitMix64's finaliser to spread its bits.
-/// Not keyed (every isolate, location and version must place a key alike); a client can
-/// learn whether it is in the enforced share, but not move into or out of it without
-/// changing what it is counted by.
-fn key_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
-}
+/// The hash that places a counting key in or out of a share: the edge's SipHash under a
+/// fixed, public key ("sluicega", "te share"), not a secret one, since every isolate,
+/// location and deploy must place a key alike. A client can learn whether it is in the
+/// enforced share, but not move into or out of it without changing what it is counted by.
+const SHARE_HASH: crate::edge::redact::KeyedHash =
+    crate::edge::redact::KeyedHash::new(0x736c_7569_6365_6761, 0x7465_2073_6861_7265);
 
 /// A rule's `enforce` set at runtime through the admin API.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -270,11 +260,6 @@ impl RuleOverrides {
     /// Every override, by rule id in order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &RuleOverride)> {
         self.by_rule.iter().map(|(id, o)| (id, o))
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by_rule.is_empty()
     }
 }
 

@@ -83,22 +83,14 @@ pub async fn serve(
 /// The overrides as their store holds them now: an admin read never answers from this
 /// isolate's copy, which may be a second old or, when the store cannot be read, empty.
 async fn stored_overrides(env: &Env) -> Result<Overrides, Reply> {
-    let read = async {
-        let text = call_store(tenancy::overrides_object(env).and_then(|o| o.get_overrides())).await?;
-        let text = text.as_string().ok_or_else(|| JsValue::from_str("the overrides store answered no text"))?;
-        Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
-    };
-    read.await.map_err(|error| store_unavailable(&error, CANNOT_READ))
+    let read = tenancy::read_stored(env, js::Stub::get_overrides, Overrides::from_json).await;
+    read.map_err(|error| store_unavailable(&error, CANNOT_READ))
 }
 
 /// The rules' overrides as their store holds them now.
 async fn stored_rule_overrides(env: &Env) -> Result<RuleOverrides, Reply> {
-    let read = async {
-        let text = call_store(tenancy::overrides_object(env).and_then(|o| o.get_rule_overrides())).await?;
-        let text = text.as_string().ok_or_else(|| JsValue::from_str("the overrides store answered no text"))?;
-        RuleOverrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
-    };
-    read.await.map_err(|error| store_unavailable(&error, CANNOT_READ))
+    let read = tenancy::read_stored(env, js::Stub::get_rule_overrides, RuleOverrides::from_json).await;
+    read.map_err(|error| store_unavailable(&error, CANNOT_READ))
 }
 
 /// Set `rule`'s `enforce` from a PUT's body. The same again is idempotent (an audit line

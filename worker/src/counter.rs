@@ -443,6 +443,16 @@ fn stored<T: Default>(kv: Option<&js::SyncKv>, key: &str, what: &str, read: Read
     }
 }
 
+/// Write `json` (`what`, in an error) under `key` in `kv`.
+///
+/// # Errors
+/// No storage, or storage that refused the write (what was there is kept).
+fn store(kv: Option<&js::SyncKv>, key: &str, what: &str, json: &str) -> Result<(), JsError> {
+    let kv = kv.ok_or_else(|| JsError::new(&format!("this object has no storage for {what}")))?;
+    kv.put(key, &JsValue::from_str(json))
+        .map_err(|e| JsError::new(&format!("the {what} could not be stored: {}", describe(&e))))
+}
+
 impl Counter {
     fn overrides(&mut self) -> &Overrides {
         if self.overrides.is_none() {
@@ -461,9 +471,7 @@ impl Counter {
 
     /// Store `next` and keep it; a refused write keeps what was there.
     fn keep_rule_overrides(&mut self, next: RuleOverrides) -> Result<(), JsError> {
-        let kv = self.kv.as_ref().ok_or_else(|| JsError::new("this object has no storage for overrides"))?;
-        kv.put(RULE_OVERRIDES_KEY, &JsValue::from_str(&next.to_json()))
-            .map_err(|e| JsError::new(&format!("the rule overrides could not be stored: {}", describe(&e))))?;
+        store(self.kv.as_ref(), RULE_OVERRIDES_KEY, "rule overrides", &next.to_json())?;
         self.rule_overrides = Some(next);
         Ok(())
     }
@@ -488,9 +496,7 @@ impl Counter {
     }
 
     fn keep_overrides(&mut self, next: Overrides) -> Result<(), JsError> {
-        let kv = self.kv.as_ref().ok_or_else(|| JsError::new("this object has no storage for overrides"))?;
-        kv.put(OVERRIDES_KEY, &JsValue::from_str(&next.to_json()))
-            .map_err(|e| JsError::new(&format!("the overrides could not be stored: {}", describe(&e))))?;
+        store(self.kv.as_ref(), OVERRIDES_KEY, "overrides", &next.to_json())?;
         self.overrides = Some(next);
         Ok(())
     }

@@ -490,11 +490,8 @@ fn log_notes(setup: &Setup, env: &Env, facts: &RequestFacts<'_>, notes: Vec<Note
 /// The runtime overrides of the rules' `enforce`, from the object that keeps them, within
 /// the store's timeout.
 async fn read_rule_overrides(env: &Env) -> Result<RuleOverrides, String> {
-    let call = tenancy::overrides_object(env).and_then(|o| o.get_rule_overrides());
-    let text = js::store_answer(call, "the overrides store", STORE_TIMEOUT_MS).await;
-    let text = text.map_err(|e| describe(&e))?;
-    let text = text.as_string().ok_or("the overrides store answered no text")?;
-    RuleOverrides::from_json(&text).map(|(o, _)| o)
+    let read = tenancy::read_stored(env, js::Stub::get_rule_overrides, RuleOverrides::from_json).await;
+    read.map_err(|e| describe(&e))
 }
 
 /// The wait a tenant refusal gives (none but for its rate).

@@ -218,11 +218,21 @@ pub fn overrides_object(env: &Env) -> Result<js::Stub, JsValue> {
 }
 
 async fn read_overrides(env: &Env) -> Result<Overrides, JsValue> {
-    let call = js_sys::Promise::resolve(&overrides_object(env)?.get_overrides()?);
-    let text =
-        JsFuture::from(js::within(&call, f64::from(crate::config::STORE_TIMEOUT_MS), &JsValue::UNDEFINED)?).await?;
-    let text = text.as_string().ok_or_else(|| JsValue::from_str("no answer in time"))?;
-    Overrides::from_json(&text).map(|(o, _)| o).map_err(|e| JsValue::from_str(&e))
+    read_stored(env, js::Stub::get_overrides, Overrides::from_json).await
+}
+
+/// A document the overrides object keeps (the tenants' overrides, the rules'), as it holds it
+/// now: asked by `get` within the store's timeout, read by `read` (entries that no longer
+/// validate left out).
+pub async fn read_stored<T>(
+    env: &Env,
+    get: impl FnOnce(&js::Stub) -> Result<JsValue, JsValue>,
+    read: impl FnOnce(&str) -> Result<(T, Vec<String>), String>,
+) -> Result<T, JsValue> {
+    let call = overrides_object(env).and_then(|o| get(&o));
+    let text = js::store_answer(call, "the overrides store", crate::config::STORE_TIMEOUT_MS).await?;
+    let text = text.as_string().ok_or_else(|| JsValue::from_str("the overrides store answered no text"))?;
+    read(&text).map(|(found, _)| found).map_err(|e| JsValue::from_str(&e))
 }
 
 /// Forget this isolate's copy of the overrides (after a change made through it).

@@ -59,8 +59,52 @@ pub struct Isolate {
     guesses: Option<crate::edge::guesses::Guesses>,
     /// The salt of its tables' hashes.
     pub(crate) salt: (u64, u64),
-    /// Its copy of the runtime overrides of the rules' `enforce`, and when it was read.
-    pub(crate) rule_overrides: Option<(crate::core::time::Instant, alloc::rc::Rc<crate::edge::rules::RuleOverrides>)>,
+    /// Its copy of the runtime overrides of the rules' `enforce`.
+    pub(crate) rule_overrides: StoredCopy<crate::edge::rules::RuleOverrides>,
+}
+
+/// An isolate's copy of a document a store keeps (the runtime overrides of tenant limits, of
+/// the rules' `enforce`), trusted for [`tenant::OVERRIDES_FRESH`] after it was read; when it
+/// cannot be read again, the copy in hand serves (an empty one before any).
+pub(crate) struct StoredCopy<T>(Option<(crate::core::time::Instant, alloc::rc::Rc<T>)>);
+
+impl<T: Default> StoredCopy<T> {
+    /// No copy yet.
+    pub(crate) const fn new() -> Self {
+        StoredCopy(None)
+    }
+
+    /// The copy, when it was read less than [`tenant::OVERRIDES_FRESH`] before `now`.
+    pub(crate) fn fresh(&self, now: crate::core::time::Instant) -> Option<alloc::rc::Rc<T>> {
+        let (at, copy) = self.0.as_ref()?;
+        (now < *at + tenant::OVERRIDES_FRESH).then(|| alloc::rc::Rc::clone(copy))
+    }
+
+    /// What a read asked at `at` came to: the document, kept as the fresh copy; or, when it
+    /// could not be read, the copy in hand and why.
+    pub(crate) fn refreshed(
+        &mut self,
+        at: crate::core::time::Instant,
+        read: Result<T, String>,
+    ) -> (alloc::rc::Rc<T>, Option<String>) {
+        match read {
+            Ok(fresh) => {
+                let fresh = alloc::rc::Rc::new(fresh);
+                self.0 = Some((at, alloc::rc::Rc::clone(&fresh)));
+                (fresh, None)
+            }
+            Err(error) => {
+                let held =
+                    self.0.as_ref().map_or_else(|| alloc::rc::Rc::new(T::default()), |(_, o)| alloc::rc::Rc::clone(o));
+                (held, Some(error))
+            }
+        }
+    }
+
+    /// Forget the copy (after a change made through this isolate).
+    pub(crate) fn forget(&mut self) {
+        self.0 = None;
+    }
 }
 
 impl Default for Isolate {
@@ -83,7 +127,7 @@ impl Isolate {
             pre_read: None,
             guesses: None,
             salt,
-            rule_overrides: None,
+            rule_overrides: StoredCopy::new(),
         }
     }
 
@@ -100,7 +144,7 @@ impl Isolate {
 
     /// Forget its copy of the rules' runtime overrides (after a change made through it).
     pub fn forget_rule_overrides(&mut self) {
-        self.rule_overrides = None;
+        self.rule_overrides.forget();
     }
 
     /// The blocks it remembers.

@@ -388,9 +388,8 @@ impl<'s> RulesCheck<'s> {
                 continue;
             }
             if let Overrides::Unread = self.overrides {
-                let fresh = isolate.rule_overrides.as_ref().filter(|(at, _)| now < *at + OVERRIDES_FRESH);
-                if let Some((_, held)) = fresh {
-                    self.overrides = Overrides::Held(Rc::clone(held));
+                if let Some(held) = isolate.rule_overrides.fresh(now) {
+                    self.overrides = Overrides::Held(held);
                 } else {
                     // (this rule is looked at again once they are in hand)
                     self.next -= 1;
@@ -439,20 +438,8 @@ impl<'s> RulesCheck<'s> {
     pub fn answer(&mut self, isolate: &mut Isolate, answer: Answer) {
         if let Answer::Overrides(read) = answer {
             let Overrides::Reading(asked) = self.overrides else { panic!("overrides answered unasked") };
-            let held = match read {
-                Ok(fresh) => {
-                    let fresh = Rc::new(fresh);
-                    isolate.rule_overrides = Some((asked, Rc::clone(&fresh)));
-                    fresh
-                }
-                Err(error) => {
-                    self.notes.push(Note::OverridesUnreadable(error));
-                    isolate
-                        .rule_overrides
-                        .as_ref()
-                        .map_or_else(|| Rc::new(RuleOverrides::default()), |(_, o)| Rc::clone(o))
-                }
-            };
+            let (held, error) = isolate.rule_overrides.refreshed(asked, read);
+            self.notes.extend(error.map(Note::OverridesUnreadable));
             self.overrides = Overrides::Held(held);
             return;
         }

@@ -52,7 +52,7 @@ pub type Applied = Rc<(TenantLimit, LimitSource, u64)>;
 /// What an isolate keeps for tenants: its copy of the overrides, its own buckets (the
 /// stores' stand-in), each tenant's share in flight, and the clamped overrides it logged.
 pub struct TenantState {
-    overrides: Option<(Instant, Rc<Overrides>)>,
+    overrides: super::StoredCopy<Overrides>,
     local: TenantTable,
     /// An entry exists only while a request of its tenant is in flight (it is removed when
     /// the last one is given back): never more tenants than requests in flight.
@@ -64,7 +64,7 @@ impl TenantState {
     /// An isolate's tenant state; `salt` keys its table's hash (draw it at random).
     pub fn new(salt: (u64, u64)) -> Self {
         TenantState {
-            overrides: None,
+            overrides: super::StoredCopy::new(),
             local: TenantTable::new(MAX_LOCAL_TENANTS, salt),
             queues: HashMap::with_hasher(FixedState::with_seed(salt.0)),
             clamped: BTreeSet::new(),
@@ -73,7 +73,7 @@ impl TenantState {
 
     /// Forget the copy of the overrides (after a change made through this isolate).
     pub fn forget_overrides(&mut self) {
-        self.overrides = None;
+        self.overrides.forget();
     }
 
     /// Give back one request of `bytes` of `tenant`'s share in flight.
@@ -531,9 +531,8 @@ impl<'s> TenantCheck<'s> {
                     return TenantStep::Hash { key };
                 }
                 Stage::Named(tenant) => {
-                    let fresh = isolate.tenants.overrides.as_ref().filter(|(at, _)| now < *at + OVERRIDES_FRESH);
-                    if let Some((_, overrides)) = fresh {
-                        self.overrides = Some(Rc::clone(overrides));
+                    if let Some(overrides) = isolate.tenants.overrides.fresh(now) {
+                        self.overrides = Some(overrides);
                         self.limit(isolate, tenant, now);
                     } else {
                         self.stage = Stage::Reading(tenant);
@@ -574,26 +573,20 @@ impl<'s> TenantCheck<'s> {
             }
             (Stage::Reading(tenant), TenantAnswer::Overrides(read)) => {
                 let state = &mut isolate.tenants;
-                let overrides = match read {
-                    Ok(mut fresh) => {
-                        let instance_max = self.tenants.and_then(|t| t.max_body_bytes);
-                        for clamped in fresh.clamp_bodies(instance_max) {
-                            if state.clamped.len() >= Overrides::MAX {
-                                state.clamped.clear();
-                            }
-                            if state.clamped.insert((clamped.tenant.clone(), clamped.set_at)) {
-                                self.notes.push(TenantNote::Clamped(clamped));
-                            }
+                let read = read.map(|mut fresh| {
+                    let instance_max = self.tenants.and_then(|t| t.max_body_bytes);
+                    for clamped in fresh.clamp_bodies(instance_max) {
+                        if state.clamped.len() >= Overrides::MAX {
+                            state.clamped.clear();
                         }
-                        let fresh = Rc::new(fresh);
-                        state.overrides = Some((now, Rc::clone(&fresh)));
-                        fresh
+                        if state.clamped.insert((clamped.tenant.clone(), clamped.set_at)) {
+                            self.notes.push(TenantNote::Clamped(clamped));
+                        }
                     }
-                    Err(error) => {
-                        self.notes.push(TenantNote::OverridesUnreadable(error));
-                        state.overrides.as_ref().map_or_else(|| Rc::new(Overrides::default()), |(_, o)| Rc::clone(o))
-                    }
-                };
+                    fresh
+                });
+                let (overrides, error) = state.overrides.refreshed(now, read);
+                self.notes.extend(error.map(TenantNote::OverridesUnreadable));
                 self.overrides = Some(overrides);
                 self.limit(isolate, tenant, now);
             }
