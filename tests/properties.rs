@@ -6,7 +6,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use proptest::prelude::*;
-use sluicegate::keyed::{Keyed, KeyedGcra, Slots};
+use sluicegate::keyed::{Keyed, KeyedGcra, PackedGcra, Slots};
 use sluicegate::limit::{check_all, Blocking, FixedWindow, Gcra, Limiter, SlidingLog, SlidingWindow};
 use sluicegate::rules::AnyLimiter;
 use sluicegate::{CostTooHigh, Decision, Instant, Span};
@@ -592,6 +592,80 @@ proptest! {
         }
         for key in 0..300u16 {
             prop_assert_eq!(table.get(&key), keyed.get(&key).copied(), "key {}", key);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Token buckets with count-then-block packed 16 bytes a slot (`PackedGcra`, behind the
+    /// JavaScript `Limiter`'s `token_bucket`) answer every operation exactly as the same
+    /// limiters kept whole: checks (with when each is back at full quota), first requests,
+    /// peeks, blocks imposed on held and new keys, removals and sweeps, the slots given and
+    /// freed, and the full table's refusals.
+    #[test]
+    fn packed_token_buckets_answer_as_whole_ones(
+        burst in 1u32..=4,
+        count in 1u32..=4,
+        period_ms in 1u64..=1_000,
+        block_ms in prop_oneof![Just(0u64), 1u64..=1_000],
+        max_keys in 1usize..=6,
+        gaps in schedule(300),
+        ops in prop::collection::vec((0u8..16, 0u32..8, 0u64..1_500), 300),
+    ) {
+        let quota = Gcra::new(burst, Span::from_millis(period_ms), count).unwrap();
+        let prototype = Blocking::new(quota, Span::from_millis(block_ms));
+        let mut whole = Slots::new(prototype.clone(), max_keys);
+        let mut packed = Slots::<_, PackedGcra>::packed(prototype, max_keys);
+        let times = arrivals(SEC, quota.interval().as_nanos() / 2, &gaps);
+        for ((&now, &(_, raw)), &(op, slot, ms)) in times.iter().zip(&gaps).zip(&ops) {
+            let (now, cost) = (at(now), raw % (burst + 2));
+            let (mut freed_whole, mut freed_packed) = (Vec::new(), Vec::new());
+            match op {
+                0..=6 => prop_assert_eq!(
+                    packed.check_until_full(slot, now, cost),
+                    whole.check_until_full(slot, now, cost),
+                    "check of slot {} at {:?}", slot, now
+                ),
+                7..=9 => prop_assert_eq!(
+                    packed.check_new(now, cost, &mut |s| freed_packed.push(s)),
+                    whole.check_new(now, cost, &mut |s| freed_whole.push(s)),
+                    "first request at {:?}", now
+                ),
+                10 => {
+                    let held = (slot % 2 == 0).then_some(slot);
+                    prop_assert_eq!(packed.peek(held, now, cost), whole.peek(held, now, cost));
+                }
+                11 => {
+                    let until = now + Span::from_millis(ms);
+                    prop_assert_eq!(
+                        packed.with_mut(slot, |l| l.impose_block(until)),
+                        whole.with_mut(slot, |l| l.impose_block(until))
+                    );
+                }
+                12 => {
+                    let until = now + Span::from_millis(ms);
+                    prop_assert_eq!(
+                        packed.claim(now, |l| l.impose_block(until), &mut |s| freed_packed.push(s)),
+                        whole.claim(now, |l| l.impose_block(until), &mut |s| freed_whole.push(s))
+                    );
+                }
+                13 => prop_assert_eq!(packed.remove(slot), whole.remove(slot)),
+                14 => prop_assert_eq!(
+                    packed.sweep(now, &mut |s| freed_packed.push(s)),
+                    whole.sweep(now, &mut |s| freed_whole.push(s))
+                ),
+                _ => prop_assert_eq!(packed.with(slot, Limiter::full_at), whole.with(slot, Limiter::full_at)),
+            }
+            prop_assert_eq!(freed_packed, freed_whole);
+            prop_assert_eq!(packed.len(), whole.len());
+        }
+        for slot in 0..8 {
+            prop_assert_eq!(
+                packed.with(slot, |l| (l.full_at(), l.blocked_until(Instant::ZERO))),
+                whole.with(slot, |l| (l.full_at(), l.blocked_until(Instant::ZERO)))
+            );
         }
     }
 }

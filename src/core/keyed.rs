@@ -9,20 +9,22 @@
 //! [`Keyed`] holds the keys, in a salted hash table. [`Slots`] is the same table without
 //! them: limiters in numbered slots, for a caller that keeps its own key → slot index (the
 //! JavaScript `Limiter` keeps a `Map` of strings, so a key never crosses into wasm). Both
-//! decide a new key and a full table the same way. [`KeyedGcra`] is `Keyed<K, Gcra>`'s
+//! decide a new key and a full table the same way; a slot holds its limiter whole, or, for a
+//! token bucket with count-then-block, packed in 16 bytes ([`PackedGcra`]). [`KeyedGcra`] is `Keyed<K, Gcra>`'s
 //! decisions in a table of keys and their GCRA state side by side, for many keys.
 
 use crate::core::limit::{CostTooHigh, Decision, Limiter};
 use crate::core::time::{Instant, Span};
 use alloc::borrow::ToOwned;
-use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::hash::Hash;
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 
 mod gcra;
+mod slots;
 pub use gcra::KeyedGcra;
+pub use slots::{PackedGcra, Packing, Slots, Whole};
 
 /// What both tables share: the ceiling on entries, and when a sweep could free one.
 struct Ceiling {
@@ -71,220 +73,6 @@ fn first_check<L: Limiter + Clone>(
     let decision = fresh.check(now, cost)?;
     let keep = !fresh.is_idle(now);
     Ok((decision, keep.then_some(fresh)))
-}
-
-/// Limiters in numbered slots, at most `max_keys` of them, each a fresh copy of a prototype
-/// when claimed; slots of limiters back at full quota are freed by a sweep and reused.
-///
-/// # Examples
-/// ```
-/// use sluicegate::keyed::Slots;
-/// use sluicegate::limit::Gcra;
-/// use sluicegate::{Instant, Span};
-/// let mut slots = Slots::new(Gcra::new(1, Span::from_secs(1), 1).unwrap(), 1);
-/// let t = Instant::from_secs(5);
-/// let (decision, slot) = slots.check_new(t, 1, &mut |_| {}).unwrap();
-/// assert!(decision.is_allowed());
-/// let slot = slot.expect("it remembers the request, so it holds a slot");
-/// assert!(!slots.check(slot, t, 1).unwrap().is_allowed());
-/// // The table is full: a new key is refused until the slot's limiter is back at full quota.
-/// assert!(!slots.check_new(t, 1, &mut |_| {}).unwrap().0.is_allowed());
-/// let mut freed = Vec::new();
-/// assert!(slots.check_new(t + Span::from_secs(1), 1, &mut |s| freed.push(s)).unwrap().0.is_allowed());
-/// assert_eq!(freed, [slot]);
-/// ```
-pub struct Slots<L> {
-    slots: Vec<Option<L>>,
-    free: Vec<u32>,
-    live: usize,
-    prototype: L,
-    ceiling: Ceiling,
-}
-
-impl<L: Limiter + Clone> Slots<L> {
-    /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
-    /// of `prototype` (which should be fresh).
-    pub fn new(prototype: L, max_keys: usize) -> Self {
-        Slots { slots: Vec::new(), free: Vec::new(), live: 0, prototype, ceiling: Ceiling::new(max_keys) }
-    }
-
-    /// Check a request against the limiter in `slot`. A slot that holds none (never
-    /// claimed, or freed) answers as a fresh limiter and keeps nothing.
-    ///
-    /// # Errors
-    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
-    pub fn check(&mut self, slot: u32, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
-        self.check_until_full(slot, now, cost).map(|(decision, _)| decision)
-    }
-
-    /// [`check`](Slots::check), also returning when the slot's limiter is back at full
-    /// quota after it (`now` for a slot that holds none).
-    ///
-    /// # Errors
-    /// As for `check`.
-    pub fn check_until_full(&mut self, slot: u32, now: Instant, cost: u32) -> Result<(Decision, Instant), CostTooHigh> {
-        match self.slots.get_mut(slot as usize) {
-            Some(Some(limiter)) => {
-                let decision = limiter.check(now, cost)?;
-                // A check can bring an entry's idle time forward (a block shorter than its
-                // window); keep the ceiling's bound below every entry's.
-                let full_at = limiter.full_at();
-                self.ceiling.note(full_at);
-                Ok((decision, full_at))
-            }
-            _ => Ok((self.prototype.clone().check(now, cost)?, now)),
-        }
-    }
-
-    /// Check the first request of a new key: against a fresh limiter, which is given a slot
-    /// only if the request left a trace in it. A full table is swept first (each freed slot
-    /// is passed to `freed`, so the caller drops its keys); if it is still full the request
-    /// is refused until the earliest entry frees up, and gets no slot.
-    ///
-    /// # Errors
-    /// [`CostTooHigh`] when `cost` exceeds a limiter's whole capacity.
-    pub fn check_new(
-        &mut self,
-        now: Instant,
-        cost: u32,
-        freed: &mut dyn FnMut(u32),
-    ) -> Result<(Decision, Option<u32>), CostTooHigh> {
-        let (decision, fresh) = first_check(&self.prototype, now, cost)?;
-        let Some(fresh) = fresh else { return Ok((decision, None)) };
-        match self.place(fresh, now, freed) {
-            Ok(slot) => Ok((decision, Some(slot))),
-            Err(retry_after) => Ok((Decision::Deny { retry_after }, None)),
-        }
-    }
-
-    /// A slot for a fresh limiter changed by `change` (a block imposed from outside, say),
-    /// on the terms of [`check_new`](Slots::check_new).
-    ///
-    /// # Errors
-    /// How long until the earliest entry frees up, when the table is full.
-    pub fn claim(
-        &mut self,
-        now: Instant,
-        change: impl FnOnce(&mut L),
-        freed: &mut dyn FnMut(u32),
-    ) -> Result<u32, Span> {
-        let mut fresh = self.prototype.clone();
-        change(&mut fresh);
-        self.place(fresh, now, freed)
-    }
-
-    fn place(&mut self, limiter: L, now: Instant, freed: &mut dyn FnMut(u32)) -> Result<u32, Span> {
-        let (slots, free, live) = (&mut self.slots, &mut self.free, &mut self.live);
-        self.ceiling.room(*live, now, |now| {
-            let (dropped, earliest) = sweep_slots(slots, free, now, freed);
-            *live -= dropped;
-            (dropped, earliest)
-        })?;
-        self.ceiling.note(limiter.full_at());
-        self.live += 1;
-        Ok(match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = Some(limiter);
-                slot
-            }
-            None => {
-                self.slots.push(Some(limiter));
-                (self.slots.len() - 1) as u32
-            }
-        })
-    }
-
-    /// What `check` would answer for `slot` (`None`: a key with no slot), changing nothing.
-    ///
-    /// # Errors
-    /// As for `check`.
-    pub fn peek(&self, slot: Option<u32>, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
-        match slot.and_then(|s| self.get(s)) {
-            Some(limiter) => limiter.peek(now, cost),
-            None => self.prototype.peek(now, cost),
-        }
-    }
-
-    /// The limiter in `slot`, if it holds one.
-    pub fn get(&self, slot: u32) -> Option<&L> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
-    }
-
-    /// The limiter in `slot`, to change it (e.g. impose a block), if it holds one.
-    pub fn get_mut(&mut self, slot: u32) -> Option<&mut L> {
-        let limiter = self.slots.get_mut(slot as usize).and_then(Option::as_mut)?;
-        // Whatever the caller changes, the ceiling's bound must stay below every entry's:
-        // take the earliest possible (a sweep then finds the truth).
-        self.ceiling.next_sweep = Instant::ZERO;
-        Some(limiter)
-    }
-
-    /// Free `slot` (its key starts afresh); whether it held a limiter.
-    pub fn remove(&mut self, slot: u32) -> bool {
-        match self.slots.get_mut(slot as usize) {
-            Some(entry @ Some(_)) => {
-                *entry = None;
-                self.free.push(slot);
-                self.live -= 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Free every slot whose limiter is back at full quota at `now`, passing each to
-    /// `freed`; returns how many. O(slots): call it from a timer, or let a full table call it.
-    pub fn sweep(&mut self, now: Instant, freed: &mut dyn FnMut(u32)) -> usize {
-        let (dropped, earliest) = sweep_slots(&mut self.slots, &mut self.free, now, freed);
-        self.live -= dropped;
-        self.ceiling.next_sweep = earliest;
-        dropped
-    }
-
-    /// How many slots hold a limiter.
-    pub fn len(&self) -> usize {
-        self.live
-    }
-
-    /// Whether no slot holds a limiter.
-    pub fn is_empty(&self) -> bool {
-        self.live == 0
-    }
-
-    /// The ceiling on slots.
-    pub fn max_keys(&self) -> usize {
-        self.ceiling.max_keys
-    }
-
-    /// The prototype every slot starts from.
-    pub fn prototype(&self) -> &L {
-        &self.prototype
-    }
-}
-
-/// Free the slots of limiters back at full quota at `now`: how many, and the earliest
-/// `full_at` of those left.
-fn sweep_slots<L: Limiter>(
-    slots: &mut [Option<L>],
-    free: &mut Vec<u32>,
-    now: Instant,
-    freed: &mut dyn FnMut(u32),
-) -> (usize, Instant) {
-    let mut earliest = Instant::from_nanos(u64::MAX);
-    let mut count = 0;
-    for (slot, entry) in slots.iter_mut().enumerate() {
-        let Some(limiter) = entry else { continue };
-        let full_at = limiter.full_at();
-        if full_at <= now {
-            *entry = None;
-            free.push(slot as u32);
-            freed(slot as u32);
-            count += 1;
-        } else {
-            earliest = earliest.min(full_at);
-        }
-    }
-    (count, earliest)
 }
 
 /// One limiter per key, each a fresh copy of a prototype on first use, in a salted hash

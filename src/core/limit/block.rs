@@ -57,6 +57,19 @@ impl<L: Limiter + Clone> Blocking<L> {
         }
     }
 
+    /// The end of the last block imposed, in force or not (a block that has ended is
+    /// forgotten, and the inner limiter reset, at the next check).
+    pub(crate) fn block_end(&self) -> Option<Instant> {
+        self.blocked_until
+    }
+
+    /// This limiter with its block's end set to `until`, as [`block_end`](Self::block_end)
+    /// reads it: a packed slot's state put back.
+    pub(crate) fn with_block_end(mut self, until: Option<Instant>) -> Self {
+        self.blocked_until = until;
+        self
+    }
+
     /// The inner limiter.
     pub fn inner(&self) -> &L {
         &self.inner
