@@ -10,8 +10,9 @@
 //! them: limiters in numbered slots, for a caller that keeps its own key → slot index (the
 //! JavaScript `Limiter` keeps a `Map` of strings, so a key never crosses into wasm). Both
 //! decide a new key and a full table the same way; a slot holds its limiter whole, or, for a
-//! token bucket with count-then-block, packed in 16 bytes ([`PackedGcra`]). [`KeyedGcra`] is `Keyed<K, Gcra>`'s
-//! decisions in a table of keys and their GCRA state side by side, for many keys.
+//! token bucket with count-then-block, packed in 16 bytes ([`PackedGcra`]). [`KeyedGcra`] is
+//! `Keyed<K, Gcra>`'s decisions in a table of keys and their GCRA state side by side, for
+//! many keys.
 
 use crate::core::limit::{CostTooHigh, Decision, Limiter};
 use crate::core::time::{Instant, Span};
