@@ -99,10 +99,9 @@ impl<K: Hash + Eq + Clone + Default> KeyedGcra<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if let Ok(i) = self.find(key) {
-            let tat = &mut self.slots[i].1;
-            let decision = self.quota.check_tat(tat, now, cost);
-            self.ceiling.note(*tat);
-            return decision;
+            // A check never moves a bucket's TAT back, so the ceiling's bound, at most its
+            // TAT before, stays below it: nothing to note.
+            return self.quota.check_tat(&mut self.slots[i].1, now, cost);
         }
         let mut tat = self.quota.full_at();
         let decision = self.quota.check_tat(&mut tat, now, cost)?;
