@@ -35,6 +35,13 @@ import { AT_MS, figures, ID, pacerError, RETRY_AFTER_MS } from "./pacer-core.js"
  * @property {number | null} [slackMs] How late a call may go out after its planned instant (a late timer, a wait for a free
  *   slot) without being planned again; every window is reserved this much longer. Default
  *   (or `null`): 1 % of the shortest window, from 100 ms to 1 s.
+ * @property {number | null} [fixedWindowMarginMs] Plan against the upstream's fixed windows (window k of a length L
+ *   is [k·L, (k+1)·L) on `now`'s clock, ms since the Unix epoch) instead of rolling ones, a call at t counting in
+ *   every window it may land in within this margin either way (clock error, the upstream's own offset, the time a
+ *   call takes to arrive and be counted): a window's budget is spent from its start instead of a whole window after
+ *   the first call. Only for an upstream whose windows are fixed and a clock known to agree with its clock to within
+ *   the margin (a wrong clock could overspend a window by up to one budget); `slackMs` is then unused. Default
+ *   (or `null`): rolling windows, safe whatever the clocks say.
  * @property {() => number} [now] The clock, in milliseconds (default `Date.now`); shared by every tab when persisted.
  */
 

@@ -35,13 +35,14 @@ async function startOfWindow(offset = 30) {
   await new Promise((r) => setTimeout(r, (MINUTE_MS - into + offset) % MINUTE_MS));
 }
 
-function compressedPacer(minuteBudget = 550) {
+function compressedPacer(minuteBudget = 550, extra = {}) {
   return new Pacer({
     windows: [
       { lengthMs: MINUTE_MS, budget: minuteBudget },
       { lengthMs: HOUR_MS, budget: 4_800 },
       { lengthMs: DAY_MS, budget: 9_500 },
     ],
+    ...extra,
   });
 }
 
@@ -88,6 +89,29 @@ describe("a 1,500-location × 16-day analysis", () => {
       progress.some((p) => p.etaMs > 0),
       "a countdown was available while waiting",
     );
+  });
+
+  test("with a pacer planning against the mock's fixed windows: zero 429s, at most 550 planned in any of its windows, done within five", async () => {
+    // The mock's windows are multiples of their length on this machine's clock, which the
+    // pacer shares; 50 ms covers a call's way there and back. Each call is counted in every
+    // window it may land in (its planned instant ± the margin).
+    const pacer = compressedPacer(550, { fixedWindowMarginMs: 50 });
+    const planned = [];
+    pacer.addEventListener("queued", (e) => planned.push([e.detail.atMs, e.detail.weight]));
+    const outcome = await fetchForecasts(points(1_500), PARAMS, options({ pacer, cache: new LocationCache() }));
+    assert.equal(outcome.state, "done", JSON.stringify(outcome.abort));
+    assert.ok(outcome.results.every((r) => r?.daily?.time.length === 16));
+    assert.equal((await mockState()).rejected_429, 0);
+    assert.equal(planned.length, outcome.stats.calls);
+    const loads = new Map();
+    for (const [at, weight] of planned) {
+      for (let k = Math.floor((at - 50) / MINUTE_MS); k <= Math.floor((at + 50) / MINUTE_MS); k++) loads.set(k, (loads.get(k) ?? 0) + weight);
+    }
+    assert.ok(Math.max(...loads.values()) <= 550, `planned per window: ${[...loads.values()]}`);
+    // 1,714 weighted calls need four windows of 550; a fifth only when the first calls were
+    // asked within the margin of a boundary and count in two
+    const windows = planned.map(([at]) => Math.floor(at / MINUTE_MS));
+    assert.ok(Math.max(...windows) - Math.min(...windows) <= 4, `planned over windows ${[...new Set(windows)]}`);
   });
 
   test("run again within the TTL, it issues no upstream call", async () => {

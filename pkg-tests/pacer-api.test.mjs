@@ -115,7 +115,7 @@ test("eleven calls sharing one AbortSignal add one listener: no MaxListenersExce
 });
 
 test("every option of the wrong type is refused naming it, and so is an unknown field, at construction and in setLimits", async () => {
-  for (const key of ["maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"]) {
+  for (const key of ["maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight", "fixedWindowMarginMs"]) {
     for (const bad of ["1", true, {}, [1]]) {
       assert.throws(() => new PacerCore({ [key]: bad }), new RegExp(`pacer options: ${key} must be a number, got ${Array.isArray(bad) ? "array" : typeof bad}`));
     }

@@ -159,3 +159,62 @@ test("a refused input or limit is the same error as before, from place, tryAcqui
     (e) => e.name === "PacerQueueFullError" && e.option === "maxQueued" && e.limit === 1,
   );
 });
+
+// Open-Meteo's windows with a minute compressed to 1 s, as the benchmark and the mock use them.
+const FIXED = [
+  { lengthMs: 1_000, budget: 550 },
+  { lengthMs: 60_000, budget: 4_800 },
+  { lengthMs: 1_440_000, budget: 9_500 },
+];
+
+/** The weight each fixed 1 s window gets when every call counts in each window it may land in (its instant ± margin). */
+function perWindow(placed, marginMs, lengthMs = 1_000) {
+  const loads = new Map();
+  for (const [at, weight] of placed) {
+    for (let k = Math.floor((at - marginMs) / lengthMs); k <= Math.floor((at + marginMs) / lengthMs); k++) loads.set(k, (loads.get(k) ?? 0) + weight);
+  }
+  return loads;
+}
+
+test("with fixedWindowMarginMs, a 1,500 × 16-day fan-out fills each upstream window from its start: four windows, never more than 550 in one", () => {
+  const weights = [...Array(15).fill((96 * 16) / 14), (60 * 16) / 14]; // fetchForecasts' 16 calls
+  for (const into of [0, 300, 940, 990]) {
+    const now = 1_796_528_088_000 + into;
+    const fixed = new PacerCore({ windows: FIXED, fixedWindowMarginMs: 50 });
+    assert.equal(fixed.snapshot(now).fixedWindowMarginMs, 50);
+    const placed = weights.map((w) => [fixed.place(now, w), w]);
+    const windows = perWindow(placed, 50);
+    assert.ok(Math.max(...windows.values()) <= 550, `${into} ms into a window: ${[...windows.values()]}`);
+    const last = placed.at(-1)[0];
+    const start = now - into;
+    // the last call goes at the start of the fourth window (the fifth when the first calls
+    // fall within the margin of a boundary and count in two), plus the margin
+    const expected = start + (into + 50 >= 1_000 ? 4_000 : 3_000) + 50;
+    assert.equal(last, expected, `${into} ms into a window`);
+    // rolling windows send the last call three windows and three slacks after the first
+    const rolling = new PacerCore({ windows: FIXED, slackMs: null });
+    assert.equal(weights.map((w) => rolling.place(now, w)).at(-1), now + 3_300);
+  }
+});
+
+test("with fixedWindowMarginMs, no fixed window gets more than its budget, counting each call in every window it may land in", () => {
+  let seed = 0x2545f491;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
+  const core = new PacerCore({ windows: FIXED, fixedWindowMarginMs: 50 });
+  const placed = [];
+  let now = 1_796_528_088_000;
+  for (let i = 0; i < 2_000; i++) {
+    now += Math.floor(random() * 40);
+    const weight = 1 + Math.floor(random() * 113);
+    placed.push([core.place(now, weight), weight]);
+  }
+  const loads = [...perWindow(placed, 50).values()];
+  assert.ok(Math.max(...loads) <= 550, `fullest window ${Math.max(...loads)}`);
+  assert.ok(Math.max(...loads) > 540, "and windows are filled");
+  assert.throws(() => new PacerCore({ fixedWindowMarginMs: -1 }), /fixedWindowMarginMs must be a finite number ≥ 0, got -1/);
+  core.setLimits(now, { fixedWindowMarginMs: null });
+  assert.equal(core.snapshot(now).fixedWindowMarginMs, null, "null in setLimits is back to rolling windows");
+});

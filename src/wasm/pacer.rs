@@ -14,7 +14,7 @@ use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_PACER: &str = r#"
-/** One rolling window: at most `budget` weighted calls in any `lengthMs`. */
+/** One window: at most `budget` weighted calls in any `lengthMs` (or, with `fixedWindowMarginMs`, in each aligned `lengthMs`). */
 export interface PacerWindow {
   lengthMs: number;
   budget: number;
@@ -32,6 +32,16 @@ export interface PacerOptions {
    * 100 ms to 1 s (Pacer's default).
    */
   slackMs?: number | null;
+  /**
+   * A number: plan against the upstream's fixed windows instead of rolling ones, window k of a
+   * length L being [k·L, (k+1)·L) on the pacer's clock (ms since the Unix epoch, as `Date.now`),
+   * and a call at t landing anywhere in [t − margin, t + margin] on the upstream's (clock error,
+   * the upstream's own offset, the time a call takes to arrive and be counted): it counts in
+   * every window that meets, so no window the upstream counts gets more than its budget. A
+   * late call keeps its place while it lands in the windows it was counted in (`slackMs` is
+   * not used). Default `null`: rolling windows, safe whatever the clocks say.
+   */
+  fixedWindowMarginMs?: number | null;
   /** At most this many calls queued; beyond, a `PacerQueueFullError` (default: no cap). */
   maxQueued?: number;
   /** At most this much weight queued; beyond, a `PacerQueueFullError` (default: no cap). */
@@ -51,6 +61,8 @@ export interface PacerSnapshot {
   /** The in-flight cap (Infinity: none). */
   maxInFlight: number;
   slackMs: number;
+  /** The fixed windows' margin, or null for rolling windows. */
+  fixedWindowMarginMs: number | null;
   /** When the last queued call may go out, or null when nothing is queued. */
   drainsAtMs: number | null;
 }
@@ -136,6 +148,8 @@ struct Options {
     slack_ms: Option<Option<f64>>,
     max_queued: Option<f64>,
     max_queued_weight: Option<f64>,
+    /// Missing: unchanged (rolling at first); `null`: rolling; else the fixed windows' margin.
+    fixed_window_margin_ms: Option<Option<f64>>,
 }
 
 struct WindowOption {
@@ -146,7 +160,8 @@ struct WindowOption {
 /// Whose options the errors name.
 const WHAT: &str = "pacer options";
 
-const OPTION_FIELDS: &[&str] = &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight"];
+const OPTION_FIELDS: &[&str] =
+    &["windows", "maxWeight", "maxInFlight", "slackMs", "maxQueued", "maxQueuedWeight", "fixedWindowMarginMs"];
 
 /// `windows`: an array of `{ lengthMs, budget }`, each field a number and no other.
 fn windows_at(value: &JsValue) -> Result<Option<Vec<WindowOption>>, JsError> {
@@ -195,6 +210,7 @@ fn options_from(value: JsValue) -> Result<Options, JsError> {
         slack_ms: number("slackMs")?,
         max_queued: number("maxQueued")?.flatten(),
         max_queued_weight: number("maxQueuedWeight")?.flatten(),
+        fixed_window_margin_ms: number("fixedWindowMarginMs")?,
     })
 }
 
@@ -249,6 +265,12 @@ fn apply(
     if let Some(w) = options.max_queued_weight {
         limits.max_queued_weight = (positive(w, "pacer options: maxQueuedWeight")? * MILLI).floor() as u64;
     }
+    if let Some(margin) = options.fixed_window_margin_ms {
+        limits.fixed_windows = match margin {
+            Some(ms) => Some(Span::from_nanos(ms_to_nanos(non_negative(ms, "pacer options: fixedWindowMarginMs")?))),
+            None => None,
+        };
+    }
     Ok((windows, limits))
 }
 
@@ -278,7 +300,7 @@ fn id_arg(id: f64) -> Result<u64, JsError> {
 
 #[wasm_bindgen(js_class = PacerMachine)]
 impl PacerCoreJs {
-    /// `new PacerMachine({ windows?, maxWeight?, maxInFlight?, slackMs?, maxQueued?, maxQueuedWeight? })`.
+    /// `new PacerMachine({ windows?, maxWeight?, maxInFlight?, slackMs?, maxQueued?, maxQueuedWeight?, fixedWindowMarginMs? })`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
@@ -480,6 +502,8 @@ impl PacerCoreJs {
         let max = if limits.max_in_flight == usize::MAX { f64::INFINITY } else { limits.max_in_flight as f64 };
         set_prop(&out, "maxInFlight", &max.into());
         set_prop(&out, "slackMs", &nanos_to_ms(limits.slack.as_nanos()).into());
+        let fixed = limits.fixed_windows.map_or(JsValue::NULL, |margin| nanos_to_ms(margin.as_nanos()).into());
+        set_prop(&out, "fixedWindowMarginMs", &fixed);
         set_prop(&out, "drainsAtMs", &snap.drains_at.map_or(JsValue::NULL, |t| ms(t).into()));
         Ok(out.into())
     }

@@ -20,6 +20,18 @@
 //! fractional, e.g. 1.5), so the arithmetic is exact. Time is passed in; a rolling window of
 //! length `W` holds the reservations at instants in `(t − W, t]`.
 //!
+//! An upstream whose windows are fixed and clock-aligned (Open-Meteo's) can be planned
+//! against as it counts ([`PacerLimits::fixed_windows`]): window `k` of a length `L` is
+//! `[k·L, (k+1)·L)`, and a call counts in every window it may land in within a margin of its
+//! instant. A fan-out then spends each window's budget from its start instead of a whole
+//! rolling window after its first call:
+//!
+//! ```text
+//! budget 10 per 10 s, margin 1 s; weights 6, 6 asked at t = 7 s:
+//! rolling windows: the second 6 goes at 17 s, once the first has left the window
+//! fixed windows:   the second 6 goes at 11 s, from where it can only land in [10 s, 20 s)
+//! ```
+//!
 //! A reservation can be cancelled (its weight is refunded) until it is *dispatched*; after
 //! that it stays spent. The in-flight count is tracked for snapshots; the cap itself is
 //! applied by the caller, which moves a reservation to the instant it really goes out
@@ -140,6 +152,15 @@ pub struct PacerLimits {
     pub max_queued: usize,
     /// The most weight (thousandths) of this pacer queued; beyond, `reserve` refuses.
     pub max_queued_weight: u64,
+    /// `Some(margin)`: the windows are the upstream's fixed ones, window `k` of a length `L`
+    /// being `[k·L, (k+1)·L)` on this pacer's clock, and a call at `t` may land anywhere in
+    /// `[t − margin, t + margin]` on the upstream's (its clock's error, the upstream's own
+    /// offset, the time a call takes to arrive and be counted): each call counts in every
+    /// window that stretch meets, so no window the upstream counts gets
+    /// more than its budget, and a budget that a window's start leaves is spent then, not a
+    /// whole window after the first call. A late call keeps its place while it lands in the
+    /// windows it was counted in (the slack is not used). `None`: rolling windows.
+    pub fixed_windows: Option<Span>,
 }
 
 impl Default for PacerLimits {
@@ -151,6 +172,7 @@ impl Default for PacerLimits {
             max_in_flight: usize::MAX,
             max_queued: usize::MAX,
             max_queued_weight: u64::MAX,
+            fixed_windows: None,
         }
     }
 }
@@ -327,7 +349,9 @@ pub struct Replan {
 pub struct PacerCore {
     windows: Vec<Window>,
     limits: PacerLimits,
-    /// One per window, over the window's length plus the slack.
+    /// One per window: over the window's length plus the slack; with fixed windows, over the
+    /// window's length, each entry counted at the start of every window it may land in (the
+    /// load over `[k·L, (k+1)·L)` is then window `k`'s).
     loads: Vec<RollingWindow>,
     /// Other owners' entries and this pacer's released calls (unordered).
     history: Vec<Entry>,
@@ -400,7 +424,8 @@ impl PacerCore {
 
     /// The longest time an entry can still matter to a placement.
     fn horizon(&self) -> Span {
-        self.loads.iter().map(RollingWindow::length).max().unwrap_or(Span::ZERO)
+        let longest = self.loads.iter().map(RollingWindow::length).max().unwrap_or(Span::ZERO);
+        longest + self.limits.fixed_windows.unwrap_or(Span::ZERO)
     }
 
     /// Commit a call of `weight` at the earliest instant from `now` at which it fits every
@@ -483,7 +508,7 @@ impl PacerCore {
             return Due::Unknown;
         }
         let at = match call.at {
-            Some(at) if now <= at + self.limits.slack => at,
+            Some(at) if self.keeps_place(at, now) => at,
             stale => {
                 // Too late for its instant to hold the spend: count it where it goes out.
                 if let Some(at) = stale {
@@ -507,6 +532,17 @@ impl PacerCore {
         }
         self.go_out(id, Call { at: Some(at), ..call });
         Due::Go
+    }
+
+    /// Whether a call planned at `at` and going out at `now` still counts where it was
+    /// planned: within the slack (rolling windows), or landing in the windows it was counted
+    /// in (fixed ones).
+    fn keeps_place(&self, at: Instant, now: Instant) -> bool {
+        let Some(margin) = self.limits.fixed_windows else { return now <= at + self.limits.slack };
+        self.loads.iter().all(|load| {
+            let last = |t: Instant| starts(t, load.length(), margin).1;
+            last(now) <= last(at)
+        })
     }
 
     /// The queued `call` goes out: no longer queued, in flight until released.
@@ -653,18 +689,28 @@ impl PacerCore {
         self.set_limits(now, windows, PacerLimits { call_cap, ..self.limits })
     }
 
-    /// What each window holds at `now`, and what is queued.
+    /// What each window holds at `now` (the rolling window up to `now`, or the fixed window
+    /// holding it), and what is queued.
     pub fn snapshot(&self, now: Instant) -> Snapshot {
+        let fixed = self.limits.fixed_windows.is_some();
         let windows = self
             .windows
             .iter()
-            .map(|w| WindowUse {
-                window: *w,
-                spent: self
-                    .spends()
-                    .filter(|(at, _)| *at <= now && *at + w.length > now)
-                    .map(|(_, weight)| weight)
-                    .sum(),
+            .map(|w| {
+                // The first instant counted: the fixed window's start, or just after `now − length`.
+                let from = if fixed {
+                    starts(now, w.length, Span::ZERO).0
+                } else {
+                    (now.as_nanos() + 1).saturating_sub(w.length.as_nanos())
+                };
+                WindowUse {
+                    window: *w,
+                    spent: self
+                        .spends()
+                        .filter(|(at, _)| *at <= now && at.as_nanos() >= from)
+                        .map(|(_, weight)| weight)
+                        .sum(),
+                }
             })
             .collect();
         Snapshot {
@@ -773,15 +819,31 @@ impl PacerCore {
 
     /// Count `weight` at `at` in every window.
     fn put(&mut self, at: Instant, weight: u64) {
-        for load in &mut self.loads {
-            load.insert(at, weight);
-        }
+        self.count(at, weight, true);
     }
 
     /// Take `weight` at `at` out of every window.
     fn take(&mut self, at: Instant, weight: u64) {
+        self.count(at, weight, false);
+    }
+
+    /// Add or take back `weight` at `at`: at `at`, or at the start of every fixed window it
+    /// may land in.
+    fn count(&mut self, at: Instant, weight: u64, add: bool) {
+        let margin = self.limits.fixed_windows;
         for load in &mut self.loads {
-            load.remove(at, weight);
+            let (mut k, last) = match margin {
+                Some(margin) => starts(at, load.length(), margin),
+                None => (at.as_nanos(), at.as_nanos()),
+            };
+            while k <= last {
+                if add {
+                    load.insert(Instant::from_nanos(k), weight);
+                } else {
+                    load.remove(Instant::from_nanos(k), weight);
+                }
+                k = k.saturating_add(load.length().as_nanos().max(1));
+            }
         }
     }
 
@@ -839,7 +901,10 @@ impl PacerCore {
             // In a hurry, each window goes straight past its last rise.
             let stretches = if round >= MAX_ROUNDS { 0 } else { MAX_STRETCHES };
             for load in &self.loads {
-                let fit = load.fit(t, weight, stretches);
+                let fit = match self.limits.fixed_windows {
+                    Some(margin) => fixed_fit(load, t, weight, margin, stretches),
+                    None => load.fit(t, weight, stretches),
+                };
                 if fit != t {
                     t = fit;
                     moved = true;
@@ -850,6 +915,37 @@ impl PacerCore {
             }
         }
         Instant::from_nanos(t)
+    }
+}
+
+/// The starts (ns) of the first and last fixed window of `length` that a call at `at` may land
+/// in, `margin` either way.
+fn starts(at: Instant, length: Span, margin: Span) -> (u64, u64) {
+    let length = length.as_nanos().max(1);
+    let start = |t: u64| t - t % length;
+    (start(at.as_nanos().saturating_sub(margin.as_nanos())), start(at.as_nanos().saturating_add(margin.as_nanos())))
+}
+
+/// The earliest `t' ≥ t` at which `weight` fits every fixed window a call at `t'` may land in.
+/// `load` holds each entry at the starts of its windows, so its load over `[k·L, (k+1)·L)` is
+/// window `k`'s and every change is on a boundary: the rolling search from a window's start
+/// answers that start when the window has room, else the start of the first window after it
+/// that has; the call then goes `margin` after it, where it can only land from there on.
+fn fixed_fit(load: &RollingWindow, mut t: u64, weight: u64, margin: Span, stretches: usize) -> u64 {
+    'search: loop {
+        let (mut k, last) = starts(Instant::from_nanos(t), load.length(), margin);
+        while k <= last {
+            let room = load.fit(k, weight, stretches);
+            if room != k {
+                if room == u64::MAX {
+                    return room;
+                }
+                t = room.saturating_add(margin.as_nanos());
+                continue 'search;
+            }
+            k = k.saturating_add(load.length().as_nanos().max(1));
+        }
+        return t;
     }
 }
 
@@ -876,14 +972,16 @@ fn admissible(windows: &[Window], call_cap: Option<u64>, weight: u64) -> Result<
 }
 
 /// The checks of a configuration, and the windows placements count in: each window's length
-/// plus the slack, with its budget.
+/// plus the slack, with its budget, or the fixed windows with their margin.
 fn validate(windows: &[Window], limits: &PacerLimits) -> Result<Vec<RollingWindow>, PacerError> {
     if windows.is_empty() {
         return Err(PacerError::NoWindows);
     }
     let mut loads = Vec::with_capacity(windows.len());
     for (i, w) in windows.iter().enumerate() {
-        match RollingWindow::new(w.length + limits.slack, w.budget) {
+        // Fixed windows have no slack: a late call keeps its place only in its windows.
+        let slack = if limits.fixed_windows.is_some() { Span::ZERO } else { limits.slack };
+        match RollingWindow::new(w.length + slack, w.budget) {
             // The window's own length decides: a slack never makes an empty window long enough.
             Ok(load) if !w.length.is_zero() => loads.push(load),
             _ => return Err(PacerError::EmptyWindow(i)),
@@ -994,6 +1092,129 @@ mod tests {
         p.dispatch(a.id).unwrap();
         assert_eq!(p.snapshot(Instant::from_secs(12)).windows[0].spent, 5);
         assert_eq!(p.snapshot(Instant::from_secs(13)).windows[0].spent, 0);
+    }
+
+    /// Open-Meteo's three windows, a minute compressed to 1 s, planned as fixed windows with a
+    /// margin of 50 ms and the Pacer's default slack (100 ms, unused by fixed windows).
+    fn fixed(margin_ms: u64) -> PacerCore {
+        let windows = alloc::vec![
+            Window { length: Span::from_secs(1), budget: 550_000 },
+            Window { length: Span::from_secs(60), budget: 4_800_000 },
+            Window { length: Span::from_secs(1_440), budget: 9_500_000 },
+        ];
+        let limits = PacerLimits {
+            slack: Span::from_millis(100),
+            max_in_flight: 4,
+            fixed_windows: Some(Span::from_millis(margin_ms)),
+            ..PacerLimits::default()
+        };
+        PacerCore::with_limits(windows, limits).unwrap()
+    }
+
+    #[test]
+    fn with_fixed_windows_a_fan_out_fills_each_window_from_its_start() {
+        // The 1,500-location × 16-day analysis: 15 calls of 96 locations and one of 60, asked
+        // 300 ms into a window. Rolling windows send the calls 6–10 a window and the slack after
+        // the first; fixed ones at the next boundary plus the margin.
+        let mut p = fixed(50);
+        let now = Instant::from_millis(1_796_528_088_300);
+        let boundary = Instant::from_millis(1_796_528_089_000);
+        let margin = Span::from_millis(50);
+        let mut ats = alloc::vec::Vec::new();
+        for i in 0..16 {
+            ats.push(p.reserve(now, if i < 15 { 109_715 } else { 68_572 }).unwrap().at);
+        }
+        let second = Span::from_secs(1);
+        let expected: alloc::vec::Vec<Instant> = (0..16)
+            .map(|i| match i / 5 {
+                0 => now,
+                k => boundary + second.saturating_mul(k - 1) + margin,
+            })
+            .collect();
+        assert_eq!(ats, expected);
+        // finished within four windows: the last call 2.75 s after the first
+        assert_eq!(ats[15] - now, Span::from_millis(2_750));
+
+        let mut rolling = fixed(50);
+        rolling
+            .set_limits(now, rolling.windows().to_vec(), PacerLimits { fixed_windows: None, ..rolling.limits() })
+            .unwrap();
+        let last = (0..16).map(|i| rolling.reserve(now, if i < 15 { 109_715 } else { 68_572 }).unwrap().at).last();
+        assert_eq!(last, Some(now + Span::from_millis(3_300)), "rolling: three windows and three slacks");
+    }
+
+    #[test]
+    fn with_fixed_windows_no_window_the_upstream_counts_gets_more_than_its_budget() {
+        // Calls of 1–114 asked at scattered instants; every call counted in each 1 s window it
+        // may land in (its instant ± the margin) holds at most 550 there.
+        let mut p = fixed(50);
+        let mut seed = 0x2545_F491u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let mut now = Instant::from_millis(1_796_528_088_000);
+        let mut placed = alloc::vec::Vec::new();
+        for _ in 0..3_000 {
+            now = now + Span::from_millis(u64::from(next() % 40));
+            let weight = 1_000 + u64::from(next() % 113_000);
+            placed.push((p.reserve(now, weight).unwrap().at, weight));
+        }
+        let mut per_window = alloc::collections::BTreeMap::<u64, u64>::new();
+        for (at, weight) in placed {
+            let lo = (at.as_nanos() - 50_000_000) / 1_000_000_000;
+            let hi = (at.as_nanos() + 50_000_000) / 1_000_000_000;
+            for k in lo..=hi {
+                *per_window.entry(k).or_default() += weight;
+            }
+        }
+        let fullest = per_window.values().copied().max().unwrap();
+        assert!(fullest <= 550_000, "a window holds {fullest}");
+        assert!(fullest > 540_000, "and they are well used: {fullest}");
+    }
+
+    #[test]
+    fn with_fixed_windows_a_late_call_keeps_its_place_while_it_lands_in_the_same_window() {
+        let mut p = fixed(50);
+        let t = Instant::from_millis(10_300);
+        let a = p.reserve(t, 100_000).unwrap();
+        // 600 ms late, far past the 100 ms slack, and still 50 ms before the boundary: it goes
+        assert_eq!(p.due(Instant::from_millis(10_900), a.id), Due::Go);
+        let b = p.reserve(t, 100_000).unwrap();
+        // One that may land in the next window is placed again where it goes out (both
+        // windows have room, so at once), counted in both.
+        assert_eq!(p.due(Instant::from_millis(10_960), b.id), Due::Go);
+        assert_eq!(p.snapshot(Instant::from_millis(10_999)).windows[0].spent, 200_000);
+        assert_eq!(p.reserve(Instant::from_millis(10_960), 450_000).unwrap().at, Instant::from_millis(11_050));
+        assert_eq!(p.reserve(Instant::from_millis(10_960), 1_000).unwrap().at, Instant::from_millis(12_050));
+    }
+
+    #[test]
+    fn with_fixed_windows_a_call_within_the_margin_of_a_boundary_counts_in_both_windows() {
+        let mut p = fixed(50);
+        let near = Instant::from_millis(10_970);
+        p.reserve(near, 500_000).unwrap();
+        // neither window has room for 100 more: after the next boundary and the margin
+        assert_eq!(p.reserve(Instant::from_millis(10_000), 100_000).unwrap().at, Instant::from_millis(12_050));
+        // 50 more fit beside it in either window: at once
+        assert_eq!(p.reserve(Instant::from_millis(10_000), 50_000).unwrap().at, Instant::from_millis(10_000));
+        // Now 550 in the first window, 500 in the second, 100 in the third: 1 more goes in the
+        // second; the search in a hurry (no stretch stepped over) goes past the last rise, to
+        // the third, which has room too.
+        let fit = |stretches| {
+            let t = fixed_fit(
+                &p.loads[0],
+                Instant::from_millis(10_000).as_nanos(),
+                1_000,
+                Span::from_millis(50),
+                stretches,
+            );
+            Instant::from_nanos(t)
+        };
+        assert_eq!(fit(MAX_STRETCHES), Instant::from_millis(11_050));
+        assert_eq!(fit(0), Instant::from_millis(12_050));
     }
 
     #[test]
