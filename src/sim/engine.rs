@@ -642,6 +642,23 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
+        if self.edge.is_some() && self.through_edge(a)? {
+            return Ok(());
+        }
+        let wait = self.check_policies(a)?;
+        if self.rejecting.is_empty() {
+            self.admit(a);
+            return Ok(());
+        }
+        self.record_refusal(a, wait);
+        self.schedule_retry(a, wait)
+    }
+
+    /// Takes an attempt through the edge's stages, when the config has edge rules; true when
+    /// the edge answered it itself (its capabilities) or refused it (the refusal recorded and
+    /// the retry scheduled), false when it goes on to the configuration's policies.
+    #[inline(never)]
+    fn through_edge(&mut self, a: Attempt) -> Result<bool, SimError> {
         // Each attempt lands in one location and one isolate of it.
         if let Some(edge) = &mut self.edge {
             edge.place = edge.placer.place();
@@ -656,7 +673,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             let refused = match stage {
                 Stage::Capabilities if self.asks_capabilities(a) => {
                     self.count_admitted(a);
-                    return Ok(());
+                    return Ok(true);
                 }
                 Stage::PreRead => self.edge_pre_read(a)?,
                 Stage::Rules => self.edge_rules(a)?,
@@ -667,16 +684,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             };
             if let Some(wait) = refused {
                 self.record_refusal(a, wait);
-                return self.schedule_retry(a, wait);
+                self.schedule_retry(a, wait)?;
+                return Ok(true);
             }
         }
-        let wait = self.check_policies(a)?;
-        if self.rejecting.is_empty() {
-            self.admit(a);
-            return Ok(());
-        }
-        self.record_refusal(a, wait);
-        self.schedule_retry(a, wait)
+        Ok(false)
     }
 
     /// Counts an attempt the client makes (a logical request when it is the first).
