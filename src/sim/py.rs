@@ -437,6 +437,10 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
         1e20, 1e21, 1e22,
     ];
+    // one digit (a trace's usual cost)
+    if let [d @ b'0'..=b'9'] = bytes {
+        return Some(f64::from(d - b'0'));
+    }
     let (negative, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
@@ -603,6 +607,37 @@ mod tests {
         }
         for bad in ["", "1.0", "1e3", "_1", "+"] {
             assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+            /// A plain decimal reads as Rust's correctly rounded parse does, or not at all.
+            #[test]
+            fn a_plain_decimal_reads_as_a_correctly_rounded_parse(
+                text in "-?[0-9]{0,18}(\\.[0-9]{0,24})?",
+            ) {
+                let text = text.as_str();
+                let read = plain_decimal(text.as_bytes());
+                if let Some(x) = read {
+                    prop_assert_eq!(x.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{}", text);
+                }
+                prop_assert_eq!(parse_float(text).map(f64::to_bits), text.parse::<f64>().ok().map(f64::to_bits));
+            }
+        }
+
+        #[test]
+        fn every_digit_reads_as_itself() {
+            for d in 0..10u8 {
+                let text = [b'0' + d];
+                assert_eq!(plain_decimal(&text), Some(f64::from(d)));
+            }
         }
     }
 }

@@ -205,6 +205,19 @@ const STOPS: [bool; 256] = {
     stops
 };
 
+/// The position of the first byte of `word` (eight bytes, the first lowest) that stops
+/// [`TraceReader::next_line`]'s scan (a [`STOPS`] byte), if any. A byte is found equal to `c`
+/// where `x ^ c` is zero: `(v - 0x01..) & !v & 0x80..` flags the lowest zero byte of `v`
+/// exactly (a borrow can flag bytes above it, never below).
+fn first_stop(word: u64) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let is = |c: u8| zero(word ^ (ONES * u64::from(c)));
+    let flags = is(b',') | is(b'"') | is(b'\n') | is(b'\r') | (word & HIGH);
+    (flags != 0).then(|| flags.trailing_zeros() as usize / 8)
+}
+
 /// A line found by [`TraceReader::next_line`].
 struct Line {
     /// Where the line ends, after its `\n`, `\r\n` or lone `\r` (`None`: the input ends
@@ -302,19 +315,34 @@ impl<R: std::io::Read> TraceReader<R> {
 
     /// The next line from `start`, reading more of the source as needed (which moves the
     /// unread bytes, so the scan starts over after a read); its cells up to the last comma
-    /// are left in `cells`. One look-up a byte: only `,` `"` `\n` `\r` and non-ASCII bytes
-    /// stop the scan.
+    /// are left in `cells`. Only `,` `"` `\n` `\r` and non-ASCII bytes stop the scan, which
+    /// looks for them eight bytes at a time ([`first_stop`]).
     fn next_line(&mut self) -> Result<Line, SimError> {
         'scan: loop {
             self.cells.clear();
             let start = self.start;
             let (mut cell, mut quoted, mut ascii) = (start, false, true);
-            for (k, &b) in self.buf[start..self.end].iter().enumerate() {
-                if !STOPS[usize::from(b)] {
-                    continue;
-                }
-                let i = start + k;
-                match b {
+            let mut i = start;
+            loop {
+                // the next stop from `i`, if any before the end of what is read
+                let found = match self.buf[..self.end].get(i..i + 8) {
+                    Some(word) => {
+                        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+                        match first_stop(word) {
+                            Some(k) => i + k,
+                            None => {
+                                i += 8;
+                                continue;
+                            }
+                        }
+                    }
+                    None => match self.buf[i..self.end].iter().position(|&b| STOPS[usize::from(b)]) {
+                        Some(k) => i + k,
+                        None => break,
+                    },
+                };
+                i = found;
+                match self.buf[i] {
                     b',' => {
                         self.cells.push((cell, i));
                         cell = i + 1;
@@ -332,6 +360,7 @@ impl<R: std::io::Read> TraceReader<R> {
                     }
                     _ => ascii = false,
                 }
+                i += 1;
             }
             if self.eof {
                 return Ok(Line { stop: None, body_end: self.end, quoted, ascii });
@@ -574,5 +603,25 @@ mod tests {
             &["5", "open"],
         ]);
         assert_eq!(records(text), want);
+    }
+
+    #[test]
+    fn first_stop_finds_the_first_byte_the_table_stops_at() {
+        // every byte value at every position, behind bytes that do not stop and bytes that do
+        for fill in [b'a', 0x01, 0x7f, b'0', b'+', b'-', 0x2b, 0x2d, 0x21, 0x0b, 0x0e, 0x80, b','] {
+            for b in 0..=255u8 {
+                for at in 0..8 {
+                    for after in [b'x', b',', 0xff, 0x00, b'\n'] {
+                        let mut bytes = [fill; 8];
+                        bytes[at] = b;
+                        for x in &mut bytes[at + 1..] {
+                            *x = after;
+                        }
+                        let want = bytes.iter().position(|&x| STOPS[usize::from(x)]);
+                        assert_eq!(first_stop(u64::from_le_bytes(bytes)), want, "{bytes:?}");
+                    }
+                }
+            }
+        }
     }
 }
