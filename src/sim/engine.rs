@@ -583,6 +583,16 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
     }
 
+    /// [`Engine::push_in_order`] for a generated client's request, `pair` being the client's
+    /// pair number (`NO_KEY` until its first request, when it is found).
+    #[inline(never)]
+    fn push_generated(&mut self, r: Request, pair: &mut u32) -> Result<(), SimError> {
+        if *pair == NO_KEY {
+            *pair = self.pair(r.client, r.endpoint);
+        }
+        self.push_pair(r, *pair)
+    }
+
     /// [`Engine::pair`] for a pair not seen before (numbered here).
     fn new_pair(&mut self, client: u32, endpoint: u32) {
         self.pairs.number(client, endpoint);
@@ -1249,9 +1259,12 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
     // exact but for Poisson clients (an expected count); infinite only past any ceiling
     let estimate = cfg.estimated_requests().round();
     engine.total = estimate.is_finite().then_some(estimate as u64);
+    // each source's pair number, found when its first request is replayed (so numbered in
+    // the replay's order, as every request looking its pair up would)
+    let mut pairs = vec![NO_KEY; sources.len()];
     merge(heads, |j| {
         let (source, next) = &mut sources[j];
-        engine.push_in_order(*next)?;
+        engine.push_generated(*next, &mut pairs[j])?;
         Ok(source.next().map(|t| {
             next.t = t;
             order.key(next)
