@@ -445,6 +445,29 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
     };
+    if digits.len() <= 15 {
+        // at most 15 digits: below 2^53 whatever they are, no check on the way
+        let (mut m, mut point) = (0u64, usize::MAX);
+        for (i, &b) in digits.iter().enumerate() {
+            let d = b.wrapping_sub(b'0');
+            if d < 10 {
+                m = m * 10 + u64::from(d);
+            } else if b == b'.' && point == usize::MAX {
+                point = i;
+            } else {
+                return None;
+            }
+        }
+        let (after, count) = match point {
+            usize::MAX => (0, digits.len()),
+            p => (digits.len() - p - 1, digits.len() - 1),
+        };
+        if count == 0 {
+            return None;
+        }
+        let x = m as f64 / POW10[after];
+        return Some(if negative { -x } else { x });
+    }
     let (mut m, mut seen, mut point) = (0u64, false, None);
     for (i, &b) in digits.iter().enumerate() {
         match b {
