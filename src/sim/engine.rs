@@ -1063,6 +1063,8 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
         for &(j, key) in &self.rejecting {
+            self.out.policies[j as usize].rejects += 1;
+            self.rejected_clients[j as usize][ci] = true;
             let started = match &mut self.edge {
                 // The edge's pipeline charged its counter already, and saw whether a block began.
                 Some(edge) if self.cfg.policies[j as usize].edge_rule.is_some() => {
@@ -1092,10 +1094,6 @@ impl<'c, 'o> Engine<'c, 'o> {
         match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
             Some((_, n)) => *n += 1,
             None => s.blocked.push((first_name, 1)),
-        }
-        for &(j, _) in &self.rejecting {
-            self.out.policies[j as usize].rejects += 1;
-            self.rejected_clients[j as usize][ci] = true;
         }
         // (the sample is a 429: a tenant's 401 or 413 is not one)
         if self.out.sample.is_none() && self.tenant_refusal.is_none_or(|(r, _)| r.status == 429) {
