@@ -259,20 +259,25 @@ impl ReferenceLimiter {
     }
 
     /// Charges an admitted request (call only after [`ReferenceLimiter::check`] for the same key).
-    #[inline]
+    #[inline(always)]
     pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
             ReferenceLimiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
             ReferenceLimiter::FixedWindow { state, .. } => state[key].1 += cost,
-            ReferenceLimiter::SlidingLog { state, .. } => {
-                // Python: `for _ in range(int(round(cost)))`
-                let n = if cost == 1.0 { 1.0 } else { cost.round_ties_even() };
-                if n >= 1.0 {
-                    state[key].extend(std::iter::repeat_n(t, n as usize));
-                }
-            }
+            ReferenceLimiter::SlidingLog { state, .. } if cost == 1.0 => state[key].push_back(t),
+            ReferenceLimiter::SlidingLog { state, .. } => log_cost(&mut state[key], t, cost),
             ReferenceLimiter::SlidingCounter { state, .. } => state[key].2 += cost,
         }
+    }
+}
+
+/// [`ReferenceLimiter::consume`] of a sliding log for a cost other than 1: the time logged
+/// once per unit, as Python's `for _ in range(int(round(cost)))` does.
+#[inline(never)]
+fn log_cost(log: &mut VecDeque<f64>, t: f64, cost: f64) {
+    let n = cost.round_ties_even();
+    if n >= 1.0 {
+        log.extend(std::iter::repeat_n(t, n as usize));
     }
 }
 
