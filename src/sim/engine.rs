@@ -127,7 +127,8 @@ fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Resul
         // the reference evaluates `2.0 ** attempt` for every retry mode
         _ if attempt >= 1024 => Err(overflow(attempt)),
         Retry::Immediate => Ok(Some(0.1)),
-        Retry::Backoff => Ok(Some(2f64.powi(attempt as i32))),
+        // 2^attempt, exactly (below 2^1024): its exponent's bits, rather than a powi call
+        Retry::Backoff => Ok(Some(f64::from_bits((1023 + u64::from(attempt)) << 52))),
         Retry::Honor => Ok(Some(wait + 0.05)),
     }
 }
@@ -1269,4 +1270,18 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
         }))
     })?;
     engine.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backoff_waits_two_to_the_attempt() {
+        for attempt in 0..1024u32 {
+            let got = retry_delay(Retry::Backoff, 2000, attempt, 0.0).unwrap();
+            assert_eq!(got.map(f64::to_bits), Some(2f64.powi(attempt as i32).to_bits()), "attempt {attempt}");
+        }
+        assert!(retry_delay(Retry::Backoff, 2000, 1024, 0.0).is_err());
+    }
 }

@@ -225,7 +225,7 @@ impl ReferenceLimiter {
                     *window
                 } else {
                     // the entries that must expire before this request fits
-                    let need = (used + cost - *limit).trunc();
+                    let need = super::py::trunc(used + cost - *limit);
                     let idx = (need - 1.0).max(0.0).min(used - 1.0) as usize;
                     log[idx] + *window - t
                 };

@@ -363,6 +363,17 @@ pub fn floor(x: f64) -> f64 {
     }
 }
 
+/// `trunc(x)`, without a libm call for the values a simulation meets (as [`floor`]).
+#[inline]
+pub fn trunc(x: f64) -> f64 {
+    if x.abs() < 4.0e15 {
+        // (a cast drops the sign of a zero: -0.5 and -0.0 truncate to -0.0)
+        ((x as i64) as f64).copysign(x)
+    } else {
+        x.trunc()
+    }
+}
+
 /// `int(x)` (truncation toward zero) of a finite float.
 #[inline]
 pub fn trunc_int(x: f64) -> i128 {
@@ -652,6 +663,14 @@ mod tests {
                     prop_assert_eq!(x.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{}", text);
                 }
                 prop_assert_eq!(parse_float(text).map(f64::to_bits), text.parse::<f64>().ok().map(f64::to_bits));
+            }
+        }
+
+        proptest! {
+            /// The cast's truncation is `f64::trunc`, to the bit (signed zeros too).
+            #[test]
+            fn trunc_is_the_libm_one(x in prop_oneof![any::<f64>(), -1.0e3..1.0e3f64, -1.0..1.0f64]) {
+                prop_assert_eq!(trunc(x).to_bits(), x.trunc().to_bits());
             }
         }
 
