@@ -418,6 +418,7 @@ pub fn parse_float(text: &str) -> Option<f64> {
 
 /// [`parse_float`] of a text given as bytes (`None` when they are not UTF-8): a plain
 /// decimal is read without looking at them as text.
+#[inline]
 pub fn parse_float_bytes(bytes: &[u8]) -> Option<f64> {
     plain_decimal(bytes).or_else(|| any_float(core::str::from_utf8(bytes).ok()?))
 }

@@ -362,6 +362,7 @@ impl<R: std::io::Read> TraceReader<R> {
 
     /// Cell `i` of the last record (UTF-8: a line with anything else was refused, and a
     /// cell in `buf` ends at an ASCII byte).
+    #[inline]
     fn cell(&self, i: usize) -> Option<&[u8]> {
         if self.in_buf {
             self.cells.get(i).map(|&(a, b)| &self.buf[a..b])
@@ -472,11 +473,18 @@ impl<R: std::io::Read> TraceReader<R> {
 
 /// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
 /// character (nearly every name in a log).
+#[inline]
 fn strip(text: &[u8]) -> &[u8] {
     let printable = |b: Option<&u8>| b.is_some_and(|b| (b'!'..=b'~').contains(b));
     if printable(text.first()) && printable(text.last()) {
         return text;
     }
+    strip_any(text)
+}
+
+/// [`strip`] of a text that may need it (out of line).
+#[inline(never)]
+fn strip_any(text: &[u8]) -> &[u8] {
     match core::str::from_utf8(text) {
         Ok(text) => text.trim_matches(py::is_space).as_bytes(),
         Err(_) => text,
