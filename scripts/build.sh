@@ -90,12 +90,16 @@ rm -f pkg-limit/.gitignore pkg-limit/package.json pkg-limit/README.md
 optimize pkg-limit/sluicegate_bg.wasm
 
 echo "build: pkg-smartflow (wasm-pack, --features wasm-smartflow: the Smart Flow limiter)"
-wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow,talc
+# Built at opt-level "s" (Cargo.toml's release level is the native command line's, 3).
+CARGO_PROFILE_RELEASE_OPT_LEVEL=s \
+  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-smartflow --out-name sluicegate -- --features wasm-smartflow,talc
 rm -f pkg-smartflow/.gitignore pkg-smartflow/package.json pkg-smartflow/README.md
 optimize pkg-smartflow/sluicegate_bg.wasm
 
 echo "build: pkg-sim (wasm-pack, --features wasm-sim: the policy simulator)"
-wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-sim --out-name sluicegate -- --features wasm-sim
+# Built at opt-level "s" (Cargo.toml's release level is the native command line's, 3).
+CARGO_PROFILE_RELEASE_OPT_LEVEL=s \
+  wasm-pack --quiet build . --release --no-opt --target web --out-dir pkg-sim --out-name sluicegate -- --features wasm-sim
 rm -f pkg-sim/.gitignore pkg-sim/package.json pkg-sim/README.md
 optimize pkg-sim/sluicegate_bg.wasm
 

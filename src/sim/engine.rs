@@ -127,7 +127,8 @@ fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Resul
         // the reference evaluates `2.0 ** attempt` for every retry mode
         _ if attempt >= 1024 => Err(overflow(attempt)),
         Retry::Immediate => Ok(Some(0.1)),
-        Retry::Backoff => Ok(Some(2f64.powi(attempt as i32))),
+        // 2^attempt, exactly (below 2^1024): its exponent's bits, rather than a powi call
+        Retry::Backoff => Ok(Some(f64::from_bits((1023 + u64::from(attempt)) << 52))),
         Retry::Honor => Ok(Some(wait + 0.05)),
     }
 }
@@ -583,6 +584,16 @@ impl<'c, 'o> Engine<'c, 'o> {
         }
     }
 
+    /// [`Engine::push_in_order`] for a generated client's request, `pair` being the client's
+    /// pair number (`NO_KEY` until its first request, when it is found).
+    #[inline(never)]
+    fn push_generated(&mut self, r: Request, pair: &mut u32) -> Result<(), SimError> {
+        if *pair == NO_KEY {
+            *pair = self.pair(r.client, r.endpoint);
+        }
+        self.push_pair(r, *pair)
+    }
+
     /// [`Engine::pair`] for a pair not seen before (numbered here).
     fn new_pair(&mut self, client: u32, endpoint: u32) {
         self.pairs.number(client, endpoint);
@@ -642,6 +653,23 @@ impl<'c, 'o> Engine<'c, 'o> {
                 return Ok(());
             }
         }
+        if self.edge.is_some() && self.through_edge(a)? {
+            return Ok(());
+        }
+        let wait = self.check_policies(a)?;
+        if self.rejecting.is_empty() {
+            self.admit(a);
+            return Ok(());
+        }
+        self.record_refusal(a, wait);
+        self.schedule_retry(a, wait)
+    }
+
+    /// Takes an attempt through the edge's stages, when the config has edge rules; true when
+    /// the edge answered it itself (its capabilities) or refused it (the refusal recorded and
+    /// the retry scheduled), false when it goes on to the configuration's policies.
+    #[inline(never)]
+    fn through_edge(&mut self, a: Attempt) -> Result<bool, SimError> {
         // Each attempt lands in one location and one isolate of it.
         if let Some(edge) = &mut self.edge {
             edge.place = edge.placer.place();
@@ -656,7 +684,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             let refused = match stage {
                 Stage::Capabilities if self.asks_capabilities(a) => {
                     self.count_admitted(a);
-                    return Ok(());
+                    return Ok(true);
                 }
                 Stage::PreRead => self.edge_pre_read(a)?,
                 Stage::Rules => self.edge_rules(a)?,
@@ -667,16 +695,11 @@ impl<'c, 'o> Engine<'c, 'o> {
             };
             if let Some(wait) = refused {
                 self.record_refusal(a, wait);
-                return self.schedule_retry(a, wait);
+                self.schedule_retry(a, wait)?;
+                return Ok(true);
             }
         }
-        let wait = self.check_policies(a)?;
-        if self.rejecting.is_empty() {
-            self.admit(a);
-            return Ok(());
-        }
-        self.record_refusal(a, wait);
-        self.schedule_retry(a, wait)
+        Ok(false)
     }
 
     /// Counts an attempt the client makes (a logical request when it is the first).
@@ -1041,6 +1064,8 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
         for &(j, key) in &self.rejecting {
+            self.out.policies[j as usize].rejects += 1;
+            self.rejected_clients[j as usize][ci] = true;
             let started = match &mut self.edge {
                 // The edge's pipeline charged its counter already, and saw whether a block began.
                 Some(edge) if self.cfg.policies[j as usize].edge_rule.is_some() => {
@@ -1070,10 +1095,6 @@ impl<'c, 'o> Engine<'c, 'o> {
         match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
             Some((_, n)) => *n += 1,
             None => s.blocked.push((first_name, 1)),
-        }
-        for &(j, _) in &self.rejecting {
-            self.out.policies[j as usize].rejects += 1;
-            self.rejected_clients[j as usize][ci] = true;
         }
         // (the sample is a 429: a tenant's 401 or 413 is not one)
         if self.out.sample.is_none() && self.tenant_refusal.is_none_or(|(r, _)| r.status == 429) {
@@ -1237,13 +1258,30 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
     // exact but for Poisson clients (an expected count); infinite only past any ceiling
     let estimate = cfg.estimated_requests().round();
     engine.total = estimate.is_finite().then_some(estimate as u64);
+    // each source's pair number, found when its first request is replayed (so numbered in
+    // the replay's order, as every request looking its pair up would)
+    let mut pairs = vec![NO_KEY; sources.len()];
     merge(heads, |j| {
         let (source, next) = &mut sources[j];
-        engine.push_in_order(*next)?;
+        engine.push_generated(*next, &mut pairs[j])?;
         Ok(source.next().map(|t| {
             next.t = t;
             order.key(next)
         }))
     })?;
     engine.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backoff_waits_two_to_the_attempt() {
+        for attempt in 0..1024u32 {
+            let got = retry_delay(Retry::Backoff, 2000, attempt, 0.0).unwrap();
+            assert_eq!(got.map(f64::to_bits), Some(2f64.powi(attempt as i32).to_bits()), "attempt {attempt}");
+        }
+        assert!(retry_delay(Retry::Backoff, 2000, 1024, 0.0).is_err());
+    }
 }

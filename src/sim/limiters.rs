@@ -49,6 +49,8 @@ pub enum ReferenceLimiter {
         window: f64,
         /// Per-key state.
         state: Vec<(f64, f64)>,
+        /// The times of the window index last worked out.
+        at: WindowAt,
     },
     /// Sliding log: admitted timestamps per key.
     SlidingLog {
@@ -68,7 +70,90 @@ pub enum ReferenceLimiter {
         window: f64,
         /// Per-key state.
         state: Vec<(f64, f64, f64)>,
+        /// The times of the window index last worked out.
+        at: WindowAt,
     },
+}
+
+/// The times `t` whose window index `floor(t / window)` is `index`: `from <= t < to` (empty
+/// until one is worked out). A replay's times come in order, so its attempts meet the same
+/// window many times over, and the index is then read here, without a division.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowAt {
+    from: f64,
+    to: f64,
+    index: f64,
+}
+
+impl Default for WindowAt {
+    fn default() -> Self {
+        WindowAt { from: f64::INFINITY, to: f64::NEG_INFINITY, index: 0.0 }
+    }
+}
+
+impl WindowAt {
+    /// `floor(t / window)` as the reference computes it, `window` being this limiter's.
+    #[inline(always)]
+    pub fn index(&mut self, t: f64, window: f64) -> f64 {
+        if self.from <= t && t < self.to {
+            return self.index;
+        }
+        self.find(t, window)
+    }
+
+    /// [`WindowAt::index`] for a time outside the window known: worked out, and that
+    /// window's times found.
+    #[inline(never)]
+    fn find(&mut self, t: f64, window: f64) -> f64 {
+        let index = super::py::floor(t / window);
+        let bounds = (index.abs() < 1.0e15 && window.is_finite() && window > 0.0)
+            .then(|| Some((first_at_least(index, window)?, first_at_least(index + 1.0, window)?)))
+            .flatten();
+        *self = match bounds {
+            Some((from, to)) if from <= t && t < to => WindowAt { from, to, index },
+            _ => WindowAt::default(),
+        };
+        index
+    }
+}
+
+/// The smallest `x` whose quotient `x / window` (rounded, as a float division is) is at least
+/// `k`, a whole number: the first time of window `k`. The quotient never falls as `x`
+/// grows, so the search steps from `k * window` one float at a time (a step or two; `None`
+/// past 64).
+fn first_at_least(k: f64, window: f64) -> Option<f64> {
+    let mut x = k * window;
+    if !x.is_finite() {
+        return None;
+    }
+    for _ in 0..64 {
+        if x / window >= k {
+            let below = next_down(x);
+            if below / window < k {
+                return Some(x);
+            }
+            x = below;
+        } else {
+            x = next_up(x);
+        }
+    }
+    None
+}
+
+/// The next float above finite `x`.
+fn next_up(x: f64) -> f64 {
+    if x == 0.0 {
+        f64::from_bits(1)
+    } else if x > 0.0 {
+        f64::from_bits(x.to_bits() + 1)
+    } else {
+        f64::from_bits(x.to_bits() - 1)
+    }
+}
+
+/// The next float below finite `x`.
+fn next_down(x: f64) -> f64 {
+    -next_up(-x)
 }
 
 impl ReferenceLimiter {
@@ -78,7 +163,7 @@ impl ReferenceLimiter {
     }
     /// A fixed window of `limit` per `window` seconds.
     pub fn fixed_window(limit: f64, window: f64) -> Self {
-        ReferenceLimiter::FixedWindow { limit, window, state: Vec::new() }
+        ReferenceLimiter::FixedWindow { limit, window, state: Vec::new(), at: WindowAt::default() }
     }
     /// A sliding log of `limit` per `window` seconds.
     pub fn sliding_log(limit: f64, window: f64) -> Self {
@@ -86,7 +171,7 @@ impl ReferenceLimiter {
     }
     /// A sliding counter of `limit` per `window` seconds.
     pub fn sliding_counter(limit: f64, window: f64) -> Self {
-        ReferenceLimiter::SlidingCounter { limit, window, state: Vec::new() }
+        ReferenceLimiter::SlidingCounter { limit, window, state: Vec::new(), at: WindowAt::default() }
     }
 
     /// Adds the state of a key not seen before; keys are numbered from 0.
@@ -115,8 +200,8 @@ impl ReferenceLimiter {
                     Check::deny((cost - tokens) / *rate)
                 }
             }
-            ReferenceLimiter::FixedWindow { limit, window, state } => {
-                let w = super::py::floor(t / *window);
+            ReferenceLimiter::FixedWindow { limit, window, state, at } => {
+                let w = at.index(t, *window);
                 let s = &mut state[key];
                 // a NaN index never equals `w`
                 let count = if s.0 == w { s.1 } else { 0.0 };
@@ -140,15 +225,15 @@ impl ReferenceLimiter {
                     *window
                 } else {
                     // the entries that must expire before this request fits
-                    let need = (used + cost - *limit).trunc();
+                    let need = super::py::trunc(used + cost - *limit);
                     let idx = (need - 1.0).max(0.0).min(used - 1.0) as usize;
                     log[idx] + *window - t
                 };
                 Check::deny(wait.max(0.001))
             }
-            ReferenceLimiter::SlidingCounter { limit, window, state } => {
+            ReferenceLimiter::SlidingCounter { limit, window, state, at } => {
                 let (lim, w) = (*limit, *window);
-                let idx = super::py::floor(t / w);
+                let idx = at.index(t, w);
                 let s = &mut state[key];
                 let (start, prev, curr) = match *s {
                     (start, ..) if start.is_nan() => (idx, 0.0, 0.0),
@@ -174,20 +259,25 @@ impl ReferenceLimiter {
     }
 
     /// Charges an admitted request (call only after [`ReferenceLimiter::check`] for the same key).
-    #[inline]
+    #[inline(always)]
     pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
             ReferenceLimiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
             ReferenceLimiter::FixedWindow { state, .. } => state[key].1 += cost,
-            ReferenceLimiter::SlidingLog { state, .. } => {
-                // Python: `for _ in range(int(round(cost)))`
-                let n = if cost == 1.0 { 1.0 } else { cost.round_ties_even() };
-                if n >= 1.0 {
-                    state[key].extend(std::iter::repeat_n(t, n as usize));
-                }
-            }
+            ReferenceLimiter::SlidingLog { state, .. } if cost == 1.0 => state[key].push_back(t),
+            ReferenceLimiter::SlidingLog { state, .. } => log_cost(&mut state[key], t, cost),
             ReferenceLimiter::SlidingCounter { state, .. } => state[key].2 += cost,
         }
+    }
+}
+
+/// [`ReferenceLimiter::consume`] of a sliding log for a cost other than 1: the time logged
+/// once per unit, as Python's `for _ in range(int(round(cost)))` does.
+#[inline(never)]
+fn log_cost(log: &mut VecDeque<f64>, t: f64, cost: f64) {
+    let n = cost.round_ties_even();
+    if n >= 1.0 {
+        log.extend(std::iter::repeat_n(t, n as usize));
     }
 }
 
@@ -202,4 +292,61 @@ pub fn max_in_window(times: &[f64], w: f64) -> usize {
         best = best.max(i + 1 - first);
     }
     best
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Times near the edges of windows (a few floats either side of `k * window`), most of
+    /// them in a few windows from `k0`.
+    fn time(window: f64, k0: i64) -> impl Strategy<Value = f64> {
+        prop_oneof![
+            3 => (k0..k0 + 3, -3i64..4).prop_map(move |(k, ulps)| {
+                let x = k as f64 * window;
+                (0..ulps.abs()).fold(x, |x, _| if ulps > 0 { next_up(x) } else { next_down(x) })
+            }),
+            1 => (-1000i64..100_000, -3i64..4).prop_map(move |(k, ulps)| {
+                let x = k as f64 * window;
+                (0..ulps.abs()).fold(x, |x, _| if ulps > 0 { next_up(x) } else { next_down(x) })
+            }),
+            1 => -1.0e6..1.0e7f64,
+            1 => prop_oneof![Just(0.0), Just(-0.0), Just(1.0e16), Just(-3.0e15), Just(f64::MIN_POSITIVE)],
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+        /// The index read from the window known is the one the division gives, whatever the
+        /// order of the times.
+        #[test]
+        fn the_window_index_is_the_divisions(
+            (window, times) in prop_oneof![Just(60.0), Just(10.0), Just(0.1), Just(0.3), Just(7.7), 1.0e-3..1.0e4f64]
+                .prop_flat_map(|w| (Just(w), prop_oneof![Just(0i64), -5i64..5, 1i64..1_000_000])
+                    .prop_flat_map(|(w, k0)| (Just(w), proptest::collection::vec(time(w, k0), 1..60)))),
+            sorted in any::<bool>(),
+        ) {
+            let mut times = times;
+            if sorted {
+                times.sort_by(f64::total_cmp);
+            }
+            let mut at = WindowAt::default();
+            for &t in &times {
+                let want = crate::sim::py::floor(t / window);
+                prop_assert_eq!(at.index(t, window).to_bits(), want.to_bits(), "t={} window={}", t, window);
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_time_of_a_window_is_found_to_the_float() {
+        for window in [60.0, 0.1, 0.3, 1.0 / 3.0, 7.7, 1e-3] {
+            for k in [-5.0, 0.0, 1.0, 2.0, 3.0, 10.0, 1234.0, 1e9] {
+                let x = first_at_least(k, window).unwrap();
+                assert!(x / window >= k && next_down(x) / window < k, "window {window} k {k}: {x}");
+            }
+        }
+    }
 }

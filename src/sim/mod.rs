@@ -71,7 +71,7 @@ pub use config::{
 };
 pub use decisions::{decisions, edge_decisions, edge_replay, Decided, EdgeDecision, EdgeRow};
 pub use engine::{simulate, simulate_generated, simulate_observed, Engine};
-pub use limiters::{max_in_window, Check, ReferenceLimiter};
+pub use limiters::{max_in_window, Check, ReferenceLimiter, WindowAt};
 pub use names::Names;
 pub use random::{py_hash_float, PyRandom, Seed};
 pub use reorder::DEFAULT_REORDER_WINDOW_S;

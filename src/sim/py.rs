@@ -363,6 +363,17 @@ pub fn floor(x: f64) -> f64 {
     }
 }
 
+/// `trunc(x)`, without a libm call for the values a simulation meets (as [`floor`]).
+#[inline]
+pub fn trunc(x: f64) -> f64 {
+    if x.abs() < 4.0e15 {
+        // (a cast drops the sign of a zero: -0.5 and -0.0 truncate to -0.0)
+        ((x as i64) as f64).copysign(x)
+    } else {
+        x.trunc()
+    }
+}
+
 /// `int(x)` (truncation toward zero) of a finite float.
 #[inline]
 pub fn trunc_int(x: f64) -> i128 {
@@ -407,6 +418,7 @@ pub fn parse_float(text: &str) -> Option<f64> {
 
 /// [`parse_float`] of a text given as bytes (`None` when they are not UTF-8): a plain
 /// decimal is read without looking at them as text.
+#[inline]
 pub fn parse_float_bytes(bytes: &[u8]) -> Option<f64> {
     plain_decimal(bytes).or_else(|| any_float(core::str::from_utf8(bytes).ok()?))
 }
@@ -437,10 +449,37 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
         1e20, 1e21, 1e22,
     ];
+    // one digit (a trace's usual cost)
+    if let [d @ b'0'..=b'9'] = bytes {
+        return Some(f64::from(d - b'0'));
+    }
     let (negative, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
     };
+    if digits.len() <= 15 {
+        // at most 15 digits: below 2^53 whatever they are, no check on the way
+        let (mut m, mut point) = (0u64, usize::MAX);
+        for (i, &b) in digits.iter().enumerate() {
+            let d = b.wrapping_sub(b'0');
+            if d < 10 {
+                m = m * 10 + u64::from(d);
+            } else if b == b'.' && point == usize::MAX {
+                point = i;
+            } else {
+                return None;
+            }
+        }
+        let (after, count) = match point {
+            usize::MAX => (0, digits.len()),
+            p => (digits.len() - p - 1, digits.len() - 1),
+        };
+        if count == 0 {
+            return None;
+        }
+        let x = m as f64 / POW10[after];
+        return Some(if negative { -x } else { x });
+    }
     let (mut m, mut seen, mut point) = (0u64, false, None);
     for (i, &b) in digits.iter().enumerate() {
         match b {
@@ -603,6 +642,45 @@ mod tests {
         }
         for bad in ["", "1.0", "1e3", "_1", "+"] {
             assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+            /// A plain decimal reads as Rust's correctly rounded parse does, or not at all.
+            #[test]
+            fn a_plain_decimal_reads_as_a_correctly_rounded_parse(
+                text in "-?[0-9]{0,18}(\\.[0-9]{0,24})?",
+            ) {
+                let text = text.as_str();
+                let read = plain_decimal(text.as_bytes());
+                if let Some(x) = read {
+                    prop_assert_eq!(x.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{}", text);
+                }
+                prop_assert_eq!(parse_float(text).map(f64::to_bits), text.parse::<f64>().ok().map(f64::to_bits));
+            }
+        }
+
+        proptest! {
+            /// The cast's truncation is `f64::trunc`, to the bit (signed zeros too).
+            #[test]
+            fn trunc_is_the_libm_one(x in prop_oneof![any::<f64>(), -1.0e3..1.0e3f64, -1.0..1.0f64]) {
+                prop_assert_eq!(trunc(x).to_bits(), x.trunc().to_bits());
+            }
+        }
+
+        #[test]
+        fn every_digit_reads_as_itself() {
+            for d in 0..10u8 {
+                let text = [b'0' + d];
+                assert_eq!(plain_decimal(&text), Some(f64::from(d)));
+            }
         }
     }
 }

@@ -29,11 +29,14 @@ pub(super) fn time_key(t: f64) -> u64 {
 /// Attempts waiting to be decided (retries, paced requests), earliest first, then in the
 /// order queued: the reference's heap of `(t, seq, ...)`.
 ///
-/// A radix heap: the replay never queues an attempt earlier than the last one it took out,
-/// so each queued key `(t, seq)` sits in the bucket of the highest bit in which it differs
-/// from that last key, and taking the earliest out only redistributes one bucket. Pushes
-/// are appends; every attempt moves down a few buckets in its life, in sequential memory,
-/// instead of climbing a binary heap of random accesses.
+/// A radix heap on the time: the replay never queues an attempt earlier than the last one it
+/// took out, so each queued attempt sits in the bucket of the highest bit in which its time
+/// differs from that last time (bucket 0: the same time), and taking the earliest out only
+/// redistributes one bucket. Each bucket keeps the order queued (pushes are appends, and a
+/// bucket is spread only over empty ones), so bucket 0, all of one instant, is taken from
+/// its front: the many retries a window's end sends at one instant are spread once, not
+/// once per bit of their sequence numbers. Every attempt moves down a few buckets in its
+/// life, in sequential memory, instead of climbing a binary heap of random accesses.
 pub(super) struct Queue {
     /// Attempts queued a fixed delay after they were decided (immediate retries, backoff
     /// retries of one step) come out in the order they went in: one FIFO lane per delay,
@@ -42,13 +45,17 @@ pub(super) struct Queue {
     /// The key at the front of each lane (`u128::MAX` when it is empty), side by side: the
     /// next head is found without visiting every lane.
     pub(super) fronts: Vec<u128>,
+    /// `(key, index into slab)` by the highest bit in which the key's time differs from
+    /// `last`'s, each in the order queued.
     pub(super) buckets: Vec<Vec<(u128, u32)>>,
     /// The smallest key in each bucket (valid while it is not empty).
     pub(super) mins: Vec<u128>,
-    /// Which buckets hold something.
-    pub(super) nonempty: [u64; 3],
-    /// The last key taken out; every key queued is at least this.
-    pub(super) last: u128,
+    /// Which buckets hold something (bit b: bucket b).
+    pub(super) nonempty: u128,
+    /// Bucket 0's entries before this one were taken out.
+    pub(super) zero_from: usize,
+    /// The time key of the last attempt taken out; every time queued is at least this.
+    pub(super) last: u64,
     /// The bucketed attempts, where the buckets' `(key, index)` entries point.
     pub(super) slab: Vec<Attempt>,
     pub(super) free: Vec<u32>,
@@ -59,14 +66,18 @@ pub(super) struct Queue {
     pub(super) head: (u128, Option<usize>),
 }
 
+/// Buckets: one for the same time as the last taken out, one per bit of a time key.
+const BUCKETS: usize = 65;
+
 impl Default for Queue {
     fn default() -> Self {
         Queue {
             lanes: Vec::new(),
             fronts: Vec::new(),
-            buckets: vec![Vec::new(); 129],
-            mins: vec![0; 129],
-            nonempty: [0; 3],
+            buckets: vec![Vec::new(); BUCKETS],
+            mins: vec![0; BUCKETS],
+            nonempty: 0,
+            zero_from: 0,
             last: 0,
             slab: Vec::new(),
             free: Vec::new(),
@@ -78,14 +89,14 @@ impl Default for Queue {
 
 impl Queue {
     pub(super) fn bucket(&self, key: u128) -> usize {
-        128 - (key ^ self.last).leading_zeros() as usize
+        64 - (((key >> 64) as u64) ^ self.last).leading_zeros() as usize
     }
 
     pub(super) fn put(&mut self, key: u128, i: u32) {
         let b = self.bucket(key);
-        let (word, bit) = (b / 64, 1u64 << (b % 64));
-        if self.nonempty[word] & bit == 0 {
-            self.nonempty[word] |= bit;
+        let bit = 1u128 << b;
+        if self.nonempty & bit == 0 {
+            self.nonempty |= bit;
             self.mins[b] = key;
         } else if key < self.mins[b] {
             self.mins[b] = key;
@@ -94,7 +105,7 @@ impl Queue {
     }
 
     pub(super) fn lowest(&self) -> Option<usize> {
-        self.nonempty.iter().enumerate().find(|(_, &w)| w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+        (self.nonempty != 0).then(|| self.nonempty.trailing_zeros() as usize)
     }
 
     /// Queues `a`; `lane` for an attempt delayed by the same amount as every other attempt
@@ -114,7 +125,7 @@ impl Queue {
                 self.lanes[lane].push_back((key, a));
             }
             None => {
-                debug_assert!(key >= self.last, "the replay never queues into the past");
+                debug_assert!((key >> 64) as u64 >= self.last, "the replay never queues into the past");
                 let i = match self.free.pop() {
                     Some(i) => {
                         self.slab[i as usize] = a;
@@ -182,22 +193,95 @@ impl Queue {
         a
     }
 
-    /// Takes the smallest key, `min`, out of the lowest bucket, spreading the rest of it
-    /// over the buckets below; its attempt's index.
+    /// Takes the smallest key, `min`, out of the buckets; its attempt's index. When bucket 0
+    /// is empty, the lowest bucket is first spread over the buckets below it, from the time
+    /// of `min` (its attempts of that time, `min` first, landing in bucket 0).
     pub(super) fn pop_bucket(&mut self, min: u128) -> u32 {
         let b = self.lowest().expect("the minimum is in a bucket");
-        self.nonempty[b / 64] &= !(1u64 << (b % 64));
-        let mut items = core::mem::take(&mut self.buckets[b]);
-        self.last = min;
-        let mut taken = None;
-        for (key, i) in items.drain(..) {
-            if key == min {
-                taken = Some(i);
-            } else {
+        if b != 0 {
+            self.nonempty &= !(1u128 << b);
+            let mut items = core::mem::take(&mut self.buckets[b]);
+            self.last = (min >> 64) as u64;
+            for (key, i) in items.drain(..) {
                 self.put(key, i);
             }
+            self.buckets[b] = items;
         }
-        self.buckets[b] = items;
-        taken.expect("the bucket's minimum is in it")
+        let zero = &mut self.buckets[0];
+        let (key, i) = zero[self.zero_from];
+        debug_assert_eq!(key, min, "the minimum is first in bucket 0");
+        self.zero_from += 1;
+        if self.zero_from == zero.len() {
+            zero.clear();
+            self.zero_from = 0;
+            self.nonempty &= !1;
+        } else {
+            self.mins[0] = zero[self.zero_from].0;
+        }
+        i
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BinaryHeap;
+
+    /// One step: queue an attempt `delay` after the last time taken out (in `lane`, whose
+    /// delay is fixed), or take out what is due before the last time plus `delay` (any,
+    /// for `None`).
+    #[derive(Clone, Debug)]
+    enum Op {
+        Push { delay: f64, lane: Option<usize> },
+        PopBefore(Option<f64>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let delay = prop_oneof![Just(0.0), Just(0.05), Just(0.1), Just(1.0), Just(60.0), 0.0..100.0f64];
+        prop_oneof![
+            3 => (delay.clone(), proptest::option::of(0..3usize))
+                .prop_map(|(delay, lane)| Op::Push { delay: lane.map_or(delay, |l| [0.1, 2.0, 4.0][l]), lane }),
+            2 => proptest::option::of(delay).prop_map(Op::PopBefore),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// The queue gives what a binary heap of `(time, order queued)` gives.
+        #[test]
+        fn takes_out_what_a_heap_of_time_and_order_queued_does(
+            start in prop_oneof![Just(0.0), -5.0..5.0f64, 0.0..1e6f64],
+            ops in proptest::collection::vec(op(), 0..300),
+        ) {
+            let mut queue = Queue::default();
+            let mut heap = BinaryHeap::new();
+            let (mut now, mut n) = (start, 0u32);
+            let attempt = |t: f64, n: u32| Attempt { t, slot: n, pair: 0, cost: 1.0, attempt: 0, paced: false };
+            for op in ops.iter().cloned().chain([Op::PopBefore(None)]) {
+                match op {
+                    Op::Push { delay, lane } => {
+                        n += 1;
+                        let t = now + delay;
+                        queue.push(attempt(t, n), lane);
+                        heap.push(core::cmp::Reverse((time_key(t), n)));
+                    }
+                    Op::PopBefore(until) => loop {
+                        let until = until.map(|d| now + d);
+                        let got = queue.pop_before(until);
+                        let want = heap.peek().filter(|r| until.is_none_or(|u| r.0 .0 < time_key(u))).map(|r| r.0 .1);
+                        prop_assert_eq!(got.map(|a| a.slot), want);
+                        let Some(a) = got else { break };
+                        heap.pop();
+                        now = a.t;
+                        if until.is_some() {
+                            break;
+                        }
+                    },
+                }
+            }
+            prop_assert!(heap.is_empty());
+        }
     }
 }

@@ -190,20 +190,18 @@ pub struct TraceReader<R> {
 
 const BLOCK: usize = 1 << 16;
 
-/// The bytes that stop [`TraceReader::next_line`]'s scan.
-const STOPS: [bool; 256] = {
-    let mut stops = [false; 256];
-    let mut b = 0x80;
-    while b < 256 {
-        stops[b] = true;
-        b += 1;
-    }
-    stops[b',' as usize] = true;
-    stops[b'"' as usize] = true;
-    stops[b'\n' as usize] = true;
-    stops[b'\r' as usize] = true;
-    stops
-};
+/// The bytes of `word` (eight, the first lowest) that stop [`TraceReader::next_line`]'s scan
+/// (`,` `"` `\n` `\r` and non-ASCII bytes): each one's high bit set, every other bit clear. A byte is found
+/// equal to `c` where `x ^ c` is zero: `((v & 0x7f..) + 0x7f..) | v` has the high bit of
+/// each byte of `v` set exactly when that byte is not zero (no carry crosses a byte).
+fn stops(word: u64) -> u64 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = !LOW;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let zero = |v: u64| !(((v & LOW) + LOW) | v | LOW);
+    let is = |c: u8| zero(word ^ (ONES * u64::from(c)));
+    is(b',') | is(b'"') | is(b'\n') | is(b'\r') | (word & HIGH)
+}
 
 /// A line found by [`TraceReader::next_line`].
 struct Line {
@@ -302,36 +300,49 @@ impl<R: std::io::Read> TraceReader<R> {
 
     /// The next line from `start`, reading more of the source as needed (which moves the
     /// unread bytes, so the scan starts over after a read); its cells up to the last comma
-    /// are left in `cells`. One look-up a byte: only `,` `"` `\n` `\r` and non-ASCII bytes
-    /// stop the scan.
+    /// are left in `cells`. Only `,` `"` `\n` `\r` and non-ASCII bytes stop the scan, which
+    /// looks for them eight bytes at a time ([`stops`]).
     fn next_line(&mut self) -> Result<Line, SimError> {
         'scan: loop {
             self.cells.clear();
             let start = self.start;
             let (mut cell, mut quoted, mut ascii) = (start, false, true);
-            for (k, &b) in self.buf[start..self.end].iter().enumerate() {
-                if !STOPS[usize::from(b)] {
-                    continue;
-                }
-                let i = start + k;
-                match b {
-                    b',' => {
-                        self.cells.push((cell, i));
-                        cell = i + 1;
+            let mut i = start;
+            while i < self.end {
+                // the next eight bytes (the last few padded with zeros, which do not stop it)
+                let (n, word) = match self.buf[..self.end].get(i..i + 8) {
+                    Some(word) => (8, u64::from_le_bytes(word.try_into().expect("eight bytes"))),
+                    None => {
+                        let n = self.end - i;
+                        let mut word = [0u8; 8];
+                        word[..n].copy_from_slice(&self.buf[i..self.end]);
+                        (n, u64::from_le_bytes(word))
                     }
-                    b'"' => quoted = true,
-                    b'\n' => return Ok(Line { stop: Some(i + 1), body_end: i, quoted, ascii }),
-                    b'\r' => {
-                        if i + 1 == self.end && !self.eof {
-                            // a `\r` last: is a `\n` next?
-                            self.refill()?;
-                            continue 'scan;
+                };
+                let mut flags = stops(word);
+                while flags != 0 {
+                    let j = i + flags.trailing_zeros() as usize / 8;
+                    flags &= flags - 1;
+                    match self.buf[j] {
+                        b',' => {
+                            self.cells.push((cell, j));
+                            cell = j + 1;
                         }
-                        let crlf = i + 1 < self.end && self.buf[i + 1] == b'\n';
-                        return Ok(Line { stop: Some(i + 1 + usize::from(crlf)), body_end: i, quoted, ascii });
+                        b'"' => quoted = true,
+                        b'\n' => return Ok(Line { stop: Some(j + 1), body_end: j, quoted, ascii }),
+                        b'\r' => {
+                            if j + 1 == self.end && !self.eof {
+                                // a `\r` last: is a `\n` next?
+                                self.refill()?;
+                                continue 'scan;
+                            }
+                            let crlf = j + 1 < self.end && self.buf[j + 1] == b'\n';
+                            return Ok(Line { stop: Some(j + 1 + usize::from(crlf)), body_end: j, quoted, ascii });
+                        }
+                        _ => ascii = false,
                     }
-                    _ => ascii = false,
                 }
+                i += n;
             }
             if self.eof {
                 return Ok(Line { stop: None, body_end: self.end, quoted, ascii });
@@ -351,6 +362,7 @@ impl<R: std::io::Read> TraceReader<R> {
 
     /// Cell `i` of the last record (UTF-8: a line with anything else was refused, and a
     /// cell in `buf` ends at an ASCII byte).
+    #[inline]
     fn cell(&self, i: usize) -> Option<&[u8]> {
         if self.in_buf {
             self.cells.get(i).map(|&(a, b)| &self.buf[a..b])
@@ -461,11 +473,18 @@ impl<R: std::io::Read> TraceReader<R> {
 
 /// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
 /// character (nearly every name in a log).
+#[inline]
 fn strip(text: &[u8]) -> &[u8] {
     let printable = |b: Option<&u8>| b.is_some_and(|b| (b'!'..=b'~').contains(b));
     if printable(text.first()) && printable(text.last()) {
         return text;
     }
+    strip_any(text)
+}
+
+/// [`strip`] of a text that may need it (out of line).
+#[inline(never)]
+fn strip_any(text: &[u8]) -> &[u8] {
     match core::str::from_utf8(text) {
         Ok(text) => text.trim_matches(py::is_space).as_bytes(),
         Err(_) => text,
@@ -489,6 +508,21 @@ pub fn read_trace<R: std::io::Read>(mut reader: TraceReader<R>) -> Result<Traffi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes that stop [`TraceReader::next_line`]'s scan, one by one.
+    const STOPS: [bool; 256] = {
+        let mut stops = [false; 256];
+        let mut b = 0x80;
+        while b < 256 {
+            stops[b] = true;
+            b += 1;
+        }
+        stops[b',' as usize] = true;
+        stops[b'"' as usize] = true;
+        stops[b'\n' as usize] = true;
+        stops[b'\r' as usize] = true;
+        stops
+    };
 
     /// A source that hands out one byte per read: every line straddles a refill.
     struct Trickle<'a>(&'a [u8]);
@@ -574,5 +608,29 @@ mod tests {
             &["5", "open"],
         ]);
         assert_eq!(records(text), want);
+    }
+
+    #[test]
+    fn stops_are_the_bytes_the_table_stops_at() {
+        // every byte value at every position, behind and before bytes that stop and do not
+        for fill in [b'a', 0x00, 0x01, 0x7f, b'0', b'+', b'-', 0x21, 0x0b, 0x0e, 0x80, 0xff, b',', b'\n'] {
+            for b in 0..=255u8 {
+                for at in 0..8 {
+                    for after in [b'x', b',', 0xff, 0x00, 0x01, b'\n', b'"'] {
+                        let mut bytes = [fill; 8];
+                        bytes[at] = b;
+                        for x in &mut bytes[at + 1..] {
+                            *x = after;
+                        }
+                        let want = bytes
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, &x)| STOPS[usize::from(x)])
+                            .fold(0u64, |m, (i, _)| m | 0x80 << (8 * i));
+                        assert_eq!(stops(u64::from_le_bytes(bytes)), want, "{bytes:?}");
+                    }
+                }
+            }
+        }
     }
 }
