@@ -617,7 +617,7 @@ proptest! {
         let quota = Gcra::new(burst, Span::from_millis(period_ms), count).unwrap();
         let prototype = Blocking::new(quota, Span::from_millis(block_ms));
         let mut whole = Slots::new(prototype.clone(), max_keys);
-        let mut packed = Slots::<_, PackedGcra>::packed(prototype, max_keys);
+        let mut packed = Slots::<_, PackedGcra>::with_packing(prototype, max_keys);
         let times = arrivals(SEC, quota.interval().as_nanos() / 2, &gaps);
         for ((&now, &(_, raw)), &(op, slot, ms)) in times.iter().zip(&gaps).zip(&ops) {
             let (now, cost) = (at(now), raw % (burst + 2));

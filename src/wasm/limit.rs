@@ -115,7 +115,7 @@ fn table(o: &Options, max_keys: usize) -> Result<Table, JsError> {
     let inner = match o.algorithm.as_str() {
         "token_bucket" => {
             let gcra = Gcra::new(burst.unwrap_or(limit), window, limit).map_err(config)?;
-            return Ok(Table::Gcra(Slots::packed(Blocking::new(gcra, block), max_keys)));
+            return Ok(Table::Gcra(Slots::with_packing(Blocking::new(gcra, block), max_keys)));
         }
         "sliding_log" => AnyLimiter::SlidingLog(SlidingLog::new(u64::from(limit), window).map_err(config)?),
         "fixed_window" => AnyLimiter::FixedWindow(FixedWindow::new(u64::from(limit), window).map_err(config)?),

@@ -99,8 +99,8 @@ impl Packing<Blocking<Gcra>> for PackedGcra {
 /// Limiters in numbered slots, at most `max_keys` of them, each a fresh copy of a prototype
 /// when claimed; slots of limiters back at full quota are freed by a sweep and reused. `P`
 /// says how a slot keeps its limiter: [`Whole`] (the default), or [`PackedGcra`] for a
-/// token bucket with count-then-block ([`Slots::packed`]), the same decisions in 16 bytes a
-/// slot.
+/// token bucket with count-then-block ([`Slots::with_packing`]), the same decisions in 16
+/// bytes a slot.
 ///
 /// # Examples
 /// ```
@@ -132,7 +132,7 @@ impl<L: Limiter + Clone> Slots<L> {
     /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
     /// of `prototype` (which should be fresh), each slot holding its limiter whole.
     pub fn new(prototype: L, max_keys: usize) -> Self {
-        Self::packed(prototype, max_keys)
+        Self::with_packing(prototype, max_keys)
     }
 
     /// The limiter in `slot`, if it holds one.
@@ -144,8 +144,8 @@ impl<L: Limiter + Clone> Slots<L> {
 impl<L: Limiter + Clone, P: Packing<L>> Slots<L, P> {
     /// At most `max_keys` (at least 1, at most `u32::MAX`) limiters, each starting as a copy
     /// of `prototype` (which should be fresh), kept as `P` keeps them
-    /// (`Slots::<_, PackedGcra>::packed(..)`).
-    pub fn packed(prototype: L, max_keys: usize) -> Self {
+    /// (`Slots::<_, PackedGcra>::with_packing(..)`).
+    pub fn with_packing(prototype: L, max_keys: usize) -> Self {
         Slots {
             slots: Vec::new(),
             free: Vec::new(),
