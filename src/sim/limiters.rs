@@ -140,7 +140,8 @@ fn first_at_least(k: f64, window: f64) -> Option<f64> {
     None
 }
 
-/// The next float above finite `x`.
+/// The next float above finite `x` (`f64::next_up` is Rust 1.86's, past the crate's
+/// rust-version).
 fn next_up(x: f64) -> f64 {
     if x == 0.0 {
         f64::from_bits(1)
