@@ -12,10 +12,15 @@
 //
 // The reference is found through SLUICEGATE_REFERENCE_SIM (the path of rate_sim.py), else
 // ../shared/reference/rate_sim.py next to the repository; without it only sluicegate's
-// figures are printed. Wall time is measured around each process; peak resident memory is
-// GNU time's %M, or ru_maxrss from os.wait4 in python3 when GNU time is missing. sluicegate
-// and the reference run in rounds (see below: median wall, highest peak). Outputs are compared
-// as parsed JSON documents, plus the exit status.
+// figures are printed. Wall time is taken around each process by a python3 timer that starts
+// it with posix_spawn and waits for it with os.wait4 (Node's own spawn and exit event add
+// 3 ms or so, a fifth of a short run; without python3, around Node's spawn). Peak resident
+// memory is GNU time's %M: every reference run goes through GNU time (its own start, under a
+// millisecond, is then in the reference's wall time: under 0.1 % of it), while sluicegate's
+// timed runs do not and one more run of it, under GNU time, gives its peak. Without GNU time,
+// the peak is ru_maxrss from os.wait4 (which counts the timer's few MiB). sluicegate and the
+// reference run in rounds (see below: median wall, highest peak). Outputs are compared as
+// parsed JSON documents, plus the exit status.
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
@@ -50,26 +55,24 @@ mkdirSync(work, { recursive: true });
 // ---------------------------------------------------------------------------------------- tools
 
 // The interpreter itself rather than a launcher script (pyenv's shim would add its own start-up).
-const probe = spawnSync(process.env.PYTHON || "python3", ["-c", "import os, sys; os.wait4; print(sys.executable)"], { encoding: "utf8" });
+const probe = spawnSync(process.env.PYTHON || "python3", ["-c", "import os, sys; os.wait4; os.posix_spawn; print(sys.executable)"], { encoding: "utf8" });
 const hasPython = probe.status === 0 && probe.stdout.trim() !== "";
 const python = hasPython ? probe.stdout.trim() : process.env.PYTHON || "python3";
 const gnuTime = spawnSync("/usr/bin/time", ["-f", "%e %M", "-o", "/dev/null", "true"], { stdio: "ignore" }).status === 0;
-const method = gnuTime ? "GNU time %M" : hasPython ? "python3 os.wait4 ru_maxrss" : "none (no GNU time, no python3)";
+const method = gnuTime ? "GNU time %M" : hasPython ? "python3 os.wait4 ru_maxrss (the timer's few MiB counted)" : "none (no GNU time, no python3)";
 
 const envRef = process.env.SLUICEGATE_REFERENCE_SIM;
 const refPath = envRef ? resolve(envRef) : resolve(root, "..", "shared", "reference", "rate_sim.py");
 const reference = existsSync(refPath) && hasPython ? refPath : null;
 
-// The fallback wrapper: runs argv, writes "WALL_S PEAK_KIB" (the child's ru_maxrss, which
-// includes the forked interpreter's few MiB) to a file, and exits as argv did.
-const WAIT4 = `import os, sys, time
+// The timer: starts argv with posix_spawn (the interpreter is not copied, as a fork would),
+// waits for it, writes "WALL_S PEAK_KIB" (the child's ru_maxrss, which counts the timer's own
+// few MiB) to a file, and exits as argv did.
+const TIMER = `import os, shutil, sys, time
+argv = sys.argv[2:]
+exe = shutil.which(argv[0]) or argv[0]
 t0 = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(sys.argv[2], sys.argv[2:])
-    finally:
-        os._exit(127)
+pid = os.posix_spawn(exe, argv, os.environ)
 _, status, ru = os.wait4(pid, 0)
 open(sys.argv[1], "w").write("%.6f %d\\n" % (time.perf_counter() - t0, ru.ru_maxrss))
 sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))`;
@@ -91,13 +94,22 @@ function rssMiB(pid) {
   }
 }
 
-/** Runs argv with stdout and stderr in files; { wall, peakKiB, code, stopped }. The wall time
- * is taken around the process (GNU time's %e has only 10 ms steps), or by the python3 wrapper
- * around its child so that the interpreter's own start-up is left out. */
-function measure(argv, outFile, errFile) {
-  const stats = join(work, "time.txt");
-  writeFileSync(stats, "");
-  const full = gnuTime ? ["/usr/bin/time", "-f", "%e %M", "-o", stats, ...argv] : hasPython ? [python, "-c", WAIT4, stats, ...argv] : argv;
+/** The processes under `pid`, to the last one (the measured process, under its wrappers). */
+function innermost(pid) {
+  const below = childrenOf(pid);
+  return below.length === 0 ? [pid] : below.flatMap(innermost);
+}
+
+/** Runs argv with stdout and stderr in files; { wall, peakKiB, code, stopped }. With `peak`,
+ * the process runs under GNU time for its peak (see the top of this file); without it, only
+ * its wall time is taken (peakKiB null when python3 times it). */
+function measure(argv, outFile, errFile, peak) {
+  const timerStats = join(work, "timer.txt");
+  const timeStats = join(work, "time.txt");
+  writeFileSync(timerStats, "");
+  writeFileSync(timeStats, "");
+  const underTime = gnuTime && (peak || !hasPython) ? ["/usr/bin/time", "-f", "%e %M", "-o", timeStats, ...argv] : argv;
+  const full = hasPython ? [python, "-c", TIMER, timerStats, ...underTime] : underTime;
   const out = openSync(outFile, "w");
   const err = openSync(errFile, "w");
   const t0 = process.hrtime.bigint();
@@ -105,11 +117,10 @@ function measure(argv, outFile, errFile) {
   closeSync(out);
   closeSync(err);
   let stopped = null;
-  // Stops the measured process itself (not the wrapper), so the wrapper still reports its peak.
+  // Stops the measured process itself (not a wrapper), so the wrappers still report.
   const stop = (why) => {
     stopped = why;
-    const targets = full === argv ? [child.pid] : childrenOf(child.pid);
-    for (const pid of targets) {
+    for (const pid of full === argv ? [child.pid] : innermost(child.pid)) {
       try {
         process.kill(pid, "SIGKILL");
       } catch {}
@@ -118,10 +129,12 @@ function measure(argv, outFile, errFile) {
   const guard = setInterval(() => {
     const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
     if (elapsed > limitS) return stop(`stopped after ${limitS} s (SLUICEGATE_BENCH_TIMEOUT_S)`);
-    const pids = full === argv ? [child.pid] : childrenOf(child.pid);
+    const pids = full === argv ? [child.pid] : innermost(child.pid);
     const rss = pids.reduce((s, p) => s + rssMiB(p), 0);
     if (rss > limitMiB) stop(`stopped at ${int(rss)} MiB resident (SLUICEGATE_BENCH_MAX_MIB=${limitMiB})`);
   }, 100);
+  // The figures are the last line (GNU time may write "Command exited with non-zero status N" first).
+  const figures = (file) => /^([\d.]+) (\d+)$/.exec(readFileSync(file, "utf8").trim().split("\n").at(-1) || "");
   return new Promise((done, fail) => {
     child.on("error", (e) => {
       clearInterval(guard);
@@ -129,12 +142,12 @@ function measure(argv, outFile, errFile) {
     });
     child.on("close", (code, signal) => {
       clearInterval(guard);
-      const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-      // GNU time may write "Command exited with non-zero status N" first; the figures are last.
-      const last = readFileSync(stats, "utf8").trim().split("\n").at(-1) || "";
-      const m = /^([\d.]+) (\d+)$/.exec(last);
-      const inner = !gnuTime && m ? Number(m[1]) : wall;
-      done({ wall: inner, peakKiB: m ? Number(m[2]) : null, code: signal ? 128 : code, stopped });
+      const around = Number(process.hrtime.bigint() - t0) / 1e9;
+      const timer = hasPython ? figures(timerStats) : null;
+      const time = underTime === argv ? null : figures(timeStats);
+      const wall = timer ? Number(timer[1]) : around;
+      const peakKiB = time ? Number(time[2]) : peak && timer ? Number(timer[2]) : null;
+      done({ wall, peakKiB, code: signal ? 128 : code, stopped });
     });
   });
 }
@@ -345,13 +358,14 @@ function parse(text) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ok = (r) => !r.stopped && (r.code === 0 || r.code === 1); // 1 = high findings, still a result
 
-/** Up to `times` runs of argv (fewer when `enough` says so after the first); the figures and output. */
-async function runSide(label, side, argv, outFile, enough, times = 3) {
+/** Up to `times` runs of argv (fewer when `enough` says so after the first); the figures and
+ * output. With `peakApart`, the timed runs leave GNU time out and one more run takes the peak. */
+async function runSide(label, side, argv, outFile, enough, times = 3, peakApart = false) {
   const runs = [];
   const err = `${outFile}.stderr`;
   const outputs = [];
   for (let i = 0; i < times; i++) {
-    const r = await measure(argv, outFile, err);
+    const r = await measure(argv, outFile, err, !peakApart || !gnuTime);
     const text = ok(r) ? readFileSync(outFile, "utf8") : "";
     if (ok(r) && parse(text) === null) r.noJson = true;
     runs.push(r);
@@ -366,7 +380,17 @@ async function runSide(label, side, argv, outFile, enough, times = 3) {
     outputs.push(text);
     if (i === 0 && enough(r)) break;
   }
-  const good = runs.every((r) => ok(r) && !r.noJson);
+  let good = runs.every((r) => ok(r) && !r.noJson);
+  if (good && peakApart && gnuTime) {
+    const r = await measure(argv, outFile, err, true);
+    const peak = r.peakKiB === null ? "" : `, peak ${(r.peakKiB / 1024).toFixed(1)} MiB`;
+    say(`${label}: ${side} run for the peak (under GNU time, not timed): ${r.wall.toFixed(2)} s${peak}, exit ${r.code}`);
+    good = ok(r) && readFileSync(outFile, "utf8") === outputs[0];
+    if (!good) say(`${label}: ${side}'s run for the peak ${ok(r) ? "gave another output" : `failed${r.stopped ? ` (${r.stopped})` : ""}`}`);
+    runs.forEach((x) => {
+      x.peakKiB = r.peakKiB;
+    });
+  }
   return {
     wall: good ? median(runs.map((r) => r.wall)) : null,
     walls: runs.map((r) => r.wall),
@@ -384,7 +408,7 @@ async function runSide(label, side, argv, outFile, enough, times = 3) {
 
 // ------------------------------------------------------------------------------------------ run
 
-say(`peak memory: ${method}; wall time: ${gnuTime || !hasPython ? "measured around each process" : "measured by the python3 wrapper"}`);
+say(`peak memory: ${method}; wall time: ${hasPython ? "the python3 timer's, around posix_spawn and os.wait4" : "measured around Node's spawn"}`);
 if (reference) {
   say(`reference: ${reference} (${python})`);
 } else if (!hasPython) {
@@ -459,7 +483,7 @@ for (const w of workloads) {
   // runs it 3 times. The ratio is of the medians; each round's own ratio is printed too.
   const rounds = [];
   for (let i = 0; i < (quick ? 1 : 3); i++) {
-    const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5);
+    const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5, true);
     const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), (r) => r.wall >= 5) : null;
     rounds.push({ sg, ref });
     if (!sg.good || !ref?.good || ref.runs > 1 || sg.runs < 5) break;

@@ -98,11 +98,23 @@ impl<K: Hash + Eq + Clone + Default> KeyedGcra<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if let Ok(i) = self.find(key) {
+        match self.find(key) {
             // A check never moves a bucket's TAT back, so the ceiling's bound, at most its
             // TAT before, stays below it: nothing to note.
-            return self.quota.check_tat(&mut self.slots[i].1, now, cost);
+            Ok(i) => self.quota.check_tat(&mut self.slots[i].1, now, cost),
+            Err(_) => self.check_new(key, now, cost),
         }
+    }
+
+    /// [`KeyedGcra::check`] of a key with no bucket, out of line: a held key's check stays a
+    /// few dozen instructions, so the processor has the next checks' lookups under way while
+    /// one waits for its slot (a table of a million keys is mostly out of cache).
+    #[inline(never)]
+    fn check_new<Q>(&mut self, key: &Q, now: Instant, cost: u32) -> Result<Decision, CostTooHigh>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut tat = self.quota.full_at();
         let decision = self.quota.check_tat(&mut tat, now, cost)?;
         if tat <= now {

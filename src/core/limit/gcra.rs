@@ -143,6 +143,13 @@ impl Gcra {
         if cost > self.burst {
             return Err(CostTooHigh { cost, capacity: u64::from(self.burst) });
         }
+        if tat <= now && self.capacity < u64::MAX {
+            // A full bucket (idle since its TAT), as most of a large table's are when their
+            // key comes back: admitted, and what remains is plain, with no division (the
+            // capacity is burst × T exactly, and the debt cost × T).
+            let charge = Span::from_nanos(self.interval * u64::from(cost));
+            return Ok((Decision::Allow { remaining: u64::from(self.burst - cost), reset: charge }, now + charge));
+        }
         let start = tat.max(now);
         // cost ≤ burst, so the charge is at most the capacity: it cannot overflow unless that saturated.
         let charge = if self.capacity < u64::MAX {
@@ -321,6 +328,33 @@ mod tests {
                     let fits = rate.is_finite() && rate > 0.0 && rate <= 1e9 && 1e9 / rate <= slowest.as_nanos() as f64 * (1.0 - 1e-15);
                     prop_assert!(!fits, "refused {}/s although {} ns fits under {:?}", rate, 1e9 / rate, slowest);
                 }
+            }
+
+            /// Every decision is the documented formula worked out in 128 bits, whether the
+            /// bucket is full (its TAT passed: no division) or in debt: admitted when
+            /// `max(TAT, now) + cost·T − now ≤ burst·T`, with the whole units left and the time
+            /// to full, else refused for the time until it would be admitted.
+            #[test]
+            fn decisions_are_the_formula_full_bucket_or_not(
+                burst in 1u32..=1_000,
+                interval in prop_oneof![1u64..=1_000, 1u64..=1_000_000_000],
+                cost in 1u32..=1_000,
+                tat in 0u64..=4_000_000_000_000,
+                now in prop_oneof![0u64..=4_000_000_000_000, Just(2_000_000_000_000)],
+            ) {
+                let cost = cost.min(burst);
+                let mut g = Gcra::with_interval(burst, Span::from_nanos(interval)).at_tat(Instant::from_nanos(tat));
+                let (i, b, c) = (u128::from(interval), u128::from(burst), u128::from(cost));
+                let new_tat = u128::from(tat.max(now)) + c * i;
+                let debt = new_tat - u128::from(now);
+                let want = if debt > b * i {
+                    Decision::Deny { retry_after: Span::from_nanos((debt - b * i) as u64) }
+                } else {
+                    Decision::Allow { remaining: ((b * i - debt) / i) as u64, reset: Span::from_nanos(debt as u64) }
+                };
+                prop_assert_eq!(g.check(Instant::from_nanos(now), cost).unwrap(), want);
+                let kept = if want.is_allowed() { new_tat as u64 } else { tat };
+                prop_assert_eq!(g.tat, Instant::from_nanos(kept));
             }
         }
     }
