@@ -371,7 +371,7 @@ async function runSide(label, side, argv, outFile, enough, times = 3, peakApart 
     runs.push(r);
     const peak = r.peakKiB === null ? "" : `, peak ${(r.peakKiB / 1024).toFixed(1)} MiB`;
     const what = r.stopped ? ` (${r.stopped})` : r.noJson ? " (no JSON on stdout)" : "";
-    say(`${label}: ${side} run ${i + 1}: ${r.wall.toFixed(2)} s${peak}, exit ${r.code}${what}`);
+    say(`${label}: ${side} run ${i + 1}: ${r.wall.toFixed(r.wall < 1 ? 3 : 2)} s${peak}, exit ${r.code}${what}`);
     if (!ok(r) || r.noJson) {
       const text = readFileSync(err, "utf8").trim();
       if (text) say(`  stderr: ${text.split("\n").slice(-3).join(" | ")}`);
@@ -384,7 +384,7 @@ async function runSide(label, side, argv, outFile, enough, times = 3, peakApart 
   if (good && peakApart && gnuTime) {
     const r = await measure(argv, outFile, err, true);
     const peak = r.peakKiB === null ? "" : `, peak ${(r.peakKiB / 1024).toFixed(1)} MiB`;
-    say(`${label}: ${side} run for the peak (under GNU time, not timed): ${r.wall.toFixed(2)} s${peak}, exit ${r.code}`);
+    say(`${label}: ${side} run for the peak (under GNU time, not timed): ${r.wall.toFixed(r.wall < 1 ? 3 : 2)} s${peak}, exit ${r.code}`);
     good = ok(r) && readFileSync(outFile, "utf8") === outputs[0];
     if (!good) say(`${label}: ${side}'s run for the peak ${ok(r) ? "gave another output" : `failed${r.stopped ? ` (${r.stopped})` : ""}`}`);
     runs.forEach((x) => {

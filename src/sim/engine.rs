@@ -20,7 +20,7 @@ use super::stats::{
     ClientStats, Event, Feed, Observer, Outcome, Peak, PolicyStats, Sample, TenantRefused, PROGRESS_EVERY,
 };
 use super::tenants::{self, TenantStage};
-use super::traffic::{merge, seeded, sort_instant, MergeKey, Order, Overlapping, Request, Source, Traffic};
+use super::traffic::{merge, seeded, sort_instant, Order, Overlapping, Request, Source, Traffic};
 use super::SimError;
 use crate::client::smartflow::TokenBucket as SmartFlowBucket;
 use crate::core::limit::{Blocking, Decision, Limiter as _};
@@ -1261,77 +1261,15 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
     // each source's pair number, found when its first request is replayed (so numbered in
     // the replay's order, as every request looking its pair up would)
     let mut pairs = vec![NO_KEY; sources.len()];
-    for_each_generated(sources, heads, &order, |r, j| engine.push_generated(r, &mut pairs[j]))?;
-    engine.finish()
-}
-
-/// The sources' requests merged in the replay's order, each handed to `take` with its
-/// source's number (see [`merge`]), until `take` fails.
-fn merge_sources<E>(
-    sources: &mut [(Source, Request)],
-    heads: Vec<(MergeKey, usize)>,
-    order: &Order,
-    mut take: impl FnMut(Request, usize) -> Result<(), E>,
-) -> Result<(), E> {
     merge(heads, |j| {
         let (source, next) = &mut sources[j];
-        take(*next, j)?;
+        engine.push_generated(*next, &mut pairs[j])?;
         Ok(source.next().map(|t| {
             next.t = t;
             order.key(next)
         }))
-    })
-}
-
-/// Requests handed from the generating thread to the replaying one at a time.
-#[cfg(not(target_arch = "wasm32"))]
-const GENERATED_BATCH: usize = 1024;
-
-/// [`merge_sources`], generating on a second thread while `take` replays (native builds):
-/// the generators (the PRNG, the merge) and the replay each take a core.
-#[cfg(not(target_arch = "wasm32"))]
-fn for_each_generated(
-    mut sources: Vec<(Source, Request)>,
-    heads: Vec<(MergeKey, usize)>,
-    order: &Order,
-    mut take: impl FnMut(Request, usize) -> Result<(), SimError>,
-) -> Result<(), SimError> {
-    std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Request, u32)>>(4);
-        scope.spawn(move || {
-            let mut batch = Vec::with_capacity(GENERATED_BATCH);
-            // a send fails only when the replay stopped (it failed): so does the generation
-            let sent = merge_sources(&mut sources, heads, order, |r, j| {
-                batch.push((r, j as u32));
-                if batch.len() == GENERATED_BATCH {
-                    let full = core::mem::replace(&mut batch, Vec::with_capacity(GENERATED_BATCH));
-                    tx.send(full).map_err(drop)?;
-                }
-                Ok::<(), ()>(())
-            });
-            if sent.is_ok() && !batch.is_empty() {
-                let _ = tx.send(batch);
-            }
-        });
-        // dropping `rx` on an early return stops the generation at its next batch
-        for batch in rx {
-            for (r, j) in batch {
-                take(r, j as usize)?;
-            }
-        }
-        Ok(())
-    })
-}
-
-/// [`merge_sources`] (no threads in wasm).
-#[cfg(target_arch = "wasm32")]
-fn for_each_generated(
-    mut sources: Vec<(Source, Request)>,
-    heads: Vec<(MergeKey, usize)>,
-    order: &Order,
-    take: impl FnMut(Request, usize) -> Result<(), SimError>,
-) -> Result<(), SimError> {
-    merge_sources(&mut sources, heads, order, take)
+    })?;
+    engine.finish()
 }
 
 #[cfg(test)]
