@@ -150,10 +150,11 @@ impl Gcra {
             if exact { self.interval * u64::from(cost) } else { self.interval.saturating_mul(u64::from(cost)) };
         let new_tat = start + Span::from_nanos(charge);
         let debt = (new_tat - now).as_nanos();
-        if tat <= now && exact {
+        if tat <= now && exact && debt == charge {
             // A full bucket (idle since its TAT), as most of a large table's are when their
             // key comes back: admitted, and what remains is plain, with no division (the
-            // capacity is burst × T exactly, and the debt cost × T).
+            // capacity is burst × T exactly, and the debt cost × T, unless the clock's end cut
+            // the new TAT short).
             return Ok((
                 Decision::Allow { remaining: u64::from(self.burst - cost), reset: Span::from_nanos(debt) },
                 new_tat,
@@ -237,6 +238,14 @@ mod tests {
             g.check(Instant::from_secs(10), 2).unwrap(),
             Decision::Allow { remaining: 3, reset: Span::from_secs(2) }
         );
+    }
+
+    #[test]
+    fn a_full_bucket_at_the_clock_s_end_counts_what_the_saturated_tat_charged() {
+        // 2 s charged 0.5 s before the clock's end: the TAT stops at the end, 0.5 s of debt.
+        let mut g = Gcra::new(5, Span::from_secs(5), 5).unwrap();
+        let now = Instant::from_nanos(u64::MAX - 500_000_000);
+        assert_eq!(g.check(now, 2).unwrap(), Decision::Allow { remaining: 4, reset: Span::from_millis(500) });
     }
 
     #[test]
