@@ -540,7 +540,7 @@ impl PacerCore {
     fn keeps_place(&self, at: Instant, now: Instant) -> bool {
         let Some(margin) = self.limits.fixed_windows else { return now <= at + self.limits.slack };
         self.loads.iter().all(|load| {
-            let last = |t: Instant| starts(t, load.length(), margin).1;
+            let last = |t: Instant| reach(t, load.length(), margin).1;
             last(now) <= last(at)
         })
     }
@@ -699,7 +699,7 @@ impl PacerCore {
             .map(|w| {
                 // The first instant counted: the fixed window's start, or just after `now − length`.
                 let from = if fixed {
-                    starts(now, w.length, Span::ZERO).0
+                    reach(now, w.length, Span::ZERO).0
                 } else {
                     (now.as_nanos() + 1).saturating_sub(w.length.as_nanos())
                 };
@@ -832,17 +832,17 @@ impl PacerCore {
     fn count(&mut self, at: Instant, weight: u64, add: bool) {
         let margin = self.limits.fixed_windows;
         for load in &mut self.loads {
-            let (mut k, last) = match margin {
-                Some(margin) => starts(at, load.length(), margin),
-                None => (at.as_nanos(), at.as_nanos()),
-            };
-            while k <= last {
+            let length = load.length();
+            let mut count = |k: u64| {
                 if add {
                     load.insert(Instant::from_nanos(k), weight);
                 } else {
                     load.remove(Instant::from_nanos(k), weight);
                 }
-                k = k.saturating_add(load.length().as_nanos().max(1));
+            };
+            match margin {
+                Some(margin) => starts(at, length, margin).for_each(count),
+                None => count(at.as_nanos()),
             }
         }
     }
@@ -920,10 +920,18 @@ impl PacerCore {
 
 /// The starts (ns) of the first and last fixed window of `length` that a call at `at` may land
 /// in, `margin` either way.
-fn starts(at: Instant, length: Span, margin: Span) -> (u64, u64) {
+fn reach(at: Instant, length: Span, margin: Span) -> (u64, u64) {
     let length = length.as_nanos().max(1);
     let start = |t: u64| t - t % length;
     (start(at.as_nanos().saturating_sub(margin.as_nanos())), start(at.as_nanos().saturating_add(margin.as_nanos())))
+}
+
+/// The starts (ns) of every fixed window of `length` that a call at `at` may land in, `margin`
+/// either way, in order (none past the clock's end).
+fn starts(at: Instant, length: Span, margin: Span) -> impl Iterator<Item = u64> {
+    let (first, last) = reach(at, length, margin);
+    let length = length.as_nanos().max(1);
+    core::iter::successors(Some(first), move |k| k.checked_add(length).filter(|&k| k <= last))
 }
 
 /// The earliest `t' ≥ t` at which `weight` fits every fixed window a call at `t'` may land in.
@@ -933,8 +941,7 @@ fn starts(at: Instant, length: Span, margin: Span) -> (u64, u64) {
 /// that has; the call then goes `margin` after it, where it can only land from there on.
 fn fixed_fit(load: &RollingWindow, mut t: u64, weight: u64, margin: Span, stretches: usize) -> u64 {
     'search: loop {
-        let (mut k, last) = starts(Instant::from_nanos(t), load.length(), margin);
-        while k <= last {
+        for k in starts(Instant::from_nanos(t), load.length(), margin) {
             let room = load.fit(k, weight, stretches);
             if room != k {
                 if room == u64::MAX {
@@ -943,7 +950,6 @@ fn fixed_fit(load: &RollingWindow, mut t: u64, weight: u64, margin: Span, stretc
                 t = room.saturating_add(margin.as_nanos());
                 continue 'search;
             }
-            k = k.saturating_add(load.length().as_nanos().max(1));
         }
         return t;
     }
@@ -1189,6 +1195,16 @@ mod tests {
         assert_eq!(p.snapshot(Instant::from_millis(10_999)).windows[0].spent, 200_000);
         assert_eq!(p.reserve(Instant::from_millis(10_960), 450_000).unwrap().at, Instant::from_millis(11_050));
         assert_eq!(p.reserve(Instant::from_millis(10_960), 1_000).unwrap().at, Instant::from_millis(12_050));
+    }
+
+    #[test]
+    fn the_fixed_windows_a_call_may_land_in_end_at_the_clock_s_end() {
+        // 5 ns divides 2^64 − 1, so the last window starts at the clock's very end.
+        let at = Instant::from_nanos(u64::MAX - 3);
+        let got: alloc::vec::Vec<u64> = starts(at, Span::from_nanos(5), Span::from_nanos(10)).collect();
+        assert_eq!(got, [u64::MAX - 15, u64::MAX - 10, u64::MAX - 5, u64::MAX]);
+        let got: alloc::vec::Vec<u64> = starts(Instant::from_secs(10), Span::from_secs(1), Span::ZERO).collect();
+        assert_eq!(got, [10_000_000_000]);
     }
 
     #[test]
