@@ -98,11 +98,20 @@ impl<K: Hash + Eq + Clone + Default> KeyedGcra<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        match self.find(key) {
-            // A check never moves a bucket's TAT back, so the ceiling's bound, at most its
-            // TAT before, stays below it: nothing to note.
-            Ok(i) => self.quota.check_tat(&mut self.slots[i].1, now, cost),
-            Err(_) => self.check_new(key, now, cost),
+        // `find`'s probe, with the held key's check where it is found (one bounds check).
+        let mask = self.slots.len() - 1;
+        let mut i = index(self.hasher.hash_one(key), self.shift);
+        loop {
+            let (k, tat) = &mut self.slots[i];
+            if *tat == Instant::ZERO {
+                return self.check_new(key, now, cost);
+            }
+            if (*k).borrow() == key {
+                // A check never moves a bucket's TAT back, so the ceiling's bound, at most
+                // its TAT before, stays below it: nothing to note.
+                return self.quota.check_tat(tat, now, cost);
+            }
+            i = (i + 1) & mask;
         }
     }
 

@@ -143,23 +143,25 @@ impl Gcra {
         if cost > self.burst {
             return Err(CostTooHigh { cost, capacity: u64::from(self.burst) });
         }
-        let start = tat.max(now);
         // cost ≤ burst, so the charge is at most the capacity: it cannot overflow unless that saturated.
         let exact = self.capacity < u64::MAX;
         let charge =
             if exact { self.interval * u64::from(cost) } else { self.interval.saturating_mul(u64::from(cost)) };
-        let new_tat = start + Span::from_nanos(charge);
-        let debt = (new_tat - now).as_nanos();
-        if tat <= now && exact && debt == charge {
+        if tat <= now && exact {
             // A full bucket (idle since its TAT), as most of a large table's are when their
             // key comes back: admitted, and what remains is plain, with no division (the
-            // capacity is burst × T exactly, and the debt cost × T, unless the clock's end cut
-            // the new TAT short).
-            return Ok((
-                Decision::Allow { remaining: u64::from(self.burst - cost), reset: Span::from_nanos(debt) },
-                new_tat,
-            ));
+            // capacity is burst × T exactly, and the debt cost × T, unless the clock's end
+            // cuts the new TAT short).
+            if let Some(new_tat) = now.as_nanos().checked_add(charge) {
+                return Ok((
+                    Decision::Allow { remaining: u64::from(self.burst - cost), reset: Span::from_nanos(charge) },
+                    Instant::from_nanos(new_tat),
+                ));
+            }
         }
+        let start = tat.max(now);
+        let new_tat = start + Span::from_nanos(charge);
+        let debt = (new_tat - now).as_nanos();
         let capacity = self.capacity();
         if debt > capacity {
             return Ok((Decision::Deny { retry_after: Span::from_nanos(debt - capacity) }, tat));
