@@ -7,13 +7,47 @@ use hashbrown::{HashMap, HashTable};
 /// Names interned as numbers, in the order first seen.
 #[derive(Clone, Debug, Default)]
 pub struct Names {
-    /// The numbers, found by the hash of a name's bytes.
-    pub(super) index: HashTable<u32>,
-    pub(super) names: Vec<Box<str>>,
+    /// The numbers of names of at most 16 bytes, found by those bytes packed in two words
+    /// and the length ([`Short`]): a lookup reads one entry, never the name itself.
+    short: HashTable<(Short, u32)>,
+    /// The numbers of longer names, found by the hash of a name's bytes.
+    long: HashTable<u32>,
+    names: Vec<Box<str>>,
+}
+
+/// A name of at most 16 bytes as two words and its length, which together give back every
+/// byte: eight or more, the first eight and the last eight (overlapping when fewer than
+/// 16); four to seven, the first four and the last four; fewer, the first, middle and last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Short(u64, u64, usize);
+
+impl Short {
+    #[inline(always)]
+    fn of(name: &[u8]) -> Option<Short> {
+        let n = name.len();
+        let word = |at: usize| u64::from_le_bytes(name[at..at + 8].try_into().expect("eight bytes"));
+        let half = |at: usize| u64::from(u32::from_le_bytes(name[at..at + 4].try_into().expect("four bytes")));
+        match n {
+            8..=16 => Some(Short(word(0), word(n - 8), n)),
+            4..=7 => Some(Short(half(0), half(n - 4), n)),
+            1..=3 => Some(Short(u64::from(name[0]) | u64::from(name[n / 2]) << 8 | u64::from(name[n - 1]) << 16, 0, n)),
+            0 => Some(Short(0, 0, 0)),
+            _ => None,
+        }
+    }
+
+    /// A hash of the three (a folded multiply, as foldhash's).
+    #[inline(always)]
+    fn hash(self) -> u64 {
+        const SEED: u64 = 0x243f_6a88_85a3_08d3;
+        const FOLD: u64 = 0x1319_8a2e_0370_7344;
+        let product = u128::from(self.0 ^ SEED) * u128::from(self.1 ^ FOLD ^ self.2 as u64);
+        product as u64 ^ (product >> 64) as u64
+    }
 }
 
 impl Names {
-    pub(super) fn hash(name: &[u8]) -> u64 {
+    fn hash(name: &[u8]) -> u64 {
         let mut h = FixedState::default().build_hasher();
         h.write(name);
         h.finish()
@@ -21,27 +55,46 @@ impl Names {
 
     /// The number of `name`, numbering it if new.
     pub fn intern(&mut self, name: &str) -> u32 {
-        let hash = Names::hash(name.as_bytes());
-        match self.index.find(hash, |&id| self.names[id as usize].as_bytes() == name.as_bytes()) {
-            Some(&id) => id,
-            None => self.add(hash, name),
+        match self.find(name.as_bytes()) {
+            Ok(id) => id,
+            Err(hash) => self.add(hash, name),
         }
     }
 
     /// [`Names::intern`] for a name given as bytes; `None` when they are not UTF-8 text.
+    #[inline(always)]
     pub fn intern_utf8(&mut self, name: &[u8]) -> Option<u32> {
-        let hash = Names::hash(name);
-        match self.index.find(hash, |&id| same(self.names[id as usize].as_bytes(), name)) {
-            Some(&id) => Some(id),
-            None => Some(self.add(hash, core::str::from_utf8(name).ok()?)),
+        match self.find(name) {
+            Ok(id) => Some(id),
+            Err(hash) => Some(self.add(hash, core::str::from_utf8(name).ok()?)),
         }
     }
 
-    pub(super) fn add(&mut self, hash: u64, name: &str) -> u32 {
+    /// The number of `name`, or the hash it is numbered under when new.
+    #[inline(always)]
+    fn find(&self, name: &[u8]) -> Result<u32, u64> {
+        if let Some(key) = Short::of(name) {
+            let hash = key.hash();
+            return self.short.find(hash, |&(k, _)| k == key).map(|&(_, id)| id).ok_or(hash);
+        }
+        let hash = Names::hash(name);
+        self.long.find(hash, |&id| same(self.names[id as usize].as_bytes(), name)).copied().ok_or(hash)
+    }
+
+    /// Numbers `name` (not numbered yet), `hash` being what [`Names::find`] returned.
+    #[cold]
+    fn add(&mut self, hash: u64, name: &str) -> u32 {
         let id = self.names.len() as u32;
         self.names.push(name.into());
-        let names = &self.names;
-        self.index.insert_unique(hash, id, |&id| Names::hash(names[id as usize].as_bytes()));
+        match Short::of(name.as_bytes()) {
+            Some(key) => {
+                self.short.insert_unique(hash, (key, id), |(k, _)| k.hash());
+            }
+            None => {
+                let names = &self.names;
+                self.long.insert_unique(hash, id, |&id| Names::hash(names[id as usize].as_bytes()));
+            }
+        }
         id
     }
 
@@ -112,6 +165,37 @@ impl Pairs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_of_every_length_are_numbered_in_the_order_first_seen_and_found_again() {
+        // every length from 0 to 40, each with a byte changed at every place (and a
+        // non-ASCII one): short names and long alike, and the lengths that pack alike
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        for n in 0..=40usize {
+            let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            all.push(a.clone());
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] = b'A' + (at % 26) as u8;
+                all.push(b);
+            }
+            all.push("é".repeat(n / 2).into_bytes());
+        }
+        let mut names = Names::default();
+        let mut want = std::collections::HashMap::new();
+        for round in 0..2 {
+            for name in &all {
+                let next = want.len() as u32;
+                let id = *want.entry(name.clone()).or_insert(next);
+                assert_eq!(names.intern_utf8(name), Some(id), "round {round}: {name:?}");
+                assert_eq!(names.name(id).as_bytes(), &name[..]);
+                assert_eq!(names.intern(core::str::from_utf8(name).unwrap()), id);
+            }
+        }
+        assert_eq!(names.len(), want.len());
+        assert_eq!(names.intern_utf8(&[0xff, b'a']), None, "not UTF-8");
+        assert_eq!(names.len(), want.len(), "nothing numbered for it");
+    }
 
     #[test]
     fn same_is_equality_at_every_length_and_place() {

@@ -190,17 +190,19 @@ pub struct TraceReader<R> {
 
 const BLOCK: usize = 1 << 16;
 
-/// The bytes of `word` (eight, the first lowest) that stop [`TraceReader::next_line`]'s scan
-/// (`,` `"` `\n` `\r` and non-ASCII bytes): each one's high bit set, every other bit clear. A byte is found
-/// equal to `c` where `x ^ c` is zero: `((v & 0x7f..) + 0x7f..) | v` has the high bit of
-/// each byte of `v` set exactly when that byte is not zero (no carry crosses a byte).
+/// The bytes of `word` (eight, the first lowest) that may stop [`TraceReader::next_line`]'s
+/// scan: each one's high bit set, every other bit clear. The bytes that stop it (`,` `"` `\n`
+/// `\r` and non-ASCII ones) are all below `-` or from 0x80: those are the bytes marked, so a
+/// few others are too (a space, `+`, a control byte), which the scan then passes over. A
+/// byte's low seven bits plus 0x80 − `-` carry into its high bit exactly when they are `-`
+/// or above (no carry crosses a byte).
+#[inline(always)]
 fn stops(word: u64) -> u64 {
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = !LOW;
     const ONES: u64 = 0x0101_0101_0101_0101;
-    let zero = |v: u64| !(((v & LOW) + LOW) | v | LOW);
-    let is = |c: u8| zero(word ^ (ONES * u64::from(c)));
-    is(b',') | is(b'"') | is(b'\n') | is(b'\r') | (word & HIGH)
+    let at_least_dash = (word & LOW) + ONES * u64::from(0x80 - b'-');
+    (!at_least_dash | word) & HIGH
 }
 
 /// A line found by [`TraceReader::next_line`].
@@ -310,16 +312,16 @@ impl<R: std::io::Read> TraceReader<R> {
             let mut i = start;
             while i < self.end {
                 // the next eight bytes (the last few padded with zeros, which do not stop it)
-                let (n, word) = match self.buf[..self.end].get(i..i + 8) {
-                    Some(word) => (8, u64::from_le_bytes(word.try_into().expect("eight bytes"))),
+                let (n, mut flags) = match self.buf[..self.end].get(i..i + 8) {
+                    Some(word) => (8, stops(u64::from_le_bytes(word.try_into().expect("eight bytes")))),
                     None => {
+                        // the last few, padded with zeros (which the mask then drops)
                         let n = self.end - i;
                         let mut word = [0u8; 8];
                         word[..n].copy_from_slice(&self.buf[i..self.end]);
-                        (n, u64::from_le_bytes(word))
+                        (n, stops(u64::from_le_bytes(word)) & (u64::MAX >> (64 - 8 * n)))
                     }
                 };
-                let mut flags = stops(word);
                 while flags != 0 {
                     let j = i + flags.trailing_zeros() as usize / 8;
                     flags &= flags - 1;
@@ -339,7 +341,9 @@ impl<R: std::io::Read> TraceReader<R> {
                             let crlf = j + 1 < self.end && self.buf[j + 1] == b'\n';
                             return Ok(Line { stop: Some(j + 1 + usize::from(crlf)), body_end: j, quoted, ascii });
                         }
-                        _ => ascii = false,
+                        0x80.. => ascii = false,
+                        // marked but stopping nothing (a space, say: see `stops`)
+                        _ => {}
                     }
                 }
                 i += n;
@@ -362,7 +366,7 @@ impl<R: std::io::Read> TraceReader<R> {
 
     /// Cell `i` of the last record (UTF-8: a line with anything else was refused, and a
     /// cell in `buf` ends at an ASCII byte).
-    #[inline]
+    #[inline(always)]
     fn cell(&self, i: usize) -> Option<&[u8]> {
         if self.in_buf {
             self.cells.get(i).map(|&(a, b)| &self.buf[a..b])
@@ -473,7 +477,7 @@ impl<R: std::io::Read> TraceReader<R> {
 
 /// `text.strip()`: nothing to strip from a text that starts and ends with a printable ASCII
 /// character (nearly every name in a log).
-#[inline]
+#[inline(always)]
 fn strip(text: &[u8]) -> &[u8] {
     let printable = |b: Option<&u8>| b.is_some_and(|b| (b'!'..=b'~').contains(b));
     if printable(text.first()) && printable(text.last()) {
@@ -611,26 +615,54 @@ mod tests {
     }
 
     #[test]
-    fn stops_are_the_bytes_the_table_stops_at() {
+    fn stops_marks_every_byte_that_stops_the_scan_and_only_bytes_below_a_dash_or_not_ascii() {
         // every byte value at every position, behind and before bytes that stop and do not
-        for fill in [b'a', 0x00, 0x01, 0x7f, b'0', b'+', b'-', 0x21, 0x0b, 0x0e, 0x80, 0xff, b',', b'\n'] {
+        for fill in [b'a', 0x00, 0x01, 0x7f, b'0', b'+', b'-', b'.', 0x21, 0x0b, 0x0e, 0x80, 0xff, b',', b'\n'] {
             for b in 0..=255u8 {
                 for at in 0..8 {
-                    for after in [b'x', b',', 0xff, 0x00, 0x01, b'\n', b'"'] {
+                    for after in [b'x', b',', 0xff, 0x00, 0x01, b'\n', b'"', b'-', b' '] {
                         let mut bytes = [fill; 8];
                         bytes[at] = b;
                         for x in &mut bytes[at + 1..] {
                             *x = after;
                         }
-                        let want = bytes
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, &x)| STOPS[usize::from(x)])
-                            .fold(0u64, |m, (i, _)| m | 0x80 << (8 * i));
-                        assert_eq!(stops(u64::from_le_bytes(bytes)), want, "{bytes:?}");
+                        let marked = |want: &dyn Fn(u8) -> bool| {
+                            bytes
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, &x)| want(x))
+                                .fold(0u64, |m, (i, _)| m | 0x80 << (8 * i))
+                        };
+                        let got = stops(u64::from_le_bytes(bytes));
+                        assert_eq!(got, marked(&|x| x < b'-' || x >= 0x80), "{bytes:?}");
+                        let stopping = marked(&|x| STOPS[usize::from(x)]);
+                        assert_eq!(got & stopping, stopping, "{bytes:?}: every byte that stops is marked");
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn bytes_marked_that_stop_nothing_stay_in_their_cell() {
+        let text = "t,client,endpoint\n1,a b+c\t!,/x y\n2,\x01#$%&'()*,/z\n3, sp ,/ \n";
+        let mut reader = TraceReader::new("trace.csv", text.as_bytes());
+        let mut cells = Vec::new();
+        while reader.next_record().unwrap() {
+            cells.push(
+                (0..reader.record_len())
+                    .map(|i| String::from_utf8(reader.cell(i).unwrap().to_vec()).unwrap())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(
+            cells,
+            [
+                vec!["t", "client", "endpoint"],
+                vec!["1", "a b+c\t!", "/x y"],
+                vec!["2", "\x01#$%&'()*", "/z"],
+                vec!["3", " sp ", "/ "],
+            ]
+        );
     }
 }
