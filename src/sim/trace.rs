@@ -634,7 +634,7 @@ mod tests {
                                 .fold(0u64, |m, (i, _)| m | 0x80 << (8 * i))
                         };
                         let got = stops(u64::from_le_bytes(bytes));
-                        assert_eq!(got, marked(&|x| x < b'-' || x >= 0x80), "{bytes:?}");
+                        assert_eq!(got, marked(&|x| !(b'-'..0x80).contains(&x)), "{bytes:?}");
                         let stopping = marked(&|x| STOPS[usize::from(x)]);
                         assert_eq!(got & stopping, stopping, "{bytes:?}: every byte that stops is marked");
                     }
