@@ -188,8 +188,17 @@ pub struct Engine<'c, 'o> {
     /// Per policy: the window they are counted over, and whether in nanoseconds (the core's
     /// limiters) rather than seconds.
     window_of: Vec<(f64, bool)>,
-    /// Per policy, per client slot: rejected at least once.
-    rejected_clients: Vec<Vec<bool>>,
+    /// Per client slot and policy (`slot * policies + j`): the attempts the policy refused
+    /// (summed into the policies' counts, and who they refused, when the replay is done).
+    refusals: Vec<u64>,
+    /// Per client slot and policy name (`slot * names + name`, see `name_of`): the refusals
+    /// the client blames on it (the first rejecting policy's).
+    blamed: Vec<u64>,
+    /// The number of distinct policy names.
+    names: usize,
+    /// Whether a refusal may start a block: some policy counts in the core (where a
+    /// count-then-block rule blocks on a refusal), or the edge's pipeline decides.
+    blocks: bool,
     /// Per policy, per client slot: refused in shadow at least once (empty when every edge
     /// rule enforces all its refusals).
     shadowed_clients: Vec<Vec<bool>>,
@@ -300,6 +309,14 @@ fn has_shadow_rules(cfg: &Config) -> bool {
     cfg.edge_rules.as_ref().is_some_and(|set| set.rules().iter().any(|r| r.enforce != Enforce::All))
 }
 
+/// The number of each policy's name (policies sharing a name share it), and how many names
+/// there are.
+fn name_numbers(cfg: &Config) -> (Vec<u32>, usize) {
+    let mut names = Names::default();
+    let name_of = cfg.policies.iter().map(|p| names.intern(&p.name)).collect();
+    (name_of, names.len())
+}
+
 /// The keyed hash of the simulated isolates' block caches (any key does).
 const SIM_HASH: KeyedHash = KeyedHash::new(0x5eed, 0x51de);
 
@@ -351,6 +368,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             .collect();
         let n = cfg.policies.len();
         let pacers = (0..n).filter(|&j| cfg.policies[j].algorithm.is_pacer()).collect();
+        let (name_of, names) = name_numbers(cfg);
         Engine {
             cfg,
             watching: observer.as_deref().is_some_and(Observer::watches_attempts),
@@ -377,16 +395,16 @@ impl<'c, 'o> Engine<'c, 'o> {
                     (if core { nanos(p.window_s) as f64 } else { p.window_s }, core)
                 })
                 .collect(),
-            rejected_clients: vec![Vec::new(); n],
+            refusals: Vec::new(),
+            blamed: Vec::new(),
+            names,
+            blocks: cfg.edge_rules.is_some() || cfg.policies.iter().any(|p| p.algorithm.is_core()),
             shadowed_clients: if has_shadow_rules(cfg) { vec![Vec::new(); n] } else { Vec::new() },
             shadow: Vec::new(),
             tenant_shadow: None,
             pacers,
             rejecting: Vec::new(),
-            name_of: {
-                let mut names = Names::default();
-                cfg.policies.iter().map(|p| names.intern(&p.name)).collect()
-            },
+            name_of,
             queue: Queue::default(),
             last: None,
             admit_order: 0,
@@ -514,22 +532,30 @@ impl<'c, 'o> Engine<'c, 'o> {
                 self.out.policies[j as usize].checks += checked;
             }
         }
-        for (_, s) in &mut self.out.clients {
+        let n = self.states.len();
+        for (slot, (_, s)) in self.out.clients.iter_mut().enumerate() {
+            let blamed = &self.blamed[slot * self.names..][..self.names];
             s.blocked_by = s
                 .blocked
                 .iter()
-                .map(|&(name, n)| {
+                .map(|&name| {
                     let j = self.name_of.iter().position(|&x| x == name).expect("a policy's name");
-                    (self.cfg.policies[j].name.clone(), n)
+                    (self.cfg.policies[j].name.clone(), blamed[name as usize])
                 })
                 .collect();
+            for (ps, &refused) in self.out.policies.iter_mut().zip(&self.refusals[slot * n..][..n]) {
+                ps.rejects += refused;
+            }
         }
         let clients = &self.out.clients;
         let named = |flags: &[bool]| -> Vec<String> {
             flags.iter().enumerate().filter(|(_, &r)| r).map(|(slot, _)| clients[slot].0.clone()).collect()
         };
         for (j, ps) in self.out.policies.iter_mut().enumerate() {
-            ps.by_client = named(&self.rejected_clients[j]);
+            ps.by_client = (0..clients.len())
+                .filter(|&slot| self.refusals[slot * n + j] > 0)
+                .map(|slot| clients[slot].0.clone())
+                .collect();
             if let Some(shadowed) = self.shadowed_clients.get(j) {
                 ps.shadow_clients = named(shadowed);
             }
@@ -562,7 +588,9 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.slot[c] = self.out.clients.len() as u32;
             let name = self.clients.name(c as u32);
             self.out.clients.push((name.into(), ClientStats::default()));
-            for r in self.rejected_clients.iter_mut().chain(&mut self.shadowed_clients) {
+            self.refusals.resize(self.refusals.len() + self.states.len(), 0);
+            self.blamed.resize(self.blamed.len() + self.names, 0);
+            for r in &mut self.shadowed_clients {
                 r.push(false);
             }
             // the last config entry of its name wins
@@ -1063,9 +1091,43 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// kept as the sample 429.
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
+        let n = self.states.len();
+        let refusals = &mut self.refusals[ci * n..][..n];
+        for &(j, _) in &self.rejecting {
+            refusals[j as usize] += 1;
+        }
+        if self.blocks {
+            self.count_blocks(a);
+        }
+        let s = &mut self.out.clients[ci].1;
+        s.rejected += 1;
+        if wait > s.max_retry_after {
+            s.max_retry_after = wait;
+        }
+        s.first_reject.get_or_insert(a.t);
+        // the first rejecting policy, in config order, is the one the client blames
+        let first = self.rejecting[0].0 as usize;
+        let first_name = self.name_of[first];
+        let blamed = &mut self.blamed[ci * self.names + first_name as usize];
+        if *blamed == 0 {
+            s.blocked.push(first_name);
+        }
+        *blamed += 1;
+        // (the sample is a 429: a tenant's 401 or 413 is not one)
+        if self.out.sample.is_none() && self.tenant_refusal.is_none_or(|(r, _)| r.status == 429) {
+            self.sample(a, first, wait);
+        }
+        self.observe(a, false);
+        self.tenant_refusal = None;
+        self.pre_read_refusal = None;
+    }
+
+    /// Tells the core's limiters among the policies in `rejecting` of their refusal (for
+    /// [`Engine::record_refusal`]), counting the blocks it started.
+    #[inline(never)]
+    fn count_blocks(&mut self, a: Attempt) {
+        let ci = a.slot as usize;
         for &(j, key) in &self.rejecting {
-            self.out.policies[j as usize].rejects += 1;
-            self.rejected_clients[j as usize][ci] = true;
             let started = match &mut self.edge {
                 // The edge's pipeline charged its counter already, and saw whether a block began.
                 Some(edge) if self.cfg.policies[j as usize].edge_rule.is_some() => {
@@ -1083,26 +1145,6 @@ impl<'c, 'o> Engine<'c, 'o> {
                 }
             }
         }
-        let s = &mut self.out.clients[ci].1;
-        s.rejected += 1;
-        if wait > s.max_retry_after {
-            s.max_retry_after = wait;
-        }
-        s.first_reject.get_or_insert(a.t);
-        // the first rejecting policy, in config order, is the one the client blames
-        let first = self.rejecting[0].0 as usize;
-        let first_name = self.name_of[first];
-        match s.blocked.iter_mut().find(|(name, _)| *name == first_name) {
-            Some((_, n)) => *n += 1,
-            None => s.blocked.push((first_name, 1)),
-        }
-        // (the sample is a 429: a tenant's 401 or 413 is not one)
-        if self.out.sample.is_none() && self.tenant_refusal.is_none_or(|(r, _)| r.status == 429) {
-            self.sample(a, first, wait);
-        }
-        self.observe(a, false);
-        self.tenant_refusal = None;
-        self.pre_read_refusal = None;
     }
 
     /// Keeps the first refusal, by policy `first` with `wait`, as the sample 429 (a tenant's

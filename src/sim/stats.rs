@@ -23,8 +23,9 @@ pub struct ClientStats {
     pub max_retry_after: f64,
     /// Rejections per policy name (the first rejecting policy), in first-seen order.
     pub blocked_by: Vec<(String, u64)>,
-    /// `blocked_by` while replaying: numbers of distinct policy names.
-    pub(super) blocked: Vec<(u32, u64)>,
+    /// `blocked_by`'s names while replaying: numbers of distinct policy names, in the order
+    /// first blamed (the engine counts them).
+    pub(super) blocked: Vec<u32>,
     /// When it was first rejected.
     pub first_reject: Option<f64>,
     /// The order of its first admission among all clients (for "first maximum" ties).
