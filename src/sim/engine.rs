@@ -142,11 +142,11 @@ fn overflow(attempt: u32) -> SimError {
 }
 
 /// The queue's lane of a retry delayed by a constant ([`Queue::push`]): 0 for immediate
-/// retries, 1 + k for backoff step k; `None` for a delay that varies.
+/// retries, 1 + k for backoff step k (64 lanes at most); `None` for a delay that varies.
 fn retry_lane(mode: Retry, attempt: u32) -> Option<usize> {
     match mode {
         Retry::Immediate => Some(0),
-        Retry::Backoff if attempt < 64 => Some(1 + attempt as usize),
+        Retry::Backoff if attempt < 63 => Some(1 + attempt as usize),
         _ => None,
     }
 }

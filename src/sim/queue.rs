@@ -45,13 +45,16 @@ pub(super) struct Queue {
     /// The key at the front of each lane (`u128::MAX` when it is empty), side by side: the
     /// next head is found without visiting every lane.
     pub(super) fronts: Vec<u128>,
+    /// Which lanes hold something (bit l: lane l; there are at most 64, see the engine's
+    /// `retry_lane`): the next head is found among those only.
+    pub(super) filled: u64,
     /// `(key, index into slab)` by the highest bit in which the key's time differs from
     /// `last`'s, each in the order queued.
     pub(super) buckets: Vec<Vec<(u128, u32)>>,
     /// The smallest key in each bucket (valid while it is not empty).
     pub(super) mins: Vec<u128>,
     /// Which buckets hold something (bit b: bucket b).
-    pub(super) nonempty: u128,
+    pub(super) nonempty: u64,
     /// Bucket 0's entries before this one were taken out.
     pub(super) zero_from: usize,
     /// The time key of the last attempt taken out; every time queued is at least this.
@@ -66,14 +69,18 @@ pub(super) struct Queue {
     pub(super) head: (u128, Option<usize>),
 }
 
-/// Buckets: one for the same time as the last taken out, one per bit of a time key.
-const BUCKETS: usize = 65;
+/// Buckets: one for the same time as the last taken out, one per bit of a time key below
+/// the highest, and one for keys that differ from it in either of the two highest bits (only
+/// a time of the other sign differs in the highest: rare enough to share a bucket, which
+/// still holds keys above every lower bucket's).
+const BUCKETS: usize = 64;
 
 impl Default for Queue {
     fn default() -> Self {
         Queue {
             lanes: Vec::new(),
             fronts: Vec::new(),
+            filled: 0,
             buckets: vec![Vec::new(); BUCKETS],
             mins: vec![0; BUCKETS],
             nonempty: 0,
@@ -89,12 +96,13 @@ impl Default for Queue {
 
 impl Queue {
     pub(super) fn bucket(&self, key: u128) -> usize {
-        64 - (((key >> 64) as u64) ^ self.last).leading_zeros() as usize
+        (64 - (((key >> 64) as u64) ^ self.last).leading_zeros() as usize).min(BUCKETS - 1)
     }
 
+    #[inline(always)]
     pub(super) fn put(&mut self, key: u128, i: u32) {
         let b = self.bucket(key);
-        let bit = 1u128 << b;
+        let bit = 1u64 << b;
         if self.nonempty & bit == 0 {
             self.nonempty |= bit;
             self.mins[b] = key;
@@ -118,11 +126,13 @@ impl Queue {
                 if self.lanes.len() <= lane {
                     self.add_lanes(lane);
                 }
-                debug_assert!(self.lanes[lane].back().is_none_or(|&(k, _)| k < key), "a lane stays in order");
-                if self.lanes[lane].is_empty() {
+                let queued = &mut self.lanes[lane];
+                debug_assert!(queued.back().is_none_or(|&(k, _)| k < key), "a lane stays in order");
+                if queued.is_empty() {
                     self.fronts[lane] = key;
+                    self.filled |= 1 << lane;
                 }
-                self.lanes[lane].push_back((key, a));
+                queued.push_back((key, a));
             }
             None => {
                 debug_assert!((key >> 64) as u64 >= self.last, "the replay never queues into the past");
@@ -147,14 +157,21 @@ impl Queue {
     /// Makes lanes up to number `lane`.
     #[cold]
     pub(super) fn add_lanes(&mut self, lane: usize) {
+        assert!(lane < 64, "at most 64 lanes");
         self.lanes.resize_with(lane + 1, VecDeque::new);
         self.fronts.resize(lane + 1, u128::MAX);
     }
 
-    /// Finds the smallest key queued again (after it was taken out).
+    /// Finds the smallest key queued again (after it was taken out): the buckets' smallest,
+    /// or the front of a lane that holds something.
+    #[inline(always)]
     pub(super) fn find_head(&mut self) {
         let mut head = (self.lowest().map_or(u128::MAX, |b| self.mins[b]), None);
-        for (l, &key) in self.fronts.iter().enumerate() {
+        let mut filled = self.filled;
+        while filled != 0 {
+            let l = filled.trailing_zeros() as usize;
+            filled &= filled - 1;
+            let key = self.fronts[l];
             if key < head.0 {
                 head = (key, Some(l));
             }
@@ -180,7 +197,13 @@ impl Queue {
             Some(l) => {
                 let lane = &mut self.lanes[l];
                 let a = lane.pop_front().expect("the head is at its front").1;
-                self.fronts[l] = lane.front().map_or(u128::MAX, |&(key, _)| key);
+                match lane.front() {
+                    Some(&(key, _)) => self.fronts[l] = key,
+                    None => {
+                        self.fronts[l] = u128::MAX;
+                        self.filled &= !(1 << l);
+                    }
+                }
                 a
             }
             None => {
@@ -199,13 +222,17 @@ impl Queue {
     pub(super) fn pop_bucket(&mut self, min: u128) -> u32 {
         let b = self.lowest().expect("the minimum is in a bucket");
         if b != 0 {
-            self.nonempty &= !(1u128 << b);
+            self.nonempty &= !(1u64 << b);
             let mut items = core::mem::take(&mut self.buckets[b]);
             self.last = (min >> 64) as u64;
-            for (key, i) in items.drain(..) {
+            for &(key, i) in &items {
                 self.put(key, i);
             }
-            self.buckets[b] = items;
+            // (the top bucket's keys may land in it again, in a list of their own)
+            if self.buckets[b].is_empty() {
+                items.clear();
+                self.buckets[b] = items;
+            }
         }
         let zero = &mut self.buckets[0];
         let (key, i) = zero[self.zero_from];
