@@ -119,11 +119,12 @@ fn core_units(cost: f64) -> Result<u32, String> {
 }
 
 /// How long after a refusal the client sends attempt number `attempt + 1`, as its retry mode
-/// says; `None` when it gives up (no retries, or `max_retries` spent).
-fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Result<Option<f64>, SimError> {
+/// says; `None` when it gives up (no retries, or `max_retries` spent, as [`retries_allowed`]
+/// gives it).
+fn retry_delay(mode: Retry, max_retries: u32, attempt: u32, wait: f64) -> Result<Option<f64>, SimError> {
     match mode {
         Retry::None => Ok(None),
-        _ if i128::from(attempt) >= max_retries => Ok(None),
+        _ if attempt >= max_retries => Ok(None),
         // the reference evaluates `2.0 ** attempt` for every retry mode
         _ if attempt >= 1024 => Err(overflow(attempt)),
         Retry::Immediate => Ok(Some(0.1)),
@@ -131,6 +132,12 @@ fn retry_delay(mode: Retry, max_retries: i128, attempt: u32, wait: f64) -> Resul
         Retry::Backoff => Ok(Some(f64::from_bits((1023 + u64::from(attempt)) << 52))),
         Retry::Honor => Ok(Some(wait + 0.05)),
     }
+}
+
+/// A client's `max_retries` as a count of attempts' numbers: none below 0, and any count
+/// past `u32::MAX` is as good as it (an attempt numbered 1024 fails before).
+fn retries_allowed(max_retries: i128) -> u32 {
+    max_retries.clamp(0, u32::MAX.into()) as u32
 }
 
 /// The reference's `OverflowError` for a retry numbered `attempt` (1024 or more).
@@ -167,8 +174,9 @@ pub struct Engine<'c, 'o> {
     endpoints: Names,
     /// Per client number: index into `out.clients`, or `NO_SLOT`.
     slot: Vec<u32>,
-    /// Per client slot: retry mode and retries allowed (the last config entry of a name).
-    retry: Vec<(Retry, i128)>,
+    /// Per client slot: retry mode and retries allowed (the last config entry of a name; see
+    /// [`retries_allowed`]).
+    retry: Vec<(Retry, u32)>,
     /// `(client, endpoint)` → pair number; `pair_keys[pair * policies + j]` is the key of
     /// policy `j` for that pair, or `NO_KEY`.
     pairs: Pairs,
@@ -595,7 +603,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             }
             // the last config entry of its name wins
             let mode = self.cfg.clients.iter().rev().find(|x| x.name == name);
-            self.retry.push(mode.map_or((Retry::None, 3), |x| (x.retry, x.max_retries)));
+            self.retry.push(mode.map_or((Retry::None, 3), |x| (x.retry, retries_allowed(x.max_retries))));
         }
         self.slot[c] as usize
     }
