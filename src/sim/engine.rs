@@ -60,10 +60,7 @@ impl State {
     fn charge(&mut self, key: usize, t: f64, cost: f64) {
         match self {
             State::Reference(lim) => lim.consume(key, t, cost),
-            State::Core { keys, .. } => {
-                // peeked as allowed above with the same now and cost: this charges it
-                let _ = keys[key].check(Instant::from_nanos(nanos(t)), cost as u32);
-            }
+            State::Core { keys, .. } => charge_core(&mut keys[key], t, cost),
             State::Pacer { .. } | State::EdgeStage => {}
         }
     }
@@ -89,6 +86,13 @@ fn check_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) -> Result<(bool
     }
 }
 
+/// [`State::charge`] for one of the core's limiters (out of line, as [`check_core`]).
+#[inline(never)]
+fn charge_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) {
+    // peeked as allowed above with the same now and cost: this charges it
+    let _ = lim.check(Instant::from_nanos(nanos(t)), cost as u32);
+}
+
 /// [`State::refused`] for one of the core's limiters.
 #[inline(never)]
 fn refused_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) -> bool {
@@ -96,6 +100,13 @@ fn refused_core(lim: &mut Blocking<AnyLimiter>, t: f64, cost: f64) -> bool {
     let was_blocked = lim.blocked_until(now).is_some();
     let _ = lim.check(now, cost as u32);
     !was_blocked && lim.blocked_until(now).is_some()
+}
+
+/// `t` in whole nanoseconds, as the core's limiters decide (out of line: only their windows
+/// need it, and the reference's are counted on every admission).
+#[inline(never)]
+fn whole_nanos(t: f64) -> f64 {
+    nanos(t) as f64
 }
 
 /// `t` as the core's limiters take it: they count time from 0.
@@ -184,11 +195,11 @@ pub struct Engine<'c, 'o> {
     pair_names: Vec<(u32, u32)>,
     pair_keys: Vec<u32>,
     /// The server policies that apply to each pair, as `(policy, key)`: pair `p`'s are
-    /// `server_keys[server_from[p] as usize..server_from[p + 1] as usize]`.
+    /// `server_keys[from..to]`, `(from, to)` being `servers[p].0`.
     server_keys: Vec<(u32, u32)>,
-    server_from: Vec<u32>,
-    /// Per pair: attempts the server policies checked (each applying policy's `checks`).
-    pair_checks: Vec<u64>,
+    /// Per pair: where its server policies are in `server_keys`, and the attempts they
+    /// checked (each applying policy's `checks`), side by side.
+    servers: Vec<((u32, u32), u64)>,
     key_names: Vec<Names>,
     states: Vec<State>,
     /// Admission times in the last window, per policy and key.
@@ -390,8 +401,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             pair_names: Vec::new(),
             pair_keys: Vec::new(),
             server_keys: Vec::new(),
-            server_from: vec![0],
-            pair_checks: Vec::new(),
+            servers: Vec::new(),
             key_names: vec![Names::default(); n],
             states,
             windows: vec![Vec::new(); n],
@@ -534,9 +544,8 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.out.tenants = stage.take_stats();
             self.out.no_tenant = stage.unknown;
         }
-        for (p, &checked) in self.pair_checks.iter().enumerate() {
-            let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
-            for &(j, _) in &self.server_keys[from..to] {
+        for &((from, to), checked) in &self.servers {
+            for &(j, _) in &self.server_keys[from as usize..to as usize] {
                 self.out.policies[j as usize].checks += checked;
             }
         }
@@ -669,8 +678,8 @@ impl<'c, 'o> Engine<'c, 'o> {
                 self.server_keys.push((j as u32, key));
             }
         }
-        self.server_from.push(self.server_keys.len() as u32);
-        self.pair_checks.push(0);
+        let from = self.servers.last().map_or(0, |&((_, to), _)| to);
+        self.servers.push(((from, self.server_keys.len() as u32), 0));
         if let Some(edge) = &mut self.edge {
             let answered = facts.as_ref().is_some_and(|f| serve::asks_capabilities(edge.set, &f.facts()));
             edge.capabilities.push(answered);
@@ -795,10 +804,9 @@ impl<'c, 'o> Engine<'c, 'o> {
     fn check_policies(&mut self, a: Attempt) -> Result<f64, SimError> {
         self.rejecting.clear();
         let mut wait = 0.0f64;
-        let p = a.pair as usize;
-        self.pair_checks[p] += 1;
-        let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
-        for &(j, key) in &self.server_keys[from..to] {
+        let ((from, to), checks) = &mut self.servers[a.pair as usize];
+        *checks += 1;
+        for &(j, key) in &self.server_keys[*from as usize..*to as usize] {
             // the reference's limiters, which take any attempt, in line: the replay's hot path
             let (allowed, w) = match &mut self.states[j as usize] {
                 State::Reference(lim) => {
@@ -1009,9 +1017,8 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Admits an attempt every server policy let through: each one is charged, every
     /// policy's rolling window counts it, and so do the client and the second it falls in.
     fn admit(&mut self, a: Attempt) {
-        let p = a.pair as usize;
-        let (from, to) = (self.server_from[p] as usize, self.server_from[p + 1] as usize);
-        for &(j, key) in &self.server_keys[from..to] {
+        let ((from, to), _) = self.servers[a.pair as usize];
+        for &(j, key) in &self.server_keys[from as usize..to as usize] {
             self.states[j as usize].charge(key as usize, a.t, a.cost);
         }
         self.count_in_windows(a);
@@ -1060,7 +1067,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             }
             let win = &mut windows[key as usize];
             // The core's limiters decide on whole nanoseconds: measure them the same way.
-            let t = if core { nanos(a.t) as f64 } else { a.t };
+            let t = if core { whole_nanos(a.t) } else { a.t };
             if win.len() as u64 >= ps.observed_max || win.len() == win.capacity() {
                 while win.front().is_some_and(|&first| first <= t - w) {
                     win.pop_front();
