@@ -1033,6 +1033,7 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// Counts an admitted attempt for its client and the report (what the edge answered
     /// itself included).
+    #[inline(always)]
     fn count_admitted(&mut self, a: Attempt) {
         let s = &mut self.out.clients[a.slot as usize].1;
         s.allowed += 1;
@@ -1104,6 +1105,7 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// `wait`: the core's limiters among them are told (a count-then-block rule starts its
     /// block), the client and the policies count it, and the first refusal of the replay is
     /// kept as the sample 429.
+    #[inline(always)]
     fn record_refusal(&mut self, a: Attempt, wait: f64) {
         let ci = a.slot as usize;
         let n = self.states.len();
@@ -1185,6 +1187,7 @@ impl<'c, 'o> Engine<'c, 'o> {
 
     /// Queues the retry of a refused attempt as the client's retry mode says ([`retry_delay`]),
     /// or counts its logical request as failed when the client gives up.
+    #[inline(always)]
     fn schedule_retry(&mut self, a: Attempt, wait: f64) -> Result<(), SimError> {
         let (mode, max_retries) = self.retry[a.slot as usize];
         match retry_delay(mode, max_retries, a.attempt, wait)? {

@@ -118,6 +118,7 @@ impl Queue {
 
     /// Queues `a`; `lane` for an attempt delayed by the same amount as every other attempt
     /// of that lane.
+    #[inline(always)]
     pub(super) fn push(&mut self, a: Attempt, lane: Option<usize>) {
         self.seq += 1;
         let key = u128::from(time_key(a.t)) << 64 | u128::from(self.seq);
