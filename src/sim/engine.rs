@@ -1321,13 +1321,13 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
     // each source's pair number, found when its first request is replayed (so numbered in
     // the replay's order, as every request looking its pair up would)
     let mut pairs = vec![NO_KEY; sources.len()];
-    merge(heads, |j| {
+    merge(heads, |j, key| {
         let (source, next) = &mut sources[j];
         engine.push_generated(*next, &mut pairs[j])?;
-        Ok(source.next().map(|t| {
-            next.t = t;
-            order.key(next)
-        }))
+        let Some(t) = source.next() else { return Ok(false) };
+        next.t = t;
+        *key = order.key(next);
+        Ok(true)
     })?;
     engine.finish()
 }

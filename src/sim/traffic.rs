@@ -24,9 +24,10 @@ pub struct Request {
     pub cost: f64,
 }
 
-/// The replay's order of requests: time and client and endpoint name (as ranks) in one
-/// number, then cost (two comparisons rather than a tuple's three).
-pub(super) type MergeKey = (u128, u64);
+/// The replay's order of requests: time, then client and endpoint name (as ranks) in one
+/// number, then cost. (Three words rather than a `u128` and a word: a `u128` just written is
+/// compared as a vector, which waits for the two halves' stores.)
+pub(super) type MergeKey = (u64, u64, u64);
 
 /// The replay's order of requests, as a [`MergeKey`]: client and endpoint names compared
 /// through their ranks in sorted order.
@@ -51,22 +52,24 @@ impl Order {
 
     pub(super) fn key(&self, r: &Request) -> MergeKey {
         let names = u64::from(self.clients[r.client as usize]) << 32 | u64::from(self.endpoints[r.endpoint as usize]);
-        (u128::from(time_key(r.t)) << 64 | u128::from(names), time_key(r.cost))
+        (time_key(r.t), names, time_key(r.cost))
     }
 }
 
 /// Merges runs that are each in order: `heads` holds the key of each run's first item and
-/// the run's number; `take(j)` hands on run `j`'s current item and returns the key of its
-/// next one (`None` at its end). Items of equal keys are interchangeable.
+/// the run's number; `take(j, key)` hands on run `j`'s current item, sets `key` to its next
+/// one's and says whether there is one (false at its end). Items of equal keys are
+/// interchangeable. (The key is written in place rather than returned: a value returned
+/// through memory and read back at once waits for its stores.)
 #[inline]
 pub(super) fn merge<E>(
     mut heads: Vec<(MergeKey, usize)>,
-    mut take: impl FnMut(usize) -> Result<Option<MergeKey>, E>,
+    mut take: impl FnMut(usize, &mut MergeKey) -> Result<bool, E>,
 ) -> Result<(), E> {
     if heads.len() > 16 {
         let mut heap: BinaryHeap<Reverse<(MergeKey, usize)>> = heads.into_iter().map(Reverse).collect();
-        while let Some(Reverse((_, j))) = heap.pop() {
-            if let Some(key) = take(j)? {
+        while let Some(Reverse((mut key, j))) = heap.pop() {
+            if take(j, &mut key)? {
                 heap.push(Reverse((key, j)));
             }
         }
@@ -80,11 +83,9 @@ pub(super) fn merge<E>(
                 m = h;
             }
         }
-        match take(heads[m].1)? {
-            Some(key) => heads[m].0 = key,
-            None => {
-                heads.swap_remove(m);
-            }
+        let (key, j) = &mut heads[m];
+        if !take(*j, key)? {
+            heads.swap_remove(m);
         }
     }
     Ok(())
@@ -163,11 +164,14 @@ impl Traffic {
             start = end;
         }
         let reqs = &self.requests;
-        merge(heads, |j| {
+        merge(heads, |j, next| {
             let (i, end) = &mut runs[j];
             f(reqs[*i])?;
             *i += 1;
-            Ok((*i < *end).then(|| key(&reqs[*i])))
+            if *i < *end {
+                *next = key(&reqs[*i]);
+            }
+            Ok(*i < *end)
         })
     }
 
