@@ -458,23 +458,33 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
         _ => (false, bytes),
     };
     if digits.len() <= 15 {
-        // at most 15 digits: below 2^53 whatever they are, no check on the way
-        let (mut m, mut point) = (0u64, usize::MAX);
-        for (i, &b) in digits.iter().enumerate() {
-            let d = b.wrapping_sub(b'0');
-            if d < 10 {
-                m = m * 10 + u64::from(d);
-            } else if b == b'.' && point == usize::MAX {
-                point = i;
-            } else {
+        // at most 15 digits: below 2^53 whatever they are, no check on the way; the whole
+        // part, then what follows a point
+        let (mut m, mut i) = (0u64, 0);
+        while i < digits.len() {
+            let d = digits[i].wrapping_sub(b'0');
+            if d >= 10 {
+                break;
+            }
+            m = m * 10 + u64::from(d);
+            i += 1;
+        }
+        let whole = i;
+        let mut after = 0;
+        if i < digits.len() {
+            if digits[i] != b'.' {
                 return None;
             }
+            after = digits.len() - i - 1;
+            for &b in &digits[i + 1..] {
+                let d = b.wrapping_sub(b'0');
+                if d >= 10 {
+                    return None;
+                }
+                m = m * 10 + u64::from(d);
+            }
         }
-        let (after, count) = match point {
-            usize::MAX => (0, digits.len()),
-            p => (digits.len() - p - 1, digits.len() - 1),
-        };
-        if count == 0 {
+        if whole + after == 0 {
             return None;
         }
         let x = m as f64 / POW10[after];
