@@ -71,6 +71,7 @@ impl Gcra {
     ///
     /// # Errors
     /// [`CostTooHigh`] when `cost` exceeds the burst.
+    #[inline]
     pub fn check_tat(&self, tat: &mut Instant, now: Instant, cost: u32) -> Result<Decision, CostTooHigh> {
         let (decision, next) = self.evaluate_from(*tat, now, cost)?;
         *tat = next;
@@ -139,6 +140,7 @@ impl Gcra {
     /// This bucket's decision for a bucket whose theoretical arrival time is `tat`: the
     /// decision and the TAT to keep. Lets a table of many buckets of one quota keep 8 bytes
     /// per bucket ([`Gcra::check_tat`]).
+    #[inline]
     fn evaluate_from(&self, tat: Instant, now: Instant, cost: u32) -> Result<(Decision, Instant), CostTooHigh> {
         if cost > self.burst {
             return Err(CostTooHigh { cost, capacity: u64::from(self.burst) });
