@@ -1270,7 +1270,8 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
     let (mut clients, mut endpoints) = (Names::default(), Names::default());
     let mut rng: Option<PyRandom> = None;
     let mut sources = Vec::new();
-    for c in &cfg.clients {
+    let last_poisson = cfg.clients.iter().rposition(|c| matches!(c.pattern, Pattern::Poisson { .. }));
+    for (i, c) in cfg.clients.iter().enumerate() {
         let (client, endpoint) = (clients.intern(&c.name), endpoints.intern(&c.endpoint));
         let (t0, t1) = (c.start, c.start + c.duration);
         let source = match c.pattern {
@@ -1283,12 +1284,15 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
                     rng = Some(seeded(cfg)?);
                 }
                 let shared = rng.as_mut().expect("seeded above");
-                // This client draws from here; the next Poisson client from where it stops.
+                // This client draws from here; the next Poisson client from where it stops
+                // (drawn through here, unless none comes after it).
                 let mut own = Box::new(shared.clone());
                 let first = t0 + own.expovariate(rps);
-                let mut t = t0 + shared.expovariate(rps);
-                while t < t1 {
-                    t += shared.expovariate(rps);
+                if Some(i) != last_poisson {
+                    let mut t = t0 + shared.expovariate(rps);
+                    while t < t1 {
+                        t += shared.expovariate(rps);
+                    }
                 }
                 Source::Poisson { rng: own, t: first, t1, rps }
             }
