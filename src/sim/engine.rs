@@ -10,7 +10,7 @@
 
 use super::config::{nanos, secs, Config, Pattern, Policy, PolicyAlgorithm, Retry};
 use super::edge::{host_of, EdgeFacts};
-use super::limiters::ReferenceLimiter;
+use super::limiters::{self, Check, ReferenceLimiter, WindowAt};
 use super::names::{Names, Pairs};
 use super::py::{round, PyValue};
 use super::queue::{Attempt, Queue};
@@ -33,9 +33,19 @@ use core::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 /// A policy's counters, one per key.
+///
+/// The reference's four algorithms are kinds of their own here (rather than one kind holding a
+/// [`ReferenceLimiter`]): checking an attempt against a policy is then one dispatch on its
+/// kind, straight to the key's state. They decide with [`ReferenceLimiter`]'s own checks.
 enum State {
-    /// The reference's four algorithms.
-    Reference(ReferenceLimiter),
+    /// The reference's token bucket: `(tokens, last refill)` per key.
+    TokenBucket { rate: f64, burst: f64, keys: Vec<(f64, f64)> },
+    /// The reference's fixed window: `(window index, count)` per key.
+    FixedWindow { limit: f64, window: f64, at: WindowAt, keys: Vec<(f64, f64)> },
+    /// The reference's sliding log: admitted times per key.
+    SlidingLog { limit: f64, window: f64, keys: Vec<VecDeque<f64>> },
+    /// The reference's sliding counter: `(window index, previous count, current count)` per key.
+    SlidingCounter { limit: f64, window: f64, at: WindowAt, keys: Vec<(f64, f64, f64)> },
     /// The core's limiters: `gcra` and `count_then_block`.
     Core { prototype: Blocking<AnyLimiter>, keys: Vec<Blocking<AnyLimiter>> },
     /// The Smart Flow bucket as a client-side pacer.
@@ -46,20 +56,67 @@ enum State {
 }
 
 impl State {
+    /// The state of one of the reference's algorithms (with no keys yet).
+    fn reference(lim: ReferenceLimiter) -> Self {
+        match lim {
+            ReferenceLimiter::TokenBucket { rate, burst, state } => State::TokenBucket { rate, burst, keys: state },
+            ReferenceLimiter::FixedWindow { limit, window, state, at } => {
+                State::FixedWindow { limit, window, at, keys: state }
+            }
+            ReferenceLimiter::SlidingLog { limit, window, state } => State::SlidingLog { limit, window, keys: state },
+            ReferenceLimiter::SlidingCounter { limit, window, state, at } => {
+                State::SlidingCounter { limit, window, at, keys: state }
+            }
+        }
+    }
+
     fn add_key(&mut self) {
         match self {
-            State::Reference(l) => l.add_key(),
+            State::TokenBucket { keys, .. } | State::FixedWindow { keys, .. } => keys.push((f64::NAN, 0.0)),
+            State::SlidingLog { keys, .. } => keys.push(VecDeque::new()),
+            State::SlidingCounter { keys, .. } => keys.push((f64::NAN, 0.0, 0.0)),
             State::Core { prototype, keys } => keys.push(prototype.clone()),
             State::Pacer { prototype, keys } => keys.push(*prototype),
             State::EdgeStage => {}
         }
     }
 
+    /// Whether a server policy admits `cost` at `t` for `key`, and the wait when it does not
+    /// (each key's state moves on, nothing is charged); an error when one of the core's
+    /// limiters cannot take the attempt at all. The reference's limiters, which take any
+    /// attempt, are checked in line: the replay's hot path.
+    #[inline(always)]
+    fn check(&mut self, key: usize, t: f64, cost: f64) -> Result<Check, String> {
+        Ok(match self {
+            State::TokenBucket { rate, burst, keys } => limiters::token_bucket(*rate, *burst, &mut keys[key], t, cost),
+            State::FixedWindow { limit, window, at, keys } => {
+                let w = at.index(t, *window);
+                limiters::fixed_window(*limit, *window, w, &mut keys[key], t, cost)
+            }
+            State::SlidingLog { limit, window, keys } => {
+                limiters::sliding_log(*limit, *window, &mut keys[key], t, cost)
+            }
+            State::SlidingCounter { limit, window, at, keys } => {
+                let idx = at.index(t, *window);
+                limiters::sliding_counter(*limit, *window, idx, &mut keys[key], t, cost)
+            }
+            State::Core { keys, .. } => {
+                let (allowed, wait) = check_core(&mut keys[key], t, cost)?;
+                Check { allowed, wait }
+            }
+            State::Pacer { .. } | State::EdgeStage => unreachable!("pacers and the edge's stages are not servers"),
+        })
+    }
+
     /// Charges an admitted attempt to `key` (checked as admitted just before, with the same
     /// `t` and `cost`). A pacer was charged when it reserved.
+    #[inline(always)]
     fn charge(&mut self, key: usize, t: f64, cost: f64) {
         match self {
-            State::Reference(lim) => lim.consume(key, t, cost),
+            State::TokenBucket { keys, .. } => limiters::take_tokens(&mut keys[key], t, cost),
+            State::FixedWindow { keys, .. } => keys[key].1 += cost,
+            State::SlidingLog { keys, .. } => limiters::log_admitted(&mut keys[key], t, cost),
+            State::SlidingCounter { keys, .. } => keys[key].2 += cost,
             State::Core { keys, .. } => charge_core(&mut keys[key], t, cost),
             State::Pacer { .. } | State::EdgeStage => {}
         }
@@ -169,6 +226,53 @@ fn retry_lane(mode: Retry, attempt: u32) -> Option<usize> {
     }
 }
 
+/// A policy's rolling windows ([`Engine::count_in_windows`]).
+struct Windows {
+    /// Per key.
+    keys: Vec<Window>,
+    /// The window's length, in nanoseconds for the core's limiters (which decide on whole
+    /// nanoseconds), in seconds otherwise.
+    w: f64,
+    /// Whether the policy is one of the core's limiters.
+    core: bool,
+    /// The most admissions any key had in one window.
+    most: u64,
+}
+
+/// The admission times of one key that may still be in its rolling window, oldest first
+/// (for [`Engine::count_in_windows`]): `times[first..]`.
+///
+/// A key's times are dropped only when it has as many as the most seen so far (before that
+/// the count in the window, at most that many, cannot be a new most), or when its list is
+/// full (so it grows only when its own window needs the room: at most twice that, whatever
+/// the number of keys). The old times are passed over many at a time, in sequential memory,
+/// rather than an old time read for every admission, and moved out of the way only when
+/// they are at least half the list.
+#[derive(Clone, Default)]
+struct Window {
+    times: Vec<f64>,
+    first: usize,
+}
+
+impl Window {
+    /// Counts an admission at `t` in a window of `w`, `most` being the most counted in one
+    /// window so far (of any key of the policy); the new most.
+    #[inline(always)]
+    fn count(&mut self, t: f64, w: f64, most: u64) -> u64 {
+        let full = self.times.len() == self.times.capacity();
+        if (self.times.len() - self.first) as u64 >= most || full {
+            let kept = &self.times[self.first..];
+            self.first += kept.iter().take_while(|&&x| x <= t - w).count();
+            if full && self.first * 2 >= self.times.len() {
+                self.times.drain(..self.first);
+                self.first = 0;
+            }
+        }
+        self.times.push(t);
+        most.max((self.times.len() - self.first) as u64)
+    }
+}
+
 const NO_KEY: u32 = u32::MAX;
 const NO_SLOT: u32 = u32::MAX;
 
@@ -202,11 +306,9 @@ pub struct Engine<'c, 'o> {
     servers: Vec<((u32, u32), u64)>,
     key_names: Vec<Names>,
     states: Vec<State>,
-    /// Admission times in the last window, per policy and key.
-    windows: Vec<Vec<VecDeque<f64>>>,
-    /// Per policy: the window they are counted over, and whether in nanoseconds (the core's
-    /// limiters) rather than seconds.
-    window_of: Vec<(f64, bool)>,
+    /// Per policy: admission times in the last window of each key, and the most counted in
+    /// one (the policy's `observed_max` when the replay is done).
+    windows: Vec<Windows>,
     /// Per client slot and policy (`slot * policies + j`): the attempts the policy refused
     /// (summed into the policies' counts, and who they refused, when the replay is done).
     refusals: Vec<u64>,
@@ -357,16 +459,16 @@ impl<'c, 'o> Engine<'c, 'o> {
             .iter()
             .map(|p| match p.algorithm {
                 PolicyAlgorithm::TokenBucket { rate, burst } => {
-                    State::Reference(ReferenceLimiter::token_bucket(rate, burst))
+                    State::reference(ReferenceLimiter::token_bucket(rate, burst))
                 }
                 PolicyAlgorithm::FixedWindow { limit } => {
-                    State::Reference(ReferenceLimiter::fixed_window(limit, p.window_s))
+                    State::reference(ReferenceLimiter::fixed_window(limit, p.window_s))
                 }
                 PolicyAlgorithm::SlidingLog { limit } => {
-                    State::Reference(ReferenceLimiter::sliding_log(limit, p.window_s))
+                    State::reference(ReferenceLimiter::sliding_log(limit, p.window_s))
                 }
                 PolicyAlgorithm::SlidingCounter { limit } => {
-                    State::Reference(ReferenceLimiter::sliding_counter(limit, p.window_s))
+                    State::reference(ReferenceLimiter::sliding_counter(limit, p.window_s))
                 }
                 PolicyAlgorithm::Gcra { burst, interval, .. } => State::Core {
                     prototype: Blocking::new(
@@ -404,13 +506,13 @@ impl<'c, 'o> Engine<'c, 'o> {
             servers: Vec::new(),
             key_names: vec![Names::default(); n],
             states,
-            windows: vec![Vec::new(); n],
-            window_of: cfg
+            windows: cfg
                 .policies
                 .iter()
                 .map(|p| {
                     let core = p.algorithm.is_core();
-                    (if core { nanos(p.window_s) as f64 } else { p.window_s }, core)
+                    let w = if core { nanos(p.window_s) as f64 } else { p.window_s };
+                    Windows { keys: Vec::new(), w, core, most: 0 }
                 })
                 .collect(),
             refusals: Vec::new(),
@@ -544,6 +646,9 @@ impl<'c, 'o> Engine<'c, 'o> {
             self.out.tenants = stage.take_stats();
             self.out.no_tenant = stage.unknown;
         }
+        for (ps, policy) in self.out.policies.iter_mut().zip(&self.windows) {
+            ps.observed_max = policy.most;
+        }
         for &((from, to), checked) in &self.servers {
             for &(j, _) in &self.server_keys[from as usize..to as usize] {
                 self.out.policies[j as usize].checks += checked;
@@ -668,7 +773,7 @@ impl<'c, 'o> Engine<'c, 'o> {
                     let id = names.intern(&key);
                     if names.len() > before {
                         self.states[j].add_key();
-                        self.windows[j].push(VecDeque::new());
+                        self.windows[j].keys.push(Window::default());
                     }
                     id
                 }
@@ -801,28 +906,48 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// admitted only if every policy admits it. The policies that refuse it are left in
     /// `rejecting`; returns the longest wait they give (0 when none refuses), or an error
     /// when one of the core's limiters cannot take the attempt at all.
+    ///
+    /// The refusals are noted in a mask of the pair's server policies while they are asked
+    /// (a pair with more than 64 goes through [`Engine::check_many`]), and listed after.
     fn check_policies(&mut self, a: Attempt) -> Result<f64, SimError> {
         self.rejecting.clear();
-        let mut wait = 0.0f64;
         let ((from, to), checks) = &mut self.servers[a.pair as usize];
         *checks += 1;
-        for &(j, key) in &self.server_keys[*from as usize..*to as usize] {
-            // the reference's limiters, which take any attempt, in line: the replay's hot path
-            let (allowed, w) = match &mut self.states[j as usize] {
-                State::Reference(lim) => {
-                    let c = lim.check(key as usize, a.t, a.cost);
-                    (c.allowed, c.wait)
+        let servers = &self.server_keys[*from as usize..*to as usize];
+        if servers.len() > 64 {
+            return self.check_many(a);
+        }
+        let (mut wait, mut refused) = (0.0f64, 0u64);
+        for (i, &(j, key)) in servers.iter().enumerate() {
+            let c = self.states[j as usize].check(key as usize, a.t, a.cost);
+            let c = c.map_err(|msg| self.cannot_take(j as usize, a, &msg))?;
+            if !c.allowed {
+                refused |= 1 << i;
+                if c.wait > wait {
+                    wait = c.wait;
                 }
-                State::Core { keys, .. } => {
-                    let checked = check_core(&mut keys[key as usize], a.t, a.cost);
-                    checked.map_err(|msg| self.cannot_take(j as usize, a, &msg))?
-                }
-                State::Pacer { .. } | State::EdgeStage => unreachable!("pacers and the edge's stages are not servers"),
-            };
-            if !allowed {
+            }
+        }
+        while refused != 0 {
+            self.rejecting.push(servers[refused.trailing_zeros() as usize]);
+            refused &= refused - 1;
+        }
+        Ok(wait)
+    }
+
+    /// [`Engine::check_policies`] for a pair with more than 64 server policies.
+    #[cold]
+    #[inline(never)]
+    fn check_many(&mut self, a: Attempt) -> Result<f64, SimError> {
+        let mut wait = 0.0f64;
+        let ((from, to), _) = self.servers[a.pair as usize];
+        for &(j, key) in &self.server_keys[from as usize..to as usize] {
+            let c = self.states[j as usize].check(key as usize, a.t, a.cost);
+            let c = c.map_err(|msg| self.cannot_take(j as usize, a, &msg))?;
+            if !c.allowed {
                 self.rejecting.push((j, key));
-                if w > wait {
-                    wait = w;
+                if c.wait > wait {
+                    wait = c.wait;
                 }
             }
         }
@@ -944,7 +1069,7 @@ impl<'c, 'o> Engine<'c, 'o> {
         let before = names.len();
         let key = names.intern(&key);
         if names.len() > before {
-            self.windows[j].push(VecDeque::new());
+            self.windows[j].keys.push(Window::default());
         }
         self.pre_read_refusal = Some(check.name());
         self.rejecting.clear();
@@ -991,7 +1116,7 @@ impl<'c, 'o> Engine<'c, 'o> {
             let before = names.len();
             *slot = names.intern(&key);
             if names.len() > before {
-                self.windows[j].push(VecDeque::new());
+                self.windows[j].keys.push(Window::default());
             }
         }
         let Some((refusal, burst)) = refused else { return Ok(None) };
@@ -1052,30 +1177,17 @@ impl<'c, 'o> Engine<'c, 'o> {
     /// Counts an admitted attempt in each policy's rolling window for its key (pacers' too),
     /// keeping the most any key had in one window.
     ///
-    /// A key's list may still hold times that left its window: they are dropped only when
-    /// the list is as long as the most seen so far (before that the count in the window, at
-    /// most the list's length, cannot be a new most), or when it is full (so it grows only
-    /// when its own window needs the room: at most twice that, whatever the number of
-    /// keys). The old times are dropped many at a time, in sequential memory, rather than an
-    /// old time read for every admission.
+    /// A key's list may still hold times that left its window (see [`Window`]).
     fn count_in_windows(&mut self, a: Attempt) {
         let n = self.cfg.policies.len();
         let keys = &self.pair_keys[a.pair as usize * n..][..n];
-        let per_policy = self.windows.iter_mut().zip(&self.window_of).zip(self.out.policies.iter_mut());
-        for (&key, ((windows, &(w, core)), ps)) in keys.iter().zip(per_policy) {
+        for (&key, policy) in keys.iter().zip(&mut self.windows) {
             if key == NO_KEY {
                 continue;
             }
-            let win = &mut windows[key as usize];
             // The core's limiters decide on whole nanoseconds: measure them the same way.
-            let t = if core { whole_nanos(a.t) } else { a.t };
-            if win.len() as u64 >= ps.observed_max || win.len() == win.capacity() {
-                while win.front().is_some_and(|&first| first <= t - w) {
-                    win.pop_front();
-                }
-            }
-            win.push_back(t);
-            ps.observed_max = ps.observed_max.max(win.len() as u64);
+            let t = if policy.core { whole_nanos(a.t) } else { a.t };
+            policy.most = policy.keys[key as usize].count(t, policy.w, policy.most);
         }
     }
 

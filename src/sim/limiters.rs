@@ -191,70 +191,18 @@ impl ReferenceLimiter {
     pub fn check(&mut self, key: usize, t: f64, cost: f64) -> Check {
         match self {
             ReferenceLimiter::TokenBucket { rate, burst, state } => {
-                let s = &mut state[key];
-                let (tokens, last) = if s.0.is_nan() { (*burst, t) } else { *s };
-                let tokens = burst.min(tokens + (t - last) * *rate);
-                *s = (tokens, t);
-                if tokens + 1e-9 >= cost {
-                    Check::ALLOW
-                } else {
-                    Check::deny((cost - tokens) / *rate)
-                }
+                token_bucket(*rate, *burst, &mut state[key], t, cost)
             }
             ReferenceLimiter::FixedWindow { limit, window, state, at } => {
                 let w = at.index(t, *window);
-                let s = &mut state[key];
-                // a NaN index never equals `w`
-                let count = if s.0 == w { s.1 } else { 0.0 };
-                *s = (w, count);
-                if count + cost <= *limit + 1e-9 {
-                    Check::ALLOW
-                } else {
-                    Check::deny((w + 1.0) * *window - t)
-                }
+                fixed_window(*limit, *window, w, &mut state[key], t, cost)
             }
             ReferenceLimiter::SlidingLog { limit, window, state } => {
-                let log = &mut state[key];
-                while log.front().is_some_and(|&first| first <= t - *window) {
-                    log.pop_front();
-                }
-                let used = log.len() as f64;
-                if used + cost <= *limit + 1e-9 {
-                    return Check::ALLOW;
-                }
-                let wait = if log.is_empty() {
-                    *window
-                } else {
-                    // the entries that must expire before this request fits
-                    let need = super::py::trunc(used + cost - *limit);
-                    let idx = (need - 1.0).max(0.0).min(used - 1.0) as usize;
-                    log[idx] + *window - t
-                };
-                Check::deny(wait.max(0.001))
+                sliding_log(*limit, *window, &mut state[key], t, cost)
             }
             ReferenceLimiter::SlidingCounter { limit, window, state, at } => {
-                let (lim, w) = (*limit, *window);
-                let idx = at.index(t, w);
-                let s = &mut state[key];
-                let (start, prev, curr) = match *s {
-                    (start, ..) if start.is_nan() => (idx, 0.0, 0.0),
-                    (start, _, curr) if idx == start + 1.0 => (idx, curr, 0.0),
-                    (start, ..) if idx > start + 1.0 => (idx, 0.0, 0.0),
-                    s => s,
-                };
-                *s = (start, prev, curr);
-                let e = t - start * w;
-                let est = prev * (1.0 - e / w) + curr;
-                if est + cost <= lim + 1e-9 {
-                    return Check::ALLOW;
-                }
-                let wait = if curr + cost <= lim && prev > 0.0 {
-                    w * (1.0 - (lim - curr - cost) / prev) - e
-                } else {
-                    let x = if curr > 0.0 && lim - cost < curr { w * (1.0 - (lim - cost) / curr) } else { 0.0 };
-                    (w - e) + x.max(0.0)
-                };
-                Check::deny(wait.max(0.001))
+                let idx = at.index(t, *window);
+                sliding_counter(*limit, *window, idx, &mut state[key], t, cost)
             }
         }
     }
@@ -263,13 +211,103 @@ impl ReferenceLimiter {
     #[inline(always)]
     pub fn consume(&mut self, key: usize, t: f64, cost: f64) {
         match self {
-            ReferenceLimiter::TokenBucket { state, .. } => state[key] = (state[key].0 - cost, t),
+            ReferenceLimiter::TokenBucket { state, .. } => take_tokens(&mut state[key], t, cost),
             ReferenceLimiter::FixedWindow { state, .. } => state[key].1 += cost,
-            ReferenceLimiter::SlidingLog { state, .. } if cost == 1.0 => state[key].push_back(t),
-            ReferenceLimiter::SlidingLog { state, .. } => log_cost(&mut state[key], t, cost),
+            ReferenceLimiter::SlidingLog { state, .. } => log_admitted(&mut state[key], t, cost),
             ReferenceLimiter::SlidingCounter { state, .. } => state[key].2 += cost,
         }
     }
+}
+
+/// A token bucket's check of one key's `(tokens, last refill)` (see
+/// [`ReferenceLimiter::TokenBucket`]). The four checks stand apart from the enum so that a
+/// replay, which keeps each policy's kind as its own, reaches them in one step.
+#[inline(always)]
+pub(super) fn token_bucket(rate: f64, burst: f64, s: &mut (f64, f64), t: f64, cost: f64) -> Check {
+    let (tokens, last) = if s.0.is_nan() { (burst, t) } else { *s };
+    let tokens = burst.min(tokens + (t - last) * rate);
+    *s = (tokens, t);
+    if tokens + 1e-9 >= cost {
+        Check::ALLOW
+    } else {
+        Check::deny((cost - tokens) / rate)
+    }
+}
+
+/// A token bucket's charge of an admitted request to one key's state.
+#[inline(always)]
+pub(super) fn take_tokens(s: &mut (f64, f64), t: f64, cost: f64) {
+    *s = (s.0 - cost, t);
+}
+
+/// A fixed window's check of one key's `(window index, count)`, `w` being the index of
+/// `t`'s window ([`WindowAt::index`]).
+#[inline(always)]
+pub(super) fn fixed_window(limit: f64, window: f64, w: f64, s: &mut (f64, f64), t: f64, cost: f64) -> Check {
+    // a NaN index never equals `w`
+    let count = if s.0 == w { s.1 } else { 0.0 };
+    *s = (w, count);
+    if count + cost <= limit + 1e-9 {
+        Check::ALLOW
+    } else {
+        Check::deny((w + 1.0) * window - t)
+    }
+}
+
+/// A sliding log's check of one key's log.
+#[inline(always)]
+pub(super) fn sliding_log(limit: f64, window: f64, log: &mut VecDeque<f64>, t: f64, cost: f64) -> Check {
+    while log.front().is_some_and(|&first| first <= t - window) {
+        log.pop_front();
+    }
+    let used = log.len() as f64;
+    if used + cost <= limit + 1e-9 {
+        return Check::ALLOW;
+    }
+    let wait = if log.is_empty() {
+        window
+    } else {
+        // the entries that must expire before this request fits
+        let need = super::py::trunc(used + cost - limit);
+        let idx = (need - 1.0).max(0.0).min(used - 1.0) as usize;
+        log[idx] + window - t
+    };
+    Check::deny(wait.max(0.001))
+}
+
+/// A sliding log's charge of an admitted request: its time logged.
+#[inline(always)]
+pub(super) fn log_admitted(log: &mut VecDeque<f64>, t: f64, cost: f64) {
+    if cost == 1.0 {
+        log.push_back(t);
+    } else {
+        log_cost(log, t, cost);
+    }
+}
+
+/// A sliding counter's check of one key's `(window index, previous count, current count)`,
+/// `idx` being the index of `t`'s window ([`WindowAt::index`]).
+#[inline(always)]
+pub(super) fn sliding_counter(lim: f64, w: f64, idx: f64, s: &mut (f64, f64, f64), t: f64, cost: f64) -> Check {
+    let (start, prev, curr) = match *s {
+        (start, ..) if start.is_nan() => (idx, 0.0, 0.0),
+        (start, _, curr) if idx == start + 1.0 => (idx, curr, 0.0),
+        (start, ..) if idx > start + 1.0 => (idx, 0.0, 0.0),
+        s => s,
+    };
+    *s = (start, prev, curr);
+    let e = t - start * w;
+    let est = prev * (1.0 - e / w) + curr;
+    if est + cost <= lim + 1e-9 {
+        return Check::ALLOW;
+    }
+    let wait = if curr + cost <= lim && prev > 0.0 {
+        w * (1.0 - (lim - curr - cost) / prev) - e
+    } else {
+        let x = if curr > 0.0 && lim - cost < curr { w * (1.0 - (lim - cost) / curr) } else { 0.0 };
+        (w - e) + x.max(0.0)
+    };
+    Check::deny(wait.max(0.001))
 }
 
 /// [`ReferenceLimiter::consume`] of a sliding log for a cost other than 1: the time logged

@@ -43,8 +43,9 @@ pub(super) struct Queue {
     /// no sorting at all, each attempt read in sequence where it was queued.
     pub(super) lanes: Vec<VecDeque<(u128, Attempt)>>,
     /// The key at the front of each lane (`u128::MAX` when it is empty), side by side: the
-    /// next head is found without visiting every lane.
-    pub(super) fronts: Vec<u128>,
+    /// next head is found without visiting every lane (one for each of the 64 lanes there
+    /// may be, so that a lane's number indexes it unchecked).
+    pub(super) fronts: [u128; 64],
     /// Which lanes hold something (bit l: lane l; there are at most 64, see the engine's
     /// `retry_lane`): the next head is found among those only.
     pub(super) filled: u64,
@@ -79,7 +80,7 @@ impl Default for Queue {
     fn default() -> Self {
         Queue {
             lanes: Vec::new(),
-            fronts: Vec::new(),
+            fronts: [u128::MAX; 64],
             filled: 0,
             buckets: vec![Vec::new(); BUCKETS],
             mins: vec![0; BUCKETS],
@@ -160,7 +161,6 @@ impl Queue {
     pub(super) fn add_lanes(&mut self, lane: usize) {
         assert!(lane < 64, "at most 64 lanes");
         self.lanes.resize_with(lane + 1, VecDeque::new);
-        self.fronts.resize(lane + 1, u128::MAX);
     }
 
     /// Finds the smallest key queued again (after it was taken out): the buckets' smallest,
@@ -172,7 +172,7 @@ impl Queue {
         while filled != 0 {
             let l = filled.trailing_zeros() as usize;
             filled &= filled - 1;
-            let key = self.fronts[l];
+            let key = self.fronts[l & 63];
             if key < head.0 {
                 head = (key, Some(l));
             }
@@ -199,9 +199,9 @@ impl Queue {
                 let lane = &mut self.lanes[l];
                 let a = lane.pop_front().expect("the head is at its front").1;
                 match lane.front() {
-                    Some(&(key, _)) => self.fronts[l] = key,
+                    Some(&(key, _)) => self.fronts[l & 63] = key,
                     None => {
-                        self.fronts[l] = u128::MAX;
+                        self.fronts[l & 63] = u128::MAX;
                         self.filled &= !(1 << l);
                     }
                 }
