@@ -68,6 +68,10 @@ pub(super) struct Queue {
     /// the buckets (`None`). Asking for an attempt due before the next request is then one
     /// comparison when none is.
     pub(super) head: (u128, Option<usize>),
+    /// The smallest key queued in any place other than the head's (`u128::MAX` when there
+    /// is none): when the head's place has a smaller key next, it is the next head, found
+    /// without visiting the other places.
+    pub(super) second: u128,
 }
 
 /// Buckets: one for the same time as the last taken out, one per bit of a time key below
@@ -91,6 +95,7 @@ impl Default for Queue {
             free: Vec::new(),
             seq: 0,
             head: (u128::MAX, None),
+            second: u128::MAX,
         }
     }
 }
@@ -151,8 +156,16 @@ impl Queue {
                 self.put(key, i);
             }
         }
-        if key < self.head.0 {
+        if lane == self.head.1 {
+            // (a lane's keys only grow: a smaller one can only be the buckets')
+            if key < self.head.0 {
+                self.head.0 = key;
+            }
+        } else if key < self.head.0 {
+            self.second = self.head.0;
             self.head = (key, lane);
+        } else if key < self.second {
+            self.second = key;
         }
     }
 
@@ -168,16 +181,21 @@ impl Queue {
     #[inline(always)]
     pub(super) fn find_head(&mut self) {
         let mut head = (self.lowest().map_or(u128::MAX, |b| self.mins[b]), None);
+        let mut second = u128::MAX;
         let mut filled = self.filled;
         while filled != 0 {
             let l = filled.trailing_zeros() as usize;
             filled &= filled - 1;
             let key = self.fronts[l & 63];
             if key < head.0 {
+                second = head.0;
                 head = (key, Some(l));
+            } else if key < second {
+                second = key;
             }
         }
         self.head = head;
+        self.second = second;
     }
 
     /// The earliest attempt, if it is due strictly before `t` (any, for `None`).
@@ -194,26 +212,32 @@ impl Queue {
     #[inline(never)]
     pub(super) fn pop(&mut self) -> Attempt {
         let (min, from_lane) = self.head;
-        let a = match from_lane {
+        // the smallest key left where the head was taken from
+        let (a, next) = match from_lane {
             Some(l) => {
                 let lane = &mut self.lanes[l];
                 let a = lane.pop_front().expect("the head is at its front").1;
-                match lane.front() {
-                    Some(&(key, _)) => self.fronts[l & 63] = key,
+                let next = match lane.front() {
+                    Some(&(key, _)) => key,
                     None => {
-                        self.fronts[l & 63] = u128::MAX;
                         self.filled &= !(1 << l);
+                        u128::MAX
                     }
-                }
-                a
+                };
+                self.fronts[l & 63] = next;
+                (a, next)
             }
             None => {
                 let i = self.pop_bucket(min);
                 self.free.push(i);
-                self.slab[i as usize]
+                (self.slab[i as usize], self.lowest().map_or(u128::MAX, |b| self.mins[b]))
             }
         };
-        self.find_head();
+        if next < self.second {
+            self.head.0 = next;
+        } else {
+            self.find_head();
+        }
         a
     }
 
