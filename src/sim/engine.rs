@@ -37,6 +37,8 @@ use std::collections::{BinaryHeap, VecDeque};
 /// The reference's four algorithms are kinds of their own here (rather than one kind holding a
 /// [`ReferenceLimiter`]): checking an attempt against a policy is then one dispatch on its
 /// kind, straight to the key's state. They decide with [`ReferenceLimiter`]'s own checks.
+/// (Its kind a tag of its own, rather than encoded in a core limiter's field: read as is.)
+#[repr(u8)]
 enum State {
     /// The reference's token bucket: `(tokens, last refill)` per key.
     TokenBucket { rate: f64, burst: f64, keys: Vec<(f64, f64)> },
