@@ -1462,4 +1462,35 @@ mod tests {
         }
         assert!(retry_delay(Retry::Backoff, 2000, 1024, 0.0).is_err());
     }
+
+    /// A config of `n` fixed windows per client on every endpoint, each of 1,000 a minute but
+    /// those in `tight` (1 a minute), and one client sending 10 requests a second apart.
+    fn many_policies(n: usize, tight: &[usize]) -> Outcome {
+        let policies: Vec<String> = (0..n)
+            .map(|j| {
+                let limit = if tight.contains(&j) { 1 } else { 1_000 };
+                format!(r#"{{"name": "p{j}", "algorithm": "fixed_window", "key": "client", "limit": {limit}, "window_s": 60}}"#)
+            })
+            .collect();
+        let cfg = format!(
+            r#"{{"service": "many", "duration_s": 10, "capacity_rps": 100, "policies": [{}],
+                "clients": [{{"name": "c", "kind": "legit", "pattern": "steady", "rps": 1, "endpoint": "/x", "retry": "none"}}]}}"#,
+            policies.join(",")
+        );
+        simulate_generated(&Config::from_json(&cfg).unwrap(), None).unwrap()
+    }
+
+    #[test]
+    fn a_pair_with_more_than_64_policies_counts_every_refusal_and_blames_the_first_in_config_order() {
+        for (n, tight) in [(70, &[67][..]), (70, &[2, 67][..]), (65, &[64][..]), (64, &[63][..])] {
+            let out = many_policies(n, tight);
+            let (name, client) = &out.clients[0];
+            assert_eq!((name.as_str(), client.allowed, client.rejected), ("c", 1, 9), "{n} policies, {tight:?}");
+            for (j, policy) in out.policies.iter().enumerate() {
+                let want = if tight.contains(&j) { 9 } else { 0 };
+                assert_eq!(policy.rejects, want, "{n} policies, {tight:?}: p{j}");
+            }
+            assert_eq!(client.blocked_by, [(format!("p{}", tight[0]), 9)], "{n} policies, {tight:?}");
+        }
+    }
 }
