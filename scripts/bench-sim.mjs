@@ -14,7 +14,12 @@
 // ../shared/reference/rate_sim.py next to the repository; without it only sluicegate's
 // figures are printed. Wall time is taken around each process by a python3 timer that starts
 // it with posix_spawn and waits for it with os.wait4 (Node's own spawn and exit event add
-// 3 ms or so, a fifth of a short run; without python3, around Node's spawn). Peak resident
+// 3 ms or so, a fifth of a short run; without python3, around Node's spawn). One timer makes
+// all of a side's runs in a row, as a benchmark harness does: an interpreter's first
+// posix_spawn costs it a millisecond or more, which a timer started afresh for each run
+// counted as the measured program's (a tenth of a 10 ms run), and a run just after an
+// interpreter started is slower again. So the timer starts `true` once, untimed, before its
+// runs, and a first run under 5 s is a warm-up, not counted (on either side). Peak resident
 // memory is GNU time's %M: every reference run goes through GNU time (its own start, under a
 // millisecond, is then in the reference's wall time: under 0.1 % of it), while sluicegate's
 // timed runs do not and one more run of it, under GNU time, gives its peak. Without GNU time,
@@ -23,7 +28,7 @@
 // parsed JSON documents, plus the exit status.
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { totalmem } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,17 +70,40 @@ const envRef = process.env.SLUICEGATE_REFERENCE_SIM;
 const refPath = envRef ? resolve(envRef) : resolve(root, "..", "shared", "reference", "rate_sim.py");
 const reference = existsSync(refPath) && hasPython ? refPath : null;
 
-// The timer: starts argv with posix_spawn (the interpreter is not copied, as a fork would),
-// waits for it, writes "WALL_S PEAK_KIB" (the child's ru_maxrss, which counts the timer's own
-// few MiB) to a file, and exits as argv did.
+// A first run under this many seconds is a warm-up, not counted (see the top of this file).
+const WARMUP_S = 5;
+
+// The timer: runs argv up to TIMES times in a row, each started with posix_spawn (its stdout in
+// OUT.i for the i-th timed run) and waited for with os.wait4, appending "WALL_S PEAK_KIB EXIT"
+// per timed run to STATS (the peak is the child's ru_maxrss, which counts the timer's own few
+// MiB). It starts `true` once first, untimed; a first run under WARMUP_S seconds that exits 0
+// or 1 is a warm-up, not written. It stops after a run that exits otherwise, and after the
+// first timed run when that took ENOUGH_S seconds or more.
 const TIMER = `import os, shutil, sys, time
-argv = sys.argv[2:]
+stats, out, times, warmup, enough = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+argv = sys.argv[6:]
 exe = shutil.which(argv[0]) or argv[0]
-t0 = time.perf_counter()
-pid = os.posix_spawn(exe, argv, os.environ)
-_, status, ru = os.wait4(pid, 0)
-open(sys.argv[1], "w").write("%.6f %d\\n" % (time.perf_counter() - t0, ru.ru_maxrss))
-sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))`;
+true = shutil.which("true")
+if true:
+    os.waitpid(os.posix_spawn(true, [true], os.environ), 0)
+def run(i):
+    fd = os.open("%s.%d" % (out, i), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(exe, argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, fd, 1)])
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    os.close(fd)
+    return wall, ru.ru_maxrss, os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+timed = []
+def record(r):
+    timed.append(r)
+    with open(stats, "a") as f:
+        f.write("%.6f %d %d\\n" % r)
+first = run(0)
+if first[2] not in (0, 1) or first[0] >= warmup:
+    record(first)
+while len(timed) < times and (not timed or (timed[-1][2] in (0, 1) and timed[0][0] < enough)):
+    record(run(len(timed)))`;
 
 function childrenOf(pid) {
   try {
@@ -100,27 +128,78 @@ function innermost(pid) {
   return below.length === 0 ? [pid] : below.flatMap(innermost);
 }
 
-/** Runs argv with stdout and stderr in files; { wall, peakKiB, code, stopped }. With `peak`,
- * the process runs under GNU time for its peak (see the top of this file); without it, only
- * its wall time is taken (peakKiB null when python3 times it). */
-function measure(argv, outFile, errFile, peak) {
+/** Runs argv up to `times` times in a row as the timer does (see TIMER: a warm-up first when
+ * the first run takes under `warmupS`; only one timed run when it takes `enoughS` or more; none
+ * after a failure), each timed run's stdout in `${outFile}.${i}`, their stderr in errFile; the
+ * timed runs' [{ wall, peakKiB, code, stopped }]. With `peak`, each run goes under GNU time
+ * for its peak (see the top of this file); without it, only wall times are taken (peakKiB
+ * null when python3 times them). */
+async function measureRuns(argv, outFile, errFile, peak, times, warmupS, enoughS) {
+  if (!hasPython) {
+    // Around Node's spawn, one process at a time, to the same rules.
+    const runs = [];
+    let r = await measureOnce(argv, `${outFile}.0`, errFile, peak);
+    if (!ok(r) || r.wall >= warmupS) runs.push(r);
+    while (runs.length < times && (runs.length === 0 || (ok(runs.at(-1)) && runs[0].wall < enoughS))) {
+      r = await measureOnce(argv, `${outFile}.${runs.length}`, errFile, peak);
+      runs.push(r);
+    }
+    return runs;
+  }
   const timerStats = join(work, "timer.txt");
   const timeStats = join(work, "time.txt");
   writeFileSync(timerStats, "");
   writeFileSync(timeStats, "");
-  const underTime = gnuTime && (peak || !hasPython) ? ["/usr/bin/time", "-f", "%e %M", "-o", timeStats, ...argv] : argv;
-  const full = hasPython ? [python, "-c", TIMER, timerStats, ...underTime] : underTime;
-  const out = openSync(outFile, "w");
+  const underTime = gnuTime && peak ? ["/usr/bin/time", "-a", "-f", "%e %M", "-o", timeStats, ...argv] : argv;
+  const full = [python, "-c", TIMER, timerStats, outFile, String(times), String(warmupS), String(enoughS), ...underTime];
+  const { code, around, stopped } = await guarded(full, "ignore", errFile, true);
+  // GNU time's figures of the timed runs are its last lines (a warm-up's come first; it may
+  // write "Command exited with non-zero status N" before its figures).
+  const lines = (file) =>
+    readFileSync(file, "utf8")
+      .split("\n")
+      .map((l) => /^([\d.]+) (\d+)(?: (\d+))?$/.exec(l.trim()))
+      .filter(Boolean);
+  const timed = lines(timerStats);
+  const peaks = underTime === argv ? [] : lines(timeStats).slice(-timed.length);
+  const runs = timed.map((m, i) => ({
+    wall: Number(m[1]),
+    peakKiB: peaks[i] ? Number(peaks[i][2]) : peak ? Number(m[2]) : null,
+    code: Number(m[3]),
+    stopped: null,
+  }));
+  if (stopped && runs.length) runs.at(-1).stopped = stopped;
+  if (runs.length === 0) runs.push({ wall: around, peakKiB: null, code: code || 128, stopped: stopped ?? `the timer exited ${code}` });
+  return runs;
+}
+
+/** One run of argv around Node's spawn (without python3), stdout in outFile; { wall, peakKiB,
+ * code, stopped }, the peak from GNU time with `peak` when it is there. */
+async function measureOnce(argv, outFile, errFile, peak) {
+  const timeStats = join(work, "time.txt");
+  writeFileSync(timeStats, "");
+  const full = gnuTime && peak ? ["/usr/bin/time", "-f", "%e %M", "-o", timeStats, ...argv] : argv;
+  const { code, around, stopped } = await guarded(full, outFile, errFile, false);
+  const time = full === argv ? null : /^([\d.]+) (\d+)$/.exec(readFileSync(timeStats, "utf8").trim().split("\n").at(-1) || "");
+  return { wall: around, peakKiB: time ? Number(time[2]) : null, code, stopped };
+}
+
+/** Runs argv (stdout to outFile, or ignored; stderr to errFile) under the time and memory
+ * limits, stopping the measured process itself (the innermost, under `wrapped` wrappers, so
+ * they still report) past either; { code, around (s), stopped }. A limit's time counts from
+ * the start of argv, all of a timer's runs together. */
+function guarded(argv, outFile, errFile, wrapped) {
+  const out = outFile === "ignore" ? "ignore" : openSync(outFile, "w");
   const err = openSync(errFile, "w");
   const t0 = process.hrtime.bigint();
-  const child = spawn(full[0], full.slice(1), { stdio: ["ignore", out, err] });
-  closeSync(out);
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", out, err] });
+  if (out !== "ignore") closeSync(out);
   closeSync(err);
   let stopped = null;
-  // Stops the measured process itself (not a wrapper), so the wrappers still report.
+  const measured = () => (wrapped ? innermost(child.pid) : [child.pid]);
   const stop = (why) => {
     stopped = why;
-    for (const pid of full === argv ? [child.pid] : innermost(child.pid)) {
+    for (const pid of measured()) {
       try {
         process.kill(pid, "SIGKILL");
       } catch {}
@@ -129,12 +208,9 @@ function measure(argv, outFile, errFile, peak) {
   const guard = setInterval(() => {
     const elapsed = Number(process.hrtime.bigint() - t0) / 1e9;
     if (elapsed > limitS) return stop(`stopped after ${limitS} s (SLUICEGATE_BENCH_TIMEOUT_S)`);
-    const pids = full === argv ? [child.pid] : innermost(child.pid);
-    const rss = pids.reduce((s, p) => s + rssMiB(p), 0);
+    const rss = measured().reduce((s, p) => s + rssMiB(p), 0);
     if (rss > limitMiB) stop(`stopped at ${int(rss)} MiB resident (SLUICEGATE_BENCH_MAX_MIB=${limitMiB})`);
   }, 100);
-  // The figures are the last line (GNU time may write "Command exited with non-zero status N" first).
-  const figures = (file) => /^([\d.]+) (\d+)$/.exec(readFileSync(file, "utf8").trim().split("\n").at(-1) || "");
   return new Promise((done, fail) => {
     child.on("error", (e) => {
       clearInterval(guard);
@@ -142,12 +218,7 @@ function measure(argv, outFile, errFile, peak) {
     });
     child.on("close", (code, signal) => {
       clearInterval(guard);
-      const around = Number(process.hrtime.bigint() - t0) / 1e9;
-      const timer = hasPython ? figures(timerStats) : null;
-      const time = underTime === argv ? null : figures(timeStats);
-      const wall = timer ? Number(timer[1]) : around;
-      const peakKiB = time ? Number(time[2]) : peak && timer ? Number(timer[2]) : null;
-      done({ wall, peakKiB, code: signal ? 128 : code, stopped });
+      done({ code: signal ? 128 : code, around: Number(process.hrtime.bigint() - t0) / 1e9, stopped });
     });
   });
 }
@@ -358,17 +429,22 @@ function parse(text) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ok = (r) => !r.stopped && (r.code === 0 || r.code === 1); // 1 = high findings, still a result
 
-/** Up to `times` runs of argv (fewer when `enough` says so after the first); the figures and
- * output. With `peakApart`, the timed runs leave GNU time out and one more run takes the peak. */
-async function runSide(label, side, argv, outFile, enough, times = 3, peakApart = false) {
-  const runs = [];
+/** Up to `times` timed runs of argv (one when the first takes `enoughS` or more; see
+ * measureRuns); the figures and output. With `peakApart`, the timed runs leave GNU time out
+ * and one more run takes the peak. The first run's output is left in outFile. */
+async function runSide(label, side, argv, outFile, enoughS, times = 3, peakApart = false) {
   const err = `${outFile}.stderr`;
   const outputs = [];
-  for (let i = 0; i < times; i++) {
-    const r = await measure(argv, outFile, err, !peakApart || !gnuTime);
-    const text = ok(r) ? readFileSync(outFile, "utf8") : "";
+  const runs = await measureRuns(argv, outFile, err, !peakApart || !gnuTime, times, WARMUP_S, enoughS);
+  const take = (file) => {
+    const text = existsSync(file) ? readFileSync(file, "utf8") : "";
+    rmSync(file, { force: true });
+    return text;
+  };
+  const texts = runs.map((r, i) => take(`${outFile}.${i}`));
+  for (const [i, r] of runs.entries()) {
+    const text = ok(r) ? texts[i] : "";
     if (ok(r) && parse(text) === null) r.noJson = true;
-    runs.push(r);
     const peak = r.peakKiB === null ? "" : `, peak ${(r.peakKiB / 1024).toFixed(1)} MiB`;
     const what = r.stopped ? ` (${r.stopped})` : r.noJson ? " (no JSON on stdout)" : "";
     say(`${label}: ${side} run ${i + 1}: ${r.wall.toFixed(r.wall < 1 ? 3 : 2)} s${peak}, exit ${r.code}${what}`);
@@ -378,19 +454,20 @@ async function runSide(label, side, argv, outFile, enough, times = 3, peakApart 
       break;
     }
     outputs.push(text);
-    if (i === 0 && enough(r)) break;
   }
   let good = runs.every((r) => ok(r) && !r.noJson);
   if (good && peakApart && gnuTime) {
-    const r = await measure(argv, outFile, err, true);
+    const [r] = await measureRuns(argv, `${outFile}.peak`, err, true, 1, 0, Infinity);
+    const text = take(`${outFile}.peak.0`);
     const peak = r.peakKiB === null ? "" : `, peak ${(r.peakKiB / 1024).toFixed(1)} MiB`;
     say(`${label}: ${side} run for the peak (under GNU time, not timed): ${r.wall.toFixed(r.wall < 1 ? 3 : 2)} s${peak}, exit ${r.code}`);
-    good = ok(r) && readFileSync(outFile, "utf8") === outputs[0];
+    good = ok(r) && text === outputs[0];
     if (!good) say(`${label}: ${side}'s run for the peak ${ok(r) ? "gave another output" : `failed${r.stopped ? ` (${r.stopped})` : ""}`}`);
     runs.forEach((x) => {
       x.peakKiB = r.peakKiB;
     });
   }
+  writeFileSync(outFile, outputs[0] ?? "");
   return {
     wall: good ? median(runs.map((r) => r.wall)) : null,
     walls: runs.map((r) => r.wall),
@@ -483,8 +560,8 @@ for (const w of workloads) {
   // runs it 3 times. The ratio is of the medians; each round's own ratio is printed too.
   const rounds = [];
   for (let i = 0; i < (quick ? 1 : 3); i++) {
-    const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), (r) => r.wall > 60, 5, true);
-    const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), (r) => r.wall >= 5) : null;
+    const sg = await runSide(w.label, "sluicegate", [bin, "sim", ...w.args], out("sluicegate"), 60, 5, true);
+    const ref = reference && w.reference ? await runSide(w.label, "reference", [python, reference, ...w.args], out("reference"), 5) : null;
     rounds.push({ sg, ref });
     if (!sg.good || !ref?.good || ref.runs > 1 || sg.runs < 5) break;
     if (ref.wall && sg.wall) say(`${w.label}: round ${i + 1}: ${(ref.wall / sg.wall).toFixed(1)}× (reference ${ref.wall.toFixed(2)} s, sluicegate median ${sg.wall.toFixed(3)} s)`);
