@@ -604,5 +604,40 @@ fn print_summary(subjects: &mut Subjects, started: SystemTime) {
             s / g,
             k / g
         );
+        let [s, k, g] = interleaved(ours, tats, theirs);
+        println!(
+            "  the same in alternating blocks: Keyed {s:.1} ns ({:.2}x), KeyedGcra {k:.1} ns ({:.2}x), governor {g:.1} ns",
+            s / g,
+            k / g
+        );
     }
+}
+
+/// ns per decision of the three keyed GCRA sides timed in turn, a block of decisions each,
+/// round after round (the first side moving round to round), so that all three meet the same
+/// machine: criterion's means are taken seconds apart, and a shared machine's pace moves in
+/// seconds.
+fn interleaved(ours: &mut OursKeyed, tats: &mut OursTats, theirs: &mut GovKeyed) -> [f64; 3] {
+    const ROUNDS: usize = 30;
+    const BLOCK: usize = 1 << 16;
+    let mut total = [Duration::ZERO; 3];
+    for round in 0..ROUNDS {
+        for side in (0..3).map(|i| (i + round) % 3) {
+            total[side] += match side {
+                0 => block(BLOCK, || ours.decide()),
+                1 => block(BLOCK, || tats.decide()),
+                _ => block(BLOCK, || theirs.decide()),
+            };
+        }
+    }
+    total.map(|t| t.as_nanos() as f64 / (ROUNDS * BLOCK) as f64)
+}
+
+/// The time of `n` calls of `decide` in a row.
+fn block<T>(n: usize, mut decide: impl FnMut() -> T) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        black_box(decide());
+    }
+    start.elapsed()
 }
