@@ -3,8 +3,9 @@
 // and the edge build's TokenBucket.check beside limiter's TokenBucket.tryRemoveTokens, in
 // one run with the ratios. The keys are made once and passed again and again (the same string
 // objects, whose hashes the engine keeps), then made anew for each call, as a server's are.
-// Each figure is the best of five rounds after a warm-up, every limiter generous enough that
-// all requests are admitted (the common case). Node 22.
+// Each figure is the best of five rounds after a warm-up, the figures of a ratio taking their
+// rounds in turn, every limiter generous enough that all requests are admitted (the common
+// case). Node 22.
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { TokenBucket as LimiterBucket } from "limiter";
 import { Limiter } from "../js/limit-node.js";
@@ -13,15 +14,20 @@ import { TokenBucket } from "../js/edge-node.js";
 const ROUNDS = 5;
 const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
 
-/** Mean ns per call of `fn(i)` over `n` calls, best of ROUNDS; each benchmark its own loop (its own call site). */
-function nsPerCall(n, fn) {
-  const loop = new Function("fn", "n", "let s = 0; for (let i = 0; i < n; i++) if (fn(i)) s++; return s;");
-  loop(fn, Math.min(n, 300_000));
-  let best = Infinity;
+/** Mean ns per call of each of `fns` (`fn(i)`) over `n` calls, best of ROUNDS, each its own loop
+ * (its own call site); their rounds are taken in turn (round r of each before round r + 1 of
+ * any, the first moving round to round), so that the figures of a ratio meet the same machine. */
+function nsPerCallInTurn(n, fns) {
+  const loops = fns.map(() => new Function("fn", "n", "let s = 0; for (let i = 0; i < n; i++) if (fn(i)) s++; return s;"));
+  loops.forEach((loop, k) => loop(fns[k], Math.min(n, 300_000)));
+  const best = fns.map(() => Infinity);
   for (let round = 0; round < ROUNDS; round++) {
-    const start = process.hrtime.bigint();
-    loop(fn, n);
-    best = Math.min(best, Number(process.hrtime.bigint() - start) / n);
+    for (let j = 0; j < fns.length; j++) {
+      const k = (j + round) % fns.length;
+      const start = process.hrtime.bigint();
+      loops[k](fns[k], n);
+      best[k] = Math.min(best[k], Number(process.hrtime.bigint() - start) / n);
+    }
   }
   return best;
 }
@@ -35,26 +41,29 @@ for (const keyCount of [1_000, 1_000_000]) {
   const given = { now: Date.now() };
   const mask = keyCount - 1;
   const pick = keyCount & mask ? (i) => keys[i % keyCount] : (i) => keys[i & mask];
-  const withClock = nsPerCall(CALLS, (i) => ours.limit(pick(i)).success);
-  const withNow = nsPerCall(CALLS, (i) => ours.limit(pick(i), given).success);
-  const theirs = nsPerCall(CALLS, (i) => flexible.consume(pick(i)) !== undefined);
+  const [withClock, withNow, theirs] = nsPerCallInTurn(CALLS, [
+    (i) => ours.limit(pick(i)).success,
+    (i) => ours.limit(pick(i), given).success,
+    (i) => flexible.consume(pick(i)) !== undefined,
+  ]);
   line(`limit(key), ${keyCount.toLocaleString("en")} keys (Date.now)`, ns(withClock));
   line(`limit(key, { now }), ${keyCount.toLocaleString("en")} keys`, ns(withNow));
   line(`rate-limiter-flexible consume, ${keyCount.toLocaleString("en")} keys`, ns(theirs));
   line(`  ratio (rate-limiter-flexible / limit(key))`, `${(theirs / withClock).toFixed(1)}×`);
   // A server's keys arrive as new strings (from a header, an address): each call hashes its
   // key and compares it with the stored one by content, on both sides.
-  const fresh = nsPerCall(CALLS, (i) => ours.limit(`user:${i % keyCount}`).success);
-  const theirsFresh = nsPerCall(CALLS, (i) => flexible.consume(`user:${i % keyCount}`) !== undefined);
+  const [fresh, theirsFresh] = nsPerCallInTurn(CALLS, [
+    (i) => ours.limit(`user:${i % keyCount}`).success,
+    (i) => flexible.consume(`user:${i % keyCount}`) !== undefined,
+  ]);
   line(`  the same, a new key string each call (limit / consume)`, `${ns(fresh)} / ${ns(theirsFresh)}, ${(theirsFresh / fresh).toFixed(1)}×`);
 }
 
 const bucket = new TokenBucket(1e9, 1_000, 1e9);
 const now = Date.now();
-const ourBucket = nsPerCall(CALLS, () => bucket.check(now, 1) >= 0);
 const theirBucket = new LimiterBucket({ bucketSize: 1e9, tokensPerInterval: 1e9, interval: "second" });
 theirBucket.content = 1e9;
-const limiterFigure = nsPerCall(CALLS, () => theirBucket.tryRemoveTokens(1));
+const [ourBucket, limiterFigure] = nsPerCallInTurn(CALLS, [() => bucket.check(now, 1) >= 0, () => theirBucket.tryRemoveTokens(1)]);
 line("TokenBucket.check (one bucket, time passed in)", ns(ourBucket));
 line("limiter TokenBucket.tryRemoveTokens (one bucket)", ns(limiterFigure));
 line("  ratio (limiter / TokenBucket.check)", `${(limiterFigure / ourBucket).toFixed(1)}×`);
