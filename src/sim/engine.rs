@@ -13,7 +13,7 @@ use super::edge::{host_of, EdgeFacts};
 use super::limiters::{self, Check, ReferenceLimiter, WindowAt};
 use super::names::{Names, Pairs};
 use super::py::{round, PyValue};
-use super::queue::{Attempt, Queue};
+use super::queue::{time_key, Attempt, Queue};
 use super::random::PyRandom;
 use super::spread::Placer;
 use super::stats::{
@@ -1423,8 +1423,9 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
         };
         sources.push((source, Request { t: 0.0, client, endpoint, cost: c.cost }));
     }
+    // each source's next request, and its merge key (of which only the time changes from one
+    // of its requests to the next: names and cost are the source's)
     let order = Order::new(&clients, &endpoints);
-    // each source's next request, and its merge key
     let mut heads = Vec::new();
     for (j, (source, next)) in sources.iter_mut().enumerate() {
         if let Some(t) = source.next() {
@@ -1444,7 +1445,7 @@ pub fn simulate_generated(cfg: &Config, observer: Option<&mut dyn Observer>) -> 
         engine.push_generated(*next, &mut pairs[j])?;
         let Some(t) = source.next() else { return Ok(false) };
         next.t = t;
-        *key = order.key(next);
+        key.0 = time_key(t);
         Ok(true)
     })?;
     engine.finish()
