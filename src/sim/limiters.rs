@@ -225,7 +225,9 @@ impl ReferenceLimiter {
 #[inline(always)]
 pub(super) fn token_bucket(rate: f64, burst: f64, s: &mut (f64, f64), t: f64, cost: f64) -> Check {
     let (tokens, last) = if s.0.is_nan() { (burst, t) } else { *s };
-    let tokens = burst.min(tokens + (t - last) * rate);
+    // Python's `min(burst, refilled)`: the first unless the second is smaller
+    let refilled = tokens + (t - last) * rate;
+    let tokens = if refilled < burst { refilled } else { burst };
     *s = (tokens, t);
     if tokens + 1e-9 >= cost {
         Check::ALLOW
