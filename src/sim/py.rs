@@ -512,6 +512,44 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
     Some(if negative { -x } else { x })
 }
 
+/// [`plain_decimal`] of the first `len` bytes (1 to 8) of `word`, eight bytes of text with
+/// the first in its lowest byte (the bytes after them are ignored): digits with at most one
+/// `.` among them, read eight at a time. The integer the digits make and the power of ten it
+/// is divided by are `plain_decimal`'s, so the result is its result, bit for bit. `None` for
+/// anything else (a sign, say), which `plain_decimal` then reads.
+#[inline(always)]
+pub fn decimal_word(word: u64, len: usize) -> Option<f64> {
+    const POW10: [f64; 8] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7];
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    debug_assert!((1..=8).contains(&len));
+    // the high bit of each byte of the text
+    let text = !LOW >> (64 - 8 * len);
+    // a digit's byte becomes its value, any other byte 10 or more
+    let value = word ^ (ONES * u64::from(b'0'));
+    let not_digit = (((value & LOW) + ONES * (0x80 - 10)) | value) & text;
+    // a point's byte becomes 0, any other byte something else
+    let point = word ^ (ONES * u64::from(b'.'));
+    let point = !(((point & LOW) + LOW) | point) & text;
+    if not_digit != point || point & point.wrapping_sub(1) != 0 || len == usize::from(point != 0) {
+        return None;
+    }
+    // the digits' values without the point, the first lowest, behind zeros to make eight
+    let digits = value & (((text & !point) >> 7) * 0xff);
+    let below = (point >> 7).wrapping_sub(1);
+    let digits = (digits & below) | ((digits >> 8) & !below);
+    let n = len - usize::from(point != 0);
+    let mut m = digits << (8 * (8 - n));
+    // pairs, then fours, then all eight: each step a multiply
+    m = m.wrapping_mul(10).wrapping_add(m >> 8);
+    m = ((m & 0x0000_00ff_0000_00ff)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((m >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
+        >> 32;
+    let after = if point == 0 { 0 } else { len - 1 - point.trailing_zeros() as usize / 8 };
+    Some(f64::from(m as u32) / POW10[after])
+}
+
 /// `int(text)` in base 10.
 pub fn parse_int(text: &str) -> Option<i128> {
     let s = strip_underscores(text.trim_matches(is_space))?;
@@ -678,11 +716,79 @@ mod tests {
         }
 
         proptest! {
+            #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+            /// Eight bytes at a time read what `plain_decimal` reads, whatever bytes follow.
+            #[test]
+            fn a_word_reads_as_plain_decimal_reads(
+                text in "[0-9]{1,4}\\.?[0-9]{0,3}|\\.?[0-9]{1,7}|[0-9]{1,7}\\.?|[0-9.]{1,8}|[0-9.+e_ a-]{1,8}",
+                after in any::<[u8; 8]>(),
+            ) {
+                let len = text.len();
+                prop_assume!((1..=8).contains(&len));
+                let mut word = after;
+                word[..len].copy_from_slice(text.as_bytes());
+                let got = decimal_word(u64::from_le_bytes(word), len);
+                let want = plain_decimal(text.as_bytes());
+                if text.bytes().any(|b| b != b'.' && !b.is_ascii_digit()) {
+                    prop_assert_eq!(got, None, "{}", text);
+                } else {
+                    prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{}", text);
+                }
+            }
+        }
+
+        proptest! {
             /// The cast's truncation is `f64::trunc`, to the bit (signed zeros too).
             #[test]
             fn trunc_is_the_libm_one(x in prop_oneof![any::<f64>(), -1.0e3..1.0e3f64, -1.0..1.0f64]) {
                 prop_assert_eq!(trunc(x).to_bits(), x.trunc().to_bits());
             }
+        }
+
+        /// Every text of up to five bytes of digits, points and a few others, behind every
+        /// kind of byte: read eight at a time, it is what `plain_decimal` reads, and only
+        /// digits with at most one point (and at least one digit) read.
+        #[test]
+        fn every_short_text_reads_in_a_word_as_plain_decimal_reads_it() {
+            let alphabet = b"0159.-+e_ /";
+            let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+            for _ in 0..5 {
+                let longer: Vec<Vec<u8>> = texts
+                    .iter()
+                    .filter(|t| t.len() == texts.last().map_or(0, Vec::len))
+                    .flat_map(|t| alphabet.iter().map(move |&b| [t.as_slice(), &[b]].concat()))
+                    .collect();
+                texts.extend(longer);
+            }
+            let (mut read, mut refused) = (0, 0);
+            for text in texts.iter().filter(|t| !t.is_empty()) {
+                for fill in [b'0', b'.', b'9', 0x00, 0xff, b','] {
+                    let mut word = [fill; 8];
+                    word[..text.len()].copy_from_slice(text);
+                    let got = decimal_word(u64::from_le_bytes(word), text.len());
+                    let plain = text.iter().all(|&b| b == b'.' || b.is_ascii_digit())
+                        && text.iter().filter(|&&b| b == b'.').count() <= 1
+                        && text.iter().any(u8::is_ascii_digit);
+                    if plain {
+                        assert_eq!(got.map(f64::to_bits), plain_decimal(text).map(f64::to_bits), "{text:?}");
+                        assert!(got.is_some());
+                        read += 1;
+                    } else {
+                        assert_eq!(got, None, "{text:?}");
+                        refused += 1;
+                    }
+                }
+            }
+            assert!(read > 1000 && refused > 1000, "{read} {refused}");
+            // all eight bytes, the point anywhere or nowhere
+            let all = |text: &[u8]| decimal_word(u64::from_le_bytes(text.try_into().unwrap()), 8);
+            assert_eq!(all(b"99999999"), Some(99_999_999.0));
+            assert_eq!(all(b"1234.567"), Some(1234.567));
+            assert_eq!(all(b".1234567"), Some(0.1234567));
+            assert_eq!(all(b"1234567."), Some(1_234_567.0));
+            assert_eq!(all(b"0000.015"), Some(0.015));
+            assert_eq!(all(b"12.34.56"), None);
         }
 
         #[test]

@@ -185,10 +185,25 @@ pub struct TraceReader<R> {
     cols: Option<[Option<usize>; 7]>,
     /// The `header:<name>` columns: each header's name (lower case) and column.
     header_cols: Vec<(String, usize)>,
+    /// The columns of a row read by [`TraceReader::plain_row`], when it may read them.
+    plain: Option<Plain>,
     rows: usize,
 }
 
 const BLOCK: usize = 1 << 16;
+
+/// How many cells' bounds [`TraceReader::plain_row`] keeps: those of the first seven.
+const CELLS: usize = 8;
+
+/// The columns of a row without edge columns: t, the client (`ip.src` if there is one, else
+/// `client`), endpoint and cost.
+#[derive(Clone, Copy, Debug)]
+struct Plain {
+    t: usize,
+    client: usize,
+    endpoint: Option<usize>,
+    cost: Option<usize>,
+}
 
 /// The bytes of `word` (eight, the first lowest) that may stop [`TraceReader::next_line`]'s
 /// scan: each one's high bit set, every other bit clear. The bytes that stop it (`,` `"` `\n`
@@ -234,6 +249,7 @@ impl<R: std::io::Read> TraceReader<R> {
             cells: Vec::new(),
             cols: None,
             header_cols: Vec::new(),
+            plain: None,
             rows: 0,
         }
     }
@@ -388,30 +404,102 @@ impl<R: std::io::Read> TraceReader<R> {
     /// not a number, naming its line as the reference counts it.
     pub fn next_request(&mut self, clients: &mut Names, endpoints: &mut Names) -> Result<Option<Request>, SimError> {
         if self.cols.is_none() {
-            let mut cols = [None; 7];
-            if self.next_record()? {
-                for i in 0..self.record_len() {
-                    let slot = match self.cell(i) {
-                        Some(b"t") => 0,
-                        Some(b"client") => 1,
-                        Some(b"endpoint") => 2,
-                        Some(b"cost") => 3,
-                        Some(b"ip.src") => 4,
-                        Some(b"cf.colo.id") => 5,
-                        Some(b"method") => 6,
-                        Some(name) if name.len() > 7 && name[..7].eq_ignore_ascii_case(b"header:") => {
-                            let name = String::from_utf8_lossy(&name[7..]).trim().to_ascii_lowercase();
-                            self.header_cols.retain(|(n, _)| *n != name);
-                            self.header_cols.push((name, i));
-                            continue;
-                        }
-                        _ => continue,
-                    };
-                    cols[slot] = Some(i);
-                }
-            }
-            self.cols = Some(cols);
+            self.read_header()?;
         }
+        if let Some(plain) = self.plain {
+            if let Some(r) = self.plain_row(plain, clients, endpoints) {
+                return Ok(Some(r));
+            }
+        }
+        self.any_row(clients, endpoints)
+    }
+
+    /// Reads the header: the columns rows are read from.
+    fn read_header(&mut self) -> Result<(), SimError> {
+        let mut cols = [None; 7];
+        if self.next_record()? {
+            for i in 0..self.record_len() {
+                let slot = match self.cell(i) {
+                    Some(b"t") => 0,
+                    Some(b"client") => 1,
+                    Some(b"endpoint") => 2,
+                    Some(b"cost") => 3,
+                    Some(b"ip.src") => 4,
+                    Some(b"cf.colo.id") => 5,
+                    Some(b"method") => 6,
+                    Some(name) if name.len() > 7 && name[..7].eq_ignore_ascii_case(b"header:") => {
+                        let name = String::from_utf8_lossy(&name[7..]).trim().to_ascii_lowercase();
+                        self.header_cols.retain(|(n, _)| *n != name);
+                        self.header_cols.push((name, i));
+                        continue;
+                    }
+                    _ => continue,
+                };
+                cols[slot] = Some(i);
+            }
+        }
+        self.cols = Some(cols);
+        let [t, client, endpoint, cost, ip, colo, method] = cols;
+        self.plain = match (t, ip.or(client)) {
+            (Some(t), Some(client))
+                if colo.is_none()
+                    && method.is_none()
+                    && self.header_cols.is_empty()
+                    && [Some(t), Some(client), endpoint, cost].iter().flatten().all(|&c| c < CELLS - 1) =>
+            {
+                Some(Plain { t, client, endpoint, cost })
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// The next row read straight from the buffer, when its line is plain: whole in the
+    /// buffer (with at least eight bytes read from where its last eight-byte step starts),
+    /// ending in `\n` or `\r\n`, without a quote, UTF-8, with a `t` and a client cell that
+    /// read. Such a line is a record of the cells between its commas, read here as
+    /// [`TraceReader::any_row`] reads it. `None`, having read nothing, for any other line (a
+    /// blank one, the last one, one with an error), which `any_row` then reads.
+    #[inline(never)]
+    fn plain_row(&mut self, plain: Plain, clients: &mut Names, endpoints: &mut Names) -> Option<Request> {
+        if self.csv.state != State::StartRecord {
+            return None;
+        }
+        let buf = &self.buf[..self.end];
+        let line = PlainLine::split(buf, self.start)?;
+        let cell = |col: usize| line.cell(buf, col);
+        let t = cell(plain.t)?;
+        let t = match buf.get(line.starts[plain.t]..line.starts[plain.t] + 8) {
+            Some(word) if (1..=8).contains(&t.len()) => {
+                py::decimal_word(u64::from_le_bytes(word.try_into().expect("eight bytes")), t.len())
+            }
+            _ => None,
+        }
+        .or_else(|| py::parse_float_bytes(t))?;
+        let client = strip(cell(plain.client)?);
+        let endpoint = match plain.endpoint.and_then(cell) {
+            Some(e) if !e.is_empty() => strip(e),
+            _ => b"/",
+        };
+        let cost = match plain.cost.and_then(cell) {
+            Some(&[d @ b'0'..=b'9']) => f64::from(d - b'0'),
+            Some(c) if !c.is_empty() => py::parse_float_bytes(c)?,
+            _ => 1.0,
+        };
+        if !t.is_finite() || !cost.is_finite() {
+            return None;
+        }
+        // (UTF-8: the cells of a UTF-8 line are split at ASCII bytes)
+        let client = clients.intern_utf8(client)?;
+        let endpoint = endpoints.intern_utf8(endpoint)?;
+        self.start = line.stop;
+        self.line += 1;
+        self.rows += 1;
+        Some(Request { t, client, endpoint, cost })
+    }
+
+    /// [`TraceReader::next_request`] of any row, a line at a time.
+    fn any_row(&mut self, clients: &mut Names, endpoints: &mut Names) -> Result<Option<Request>, SimError> {
         let [t_col, client_col, endpoint_col, cost_col, ip_col, colo_col, method_col] = self.cols.unwrap_or_default();
         loop {
             if !self.next_record()? {
@@ -472,6 +560,69 @@ impl<R: std::io::Read> TraceReader<R> {
         let client = clients.intern(&client);
         let endpoint = endpoints.intern(&endpoint);
         Ok(Some(Request { t, client, endpoint, cost }))
+    }
+}
+
+/// A plain line (see [`TraceReader::plain_row`]) split at its commas.
+struct PlainLine {
+    /// Where cell `k` starts, and (less one) where it ends: `starts[k]..starts[k + 1] - 1`
+    /// (kept for the first `CELLS - 1` cells).
+    starts: [usize; CELLS],
+    /// How many cells.
+    cells: usize,
+    /// Where the line ends, after its line end.
+    stop: usize,
+}
+
+impl PlainLine {
+    /// The line from `start`, split, if it is plain: whole in `buf` (with eight bytes from
+    /// where its last eight-byte step starts), ending in `\n` or `\r\n`, not blank, without
+    /// a quote, UTF-8. Only `,` `"` `\n` `\r` and non-ASCII bytes stop the scan ([`stops`]).
+    #[inline(never)]
+    fn split(buf: &[u8], start: usize) -> Option<PlainLine> {
+        let mut starts = [start; CELLS];
+        let (mut cells, mut ascii, mut i) = (1, true, start);
+        let (body_end, stop) = 'line: loop {
+            let word = u64::from_le_bytes(buf.get(i..i + 8)?.try_into().expect("eight bytes"));
+            let mut flags = stops(word);
+            while flags != 0 {
+                let at = flags.trailing_zeros() - 7;
+                flags &= flags - 1;
+                let j = i + at as usize / 8;
+                let byte = (word >> at) as u8;
+                if byte == b',' {
+                    // (the cells after the first `CELLS - 1` all start in the last entry)
+                    starts[cells.min(CELLS - 1)] = j + 1;
+                    cells += 1;
+                    continue;
+                }
+                match byte {
+                    b'\n' => break 'line (j, j + 1),
+                    b'\r' if buf.get(j + 1) == Some(&b'\n') => break 'line (j, j + 2),
+                    b'"' | b'\r' => return None,
+                    0x80.. => ascii = false,
+                    // marked but stopping nothing (see `stops`)
+                    _ => {}
+                }
+            }
+            i += 8;
+        };
+        if body_end == start || (!ascii && core::str::from_utf8(&buf[start..stop]).is_err()) {
+            return None;
+        }
+        starts[cells.min(CELLS - 1)] = body_end + 1;
+        Some(PlainLine { starts, cells, stop })
+    }
+
+    /// Cell `col` (`None` past the last). `col` is one of [`Plain`]'s columns, all below
+    /// `CELLS - 1`: a cell there is whole in `starts`.
+    #[inline(always)]
+    fn cell<'a>(&self, buf: &'a [u8], col: usize) -> Option<&'a [u8]> {
+        if col >= self.cells {
+            return None;
+        }
+        let bounds = self.starts.get(col..col + 2)?;
+        buf.get(bounds[0]..bounds[1] - 1)
     }
 }
 
@@ -591,6 +742,136 @@ mod tests {
             bad("1,198.51.100.1,GET,api").as_deref(),
             Some("error: trace.csv line 2: endpoint must be a path starting with /, got \"api\"")
         );
+    }
+
+    /// The rows as [`rows`] gives them, read with [`TraceReader::plain_row`] where it reads a
+    /// row (`plain`) or only ever a line at a time, and how many rows `plain_row` read.
+    fn rows_read(text: &str, plain: bool) -> (Vec<String>, usize) {
+        let mut reader = TraceReader::new("trace.csv", text.as_bytes());
+        let (mut clients, mut endpoints) = (Names::default(), Names::default());
+        let (mut out, mut fast) = (Vec::new(), 0);
+        let show = |r: Request, c: &Names, e: &Names| {
+            format!("{:?}|{}|{}|{:?}", r.t, c.name(r.client), e.name(r.endpoint), r.cost)
+        };
+        if let Err(e) = reader.read_header() {
+            return (vec![format!("error: {e}")], 0);
+        }
+        loop {
+            if let Some(cols) = reader.plain.filter(|_| plain) {
+                if let Some(r) = reader.plain_row(cols, &mut clients, &mut endpoints) {
+                    out.push(show(r, &clients, &endpoints));
+                    fast += 1;
+                    continue;
+                }
+            }
+            match reader.any_row(&mut clients, &mut endpoints) {
+                Ok(Some(r)) => out.push(show(r, &clients, &endpoints)),
+                Ok(None) => return (out, fast),
+                Err(e) => {
+                    out.push(format!("error: {e}"));
+                    return (out, fast);
+                }
+            }
+        }
+    }
+
+    /// Reads `text` both ways: the same rows (and the same as [`TraceReader::next_request`]
+    /// reads), of which `plain_row` read `fast`.
+    fn same_both_ways(text: &str, fast: usize) -> Vec<String> {
+        let (slow, none) = rows_read(text, false);
+        let (quick, read) = rows_read(text, true);
+        assert_eq!(none, 0);
+        assert_eq!(quick, slow, "{text:?}");
+        assert_eq!(read, fast, "rows read by plain_row in {text:?}");
+        let shown = rows(TraceReader::new("trace.csv", text.as_bytes()));
+        assert_eq!(shown.len(), slow.len());
+        quick
+    }
+
+    /// Blank lines to end a text with, so that its rows lie eight bytes before its end.
+    const PAD: &str = "\n\n\n\n\n\n\n\n";
+
+    #[test]
+    fn plain_lines_read_as_any_line_reads_them() {
+        let cases: &[(&str, usize)] = &[
+            // line ends: `\n` and `\r\n` read here, a lone `\r` a line at a time
+            ("t,client,endpoint,cost\n0.015,mobile-app,/v2/orders,1\n1.5,b,/x,2.25\n", 2),
+            ("t,client,endpoint,cost\r\n0.015,mobile-app,/v2/orders,1\r\n1.5,b,/x,2.25\r\n", 2),
+            ("t,client,endpoint,cost\r0.015,mobile-app,/v2/orders,1\r1.5,b,/x,2.25\r", 0),
+            // quotes anywhere: a line at a time
+            ("t,client,endpoint,cost\n1,\"a,b\",/x,1\n2,a\"b,/x,1\n3,c,/y,1\n", 1),
+            ("t,client\n1,\"multi\nline\"\n2,x\n", 1),
+            // every cell empty, cells missing, cells beyond the header's
+            ("t,client,endpoint,cost\n1,a,,\n2,b\n3,c,/z\n4,d,/q,1,extra,more,x,y,z,w\n", 4),
+            ("t,client,endpoint,cost\n1,,,\n", 1),
+            // blank lines between rows, none at the end
+            ("t,client\n1,a\n\n\r\n2,b\n3,c", 2),
+            // names to strip, long names, names differing in one byte, non-ASCII names
+            ("t,client,endpoint\n1, a ,/x\n2,\ta\t,/x \n3,a,/x\n", 3),
+            (
+                "t,client,endpoint\n1,a-very-long-client-name-0001,/a/long/path/to/somewhere/1\n\
+                 2,a-very-long-client-name-0002,/a/long/path/to/somewhere/2\n\
+                 3,a-very-long-client-name-0001,/a/long/path/to/somewhere/1\n4,key-081,/v\n5,key-082,/v\n",
+                5,
+            ),
+            ("t,client,endpoint\n1,caf\u{e9},/\u{e9}t\u{e9}\n2,\u{1f600},/x\n", 2),
+            // numbers plain and not: a sign, an exponent, `_`, spaces, more than eight bytes
+            ("t,client,cost\n-1.5,a,1\n1e3,a,0.5\n1_0,a,+2\n 7 ,a,1.\n123456789.25,a,.5\n0000.015,a,10\n", 6),
+            // the header's columns anywhere, repeated (the last wins), ip.src as the client
+            ("cost,endpoint,client,t\n2,/x,a,1\n,,b,2\n", 2),
+            ("t,client,t,client\n1,a,2,b\n", 1),
+            ("t,client,ip.src,endpoint\n1,a,198.51.100.7,/x\n2,b,,/y\n", 2),
+            // columns past the seventh: a line at a time
+            ("a,b,c,d,e,f,g,t,client\n,,,,,,,1,x\n", 0),
+            ("t,b,c,d,e,f,client\n1,,,,,,x\n", 1),
+        ];
+        for &(text, fast) in cases {
+            let end = if text.contains('\n') { "\n" } else { "\r" };
+            let padded = format!("{text}{}{}", if text.ends_with(end) { "" } else { end }, PAD.replace('\n', end));
+            same_both_ways(&padded, fast);
+        }
+    }
+
+    #[test]
+    fn rows_with_errors_are_left_to_the_line_reader_and_named_alike() {
+        for (row, want) in [
+            ("x,a,/x,1", "error: trace.csv line 3: need t,client[,endpoint][,cost]"),
+            ("1,a,/x,y", "error: trace.csv line 3: need t,client[,endpoint][,cost]"),
+            ("nan,a,/x,1", "error: trace.csv line 3: t and cost must be finite numbers"),
+            ("1,a,/x,inf", "error: trace.csv line 3: t and cost must be finite numbers"),
+            ("1e999,a,/x,1", "error: trace.csv line 3: t and cost must be finite numbers"),
+            ("5", "error: trace.csv line 3: need t,client[,endpoint][,cost]"),
+            (",,,", "error: trace.csv line 3: need t,client[,endpoint][,cost]"),
+        ] {
+            let text = format!("t,client,endpoint,cost\n1,a,/x,1\n{row}\n{PAD}");
+            let out = same_both_ways(&text, 1);
+            assert_eq!(out.last().map(String::as_str), Some(want), "{row}");
+        }
+        // a byte that is not UTF-8 in a line that is otherwise plain, in a cell read or not
+        for at in [23, 26] {
+            let mut bytes = format!("t,client,note\n1,a,x\n2,ab,yz\n{PAD}").into_bytes();
+            bytes[at] = 0xc3;
+            let mut reader = TraceReader::new("trace.csv", &bytes[..]);
+            let (mut c, mut e) = (Names::default(), Names::default());
+            assert!(reader.next_request(&mut c, &mut e).unwrap().is_some());
+            let err = reader.next_request(&mut c, &mut e).unwrap_err();
+            assert_eq!(err.to_string(), "trace.csv line 3: not UTF-8 text", "{at}");
+        }
+    }
+
+    #[test]
+    fn a_plain_line_is_read_whole_wherever_the_buffer_ends() {
+        // lines of every length up to past a block, the block's end falling anywhere in them
+        let mut text = String::from("t,client,endpoint,cost\n");
+        for i in 0..5000 {
+            let name = "n".repeat(i % 97);
+            text.push_str(&format!("{}.{},c{name},/e{},{}\n", i, i % 1000, i % 7, i % 3));
+        }
+        let (slow, _) = rows_read(&text, false);
+        let (quick, fast) = rows_read(&text, true);
+        assert_eq!(quick, slow);
+        assert!(fast > 4900, "{fast}");
+        assert_eq!(rows(TraceReader::new("t", Trickle(text.as_bytes()))).len(), 5000);
     }
 
     fn strs(rows: &[&[&str]]) -> Vec<Vec<String>> {
