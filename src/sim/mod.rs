@@ -267,16 +267,21 @@ fn hand_on(batch: &mut Batch, take: &mut impl FnMut(Batch) -> bool) -> bool {
     })
 }
 
-/// Puts each instant of `rows` (in time order) in the replay's order.
-fn sort_instants(clients: &Names, endpoints: &Names, mut rows: &mut [Request]) {
-    while let Some(first) = rows.first() {
-        let t = first.t;
-        let n = rows.iter().position(|r| r.t != t).unwrap_or(rows.len());
-        let (instant, rest) = rows.split_at_mut(n);
-        if n > 1 {
-            traffic::sort_instant(clients, endpoints, instant);
+/// Puts each instant of `rows` (in time order) in the replay's order: only those of more
+/// than one row need it, found where a row's time is its predecessor's.
+fn sort_instants(clients: &Names, endpoints: &Names, rows: &mut [Request]) {
+    let mut i = 1;
+    while i < rows.len() {
+        if rows[i].t != rows[i - 1].t {
+            i += 1;
+            continue;
         }
-        rows = rest;
+        // an instant from `i - 1` on, to the first row of another time
+        let first = i - 1;
+        let t = rows[first].t;
+        let n = rows[i..].iter().position(|r| r.t != t).map_or(rows.len(), |n| i + n);
+        traffic::sort_instant(clients, endpoints, &mut rows[first..n]);
+        i = n + 1;
     }
 }
 
@@ -418,4 +423,55 @@ pub fn run_with_timeline_reordered(
     };
     timeline.finish();
     Ok((report(&cfg, out)?, timeline))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each instant sorted on its own, found as `sort_instants` once found them (a row of
+    /// another time ends one).
+    fn sort_each_instant(clients: &Names, endpoints: &Names, mut rows: &mut [Request]) {
+        while let Some(first) = rows.first() {
+            let t = first.t;
+            let n = rows.iter().position(|r| r.t != t).unwrap_or(rows.len());
+            let (instant, rest) = rows.split_at_mut(n);
+            traffic::sort_instant(clients, endpoints, instant);
+            rows = rest;
+        }
+    }
+
+    #[test]
+    fn instants_are_sorted_whole_wherever_they_lie() {
+        let (mut clients, mut endpoints) = (Names::default(), Names::default());
+        for name in ["a", "b", "c", "d"] {
+            clients.intern(name);
+            endpoints.intern(&format!("/{name}"));
+        }
+        // instants of one to five rows (first, last, alone, one after another), -0.0 with
+        // 0.0; each out of order (its clients' names descending), some rows by endpoint or cost
+        let mut rows = Vec::new();
+        let mut i = 0u32;
+        for (t, n) in
+            [(-0.0, 2), (0.0, 1), (0.5, 1), (1.0, 5), (1.5, 2), (2.0, 1), (2.5, 3), (3.0, 1), (3.5, 1), (4.0, 4)]
+        {
+            for k in 0..n {
+                let cost = f64::from(3 - i % 3);
+                rows.push(Request { t, client: 3 - k % 4, endpoint: (i * 5 + i / 4) % 4, cost });
+                i += 1;
+            }
+        }
+        for start in 0..4 {
+            for end in rows.len() - 4..=rows.len() {
+                let mut got = rows[start..end].to_vec();
+                let mut want = got.clone();
+                sort_instants(&clients, &endpoints, &mut got);
+                sort_each_instant(&clients, &endpoints, &mut want);
+                assert_eq!(got, want, "{start}..{end}");
+            }
+        }
+        let mut got = rows.clone();
+        sort_instants(&clients, &endpoints, &mut got);
+        assert_ne!(got, rows, "some instants were out of order");
+    }
 }

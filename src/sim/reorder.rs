@@ -35,6 +35,14 @@ impl Held {
     }
 }
 
+/// A row of the run, and where it was read (its key is worked out only when late rows are
+/// merged with it).
+#[derive(Clone, Copy, Debug)]
+struct InRun {
+    row: Request,
+    seq: u64,
+}
+
 /// Rows in, rows out in time order, held for up to a window of trace time.
 ///
 /// A row at or after every row before it (all of a trace in time order) is appended to a
@@ -46,7 +54,7 @@ pub(super) struct Reorder {
     /// How far the newest time moves on between releases (half the window).
     step: f64,
     /// Rows read at or after the newest row before them: in order.
-    run: VecDeque<Held>,
+    run: VecDeque<InRun>,
     /// Rows read after a later row, in the order read.
     late: Vec<Held>,
     /// The rows of `late` being released.
@@ -79,11 +87,11 @@ impl Reorder {
     /// newest row read.
     #[inline]
     pub(super) fn push(&mut self, row: Request, out: &mut Vec<Request>) -> bool {
-        let held = Held::new(row, self.seq);
+        let seq = self.seq;
         self.seq += 1;
         if row.t >= self.newest {
             self.newest = row.t;
-            self.run.push_back(held);
+            self.run.push_back(InRun { row, seq });
             let horizon = row.t - self.window;
             if horizon >= self.next {
                 self.release(horizon, out);
@@ -91,7 +99,7 @@ impl Reorder {
             }
         } else if row.t >= self.newest - self.window {
             // every row let out lies before the newest time less the window, then or now
-            self.late.push(held);
+            self.late.push(Held::new(row, seq));
         } else {
             return false;
         }
@@ -114,14 +122,21 @@ impl Reorder {
             }
             keep
         });
+        // the run's rows from before the horizon (the run is in time order)
+        let n = self.run.partition_point(|r| r.row.t < horizon);
+        if due.is_empty() {
+            out.extend(self.run.range(..n).map(|r| r.row));
+            self.run.drain(..n);
+            return;
+        }
         due.sort_unstable_by_key(|h| h.key);
         let mut due = due.iter().peekable();
-        while let Some(first) = self.run.front().filter(|h| h.row.t < horizon) {
-            while let Some(d) = due.next_if(|d| d.key < first.key) {
+        for first in self.run.drain(..n) {
+            let key = Held::new(first.row, first.seq).key;
+            while let Some(d) = due.next_if(|d| d.key < key) {
                 out.push(d.row);
             }
             out.push(first.row);
-            self.run.pop_front();
         }
         out.extend(due.map(|d| d.row));
     }
@@ -154,6 +169,51 @@ mod tests {
         }
         reorder.finish(&mut out);
         (out.iter().map(|r| (r.t, r.client)).collect(), most, None)
+    }
+
+    /// What each push (and then the finish) lets out, each in a group of its own.
+    fn releases(window: f64, rows: &[(f64, u32)]) -> Vec<Vec<(f64, u32)>> {
+        let mut reorder = Reorder::new(window);
+        let mut groups = Vec::new();
+        for &(t, c) in rows {
+            let mut out = Vec::new();
+            assert!(reorder.push(row(t, c), &mut out), "{t} refused");
+            groups.push(out.iter().map(|r| (r.t, r.client)).collect::<Vec<_>>());
+        }
+        let mut out = Vec::new();
+        reorder.finish(&mut out);
+        groups.push(out.iter().map(|r| (r.t, r.client)).collect());
+        groups.retain(|g| !g.is_empty());
+        groups
+    }
+
+    #[test]
+    fn rows_come_out_as_a_stable_sort_by_time_whole_instants_at_a_time() {
+        // in order (with and without late rows among them), instants of one to four rows,
+        // rows at the very time a release stops before, and -0.0 with 0.0
+        let in_order: Vec<(f64, u32)> = (0..2_000u32).map(|i| (f64::from(i / 3 + i / 5) / 4.0, i)).collect();
+        let at_horizons = [(0.0, 0), (2.0, 1), (3.0, 2), (4.0, 3), (2.0, 4), (2.0, 5), (6.0, 6), (4.0, 7), (8.0, 8)];
+        let jittered: Vec<(f64, u32)> =
+            (0..2_000u32).map(|i| (f64::from(i) / 10.0 + f64::from(i * 7919 % 20) / 10.0, i)).collect();
+        let zeros = [(-0.0, 0), (0.0, 1), (-0.0, 2), (1.0, 3), (0.0, 4), (2.0, 5), (2.0, 6)];
+        for (rows, windows) in [
+            (&in_order[..], &[0.0, 0.25, 1.0, 3.0, f64::INFINITY][..]),
+            (&at_horizons, &[2.0, 4.0]),
+            (&jittered, &[2.0, 3.0, 7.5]),
+            (&zeros, &[1.0, 2.0]),
+        ] {
+            // (a stable sort: -0.0 and 0.0 are one instant, its rows as read)
+            let mut want = rows.to_vec();
+            want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+            for &window in windows {
+                let groups = releases(window, rows);
+                assert_eq!(groups.concat(), want, "window {window}");
+                for pair in groups.windows(2) {
+                    let (last, next) = (pair[0].last().unwrap().0, pair[1][0].0);
+                    assert!(last < next, "an instant split: {last} then {next}, window {window}");
+                }
+            }
+        }
     }
 
     #[test]
