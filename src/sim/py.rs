@@ -518,6 +518,7 @@ pub fn plain_decimal(bytes: &[u8]) -> Option<f64> {
 /// is divided by are `plain_decimal`'s, so the result is its result, bit for bit. `None` for
 /// anything else (a sign, say), which `plain_decimal` then reads.
 #[inline(always)]
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub fn decimal_word(word: u64, len: usize) -> Option<f64> {
     const POW10: [f64; 8] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7];
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;

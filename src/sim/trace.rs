@@ -406,6 +406,8 @@ impl<R: std::io::Read> TraceReader<R> {
         if self.cols.is_none() {
             self.read_header()?;
         }
+        // (not in wasm builds, which are built for size: any_row reads the same rows)
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(plain) = self.plain {
             if let Some(r) = self.plain_row(plain, clients, endpoints) {
                 return Ok(Some(r));
@@ -461,6 +463,7 @@ impl<R: std::io::Read> TraceReader<R> {
     /// [`TraceReader::any_row`] reads it. `None`, having read nothing, for any other line (a
     /// blank one, the last one, one with an error), which `any_row` then reads.
     #[inline(never)]
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     fn plain_row(&mut self, plain: Plain, clients: &mut Names, endpoints: &mut Names) -> Option<Request> {
         if self.csv.state != State::StartRecord {
             return None;
@@ -564,6 +567,7 @@ impl<R: std::io::Read> TraceReader<R> {
 }
 
 /// A plain line (see [`TraceReader::plain_row`]) split at its commas.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 struct PlainLine {
     /// Where cell `k` starts, and (less one) where it ends: `starts[k]..starts[k + 1] - 1`
     /// (kept for the first `CELLS - 1` cells).
@@ -574,6 +578,7 @@ struct PlainLine {
     stop: usize,
 }
 
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 impl PlainLine {
     /// The line from `start`, split, if it is plain: whole in `buf` (with eight bytes from
     /// where its last eight-byte step starts), ending in `\n` or `\r\n`, not blank, without
