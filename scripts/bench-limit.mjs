@@ -4,14 +4,20 @@
 // one run with the ratios. The keys are made once and passed again and again (the same string
 // objects, whose hashes the engine keeps), then made anew for each call, as a server's are.
 // Each figure is the best of five rounds after a warm-up, the figures of a ratio taking their
-// rounds in turn, every limiter generous enough that all requests are admitted (the common
-// case). Node 22.
+// rounds in turn, each round after a full garbage collection, every limiter generous enough
+// that all requests are admitted (the common case). Node 22.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { RateLimiterMemory } from "rate-limiter-flexible";
 import { TokenBucket as LimiterBucket } from "limiter";
 import { Limiter } from "../js/limit-node.js";
 import { TokenBucket } from "../js/edge-node.js";
 
 const ROUNDS = 5;
+// A full collection before every timed round, so that no round pays for the garbage of the
+// one before it (another limiter's, when rounds take turns).
+setFlagsFromString("--expose-gc");
+const collect = runInNewContext("gc");
 const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
 
 /** Mean ns per call of each of `fns` (`fn(i)`) over `n` calls, best of ROUNDS, each its own loop
@@ -24,6 +30,7 @@ function nsPerCallInTurn(n, fns) {
   for (let round = 0; round < ROUNDS; round++) {
     for (let j = 0; j < fns.length; j++) {
       const k = (j + round) % fns.length;
+      collect();
       const start = process.hrtime.bigint();
       loops[k](fns[k], n);
       best[k] = Math.min(best[k], Number(process.hrtime.bigint() - start) / n);
