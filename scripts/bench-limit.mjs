@@ -25,7 +25,9 @@ const line = (label, value) => console.log(`${label.padEnd(58)} ${value}`);
  * any, the first moving round to round), so that the figures of a ratio meet the same machine. */
 function nsPerCallInTurn(n, fns) {
   const loops = fns.map(() => new Function("fn", "n", "let s = 0; for (let i = 0; i < n; i++) if (fn(i)) s++; return s;"));
-  loops.forEach((loop, k) => loop(fns[k], Math.min(n, 300_000)));
+  for (const [k, loop] of loops.entries()) {
+    loop(fns[k], Math.min(n, 300_000));
+  }
   const best = fns.map(() => Infinity);
   for (let round = 0; round < ROUNDS; round++) {
     for (let j = 0; j < fns.length; j++) {
@@ -59,10 +61,7 @@ for (const keyCount of [1_000, 1_000_000]) {
   line(`  ratio (rate-limiter-flexible / limit(key))`, `${(theirs / withClock).toFixed(1)}×`);
   // A server's keys arrive as new strings (from a header, an address): each call hashes its
   // key and compares it with the stored one by content, on both sides.
-  const [fresh, theirsFresh] = nsPerCallInTurn(CALLS, [
-    (i) => ours.limit(`user:${i % keyCount}`).success,
-    (i) => flexible.consume(`user:${i % keyCount}`) !== undefined,
-  ]);
+  const [fresh, theirsFresh] = nsPerCallInTurn(CALLS, [(i) => ours.limit(`user:${i % keyCount}`).success, (i) => flexible.consume(`user:${i % keyCount}`) !== undefined]);
   line(`  the same, a new key string each call (limit / consume)`, `${ns(fresh)} / ${ns(theirsFresh)}, ${(theirsFresh / fresh).toFixed(1)}×`);
 }
 

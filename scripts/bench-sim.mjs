@@ -441,7 +441,7 @@ async function runSide(label, side, argv, outFile, enoughS, times = 3, peakApart
     rmSync(file, { force: true });
     return text;
   };
-  const texts = runs.map((r, i) => take(`${outFile}.${i}`));
+  const texts = runs.map((_, i) => take(`${outFile}.${i}`));
   for (const [i, r] of runs.entries()) {
     const text = ok(r) ? texts[i] : "";
     if (ok(r) && parse(text) === null) r.noJson = true;
