@@ -480,15 +480,8 @@ impl<R: std::io::Read> TraceReader<R> {
         }
         .or_else(|| py::parse_float_bytes(t))?;
         let client = strip(cell(plain.client)?);
-        let endpoint = match plain.endpoint.and_then(cell) {
-            Some(e) if !e.is_empty() => strip(e),
-            _ => b"/",
-        };
-        let cost = match plain.cost.and_then(cell) {
-            Some(&[d @ b'0'..=b'9']) => f64::from(d - b'0'),
-            Some(c) if !c.is_empty() => py::parse_float_bytes(c)?,
-            _ => 1.0,
-        };
+        let endpoint = endpoint_cell(plain.endpoint.and_then(cell));
+        let cost = cost_cell(plain.cost.and_then(cell))?;
         if !t.is_finite() || !cost.is_finite() {
             return None;
         }
@@ -519,14 +512,8 @@ impl<R: std::io::Read> TraceReader<R> {
         let cell = |i: Option<usize>| i.and_then(|i| self.cell(i));
         let t = py::parse_float_bytes(cell(t_col).ok_or_else(bad)?).ok_or_else(bad)?;
         let client = strip(cell(ip_col.or(client_col)).ok_or_else(bad)?);
-        let endpoint = match cell(endpoint_col) {
-            Some(e) if !e.is_empty() => strip(e),
-            _ => b"/",
-        };
-        let cost = match cell(cost_col) {
-            Some(c) if !c.is_empty() => py::parse_float_bytes(c).ok_or_else(bad)?,
-            _ => 1.0,
-        };
+        let endpoint = endpoint_cell(cell(endpoint_col));
+        let cost = cost_cell(cell(cost_col)).ok_or_else(bad)?;
         if !t.is_finite() || !cost.is_finite() {
             return Err(SimError::Input(format!("{label} line {n}: t and cost must be finite numbers")));
         }
@@ -563,6 +550,25 @@ impl<R: std::io::Read> TraceReader<R> {
         let client = clients.intern(&client);
         let endpoint = endpoints.intern(&endpoint);
         Ok(Some(Request { t, client, endpoint, cost }))
+    }
+}
+
+/// A row's endpoint cell as the reference reads it: stripped, `/` when missing or empty.
+#[inline(always)]
+fn endpoint_cell(cell: Option<&[u8]>) -> &[u8] {
+    match cell {
+        Some(e) if !e.is_empty() => strip(e),
+        _ => b"/",
+    }
+}
+
+/// A row's cost cell as the reference reads it: 1 when missing or empty, else the number it
+/// reads as (`None`: not a number).
+#[inline(always)]
+fn cost_cell(cell: Option<&[u8]>) -> Option<f64> {
+    match cell {
+        Some(c) if !c.is_empty() => py::parse_float_bytes(c),
+        _ => Some(1.0),
     }
 }
 
