@@ -2,14 +2,14 @@
 
 use core::hash::{BuildHasher, Hasher};
 use foldhash::fast::FixedState;
-use hashbrown::{HashMap, HashTable};
+use hashbrown::HashTable;
 
 /// Names interned as numbers, in the order first seen.
 #[derive(Clone, Debug, Default)]
 pub struct Names {
     /// The numbers of names of at most 16 bytes, found by those bytes packed in two words
     /// and the length ([`Short`]): a lookup reads one entry, never the name itself.
-    short: HashTable<(Short, u32)>,
+    short: Slots<Short>,
     /// The numbers of longer names, found by the hash of a name's bytes.
     long: HashTable<u32>,
     names: Vec<Box<str>>,
@@ -18,7 +18,7 @@ pub struct Names {
 /// A name of at most 16 bytes as two words and its length, which together give back every
 /// byte: eight or more, the first eight and the last eight (overlapping when fewer than
 /// 16); four to seven, the first four and the last four; fewer, the first, middle and last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Short(u64, u64, usize);
 
 impl Short {
@@ -75,7 +75,7 @@ impl Names {
     fn find(&self, name: &[u8]) -> Result<u32, u64> {
         if let Some(key) = Short::of(name) {
             let hash = key.hash();
-            return self.short.find(hash, |&(k, _)| k == key).map(|&(_, id)| id).ok_or(hash);
+            return self.short.find(hash, key).ok_or(hash);
         }
         let hash = Names::hash(name);
         self.long.find(hash, |&id| same(self.names[id as usize].as_bytes(), name)).copied().ok_or(hash)
@@ -87,9 +87,7 @@ impl Names {
         let id = self.names.len() as u32;
         self.names.push(name.into());
         match Short::of(name.as_bytes()) {
-            Some(key) => {
-                self.short.insert_unique(hash, (key, id), |(k, _)| k.hash());
-            }
+            Some(key) => self.short.insert(hash, key, id, Short::hash),
             None => {
                 let names = &self.names;
                 self.long.insert_unique(hash, id, |&id| Names::hash(names[id as usize].as_bytes()));
@@ -136,29 +134,110 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     word(a, n - 8) == word(b, n - 8)
 }
 
+/// Numbers found by a key: open addressing with linear probing, the slots at most half
+/// full, so that a lookup mostly reads one slot and compares one key.
+#[derive(Clone, Debug)]
+struct Slots<K> {
+    /// Each slot's key and number ([`NONE`]: empty); a power of two of them.
+    slots: Vec<(K, u32)>,
+    len: usize,
+}
+
+/// The number of an empty slot.
+const NONE: u32 = u32::MAX;
+
+impl<K: Copy + Default> Default for Slots<K> {
+    fn default() -> Self {
+        Slots { slots: vec![(K::default(), NONE); 16], len: 0 }
+    }
+}
+
+impl<K: Copy + Default + Eq> Slots<K> {
+    /// The number of `key` (whose hash is `hash`), if it has one.
+    #[inline(always)]
+    fn find(&self, hash: u64, key: K) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (k, id) = self.slots[i];
+            if id == NONE {
+                return None;
+            }
+            if k == key {
+                return Some(id);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Numbers `key` (not numbered yet) `id`; `hash` gives a key's hash, to move the keys
+    /// to twice the slots when half are full.
+    fn insert(&mut self, hash: u64, key: K, id: u32, rehash: impl Fn(K) -> u64) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            let twice = vec![(K::default(), NONE); 2 * self.slots.len()];
+            let old = core::mem::replace(&mut self.slots, twice);
+            for (k, id) in old.into_iter().filter(|&(_, id)| id != NONE) {
+                self.place(rehash(k), k, id);
+            }
+        }
+        self.place(hash, key, id);
+        self.len += 1;
+    }
+
+    fn place(&mut self, hash: u64, key: K, id: u32) {
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        while self.slots[i].1 != NONE {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (key, id);
+    }
+}
+
 /// Numbers for `(client, endpoint)` pairs, in the order first seen.
 #[derive(Default)]
-pub(super) struct Pairs(HashMap<(u32, u32), u32, FixedState>);
+pub(super) struct Pairs(Slots<u64>);
 
 impl Pairs {
+    /// A pair as one key, and its hash (a folded multiply, as foldhash's).
+    #[inline(always)]
+    fn key(client: u32, endpoint: u32) -> (u64, u64) {
+        let key = u64::from(client) << 32 | u64::from(endpoint);
+        (key, Pairs::hash(key))
+    }
+
+    #[inline(always)]
+    fn hash(key: u64) -> u64 {
+        let product = u128::from(key ^ 0x243f_6a88_85a3_08d3) * 0x1319_8a2e_0370_7345;
+        product as u64 ^ (product >> 64) as u64
+    }
+
     /// The number of a pair, and whether it is new.
     #[inline]
     pub(super) fn number(&mut self, client: u32, endpoint: u32) -> (u32, bool) {
-        let next = self.0.len() as u32;
-        match self.0.entry((client, endpoint)) {
-            hashbrown::hash_map::Entry::Occupied(e) => (*e.get(), false),
-            hashbrown::hash_map::Entry::Vacant(e) => (*e.insert(next), true),
+        let (key, hash) = Pairs::key(client, endpoint);
+        match self.0.find(hash, key) {
+            Some(id) => (id, false),
+            None => (self.add(hash, key), true),
         }
+    }
+
+    #[cold]
+    fn add(&mut self, hash: u64, key: u64) -> u32 {
+        let id = self.len();
+        self.0.insert(hash, key, id, Pairs::hash);
+        id
     }
 
     /// The number of a pair already numbered.
     pub(super) fn get(&self, client: u32, endpoint: u32) -> Option<u32> {
-        self.0.get(&(client, endpoint)).copied()
+        let (key, hash) = Pairs::key(client, endpoint);
+        self.0.find(hash, key)
     }
 
     /// How many pairs are numbered.
     pub(super) fn len(&self) -> u32 {
-        self.0.len() as u32
+        self.0.len as u32
     }
 }
 
